@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what pylog needs on a fresh Debian machine: Java 17 (Spark), kcat (client
+# compatibility tests and benchmarks) and a virtualenv with the package and its test extras.
+# Idempotent: each step is skipped when its result is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_install() {
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@"
+}
+
+need=()
+if ! command -v java >/dev/null 2>&1; then need+=(openjdk-17-jre-headless); fi
+if ! command -v kcat >/dev/null 2>&1; then need+=(kcat); fi
+if [ "${#need[@]}" -gt 0 ]; then
+  echo "bootstrap: installing ${need[*]} with apt"
+  apt_install "${need[@]}"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv"
+  python3 -m venv .venv
+fi
+stamp=.venv/.pylog-installed
+if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ]; then
+  echo "bootstrap: installing pylog and its test extras into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[test]'
+  touch "$stamp"
+fi
