@@ -1,0 +1,90 @@
+"""Shared pieces of the benchmarks: start a pylog broker process and librdkafka's mock cluster."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+
+@contextmanager
+def pylog_broker_process(log_dir: str | None = None, partitions: int = 4) -> Iterator[str]:
+    """A `pylog broker start` process on a free port with data on disk; yields bootstrap servers."""
+    own_dir = log_dir is None
+    log_dir = log_dir or tempfile.mkdtemp(prefix="pylog-bench-")
+    env = dict(os.environ, PYLOG_HOME=tempfile.mkdtemp(prefix="pylog-bench-home-"))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", "0", "--log-dir", log_dir,
+         "--partitions", str(partitions)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().strip()
+        if not line.startswith("bootstrap.servers="):
+            raise RuntimeError(f"broker did not start: {line!r}")
+        yield line.split("=", 1)[1]
+    finally:
+        process.terminate()
+        process.wait(30)
+        if own_dir:
+            subprocess.run(["rm", "-rf", log_dir], check=False)
+
+
+@contextmanager
+def mock_cluster(partitions: int = 4) -> Iterator[str]:
+    """librdkafka's built-in mock cluster (a Kafka-protocol broker by others, in-memory).
+
+    It is started by any librdkafka client with ``test.mock.num.brokers``; its address appears
+    only in the client's debug log, which we read through a logger.
+    """
+    import logging
+
+    from confluent_kafka import Producer
+
+    found = threading.Event()
+    address: list[str] = []
+
+    class Grab(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            match = re.search(r"replaced with (\S+)", record.getMessage())
+            if match and not address:
+                address.append(match.group(1).rstrip(","))
+                found.set()
+
+    logger = logging.getLogger("pylog.bench.mock")
+    logger.addHandler(Grab())
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    holder = Producer({
+        "test.mock.num.brokers": 1,
+        "bootstrap.servers": "unused:9092",
+        "debug": "mock",
+        "logger": logger,
+        "topic.metadata.refresh.interval.ms": 3_600_000,
+    })
+    holder.poll(0)
+    if not found.wait(10):
+        holder.poll(0.5)
+    if not address:
+        raise RuntimeError("could not find the mock cluster's address in librdkafka's debug log")
+    try:
+        yield address[0]
+    finally:
+        del holder
+
+
+def timed(command: list[str], stdin_path: str | None = None) -> float:
+    start = time.perf_counter()
+    if stdin_path is None:
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    else:
+        with open(stdin_path, "rb") as stdin:
+            subprocess.run(command, check=True, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start

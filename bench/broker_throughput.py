@@ -1,0 +1,99 @@
+"""kcat against the pylog broker and against librdkafka's mock cluster, side by side in one run.
+
+Produce: kcat -P writes N messages of 100 bytes into a 4-partition topic of each broker
+(pylog persists to disk with its default flush policy: fsync per acks=all produce).
+Consume: kcat -C -e reads a data set the mock can hold in full (it keeps only about the newest
+5 MB per partition): 4 partitions x 40k messages.
+
+Prints messages/s for both and the ratio pylog/mock (>= 1.0 means pylog is at least as fast).
+Usage: python bench/broker_throughput.py [--messages 2000000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _harness import mock_cluster, pylog_broker_process, timed  # noqa: E402
+
+
+def make_input(path: str, count: int) -> None:
+    line = b"x" * 100 + b"\n"
+    with open(path, "wb") as out:
+        chunk = line * 10_000
+        for _ in range(count // 10_000):
+            out.write(chunk)
+        out.write(line * (count % 10_000))
+
+
+def kcat_produce(bootstrap: str, topic: str, path: str, partition: int | None = None) -> float:
+    command = ["kcat", "-P", "-b", bootstrap, "-t", topic, "-X", "linger.ms=5"]
+    if partition is not None:
+        command += ["-p", str(partition)]
+    return timed(command, stdin_path=path)
+
+
+def kcat_consume(bootstrap: str, topic: str, expected: int) -> float:
+    seconds = timed(["kcat", "-C", "-b", bootstrap, "-t", topic, "-e", "-q", "-o", "beginning"])
+    count = subprocess.run(
+        ["kcat", "-C", "-b", bootstrap, "-t", topic, "-e", "-q", "-o", "beginning", "-f", "x"],
+        check=True, capture_output=True,
+    ).stdout.count(b"x")
+    if count != expected:
+        raise RuntimeError(f"{bootstrap} {topic}: consumed {count}, expected {expected}")
+    return seconds
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(timeout=30)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=2_000_000)
+    parser.add_argument("--consume-per-partition", type=int, default=40_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    workdir = tempfile.mkdtemp(prefix="pylog-bench-input-")
+    produce_input = os.path.join(workdir, "produce.txt")
+    consume_input = os.path.join(workdir, "consume.txt")
+    consume_total = 4 * args.consume_per_partition
+    make_input(produce_input, args.messages)
+    make_input(consume_input, args.consume_per_partition)
+
+    results: dict[str, dict[str, list[float]]] = {"pylog": {"produce": [], "consume": []}, "mock": {"produce": [], "consume": []}}
+    with pylog_broker_process(partitions=4) as pylog, mock_cluster() as mock:
+        brokers = {"pylog": pylog, "mock": mock}
+        for round_index in range(args.rounds):
+            for name, bootstrap in brokers.items():  # interleaved, so drift hits both alike
+                produce_topic = f"produce-{round_index}"
+                consume_topic = f"consume-{round_index}"
+                if name == "pylog":  # the mock auto-creates topics with 4 partitions
+                    create_topic(bootstrap, produce_topic, 4)
+                    create_topic(bootstrap, consume_topic, 4)
+                results[name]["produce"].append(args.messages / kcat_produce(bootstrap, produce_topic, produce_input))
+                for partition in range(4):  # exactly 40k per partition: within the mock's window
+                    kcat_produce(bootstrap, consume_topic, consume_input, partition)
+                results[name]["consume"].append(consume_total / kcat_consume(bootstrap, consume_topic, consume_total))
+    subprocess.run(["rm", "-rf", workdir], check=False)
+
+    print(f"kcat, 100-byte messages; produce {args.messages:,} msgs, consume {consume_total:,} msgs; "
+          f"median of {args.rounds} interleaved rounds")
+    for phase in ("produce", "consume"):
+        pylog_rate = statistics.median(results["pylog"][phase])
+        mock_rate = statistics.median(results["mock"][phase])
+        print(f"{phase:8s} pylog {pylog_rate:12,.0f} msg/s   mock {mock_rate:12,.0f} msg/s   "
+              f"ratio pylog/mock {pylog_rate / mock_rate:5.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Sink throughput, measured side by side in one run.
+
+File-sink half: the same input (N rows: id, a 96-byte binary payload, a timestamp) streamed with
+Trigger.AvailableNow into pylog's ``pylog-files`` sink and into Spark's built-in
+``writeStream.format("parquet")``, both Parquet/snappy, each after a warm-up run. Prints rows/s of
+both and the ratio pylog / Spark (target >= 0.8).
+
+    .venv/bin/python bench/sink_throughput.py [--rows 2000000] [--partitions 2]
+
+The input is staged once as Parquet files and read by a streaming file source, so both sinks see
+byte-identical micro-batches and the query ends by itself (AvailableNow).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+SCHEMA = "id long, payload binary, ts timestamp"
+
+
+def stage_input(spark: SparkSession, path: str, rows: int, partitions: int) -> None:
+    (
+        spark.range(0, rows, numPartitions=partitions)
+        .select(
+            "id",
+            F.expr("unhex(concat(sha2(cast(id as string), 512), sha2(cast(id as string), 256)))").alias("payload"),
+            F.expr("timestamp_seconds(1767225600 + id)").alias("ts"),
+        )
+        .write.mode("overwrite")
+        .parquet(path)
+    )
+
+
+def stream_once(spark: SparkSession, source: str, sink_format: str, out: str, checkpoint: str) -> float:
+    """Seconds to stream everything under ``source`` into ``sink_format`` (AvailableNow)."""
+    started = time.perf_counter()
+    query = (
+        spark.readStream.schema(SCHEMA)
+        .parquet(source)
+        .writeStream.format(sink_format)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start(out)
+    )
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(f"{sink_format} query failed: {query.exception()}")
+    return time.perf_counter() - started
+
+
+def bench_file_sink(spark: SparkSession, rows: int, partitions: int, workdir: str) -> dict[str, float]:
+    source, warm = os.path.join(workdir, "input"), os.path.join(workdir, "warm")
+    stage_input(spark, source, rows, partitions)
+    stage_input(spark, warm, 10_000, partitions)
+    results: dict[str, float] = {}
+    for name, sink_format in (("pylog-files", "pylog-files"), ("spark parquet", "parquet")):
+        tag = sink_format.replace("-", "_")
+        stream_once(spark, warm, sink_format, os.path.join(workdir, f"w_{tag}"), os.path.join(workdir, f"wc_{tag}"))
+        out = os.path.join(workdir, f"out_{tag}")
+        seconds = stream_once(spark, source, sink_format, out, os.path.join(workdir, f"ck_{tag}"))
+        written = spark.read.parquet(out).count()
+        if written != rows:
+            raise RuntimeError(f"{name} wrote {written} rows, expected {rows}")
+        results[name] = rows / seconds
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--partitions", type=int, default=2)
+    args = parser.parse_args()
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("pylog-sink-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    workdir = tempfile.mkdtemp(prefix="pylog-sink-bench-")
+    try:
+        results = bench_file_sink(spark, args.rows, args.partitions, workdir)
+    finally:
+        spark.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    ours, theirs = results["pylog-files"], results["spark parquet"]
+    print(f"file sink, {args.rows:,} rows x 96-byte payload, Parquet/snappy, local[2]")
+    print(f"  pylog-files             {ours:12,.0f} rows/s")
+    print(f"  spark writeStream parquet {theirs:10,.0f} rows/s")
+    print(f"  ratio pylog/spark       {ours / theirs:12.2f}  (target >= 0.80)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""Fetch (1): slices of stored batches, with long polling.
+
+Returns whole batches starting with the one containing ``fetch_offset`` (clients skip the
+records below it), at least one batch per partition even when it exceeds the byte limits
+(KIP-74), and never null ``records`` (librdkafka rejects MessageSetSize -1). Fetch sessions
+(KIP-227) are not granted: session_id 0 and every requested partition echoed, which all clients
+accept as a sessionless full response.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kafka_spark.broker.storage.errors import OffsetOutOfRangeError, StorageError
+
+_READ_COMMITTED = 1
+_FETCH_SESSION_ID_NOT_FOUND = 70
+_FENCED_LEADER_EPOCH = 74
+
+
+async def handle(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    if getattr(body, "session_id", 0) not in (0, -1):
+        # We never grant sessions, so a client naming one is confused; make it start over.
+        return {"throttle_time": 0, "error_code": _FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": ()}
+    max_wait = body.max_wait.total_seconds()
+    deadline = time.monotonic() + max_wait
+    while True:
+        responses, total_bytes, has_error = _read(broker, body)
+        remaining = deadline - time.monotonic()
+        if total_bytes >= body.min_bytes or has_error or remaining <= 0:
+            return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
+        await broker.notifier.wait(remaining)
+
+
+def _read(broker: Any, body: Any) -> tuple[list[dict[str, Any]], int, bool]:
+    read_committed = getattr(body, "isolation_level", 0) == _READ_COMMITTED
+    budget = body.max_bytes
+    total = 0
+    has_error = False
+    responses = []
+    for topic in body.topics:
+        partitions = []
+        for fetch_partition in topic.partitions:
+            entry = _read_partition(broker, topic.topic, fetch_partition, read_committed, budget, total)
+            if entry["error_code"]:
+                has_error = True
+            total += len(entry["records"])
+            partitions.append(entry)
+        responses.append({"topic": topic.topic, "partitions": partitions})
+    return responses, total, has_error
+
+
+def _read_partition(
+    broker: Any, topic: str, request: Any, read_committed: bool, budget: int, used: int
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "partition_index": request.partition,
+        "error_code": 0,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": (),
+        "preferred_read_replica": -1,
+        "records": b"",
+    }
+    try:
+        log = broker.logs.get_log(topic, request.partition)
+    except StorageError as error:
+        entry["error_code"] = error.error_code
+        return entry
+    high_watermark = log.high_watermark
+    last_stable = log.last_stable_offset
+    entry["high_watermark"] = high_watermark
+    entry["last_stable_offset"] = last_stable
+    entry["log_start_offset"] = log.log_start_offset
+    leader_epoch = getattr(request, "current_leader_epoch", -1)
+    if leader_epoch not in (-1, 0):
+        entry["error_code"] = _FENCED_LEADER_EPOCH
+        return entry
+    # KIP-74: the first partition with data may exceed max_bytes; later ones share what is left.
+    limit = min(request.partition_max_bytes, max(budget - used, 0)) if used else request.partition_max_bytes
+    if used and limit <= 0:
+        return entry
+    try:
+        data = log.read(
+            request.fetch_offset,
+            limit,
+            max_offset=last_stable if read_committed else high_watermark,
+        )
+    except OffsetOutOfRangeError:
+        entry["error_code"] = 1
+        return entry
+    except StorageError as error:
+        entry["error_code"] = error.error_code
+        return entry
+    entry["records"] = bytes(data)
+    return entry

@@ -1,0 +1,78 @@
+"""Metadata (3): brokers, controller, topics and partitions; may auto-create topics.
+
+One node leads every partition, with itself as the only replica and ISR; leader_epoch stays 0
+(a changing epoch sends clients into leader-epoch validation).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_spark.broker.storage.errors import StorageError
+from kafka_spark.broker.storage.log_manager import is_valid_topic_name
+
+_NO_AUTHORIZED_OPERATIONS = -2147483648
+
+
+def handle(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    node_id = broker.config.node_id
+    existing = broker.logs.topics()
+    if body.topics is None or (request.api_version == 0 and not body.topics):
+        names = sorted(existing)  # v0 [] and v1+ null both mean "all topics"
+    else:
+        names = [topic.name for topic in body.topics]
+    allow_auto_create = getattr(body, "allow_auto_topic_creation", True)
+    topics = []
+    for name in names:
+        info = existing.get(name)
+        if info is None and allow_auto_create and broker.config.auto_create_topics_enable:
+            try:
+                info = broker.logs.create_topic(name, broker.config.num_partitions)
+            except StorageError as error:
+                topics.append(_topic_error(name, error.error_code))
+                continue
+        if info is None:
+            code = 3 if is_valid_topic_name(name) else 17
+            topics.append(_topic_error(name, code))
+            continue
+        topics.append(
+            {
+                "error_code": 0,
+                "name": name,
+                "is_internal": False,
+                "partitions": [
+                    {
+                        "error_code": 0,
+                        "partition_index": index,
+                        "leader_id": node_id,
+                        "leader_epoch": 0,
+                        "replica_nodes": (node_id,),
+                        "isr_nodes": (node_id,),
+                        "offline_replicas": (),
+                    }
+                    for index in range(info.partitions)
+                ],
+                "topic_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+            }
+        )
+    return {
+        "throttle_time": 0,
+        "brokers": [
+            {"node_id": node_id, "host": broker.advertised_host, "port": broker.port, "rack": None}
+        ],
+        "cluster_id": broker.config.cluster_id,
+        "controller_id": node_id,  # never -1: admin clients wait forever for a controller
+        "topics": topics,
+        "cluster_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+    }
+
+
+def _topic_error(name: str, code: int) -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "name": name,
+        "is_internal": False,
+        "partitions": (),
+        "topic_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+    }

@@ -1,0 +1,102 @@
+"""Produce (0): validate each partition's record batches per batch (never per record), append.
+
+Per partition, in Kafka's order: unknown topic/partition (3); too large (10); malformed or bad
+CRC (2); magic != 2 (87); then append at the log end offset. Batches are stored verbatim; only
+base offset and leader epoch, which lie outside the CRC, are rewritten. acks=0 gets no response
+at all (answering would desynchronise kafka-python's and aiokafka's correlation ids).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka_spark.broker.deferred import Deferred
+from kafka_spark.broker.producers import ProducerStateError
+from kafka_spark.broker.storage.batch import validate_batches
+from kafka_spark.broker.storage.errors import StorageError
+
+logger = logging.getLogger("kafka_spark.broker")
+
+_INVALID_REQUIRED_ACKS = 21
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+_CORRUPT_MESSAGE = 2
+
+
+_KAFKA_STORAGE_ERROR = 56
+
+
+def handle(broker: Any, request: Any) -> dict[str, Any] | Deferred | None:
+    body = request.body
+    acks = body.acks
+    responses = []
+    appended = False
+    durable: list[tuple[dict[str, Any], Any]] = []  # (partition response, fsync future)
+    for topic in body.topic_data:
+        partition_responses = []
+        for data in topic.partition_data:
+            entry = {"index": data.index, "error_code": 0, "base_offset": -1,
+                     "log_append_time": None,  # -1: CreateTime topics
+                     "log_start_offset": -1}
+            if acks not in (-1, 0, 1):
+                entry["error_code"] = _INVALID_REQUIRED_ACKS
+            else:
+                log = _append(broker, topic.name, data.index, data.records, acks, entry)
+                if log is not None:
+                    appended = True
+                    if acks == -1 and log.config.flush_on_ack_all:
+                        durable.append((entry, broker.group_commit.wait_durable(log, log.log_end_offset)))
+            partition_responses.append(entry)
+        responses.append({"name": topic.name, "partition_responses": partition_responses})
+    if appended:
+        broker.notifier.notify()
+    if acks == 0:
+        return None
+    response = {"responses": responses, "throttle_time": 0}
+    if durable:
+        return Deferred(_when_durable(response, durable))
+    return response
+
+
+async def _when_durable(response: dict[str, Any], durable: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
+    for entry, future in durable:
+        try:
+            await future
+        except StorageError as error:
+            logger.error("%s", error)
+            entry["error_code"] = _KAFKA_STORAGE_ERROR
+            entry["base_offset"] = -1
+    return response
+
+
+def _append(broker: Any, topic: str, partition: int, records: bytes | None, acks: int,
+            entry: dict[str, Any]) -> Any:
+    """Validate and append; fill ``entry``; return the log when the batch is in it (appended now,
+    or earlier for an idempotent retry)."""
+    try:
+        log = broker.logs.get_log(topic, partition)
+    except StorageError as error:
+        entry["error_code"] = error.error_code
+        return None
+    entry["log_start_offset"] = log.log_start_offset
+    if not records:
+        entry["error_code"] = _CORRUPT_MESSAGE
+        return None
+    try:
+        headers = validate_batches(records, log.config.max_message_bytes)
+        producers = broker.producer_state(log)
+        duplicates = [producers.check(header) for header in headers]
+        if duplicates[0] is not None and all(offset is not None for offset in duplicates):
+            # A retry of a batch already written: acknowledge it again (once durable), write nothing.
+            entry["base_offset"] = duplicates[0]
+            return log
+        # fsync for acks=all is group-committed by the caller, off the event loop.
+        result = log.append(records, headers=headers, acks=1)
+    except (StorageError, ProducerStateError) as error:
+        logger.warning("produce to %s-%d rejected: %s", topic, partition, error)
+        entry["error_code"] = error.error_code
+        return None
+    for header in result.headers:
+        producers.record(header)
+    entry["base_offset"] = result.base_offset
+    return log

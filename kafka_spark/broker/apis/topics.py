@@ -1,0 +1,58 @@
+"""CreateTopics (19) and DeleteTopics (20), answered by this node as the controller."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka_spark.broker.storage.errors import StorageError
+
+logger = logging.getLogger("kafka_spark.broker")
+
+_INVALID_REPLICATION_FACTOR = 38
+_INVALID_REQUEST = 42
+
+
+def handle_create(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    results = []
+    for topic in body.topics:
+        code, message = _create(broker, topic, body.validate_only)
+        results.append({"name": topic.name, "error_code": code, "error_message": message})
+    return {"throttle_time": 0, "topics": results}
+
+
+def _create(broker: Any, topic: Any, validate_only: bool) -> tuple[int, str | None]:
+    if topic.assignments:
+        return _INVALID_REQUEST, "manual replica assignments are not supported by this one-node broker"
+    if topic.replication_factor not in (-1, 1):
+        return (
+            _INVALID_REPLICATION_FACTOR,
+            f"Replication factor: {topic.replication_factor} larger than available brokers: 1.",
+        )
+    partitions = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+    configs = {config.name: config.value for config in topic.configs}
+    try:
+        if validate_only:
+            broker.logs.validate_topic(topic.name, partitions, configs)
+        else:
+            broker.logs.create_topic(topic.name, partitions, configs)
+            logger.info("created topic %s with %d partition(s)", topic.name, partitions)
+    except StorageError as error:
+        return error.error_code, str(error)
+    return 0, None
+
+
+def handle_delete(broker: Any, request: Any) -> dict[str, Any]:
+    responses = []
+    for name in request.body.topic_names:
+        try:
+            broker.logs.delete_topic(name)
+            broker.forget_topic(name)
+            logger.info("deleted topic %s", name)
+            code = 0
+        except StorageError as error:
+            code = error.error_code
+        responses.append({"name": name, "error_code": code})
+    broker.notifier.notify()  # parked fetches on a deleted topic answer at once
+    return {"throttle_time": 0, "responses": responses}

@@ -1,0 +1,86 @@
+"""The broker node: its state (logs, settings) and the dispatch of requests to API handlers.
+
+The socket server (server.py) moves bytes; this module decides what a request means. Handlers
+live in ``kafka_spark.broker.apis``, one module per Kafka API, and are plain functions of
+``(broker, request) -> response dict | None`` (``async`` where they may wait, as Fetch does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from typing import Any
+
+from kafka_spark.broker.apis import HANDLERS
+from kafka_spark.broker.config import BrokerConfig
+from kafka_spark.broker.deferred import Deferred
+from kafka_spark.broker.durability import GroupCommit
+from kafka_spark.broker.notifier import DataNotifier
+from kafka_spark.broker.protocol import Request
+from kafka_spark.broker.producers import PartitionProducerState, ProducerIdManager
+from kafka_spark.broker.storage.log import Log
+from kafka_spark.broker.storage.log_manager import LogManager
+from kafka_spark.topic_partition import TopicPartition
+
+logger = logging.getLogger("kafka_spark.broker")
+
+
+class Broker:
+    """One node. Not thread-safe by itself: requests are handled on one event loop; the
+    storage layer underneath locks for the few calls made from other threads."""
+
+    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop) -> None:
+        self.config = config
+        self.loop = loop
+        self.port = config.port  # replaced by the bound port once the server listens
+        self.logs = LogManager(config.log_dir, config.log)
+        self.notifier = DataNotifier(loop)
+        self.group_commit = GroupCommit(loop)
+        self.started_ms = int(time.time() * 1000)
+        self.producer_ids = ProducerIdManager(config.log_dir)
+        self._producer_states: dict[TopicPartition, PartitionProducerState] = {}
+
+    @property
+    def advertised_host(self) -> str:
+        return self.config.advertised
+
+    def dispatch(self, request: Request) -> Any:
+        """What the handler of ``request`` returns: a response (dict or kio dataclass), None for
+        no response (acks=0), a coroutine (the connection waits for it before reading on), or a
+        Deferred (the connection reads on; the response follows in order)."""
+        return HANDLERS[request.api_key](self, request)
+
+    async def handle(self, request: Request) -> Any:
+        """The final response to ``request`` (for in-process callers and tests)."""
+        result = self.dispatch(request)
+        if isinstance(result, Deferred):
+            result = result.response
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def producer_state(self, log: Log) -> PartitionProducerState:
+        """Idempotent-producer state of a partition, rebuilt from its batch headers on first use."""
+        topic_partition = TopicPartition(log.topic, log.partition)
+        state = self._producer_states.get(topic_partition)
+        if state is None:
+            state = PartitionProducerState(topic_partition)
+            state.rebuild(log.batch_headers())
+            self._producer_states[topic_partition] = state
+        return state
+
+    def forget_topic(self, name: str) -> None:
+        """Drop in-memory state of a deleted topic."""
+        for topic_partition in [tp for tp in self._producer_states if tp.topic == name]:
+            del self._producer_states[topic_partition]
+
+    def run_retention(self) -> None:
+        deleted = self.logs.run_retention()
+        if deleted:
+            logger.info("retention deleted %d segment(s)", deleted)
+
+    def close(self) -> None:
+        self.group_commit.close()
+        self.logs.close()

@@ -1,0 +1,45 @@
+"""Broker settings, named after Kafka's server.properties keys (snake case)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafka_spark.broker.protocol.frames import MAX_FRAME_BYTES
+from kafka_spark.broker.storage.config import LogConfig
+
+
+def _cluster_id() -> str:
+    # Kafka cluster ids are 22-character url-safe base64 UUIDs.
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """What one broker node needs to run.
+
+    ``host`` is where the listener binds (loopback unless told otherwise); ``advertised_host`` is
+    what Metadata tells clients to connect to (defaults to ``host``, or 127.0.0.1 when binding to
+    all interfaces). ``port=0`` picks a free port; the bound port is advertised.
+    """
+
+    log_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 0
+    advertised_host: str | None = None
+    node_id: int = 0
+    cluster_id: str = field(default_factory=_cluster_id)
+    auto_create_topics_enable: bool = True
+    num_partitions: int = 1  # partitions of auto-created topics, as Kafka's num.partitions
+    log: LogConfig = field(default_factory=LogConfig)
+    log_retention_check_interval_ms: int = 300_000
+    socket_request_max_bytes: int = MAX_FRAME_BYTES
+
+    @property
+    def advertised(self) -> str:
+        if self.advertised_host:
+            return self.advertised_host
+        return "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host

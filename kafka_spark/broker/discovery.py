@@ -1,0 +1,154 @@
+"""Finding the local embedded broker without options, and starting one on demand.
+
+The registry is one JSON file, ``$PYLOG_HOME/broker.json`` (``PYLOG_HOME`` defaults to
+``~/.pylog``): ``{"bootstrap_servers", "pid", "log_dir"}`` of the broker most recently started
+by ``pylog broker start``, by an ``EmbeddedBroker`` or on demand. A registry entry counts only
+while its process lives and its port accepts connections, so a crashed broker is never used.
+
+On-demand brokers run detached (``pylog broker start --registered``) with their data under
+``$PYLOG_HOME/data``; ``pylog broker status`` and ``pylog broker stop`` manage them.
+
+This is a single-machine convenience: Spark's planner resolves the address once on the driver
+and hands it to executors inside each task, so executors never read this file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator
+
+START_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    bootstrap_servers: str
+    pid: int
+    log_dir: str
+
+
+def pylog_home() -> Path:
+    return Path(os.environ.get("PYLOG_HOME") or Path.home() / ".pylog")
+
+
+def registry_path() -> Path:
+    return pylog_home() / "broker.json"
+
+
+def default_data_dir() -> Path:
+    return pylog_home() / "data"
+
+
+def register(info: BrokerInfo) -> None:
+    path = registry_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(asdict(info)))
+    os.replace(temporary, path)
+
+
+def unregister(info: BrokerInfo) -> None:
+    """Remove the entry if it is still ``info`` (a newer broker may have replaced it)."""
+    if _read() == info:
+        with contextlib.suppress(FileNotFoundError):
+            registry_path().unlink()
+
+
+def find_running() -> BrokerInfo | None:
+    info = _read()
+    if info is None or not _alive(info):
+        return None
+    return info
+
+
+def ensure_running() -> BrokerInfo:
+    """The running local broker, starting one in the background if there is none."""
+    info = find_running()
+    if info is not None:
+        return info
+    home = pylog_home()
+    home.mkdir(parents=True, exist_ok=True)
+    with _lock(home / "broker.lock"):
+        info = find_running()  # another process may have started it while we waited
+        if info is not None:
+            return info
+        log_file = open(home / "broker.log", "ab")
+        subprocess.Popen(
+            [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--log-dir", str(default_data_dir()), "--registered"],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+            start_new_session=True,  # survives the Spark worker that started it
+            close_fds=True,
+        )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            info = find_running()
+            if info is not None:
+                return info
+            time.sleep(0.1)
+    raise RuntimeError(
+        f"started an embedded broker but it did not come up within {START_TIMEOUT_S:.0f}s; "
+        f"see {home / 'broker.log'}, or set kafka.bootstrap.servers to a running Kafka cluster"
+    )
+
+
+def stop_running(timeout_s: float = 30.0) -> BrokerInfo | None:
+    """Stop the registered broker (SIGTERM, then wait). Returns what was stopped, if anything."""
+    info = find_running()
+    if info is None:
+        return None
+    os.kill(info.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and _pid_alive(info.pid):
+        time.sleep(0.1)
+    return info
+
+
+def _read() -> BrokerInfo | None:
+    try:
+        data = json.loads(registry_path().read_text())
+        return BrokerInfo(str(data["bootstrap_servers"]), int(data["pid"]), str(data["log_dir"]))
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _alive(info: BrokerInfo) -> bool:
+    if not _pid_alive(info.pid):
+        return False
+    host, _, port = info.bootstrap_servers.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,203 @@
+"""EmbeddedBroker: a Kafka-compatible broker running in a background thread of this process.
+
+    with EmbeddedBroker() as broker:
+        broker.create_topic("orders", partitions=3)
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers})
+
+``log_dir=None`` keeps data in a temporary directory removed on close; a given ``log_dir``
+persists across restarts (the broker recovers its logs on start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Coroutine, TypeVar
+
+from kafka_spark.broker import discovery
+from kafka_spark.broker.broker import Broker
+from kafka_spark.broker.config import BrokerConfig
+from kafka_spark.broker.server import BrokerServer
+from kafka_spark.broker.storage.config import LogConfig
+
+logger = logging.getLogger("kafka_spark.broker")
+
+T = TypeVar("T")
+
+
+class EmbeddedBroker:
+    """A one-node broker serving the Kafka protocol on ``host:port`` (port 0 = any free port).
+
+    Thread-safe: its methods may be called from any thread; the broker itself runs on its own
+    event loop thread.
+    """
+
+    def __init__(
+        self,
+        log_dir: str | Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        num_partitions: int = 1,
+        auto_create_topics: bool = True,
+        log_config: LogConfig | None = None,
+        retention_check_interval_ms: int = 300_000,
+        advertised_host: str | None = None,
+        register: bool = True,
+    ) -> None:
+        self._temporary = log_dir is None
+        self.log_dir = Path(tempfile.mkdtemp(prefix="pylog-broker-")) if log_dir is None else Path(log_dir)
+        self.config = BrokerConfig(
+            log_dir=self.log_dir,
+            host=host,
+            port=port,
+            advertised_host=advertised_host,
+            auto_create_topics_enable=auto_create_topics,
+            num_partitions=num_partitions,
+            log=log_config or LogConfig(),
+            log_retention_check_interval_ms=retention_check_interval_ms,
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._broker: Broker | None = None
+        self._server: BrokerServer | None = None
+        self._retention: asyncio.TimerHandle | None = None
+        self._register = register
+        self._registered: discovery.BrokerInfo | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> "EmbeddedBroker":
+        if self._thread is not None:
+            return self
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        started: Future[None] = Future()
+        self._thread = threading.Thread(target=self._run, args=(started,), name="pylog-broker", daemon=True)
+        self._thread.start()
+        started.result()
+        if self._register:
+            # Lets the pylog source find this broker with no kafka.bootstrap.servers option.
+            self._registered = discovery.BrokerInfo(self.bootstrap_servers, os.getpid(), str(self.log_dir))
+            discovery.register(self._registered)
+        logger.info("embedded broker listening on %s (log dir %s)", self.bootstrap_servers, self.log_dir)
+        return self
+
+    def _run(self, started: Future[None]) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        try:
+            self._broker = Broker(self.config, loop)
+            self._broker.notifier.bind_thread()
+            self._server = BrokerServer(self._broker)
+            loop.run_until_complete(self._server.start())
+        except BaseException as error:  # surface start-up failures (port in use, bad log dir) to start()
+            started.set_exception(error)
+            loop.close()
+            return
+        self._schedule_retention()
+        started.set_result(None)
+        loop.run_forever()
+        loop.close()
+
+    def _schedule_retention(self) -> None:
+        assert self._loop is not None and self._broker is not None
+        interval = self.config.log_retention_check_interval_ms / 1000
+
+        def tick() -> None:
+            assert self._broker is not None
+            self._broker.run_retention()
+            self._retention = self._loop.call_later(interval, tick)  # type: ignore[union-attr]
+
+        self._retention = self._loop.call_later(interval, tick)
+
+    def close(self) -> None:
+        if self._thread is None:
+            return
+        loop = self._loop
+        assert loop is not None
+        if self._registered is not None:
+            discovery.unregister(self._registered)
+            self._registered = None
+        if self._retention is not None:
+            loop.call_soon_threadsafe(self._retention.cancel)
+        if self._server is not None:
+            asyncio.run_coroutine_threadsafe(self._server.stop(), loop).result(timeout=30)
+        loop.call_soon_threadsafe(loop.stop)
+        self._thread.join(timeout=30)
+        self._thread = None
+        if self._broker is not None:
+            self._broker.close()
+        if self._temporary:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+
+    def __enter__(self) -> "EmbeddedBroker":
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    # -- what users need -------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._broker is None:
+            raise RuntimeError("the broker is not started; use `with EmbeddedBroker() as broker:`")
+        return self._broker.port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` to give Kafka clients as bootstrap.servers."""
+        return f"{self.config.advertised}:{self.port}"
+
+    def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+        """Create a topic (raises TopicExistsError if it exists)."""
+        self._call(self._create_topic(name, partitions, config))
+
+    async def _create_topic(self, name: str, partitions: int, config: dict[str, str] | None) -> None:
+        assert self._broker is not None
+        self._broker.logs.create_topic(name, partitions, config or {})
+
+    def delete_topic(self, name: str) -> None:
+        self._call(self._delete_topic(name))
+
+    async def _delete_topic(self, name: str) -> None:
+        assert self._broker is not None
+        self._broker.logs.delete_topic(name)
+        self._broker.forget_topic(name)
+        self._broker.notifier.notify()
+
+    def topics(self) -> dict[str, int]:
+        """Topic name -> partition count."""
+        return self._call(self._topics())
+
+    async def _topics(self) -> dict[str, int]:
+        assert self._broker is not None
+        return {name: info.partitions for name, info in self._broker.logs.topics().items()}
+
+    def run_retention(self) -> None:
+        """Apply retention now instead of waiting for the periodic check."""
+        self._call(self._run_retention())
+
+    async def _run_retention(self) -> None:
+        assert self._broker is not None
+        self._broker.run_retention()
+
+    @property
+    def broker(self) -> Broker:
+        """The node itself, for tests and tools in this process."""
+        if self._broker is None:
+            raise RuntimeError("the broker is not started")
+        return self._broker
+
+    def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        if self._loop is None or self._thread is None:
+            coroutine.close()
+            raise RuntimeError("the broker is not started; use `with EmbeddedBroker() as broker:`")
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=60)

@@ -1,0 +1,51 @@
+"""The API versions this broker advertises (shared/reference/kafka-protocol-subset.md §0).
+
+Essentially Apache Kafka 2.3's set: old clients that infer the broker version from ApiVersions
+(kafka-python 2.0, aiokafka <= 0.12) land on (2, 3) and use versions served here; newer clients
+pick the highest common version. Keys are added here only when their handler exists — an
+advertised but unimplemented API changes client behaviour.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+
+
+#: api key -> (min version, max version) served. CreateTopics < 2 and DeleteTopics < 1 were
+#: removed from Kafka 4 (and so from kio's schemas); every client we test asks within these.
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 7),
+    ApiKey.FETCH: (4, 11),
+    ApiKey.LIST_OFFSETS: (1, 5),
+    ApiKey.METADATA: (0, 8),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.CREATE_TOPICS: (2, 4),
+    ApiKey.DELETE_TOPICS: (1, 3),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),
+}

@@ -1,0 +1,201 @@
+"""The socket shell: accepts connections, splits frames, hands requests to the broker, writes
+responses back in request order. It interprets nothing.
+
+A connection that sends a malformed, truncated or oversized frame, an unknown API key or an
+unsupported version is closed — that connection only; every other client keeps being served.
+
+Ordering: requests on a connection are dispatched in arrival order and responses leave in that
+order. A handler that must wait before deciding (a long-polling Fetch, a coroutine) mutes the
+connection until it is done, as Kafka mutes a channel with a request in flight; a handler whose
+effects are done but whose answer waits (a Deferred: an acks=all produce waiting for its fsync)
+lets the next requests proceed, which is what lets pipelined produces share one fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import logging
+import socket
+from typing import Any
+
+from kafka_spark.broker.broker import Broker
+from kafka_spark.broker.deferred import Deferred
+from kafka_spark.broker.protocol import FrameDecoder, FrameError, Request, UnsupportedRequest, decode_request, encode_response
+
+logger = logging.getLogger("kafka_spark.broker")
+
+#: Responses owed on one connection before it stops reading (back-pressure on pipelining clients).
+MAX_IN_FLIGHT = 64
+
+
+class BrokerServer:
+    """Listens for one broker. Runs on the broker's event loop."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._server: asyncio.base_events.Server | None = None
+        self.connections: set[KafkaConnection] = set()
+
+    async def start(self) -> int:
+        """Bind and listen; return the bound port."""
+        config = self.broker.config
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: KafkaConnection(self), host=config.host, port=config.port, reuse_address=True
+        )
+        port = self._server.sockets[0].getsockname()[1]
+        self.broker.port = port
+        return port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for connection in list(self.connections):
+            connection.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+
+class KafkaConnection(asyncio.Protocol):
+    """One client connection. Not thread-safe: lives on the broker's event loop."""
+
+    def __init__(self, server: BrokerServer) -> None:
+        self.server = server
+        self.broker = server.broker
+        self.decoder = FrameDecoder(self.broker.config.socket_request_max_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer: Any = None
+        self._inbox: collections.deque[memoryview] = collections.deque()
+        self._outbox: collections.deque[tuple[Request, asyncio.Future[Any]]] = collections.deque()
+        self._muted = False  # a coroutine handler is running: do not dispatch more
+        self._reading_paused = False
+        self._writing_paused = False
+        self._closed = False
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    # -- asyncio.Protocol --------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self.server.connections.discard(self)
+        for task in list(self._tasks):
+            task.cancel()  # a parked Fetch of a gone client has no one to answer
+        for _, future in self._outbox:
+            future.cancel()
+        self._outbox.clear()
+        self._inbox.clear()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._inbox.extend(self.decoder.feed(data))
+        except FrameError as error:
+            self._abort(str(error))
+            return
+        self._dispatch()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    # -- request pipeline ----------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._inbox and not self._muted and not self._closed:
+            frame = self._inbox.popleft()
+            try:
+                request = decode_request(frame)
+            except UnsupportedRequest as error:
+                self._flush()  # answers already decided still go out before the close
+                self._abort(str(error))
+                return
+            future: asyncio.Future[Any] = loop.create_future()
+            self._outbox.append((request, future))
+            try:
+                result = self.broker.dispatch(request)
+            except Exception:  # a handler bug must cost one connection, not the broker
+                logger.exception("handler for api key %d failed; closing %s", request.api_key, self.peer)
+                self._abort("internal error")
+                return
+            if isinstance(result, Deferred):
+                self._chain(asyncio.ensure_future(result.response), future)
+            elif inspect.isawaitable(result):
+                self._muted = True
+                self._chain(asyncio.ensure_future(result), future, unmute=True)
+            else:
+                future.set_result(result)
+        self._flush()
+        self._update_reading()
+
+    def _chain(self, task: asyncio.Future[Any], future: asyncio.Future[Any], unmute: bool = False) -> None:
+        self._tasks.add(task)
+
+        def done(finished: asyncio.Future[Any]) -> None:
+            self._tasks.discard(task)
+            if unmute:
+                self._muted = False
+            if future.done() or self._closed:
+                return  # the connection is gone; its answers with it
+            if finished.cancelled():
+                future.cancel()
+            elif finished.exception() is not None:
+                error = finished.exception()
+                logger.error("handler failed on %s: %r", self.peer, error, exc_info=error)
+                future.set_exception(error)  # type: ignore[arg-type]
+            else:
+                future.set_result(finished.result())
+            self._flush()
+            self._dispatch()
+
+        task.add_done_callback(done)
+
+    def _flush(self) -> None:
+        """Write every response at the head of the queue that is ready, in order."""
+        while self._outbox and self._outbox[0][1].done() and not self._closed:
+            request, future = self._outbox.popleft()
+            if future.cancelled() or future.exception() is not None:
+                self._abort("internal error")
+                return
+            response = future.result()
+            if response is not None:
+                assert self.transport is not None
+                self.transport.write(encode_response(request, response))
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self._closed:
+            return
+        should_pause = self._writing_paused or len(self._outbox) >= MAX_IN_FLIGHT or len(self._inbox) >= MAX_IN_FLIGHT
+        if should_pause and not self._reading_paused:
+            self.transport.pause_reading()
+            self._reading_paused = True
+        elif not should_pause and self._reading_paused:
+            self.transport.resume_reading()
+            self._reading_paused = False
+
+    def _abort(self, reason: str) -> None:
+        if self._closed:
+            return
+        logger.warning("closing connection from %s: %s", self.peer, reason)
+        self._closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    def close(self) -> None:
+        if self.transport is not None and not self._closed:
+            self._closed = True
+            self.transport.close()

@@ -1,0 +1,509 @@
+"""Log: one topic-partition, a sequence of segments in ``<log_dir>/<topic>-<partition>/``.
+
+Directory contents::
+
+    00000000000000000000.log / .index / .timeindex    one segment per base offset
+    log-start-offset    first offset still readable, written when retention advances it
+    recovery-point      base offset of the active segment: everything below was flushed whole
+
+Offsets: ``log_start_offset`` <= every readable offset < ``log_end_offset`` (LEO, the next offset
+to assign). With a single replica the ``high_watermark`` is the LEO; ``last_stable_offset`` is the
+high watermark unless the transaction layer sets ``first_unstable_offset`` (the first offset of
+the oldest open transaction), which read_committed fetches must not pass.
+
+Thread-safety: every public method takes the log's lock (an ``RLock``), so appends, reads,
+retention and close may come from different threads; each call is short (a few ``os.pread`` /
+``os.pwrite`` calls, plus an fsync on an acks=all append).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from struct import unpack_from
+from typing import Callable, Sequence
+
+from kafka_spark.broker.storage import checkpoint
+from kafka_spark.broker.storage.batch import (
+    BatchHeader,
+    first_record_at_or_after_timestamp,
+    rewrite_base_offset,
+    set_log_append_time,
+    validate_batches,
+)
+from kafka_spark.broker.storage.config import LogConfig
+from kafka_spark.broker.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
+from kafka_spark.broker.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+
+logger = logging.getLogger("kafka_spark.broker.storage")
+
+LOG_START_OFFSET_FILE = "log-start-offset"
+RECOVERY_POINT_FILE = "recovery-point"
+
+
+def partition_dir(log_dir: Path, topic: str, partition: int) -> Path:
+    """Where a partition's log lives: ``<log_dir>/<topic>-<partition>``, as in Kafka."""
+    return Path(log_dir) / f"{topic}-{partition}"
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """What an append assigned. ``headers`` are the stored batches' headers (offsets assigned);
+    ``log_append_time`` is the broker time stamped on LogAppendTime topics, else -1."""
+
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_start_offset: int
+    headers: tuple[BatchHeader, ...]
+    log_append_time: int = -1
+
+
+class Log:
+    """A partition log. Create or load one with :meth:`Log.open`."""
+
+    def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig,
+                 segments: list[LogSegment], log_start_offset: int, time_ms: Callable[[], int]) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self._segments = segments
+        self._log_start_offset = log_start_offset
+        self._time_ms = time_ms
+        self._lock = threading.RLock()
+        self._closed = False
+        self._unflushed_messages = 0
+        self._last_flush_ms = time_ms()
+        self.first_unstable_offset: int | None = None  # hook for the transaction layer
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    # -- opening and recovery ----------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: Path, topic: str, partition: int, config: LogConfig, *,
+             time_ms: Callable[[], int] | None = None) -> "Log":
+        """Load (or create) the log in ``directory``, the partition's own directory.
+
+        Recovery: segments from the recovery point on (normally just the active one) are rescanned
+        (headers and CRC) and a torn tail is truncated at the last valid batch; if a segment other
+        than the last had to be truncated, the segments after it are deleted, as Kafka does.
+        Missing or inconsistent indexes are rebuilt. ``time_ms`` is the clock (tests inject one).
+        """
+        directory = Path(directory)
+        clock = time_ms or _wall_clock_ms
+        name = f"{topic}-{partition}"
+        try:
+            created = not directory.exists()
+            directory.mkdir(parents=True, exist_ok=True)
+            for leftover in directory.glob("*" + checkpoint.TMP_SUFFIX):
+                leftover.unlink()
+            bases = sorted(int(path.stem) for path in directory.glob("*" + LOG_SUFFIX)
+                           if path.stem.isdigit() and len(path.stem) == 20)
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                for orphan in directory.glob("*" + suffix):
+                    if orphan.stem.isdigit() and int(orphan.stem) not in bases:
+                        orphan.unlink()
+            start_checkpoint = _read_checkpoint(directory / LOG_START_OFFSET_FILE, name)
+            recovery_point = _read_checkpoint(directory / RECOVERY_POINT_FILE, name) or 0
+            segments = _load_segments(directory, bases, recovery_point, config, name, clock())
+            if not segments:
+                segments = [LogSegment(directory, start_checkpoint or 0,
+                                       index_interval_bytes=config.index_interval_bytes, created_ms=clock())]
+            log_start = max(start_checkpoint or 0, segments[0].base_offset)
+            # Retention writes the checkpoint before deleting files; finish a deletion a crash cut short.
+            while len(segments) > 1 and segments[1].base_offset <= log_start:
+                segments.pop(0).delete()
+            log_start = min(log_start, segments[-1].next_offset)
+            if recovery_point != segments[-1].base_offset or created:
+                # also makes a new directory's first segment durable (the write fsyncs the directory)
+                checkpoint.write_offset(directory / RECOVERY_POINT_FILE, segments[-1].base_offset)
+            if created:
+                checkpoint.fsync_dir(directory.parent)
+        except OSError as error:
+            raise KafkaStorageError(f"cannot open the log of {name} in {directory}: {error}") from error
+        return cls(directory, topic, partition, config, segments, log_start, clock)
+
+    # -- offsets -----------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """Single replica: everything appended is replicated, so the HW is the LEO."""
+        return self._segments[-1].next_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        unstable = self.first_unstable_offset
+        high_watermark = self.high_watermark
+        return high_watermark if unstable is None else min(unstable, high_watermark)
+
+    @property
+    def size_in_bytes(self) -> int:
+        with self._lock:
+            return sum(segment.size for segment in self._segments)
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        with self._lock:
+            return [segment.base_offset for segment in self._segments]
+
+    # -- append ------------------------------------------------------------------------------------
+
+    def append(self, records: bytes | bytearray | memoryview, *, headers: Sequence[BatchHeader] | None = None,
+               acks: int = -1) -> AppendResult:
+        """Append whole batches at the log end offset; all or nothing.
+
+        ``headers`` are ``validate_batches`` output for ``records`` (the produce path validates
+        before calling); without them the batches are validated here, control batches allowed
+        (the broker's own writers use this). Offsets are assigned from the LEO by rewriting base
+        offset and leader epoch (0) in a copy. The active segment rolls first when this append
+        would push it past ``segment_bytes`` or it spans more than ``segment_ms`` (measured, as in
+        Kafka, from its first batch's timestamp to the incoming batches' max timestamp). With acks=-1 and
+        ``flush_on_ack_all`` the log file is fsynced before returning.
+        """
+        view = memoryview(records)
+        if headers is None:
+            headers = validate_batches(view, self.config.max_message_bytes, allow_control=True)
+        elif sum(header.size for header in headers) != len(view):
+            raise ValueError(f"append to {self.name}: the headers describe {sum(h.size for h in headers)} bytes, "
+                             f"the records are {len(view)}")
+        with self._lock:
+            self._check_open()
+            now = self._time_ms()
+            data = bytearray(view)
+            base_offset = offset = self.log_end_offset
+            stamp = self.config.message_timestamp_type == "LogAppendTime"
+            stored: list[BatchHeader] = []
+            position = 0
+            for header in headers:
+                rewrite_base_offset(data, position, offset, 0)
+                if stamp:
+                    set_log_append_time(data, position, header.size, now)
+                stored.append(BatchHeader.parse(data, position))
+                offset += header.last_offset_delta + 1
+                position += header.size
+            try:
+                incoming_max_timestamp = max(header.max_timestamp for header in stored)
+                self._maybe_roll(len(data), offset - 1, incoming_max_timestamp, now)
+                active = self._segments[-1]
+                active.append(data, stored)
+                self._unflushed_messages += offset - base_offset
+                self._maybe_flush(acks, now)
+            except OSError as error:
+                raise KafkaStorageError(f"append to {self.name} failed: {error}") from error
+            return AppendResult(
+                base_offset=base_offset,
+                last_offset=offset - 1,
+                max_timestamp=incoming_max_timestamp,
+                log_start_offset=self._log_start_offset,
+                headers=tuple(stored),
+                log_append_time=now if stamp else -1,
+            )
+
+    def _maybe_roll(self, size: int, last_offset: int, max_timestamp: int, now: int) -> None:
+        active = self._segments[-1]
+        if active.is_empty:
+            return
+        if (active.size + size > self.config.segment_bytes
+                or active.time_waited_for_roll(now, max_timestamp) > self.config.segment_ms
+                or not active.fits_offset(last_offset)):
+            self._roll()
+
+    def _roll(self) -> None:
+        old = self._segments[-1]
+        if old.is_empty:
+            return
+        old.on_become_inactive()
+        new = LogSegment(self.directory, old.next_offset, index_interval_bytes=self.config.index_interval_bytes,
+                         created_ms=self._time_ms())
+        self._segments.append(new)
+        checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, new.base_offset)
+        logger.debug("rolled %s to a new segment at offset %d", self.name, new.base_offset)
+
+    def roll(self) -> None:
+        """Start a new active segment at the LEO now (no-op when the active one is empty)."""
+        with self._lock:
+            self._check_open()
+            self._roll()
+
+    def _maybe_flush(self, acks: int, now: int) -> None:
+        if (
+            (acks == -1 and self.config.flush_on_ack_all)
+            or self._unflushed_messages >= self.config.flush_messages
+            or now - self._last_flush_ms >= self.config.flush_interval_ms
+        ):
+            self._segments[-1].flush(indexes=False)  # indexes are rebuilt by recovery if need be
+            self._unflushed_messages = 0
+            self._last_flush_ms = now
+
+    # -- read --------------------------------------------------------------------------------------
+
+    def read(self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None) -> memoryview | bytes:
+        """Whole stored batches from the one containing ``fetch_offset``.
+
+        Only batches with ``base_offset < max_offset`` (default: the high watermark; read_committed
+        fetches pass the LSO); stops before ``max_bytes`` would be exceeded but always includes the
+        first batch (KIP-74), and may continue into the next segments. ``fetch_offset`` equal to the
+        LEO gives empty bytes; outside ``[log_start_offset, log_end_offset]`` raises
+        OffsetOutOfRangeError. Costs an index search, a header hop and one ``pread`` per segment.
+        """
+        with self._lock:
+            self._check_open()
+            log_start, log_end = self._log_start_offset, self.log_end_offset
+            if fetch_offset < log_start or fetch_offset > log_end:
+                raise OffsetOutOfRangeError(
+                    f"offset {fetch_offset} is out of range for {self.name}: readable offsets are "
+                    f"[{log_start}, {log_end}); reset to earliest or latest",
+                    offset=fetch_offset, log_start_offset=log_start, log_end_offset=log_end,
+                )
+            limit = log_end if max_offset is None else min(max_offset, log_end)
+            if fetch_offset >= limit:
+                return b""
+            try:
+                return self._read(fetch_offset, max_bytes, limit)
+            except OSError as error:
+                raise KafkaStorageError(f"read of {self.name} at offset {fetch_offset} failed: {error}") from error
+
+    def _read(self, fetch_offset: int, max_bytes: int, limit: int) -> memoryview | bytes:
+        index = bisect_right(self._segments, fetch_offset, key=lambda segment: segment.base_offset) - 1
+        chunks: list[bytes | memoryview] = []
+        budget = max_bytes
+        for segment in self._segments[max(index, 0):]:
+            if segment.base_offset >= limit:
+                break
+            if not chunks:
+                found = segment.find_batch(fetch_offset)
+                if found is None:
+                    continue  # fetch_offset lies after this segment's last batch
+                start, first = found
+            else:
+                start, first = 0, None
+            end = segment.position_of_first_batch_at_or_after(limit)
+            if end <= start:
+                break
+            if end - start <= budget:
+                chunks.append(segment.read(start, end - start))
+                budget -= end - start
+                if end < segment.size:
+                    break  # stopped by max_offset inside this segment
+                continue
+            data = segment.read(start, budget) if budget > 0 else b""
+            cut = _whole_batches(segment, start, data)
+            if cut:
+                chunks.append(memoryview(data)[:cut])
+            elif first is not None:  # KIP-74: the first batch goes out even if larger than max_bytes
+                chunks.append(segment.read(start, first.size))
+            break
+        if len(chunks) == 1:
+            return chunks[0]
+        return b"".join(chunks)
+
+    # -- ListOffsets by timestamp ------------------------------------------------------------------
+
+    def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record with timestamp >= ``ts``, or None.
+
+        Finds the first segment whose newest timestamp reaches ``ts``, starts from its time index,
+        hops batch headers to the first batch whose ``max_timestamp`` reaches ``ts`` and decodes
+        that one batch (decompressing if needed).
+        """
+        with self._lock:
+            self._check_open()
+            for segment in self._segments:
+                if segment.max_timestamp < ts:
+                    continue
+                start_offset = max(segment.time_index.lookup_before(ts), self._log_start_offset)
+                found = segment.find_batch(start_offset)
+                if found is None:
+                    continue
+                for position, header in segment.scan_headers(found[0]):
+                    if header.max_timestamp >= ts:
+                        result = first_record_at_or_after_timestamp(segment.read(position, header.size), ts)
+                        if result is not None and result[0] >= self._log_start_offset:
+                            return result
+            return None
+
+    # -- retention ---------------------------------------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply retention: delete the oldest segments past ``retention_ms`` (by their newest record
+        timestamp, or file mtime) or beyond ``retention_bytes``. When every segment qualifies the
+        log rolls first, so the active segment can go too (as Kafka does); the log start offset
+        advances and is checkpointed before files are removed. Returns the segments deleted.
+        """
+        with self._lock:
+            self._check_open()
+            if not self.config.deletes:
+                return 0
+            now = self._time_ms() if now_ms is None else now_ms
+            segments = self._segments
+            count = 0
+            if self.config.retention_ms >= 0:
+                while (count < len(segments) and not segments[count].is_empty
+                       and now - segments[count].largest_timestamp > self.config.retention_ms):
+                    count += 1
+            if self.config.retention_bytes >= 0:
+                excess = sum(segment.size for segment in segments) - self.config.retention_bytes
+                by_size = 0
+                for segment in segments:
+                    if segment.is_empty or excess - segment.size < 0:
+                        break
+                    excess -= segment.size
+                    by_size += 1
+                count = max(count, by_size)
+            if count == 0:
+                return 0
+            try:
+                if count == len(segments):
+                    self._roll()
+                doomed, self._segments = self._segments[:count], self._segments[count:]
+                new_start = max(self._log_start_offset, self._segments[0].base_offset)
+                if new_start != self._log_start_offset:
+                    checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, new_start)
+                    self._log_start_offset = new_start
+                for segment in doomed:
+                    segment.delete()
+            except OSError as error:
+                raise KafkaStorageError(f"retention on {self.name} failed: {error}") from error
+            logger.info("retention deleted %d segment(s) of %s; log start offset is now %d",
+                        len(doomed), self.name, self._log_start_offset)
+            return len(doomed)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding an offset >= ``offset`` (whole batches, as Kafka)."""
+        with self._lock:
+            self._check_open()
+            if offset >= self.log_end_offset:
+                return
+            if offset < self._log_start_offset:
+                raise OffsetOutOfRangeError(
+                    f"cannot truncate {self.name} to {offset}, below its log start offset {self._log_start_offset}",
+                    offset=offset, log_start_offset=self._log_start_offset, log_end_offset=self.log_end_offset,
+                )
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                self._segments.pop().delete()
+            self._segments[-1].truncate_to(offset)
+            checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, self._segments[-1].base_offset)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the active segment and its indexes (older segments were flushed when they rolled)."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self._segments[-1].flush()
+            except OSError as error:
+                raise KafkaStorageError(f"flush of {self.name} failed: {error}") from error
+            self._unflushed_messages = 0
+            self._last_flush_ms = self._time_ms()
+
+    def close(self) -> None:
+        """Flush and release the files. Later calls other than close/delete raise StorageError."""
+        with self._lock:
+            if self._closed:
+                return
+            self.flush()
+            for segment in self._segments:
+                segment.close()
+            self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the partition directory."""
+        with self._lock:
+            if not self._closed:
+                for segment in self._segments:
+                    segment.close()
+                self._closed = True
+            shutil.rmtree(self.directory, ignore_errors=False)
+
+    def update_config(self, config: LogConfig) -> None:
+        """New settings (e.g. an AlterConfigs); they apply from the next operation."""
+        with self._lock:
+            self.config = config
+
+    def open_sync_handle(self) -> tuple[int, int]:
+        """``(fd, offset)``: a duplicate descriptor of the active segment's .log file and the log
+        end offset that an fsync of it makes durable (older segments were fsynced when they
+        rolled). The caller fsyncs and closes ``fd`` on any thread without holding this log's
+        lock, which is how the broker group-commits acks=all produces off its event loop."""
+        with self._lock:
+            self._check_open()
+            return os.dup(self._segments[-1].fileno()), self.log_end_offset
+
+    def batch_headers(self) -> list[BatchHeader]:
+        """Headers of every stored batch, oldest first (the idempotent-producer and transaction
+        state is rebuilt from these at start; headers only, never records)."""
+        with self._lock:
+            self._check_open()
+            return [header for segment in self._segments for _, header in segment.scan_headers()]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"the log of {self.name} is closed (the topic was deleted or the broker is stopping)")
+
+    def __repr__(self) -> str:
+        return (f"Log({self.name}, log_start_offset={self._log_start_offset}, "
+                f"log_end_offset={self.log_end_offset}, segments={len(self._segments)})")
+
+
+def _whole_batches(segment: LogSegment, start: int, data: bytes) -> int:
+    """Bytes of ``data`` (read from ``start``) made of whole batches: hop batch lengths from the
+    last indexed batch boundary inside the range, so the walk covers at most an index interval."""
+    position = max(segment.offset_index.position_at_or_before(start + len(data)), start) - start
+    while position + 12 <= len(data):
+        size = unpack_from(">i", data, position + 8)[0] + 12
+        if position + size > len(data):
+            break
+        position += size
+    return position
+
+
+def _read_checkpoint(path: Path, name: str) -> int | None:
+    try:
+        return checkpoint.read_offset(path)
+    except ValueError as error:
+        logger.warning("ignoring the checkpoint of %s: %s", name, error)
+        return None
+
+
+def _load_segments(directory: Path, bases: list[int], recovery_point: int, config: LogConfig,
+                   name: str, now_ms: int) -> list[LogSegment]:
+    segments: list[LogSegment] = []
+    for position, base in enumerate(bases):
+        last = position == len(bases) - 1
+        segment, truncated = LogSegment.open(directory, base, index_interval_bytes=config.index_interval_bytes,
+                                             recover=last or base >= recovery_point, created_ms=now_ms)
+        segments.append(segment)
+        if truncated:
+            segment.flush()
+        if truncated and not last:
+            logger.warning("%s: segment %d was corrupt in the middle of the log; deleting the %d segment(s) "
+                           "after it, whose offsets no longer follow", name, base, len(bases) - position - 1)
+            for later in bases[position + 1:]:
+                LogSegment(directory, later).delete()
+            break
+    return segments
+

@@ -1,0 +1,307 @@
+"""LogSegment: one ``.log`` file of whole record batches plus its two sparse indexes.
+
+Files are named by the segment's base offset, zero-padded to 20 digits, as Kafka's:
+``00000000000000000000.log``, ``.index``, ``.timeindex``. The ``.log`` holds batches back to back,
+verbatim as produced apart from base offset and leader epoch. Locating an offset costs one index
+binary search plus a hop over batch headers (read in small chunks, never whole batches).
+
+Not thread-safe: the owning ``Log`` holds its lock around every call.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import time
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from kafka_spark.broker.storage.batch import HEADER_SIZE, BatchHeader, iter_batches
+from kafka_spark.broker.storage.errors import CorruptRecordError
+from kafka_spark.broker.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+
+logger = logging.getLogger("kafka_spark.broker.storage")
+
+LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX = ".log", ".index", ".timeindex"
+_SCAN_CHUNK = 16 * 1024  # header hops between index entries stay within a chunk or two
+INT_MAX = 2**31 - 1
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogSegment:
+    """One segment of a partition log.
+
+    ``next_offset`` is one past the last offset stored (``base_offset`` when empty);
+    ``max_timestamp`` the largest batch ``max_timestamp`` (-1 when none carries one).
+    Open existing segments with :meth:`open`, which checks or rebuilds the indexes.
+    """
+
+    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096,
+                 created_ms: int | None = None) -> None:
+        self.directory = Path(directory)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        stem = self.directory / segment_name(base_offset)
+        self.log_path = stem.with_suffix(LOG_SUFFIX)
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(stem.with_suffix(INDEX_SUFFIX), base_offset)
+        self.time_index = TimeIndex(stem.with_suffix(TIME_INDEX_SUFFIX), base_offset)
+        self.created_ms = _now_ms() if created_ms is None else created_ms
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_timestamp = -1
+        self._bytes_since_last_index_entry = 0
+
+    @classmethod
+    def open(cls, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096,
+             recover: bool = False, created_ms: int | None = None) -> tuple["LogSegment", int]:
+        """Open an existing segment: ``(segment, bytes truncated by recovery)``.
+
+        ``recover=True`` rescans every batch (headers and CRC) and rebuilds both indexes, as after
+        an unclean shutdown; otherwise the indexes are sanity-checked and rebuilt only if broken.
+        """
+        segment = cls(directory, base_offset, index_interval_bytes=index_interval_bytes, created_ms=created_ms)
+        if recover:
+            return segment, segment.recover()
+        load_error = segment.offset_index.load_error or segment.time_index.load_error
+        if load_error and not segment.is_empty:
+            logger.warning("rebuilding the indexes of %s: %s", segment.log_path, load_error)
+            return segment, segment.recover()
+        try:
+            segment.offset_index.sanity_check(segment._size)
+            segment._load_tail_state()
+            segment.time_index.sanity_check(segment.next_offset)
+        except (IndexCorruptError, CorruptRecordError) as error:
+            logger.warning("rebuilding the indexes of %s: %s", segment.log_path, error)
+            return segment, segment.recover()
+        return segment, 0
+
+    # -- facts -----------------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def is_empty(self) -> bool:
+        return self._size == 0
+
+    @property
+    def last_modified_ms(self) -> int:
+        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What time retention compares: the newest record timestamp, else the file's mtime."""
+        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms
+
+    def time_waited_for_roll(self, now_ms: int, incoming_max_timestamp: int) -> int:
+        """Age of the segment for ``segment.ms``, Kafka's way: the incoming batches' max timestamp
+        minus the first batch's timestamp (so replayed old data does not roll on every append),
+        or wall-clock time since creation when the first batch carries no timestamp."""
+        if self.first_batch_timestamp >= 0:
+            return incoming_max_timestamp - self.first_batch_timestamp
+        return now_ms - self.created_ms
+
+    def fits_offset(self, last_offset: int) -> bool:
+        """Whether ``last_offset`` is representable in this segment's 32-bit relative index entries."""
+        return last_offset - self.base_offset <= INT_MAX
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview, headers: Sequence[BatchHeader]) -> None:
+        """Write ``data`` (the batches ``headers`` describe, offsets assigned) at the end.
+
+        All or nothing: if the write fails the file and indexes are put back as they were.
+        """
+        position = self._size
+        saved = (self.next_offset, self.max_timestamp, self.offset_of_max_timestamp,
+                 self.first_batch_timestamp, self._bytes_since_last_index_entry)
+        index_entries, time_entries = len(self.offset_index), len(self.time_index)
+        try:
+            view = memoryview(data)
+            written = 0
+            while written < len(view):
+                written += os.pwrite(self._fd, view[written:], position + written)
+            for header in headers:
+                self._index_batch(header, position)
+                position += header.size
+        except BaseException:
+            os.ftruncate(self._fd, self._size)
+            self.offset_index._truncate_entries(index_entries)
+            self.time_index._truncate_entries(time_entries)
+            (self.next_offset, self.max_timestamp, self.offset_of_max_timestamp,
+             self.first_batch_timestamp, self._bytes_since_last_index_entry) = saved
+            raise
+        self._size = position
+
+    def _index_batch(self, header: BatchHeader, position: int) -> None:
+        # Kafka's LogSegment.append: index the batch's last offset at its start position once more
+        # than index.interval.bytes were written since the previous entry.
+        if position == 0:
+            self.first_batch_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(header.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += header.size
+        self.next_offset = header.next_offset
+
+    def on_become_inactive(self) -> None:
+        """Called when a newer segment takes over: record the final max timestamp (so a later open
+        knows it without a scan) and flush everything."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.flush()
+
+    def recover(self) -> int:
+        """Rescan every batch (header, CRC, increasing offsets), rebuild the indexes and truncate
+        anything after the last valid batch (a torn write). Returns the bytes truncated."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        self.first_batch_timestamp = -1
+        self._bytes_since_last_index_entry = 0
+        valid = 0
+        reason = None
+        if self._size:
+            with mmap.mmap(self._fd, self._size, access=mmap.ACCESS_READ) as mapped:
+                batches = iter_batches(mapped)
+                try:
+                    for header in batches:
+                        if header.base_offset < self.next_offset or not self.fits_offset(header.last_offset):
+                            reason = (f"batch at byte {batches.batch_position} has offset {header.base_offset}, "
+                                      f"expected >= {self.next_offset}")
+                            break
+                        self._index_batch(header, batches.batch_position)
+                        valid = batches.position
+                    else:
+                        reason = batches.error
+                finally:
+                    batches.close()  # the mapping cannot close while the iterator holds a view of it
+        truncated = self._size - valid
+        if truncated:
+            logger.warning("recovery truncated %d byte(s) from %s at byte %d: %s",
+                           truncated, self.log_path, valid, reason)
+            os.ftruncate(self._fd, valid)
+            self._size = valid
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batches holding offsets >= ``offset`` (the whole batch containing ``offset``
+        goes, as in Kafka). Returns the bytes removed."""
+        found = self.find_batch(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        removed = self._size - position
+        os.ftruncate(self._fd, position)
+        self._size = position
+        self.offset_index.truncate_to_position(position)
+        self.time_index.truncate_to(found[1].base_offset)
+        self._load_tail_state()
+        return removed
+
+    def _load_tail_state(self) -> None:
+        """next_offset and max_timestamp of a segment opened without recovery: from the last index
+        entries, then a header hop over the few batches after them."""
+        self._bytes_since_last_index_entry = 0
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        last_time = self.time_index.last_entry
+        if last_time is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last_time
+        last = self.offset_index.last_entry
+        start = last[1] if last is not None else 0
+        self.first_batch_timestamp = -1
+        if self._size >= HEADER_SIZE:
+            self.first_batch_timestamp = BatchHeader.parse(self.read(0, HEADER_SIZE)).max_timestamp
+        for position, header in self.scan_headers(start):
+            self.next_offset = header.next_offset
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = header.max_timestamp, header.last_offset
+            self._bytes_since_last_index_entry += header.size
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def read(self, position: int, size: int) -> bytes:
+        """``size`` bytes from ``position`` (fewer at the end of the file)."""
+        return os.pread(self._fd, size, position)
+
+    def scan_headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """``(position, header)`` of each batch from ``start`` (a batch boundary) to ``end``."""
+        end = self._size if end is None else min(end, self._size)
+        position = start
+        chunk, chunk_start = b"", start
+        while position + HEADER_SIZE <= end:
+            if position + HEADER_SIZE > chunk_start + len(chunk):
+                chunk, chunk_start = os.pread(self._fd, _SCAN_CHUNK, position), position
+            header = BatchHeader.parse(chunk, position - chunk_start)
+            if header.size < HEADER_SIZE:
+                raise CorruptRecordError(f"{self.log_path} has a batch of {header.size} bytes at {position}")
+            yield position, header
+            position += header.size
+
+    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= ``offset`` (the batch
+        containing it, or the next one after a gap); None if the segment has none."""
+        if offset >= self.next_offset:
+            return None
+        _, start = self.offset_index.lookup(offset)
+        for position, header in self.scan_headers(start):
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def position_of_first_batch_at_or_after(self, offset: int) -> int:
+        """File position of the first batch with ``base_offset >= offset`` (the size if none):
+        where a read bounded by the high watermark or LSO stops."""
+        if offset >= self.next_offset:
+            return self._size
+        _, start = self.offset_index.lookup(offset)
+        for position, header in self.scan_headers(start):
+            if header.base_offset >= offset:
+                return position
+        return self._size
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def fileno(self) -> int:
+        """The .log file's descriptor (valid until close)."""
+        return self._fd
+
+    def flush(self, *, indexes: bool = True) -> None:
+        """fsync the log file (and the indexes unless ``indexes=False``: they can be rebuilt)."""
+        os.fsync(self._fd)
+        if indexes:
+            self.offset_index.flush()
+            self.time_index.flush()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.offset_index.close()
+        self.time_index.close()
+
+    def delete(self) -> None:
+        self.close()
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.delete()
+        self.time_index.delete()
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path}, next_offset={self.next_offset}, size={self._size})"

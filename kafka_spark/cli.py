@@ -1,0 +1,323 @@
+"""`pylog`: the embedded broker and Kafka tools with the habits of Kafka's own scripts.
+
+    pylog broker start [--log-dir D] [--host H] [--port P]     foreground; prints bootstrap.servers=H:P
+    pylog broker status | stop                                 the local (registered) broker
+    pylog topics create NAME --partitions N [--config k=v ...] | list | describe NAME | delete NAME
+    pylog produce TOPIC [--key-separator SEP]                  one record per stdin line
+    pylog consume TOPIC [--from-beginning] [--max-messages N]
+
+Every client command takes ``--bootstrap-server`` and so works against any Kafka cluster; without
+it, the local broker registered by ``pylog broker start`` (or an EmbeddedBroker) is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+
+class CliError(Exception):
+    """A user-facing failure: printed as one line, exit status 1."""
+
+
+# --- broker ---------------------------------------------------------------------------------
+
+
+def _broker_start(args: argparse.Namespace) -> int:
+    from kafka_spark.broker import EmbeddedBroker
+    from kafka_spark.broker.discovery import default_data_dir
+
+    log_dir = Path(args.log_dir) if args.log_dir else default_data_dir()
+    broker = EmbeddedBroker(
+        log_dir=log_dir, host=args.host, port=args.port, num_partitions=args.partitions,
+        advertised_host=args.advertised_host,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    broker.start()
+    print(f"bootstrap.servers={broker.bootstrap_servers}", flush=True)
+    print(f"log.dirs={log_dir}", file=sys.stderr, flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        broker.close()
+        print("broker stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+def _broker_status(args: argparse.Namespace) -> int:
+    from kafka_spark.broker.discovery import find_running, registry_path
+
+    info = find_running()
+    if info is None:
+        print(f"no local broker running (registry: {registry_path()})")
+        return 1
+    print(f"running pid={info.pid} bootstrap.servers={info.bootstrap_servers} log.dirs={info.log_dir}")
+    return 0
+
+
+def _broker_stop(args: argparse.Namespace) -> int:
+    from kafka_spark.broker.discovery import stop_running
+
+    info = stop_running()
+    if info is None:
+        print("no local broker running")
+        return 0
+    print(f"stopped pid={info.pid} ({info.bootstrap_servers})")
+    return 0
+
+
+# --- clients --------------------------------------------------------------------------------
+
+
+def _bootstrap(args: argparse.Namespace) -> str:
+    if args.bootstrap_server:
+        return args.bootstrap_server
+    from kafka_spark.broker.discovery import find_running
+
+    info = find_running()
+    if info is None:
+        raise CliError(
+            "no --bootstrap-server given and no local broker running; "
+            "start one with `pylog broker start` or pass --bootstrap-server HOST:PORT"
+        )
+    return info.bootstrap_servers
+
+
+def _admin(args: argparse.Namespace) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": _bootstrap(args)})
+
+
+def _wait(futures: dict[str, Any], what: str) -> None:
+    from confluent_kafka import KafkaException
+
+    for name, future in futures.items():
+        try:
+            future.result(timeout=30)
+        except KafkaException as error:
+            raise CliError(f"{what} {name} failed: {error.args[0].str()}") from None
+
+
+def _topics_create(args: argparse.Namespace) -> int:
+    from confluent_kafka.admin import NewTopic
+
+    configs = dict(_key_value(item, "--config") for item in args.config or [])
+    topic = NewTopic(args.name, num_partitions=args.partitions, replication_factor=args.replication_factor, config=configs)
+    admin = _admin(args)  # must outlive its futures: a destroyed client fails them
+    _wait(admin.create_topics([topic], operation_timeout=30), "create topic")
+    print(f"Created topic {args.name}.")
+    return 0
+
+
+def _topics_list(args: argparse.Namespace) -> int:
+    metadata = _admin(args).list_topics(timeout=30)
+    for name in sorted(metadata.topics):
+        print(name)
+    return 0
+
+
+def _topics_describe(args: argparse.Namespace) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    # All topics, not list_topics(topic=NAME): asking for one topic lets the broker auto-create it.
+    metadata = _admin(args).list_topics(timeout=30)
+    topic = metadata.topics.get(args.name)
+    if topic is None or topic.error is not None:
+        raise CliError(f"topic {args.name!r} does not exist (list topics with `pylog topics list`)")
+    consumer = Consumer({"bootstrap.servers": _bootstrap(args), "group.id": "pylog-cli-describe", "enable.auto.commit": False})
+    try:
+        print(f"Topic: {args.name}\tPartitionCount: {len(topic.partitions)}")
+        for index in sorted(topic.partitions):
+            partition = topic.partitions[index]
+            low, high = consumer.get_watermark_offsets(TopicPartition(args.name, index), timeout=30)
+            print(
+                f"\tTopic: {args.name}\tPartition: {index}\tLeader: {partition.leader}\t"
+                f"Replicas: {','.join(map(str, partition.replicas))}\tIsr: {','.join(map(str, partition.isrs))}\t"
+                f"LogStartOffset: {low}\tLogEndOffset: {high}"
+            )
+    finally:
+        consumer.close()
+    return 0
+
+
+def _topics_delete(args: argparse.Namespace) -> int:
+    admin = _admin(args)
+    _wait(admin.delete_topics([args.name], operation_timeout=30), "delete topic")
+    print(f"Deleted topic {args.name}.")
+    return 0
+
+
+def _produce(args: argparse.Namespace) -> int:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": _bootstrap(args), "linger.ms": 5, "enable.idempotence": True})
+    failures: list[str] = []
+
+    def on_delivery(error: Any, message: Any) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    count = 0
+    for line in sys.stdin.buffer:
+        line = line.rstrip(b"\r\n")
+        key = None
+        if args.key_separator:
+            separator = args.key_separator.encode()
+            if separator not in line:
+                raise CliError(f"line {count + 1} has no key separator {args.key_separator!r}")
+            key, line = line.split(separator, 1)
+        kwargs: dict[str, Any] = {"key": key, "value": line, "on_delivery": on_delivery}
+        if args.partition is not None:
+            kwargs["partition"] = args.partition
+        while True:
+            try:
+                producer.produce(args.topic, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+        count += 1
+    remaining = producer.flush(60)
+    if remaining or failures:
+        raise CliError(f"{remaining + len(failures)} of {count} messages not delivered: {failures[:3]}")
+    print(f"Produced {count} messages to {args.topic}.", file=sys.stderr)
+    return 0
+
+
+def _consume(args: argparse.Namespace) -> int:
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
+
+    bootstrap = _bootstrap(args)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": args.group or "pylog-console-consumer",
+            "enable.auto.commit": bool(args.group),
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+        }
+    )
+    metadata = consumer.list_topics(timeout=30)
+    topic = metadata.topics.get(args.topic)
+    if topic is None or topic.error is not None:
+        consumer.close()
+        raise CliError(f"topic {args.topic!r} does not exist")
+    start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
+    partitions = sorted(topic.partitions) if args.partition is None else [args.partition]
+    consumer.assign([TopicPartition(args.topic, p, start) for p in partitions])
+    out = sys.stdout.buffer
+    count = 0
+    idle_ms = 0
+    try:
+        while args.max_messages is None or count < args.max_messages:
+            message = consumer.poll(0.2)
+            if message is None:
+                idle_ms += 200
+                if args.timeout_ms is not None and idle_ms >= args.timeout_ms:
+                    break
+                continue
+            if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise CliError(f"consume failed: {message.error().str()}")
+            idle_ms = 0
+            if args.print_key:
+                out.write((message.key() or b"null") + args.key_separator.encode())
+            out.write((message.value() or b"") + b"\n")
+            count += 1
+    finally:
+        out.flush()
+        consumer.close()
+    print(f"Processed a total of {count} messages", file=sys.stderr)
+    return 0
+
+
+def _key_value(item: str, option: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise CliError(f"{option} takes NAME=VALUE, got {item!r}")
+    return key, value
+
+
+# --- parser ---------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pylog", description="pylog: embedded Kafka-compatible broker and tools")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def client(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        sub.add_argument("--bootstrap-server", help="HOST:PORT of any Kafka cluster (default: the local pylog broker)")
+        return sub
+
+    broker = commands.add_parser("broker", help="run or manage the local embedded broker")
+    broker_commands = broker.add_subparsers(dest="action", required=True)
+    start = broker_commands.add_parser("start", help="run a broker in the foreground")
+    start.add_argument("--log-dir", help="data directory (default: $PYLOG_HOME/data, i.e. ~/.pylog/data)")
+    start.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    start.add_argument("--port", type=int, default=9092, help="port (default 9092; 0 = any free port)")
+    start.add_argument("--advertised-host", help="host name clients should connect to (default: --host)")
+    start.add_argument("--partitions", type=int, default=1, help="partitions of auto-created topics (num.partitions)")
+    start.add_argument("--registered", action="store_true", help=argparse.SUPPRESS)  # on-demand start
+    start.set_defaults(func=_broker_start)
+    broker_commands.add_parser("status", help="show the local broker").set_defaults(func=_broker_status)
+    broker_commands.add_parser("stop", help="stop the local broker").set_defaults(func=_broker_stop)
+
+    topics = commands.add_parser("topics", help="create, list, describe and delete topics")
+    topic_commands = topics.add_subparsers(dest="action", required=True)
+    create = client(topic_commands.add_parser("create", help="create a topic"))
+    create.add_argument("name")
+    create.add_argument("--partitions", type=int, default=1)
+    create.add_argument("--replication-factor", type=int, default=1)
+    create.add_argument("--config", action="append", metavar="NAME=VALUE", help="topic config, e.g. cleanup.policy=compact")
+    create.set_defaults(func=_topics_create)
+    client(topic_commands.add_parser("list", help="list topics")).set_defaults(func=_topics_list)
+    describe = client(topic_commands.add_parser("describe", help="partitions and offsets of a topic"))
+    describe.add_argument("name")
+    describe.set_defaults(func=_topics_describe)
+    delete = client(topic_commands.add_parser("delete", help="delete a topic"))
+    delete.add_argument("name")
+    delete.set_defaults(func=_topics_delete)
+
+    produce = client(commands.add_parser("produce", help="produce stdin lines as records"))
+    produce.add_argument("topic")
+    produce.add_argument("--key-separator", help="split each line into KEY<sep>VALUE")
+    produce.add_argument("--partition", type=int)
+    produce.set_defaults(func=_produce)
+
+    consume = client(commands.add_parser("consume", help="print records to stdout"))
+    consume.add_argument("topic")
+    consume.add_argument("--from-beginning", action="store_true")
+    consume.add_argument("--max-messages", type=int)
+    consume.add_argument("--partition", type=int)
+    consume.add_argument("--group", help="consumer group to join and commit to (default: none)")
+    consume.add_argument("--timeout-ms", type=int, help="exit after this long without a message")
+    consume.add_argument("--print-key", action="store_true")
+    consume.add_argument("--key-separator", default="\t")
+    consume.set_defaults(func=_consume)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except CliError as error:
+        print(f"pylog: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""pytest plugin: a Kafka-compatible broker for your pipeline tests, with no setup.
+
+Installed with pylog (entry point ``pytest11``), so these fixtures are available in any test:
+
+    def test_my_pipeline(pylog_broker, pylog_topic):
+        topic = pylog_topic(partitions=3)          # a fresh, uniquely named topic
+        producer = confluent_kafka.Producer({"bootstrap.servers": pylog_broker.bootstrap_servers})
+        ...
+
+``pylog_broker`` is one EmbeddedBroker per test session (temporary data, removed at the end);
+``pylog_topic(partitions=1, name=None, config=None)`` creates a topic and returns its name.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+from typing import TYPE_CHECKING, Callable, Iterator
+
+import pytest
+
+if TYPE_CHECKING:  # imported lazily: loading this plugin must not start importing the broker
+    from kafka_spark.broker import EmbeddedBroker
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pylog_broker() -> Iterator["EmbeddedBroker"]:
+    """A broker for the whole test session. Registered for discovery only inside a private
+    PYLOG_HOME, so tests never pick up (or replace) a broker the user is running."""
+    home = tempfile.mkdtemp(prefix="pylog-home-")
+    previous = os.environ.get("PYLOG_HOME")
+    os.environ["PYLOG_HOME"] = home
+    from kafka_spark.broker import EmbeddedBroker
+
+    try:
+        with EmbeddedBroker() as broker:
+            yield broker
+    finally:
+        if previous is None:
+            os.environ.pop("PYLOG_HOME", None)
+        else:
+            os.environ["PYLOG_HOME"] = previous
+
+
+@pytest.fixture
+def pylog_topic(pylog_broker: "EmbeddedBroker", request: pytest.FixtureRequest) -> Callable[..., str]:
+    """Factory: ``pylog_topic(partitions=1, name=None, config=None) -> name``."""
+
+    def create(partitions: int = 1, name: str | None = None, config: dict[str, str] | None = None) -> str:
+        if name is None:
+            base = "".join(c if c.isalnum() else "-" for c in request.node.name)[:80]
+            name = f"{base}-{next(_counter)}"
+        pylog_broker.create_topic(name, partitions=partitions, config=config)
+        return name
+
+    return create

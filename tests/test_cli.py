@@ -1,0 +1,85 @@
+"""`pylog` as a user runs it: broker start in the foreground, topics, produce, consume."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+def pylog(*args: str, env: dict, stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kafka_spark.cli", *args], input=stdin, capture_output=True,
+                          env=env, timeout=120, check=check)
+
+
+@pytest.fixture
+def running_broker(tmp_path):
+    env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", "0", "--log-dir", str(tmp_path / "data")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    line = process.stdout.readline().strip()
+    assert line.startswith("bootstrap.servers=127.0.0.1:"), line
+    yield process, line.split("=", 1)[1], env
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+def test_topics_produce_consume_round_trip_through_the_cli(running_broker):
+    _, bootstrap, env = running_broker
+    assert b"Created topic events" in pylog("topics", "create", "events", "--partitions", "3",
+                                            "--bootstrap-server", bootstrap, env=env).stdout
+    assert b"events" in pylog("topics", "list", "--bootstrap-server", bootstrap, env=env).stdout.split()
+    lines = b"".join(b"user-%d:clicked-%d\n" % (i % 5, i) for i in range(200))
+    pylog("produce", "events", "--key-separator", ":", "--bootstrap-server", bootstrap, env=env, stdin=lines)
+    out = pylog("consume", "events", "--from-beginning", "--max-messages", "200", "--print-key",
+                "--key-separator", ":", "--bootstrap-server", bootstrap, env=env)
+    assert sorted(out.stdout.splitlines()) == sorted(lines.splitlines())
+    assert b"Processed a total of 200 messages" in out.stderr
+    described = pylog("topics", "describe", "events", "--bootstrap-server", bootstrap, env=env).stdout.decode()
+    assert "PartitionCount: 3" in described
+    end_offsets = [int(n) for n in re.findall(r"LogEndOffset: (\d+)", described)]
+    assert len(end_offsets) == 3 and sum(end_offsets) == 200
+    pylog("topics", "delete", "events", "--bootstrap-server", bootstrap, env=env)
+    assert b"events" not in pylog("topics", "list", "--bootstrap-server", bootstrap, env=env).stdout.split()
+
+
+def test_client_commands_find_the_local_broker_without_bootstrap_server(running_broker):
+    _, bootstrap, env = running_broker
+    status = pylog("broker", "status", env=env)
+    assert bootstrap in status.stdout.decode()
+    pylog("topics", "create", "local", env=env)
+    assert b"local" in pylog("topics", "list", env=env).stdout.split()
+
+
+def test_errors_are_one_clear_line(running_broker):
+    _, bootstrap, env = running_broker
+    result = pylog("topics", "describe", "missing", "--bootstrap-server", bootstrap, env=env, check=False)
+    assert result.returncode == 1
+    assert b"does not exist" in result.stderr
+    result = pylog("topics", "create", "dup", "--bootstrap-server", bootstrap, env=env)
+    result = pylog("topics", "create", "dup", "--bootstrap-server", bootstrap, env=env, check=False)
+    assert result.returncode == 1 and b"already exists" in result.stderr.lower()
+
+
+def test_broker_shuts_down_cleanly_on_sigterm(running_broker):
+    process, _, env = running_broker
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(30) == 0
+    assert "broker stopped" in process.stderr.read()
+    status = pylog("broker", "status", env=env, check=False)
+    assert status.returncode == 1  # unregistered on shutdown
+
+
+def test_no_broker_and_no_bootstrap_server_is_explained(tmp_path):
+    env = dict(os.environ, PYLOG_HOME=str(tmp_path / "empty-home"))
+    result = pylog("topics", "list", env=env, check=False)
+    assert result.returncode == 1
+    assert b"pylog broker start" in result.stderr and b"--bootstrap-server" in result.stderr
