@@ -56,6 +56,14 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(timeout=30)
 
 
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics(topics).values():
+        future.result(timeout=30)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=2_000_000)
@@ -83,6 +91,10 @@ def main() -> int:
                 for partition in range(4):  # exactly 40k per partition: within the mock's window
                     kcat_produce(bootstrap, consume_topic, consume_input, partition)
                 results[name]["consume"].append(consume_total / kcat_consume(bootstrap, consume_topic, consume_total))
+                print(f"round {round_index + 1} {name:5s} produce {results[name]['produce'][-1]:12,.0f} msg/s  "
+                      f"consume {results[name]['consume'][-1]:12,.0f} msg/s", flush=True)
+                if name == "pylog":  # each round starts from an empty disk, not 200 MB of dirty pages
+                    delete_topics(bootstrap, [produce_topic, consume_topic])
     subprocess.run(["rm", "-rf", workdir], check=False)
 
     print(f"kcat, 100-byte messages; produce {args.messages:,} msgs, consume {consume_total:,} msgs; "

@@ -52,8 +52,13 @@ class BrokerServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+        tasks = [task for connection in self.connections for task in connection.tasks]
         for connection in list(self.connections):
             connection.close()
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -73,7 +78,7 @@ class KafkaConnection(asyncio.Protocol):
         self._reading_paused = False
         self._writing_paused = False
         self._closed = False
-        self._tasks: set[asyncio.Future[Any]] = set()
+        self.tasks: set[asyncio.Future[Any]] = set()  # handlers still running (parked fetches)
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -89,7 +94,7 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.server.connections.discard(self)
-        for task in list(self._tasks):
+        for task in list(self.tasks):
             task.cancel()  # a parked Fetch of a gone client has no one to answer
         for _, future in self._outbox:
             future.cancel()
@@ -143,10 +148,10 @@ class KafkaConnection(asyncio.Protocol):
         self._update_reading()
 
     def _chain(self, task: asyncio.Future[Any], future: asyncio.Future[Any], unmute: bool = False) -> None:
-        self._tasks.add(task)
+        self.tasks.add(task)
 
         def done(finished: asyncio.Future[Any]) -> None:
-            self._tasks.discard(task)
+            self.tasks.discard(task)
             if unmute:
                 self._muted = False
             if future.done() or self._closed:

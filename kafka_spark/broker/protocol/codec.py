@@ -102,9 +102,10 @@ def encode_response(request: Request, response: Any) -> bytes:
     if response_class.__flexible__ and request.api_key != ApiKey.API_VERSIONS:
         buffer.write(b"\0")
     _writer(response_class)(buffer, response)
-    data = buffer.getbuffer()
-    struct.pack_into(">i", data, 0, len(data) - 4)
-    return bytes(data)
+    size = buffer.tell() - 4
+    buffer.seek(0)
+    buffer.write(struct.pack(">i", size))
+    return buffer.getvalue()
 
 
 def _unsupported_api_versions(correlation_id: int) -> bytes:
