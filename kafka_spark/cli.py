@@ -5,6 +5,7 @@
     pylog topics create NAME --partitions N [--config k=v ...] | list | describe NAME | delete NAME
     pylog produce TOPIC [--key-separator SEP]                  one record per stdin line
     pylog consume TOPIC [--from-beginning] [--max-messages N]
+    pylog groups list | describe GROUP                         consumer groups, offsets and lag
 
 Every client command takes ``--bootstrap-server`` and so works against any Kafka cluster; without
 it, the local broker registered by ``pylog broker start`` (or an EmbeddedBroker) is used.
@@ -241,11 +242,94 @@ def _consume(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sink_vacuum(args: argparse.Namespace) -> int:
+    from kafka_spark.file_sink import vacuum
+
+    from kafka_spark.file_sink import FileSinkError
+
+    try:
+        deleted = vacuum(args.path, older_than_seconds=args.older_than_seconds)
+    except FileSinkError as error:
+        raise CliError(str(error)) from None
+    for path in deleted:
+        print(f"deleted {path}")
+    print(f"Vacuumed {args.path}: {len(deleted)} uncommitted file(s) deleted.", file=sys.stderr)
+    return 0
+
+
 def _key_value(item: str, option: str) -> tuple[str, str]:
     key, sep, value = item.partition("=")
     if not sep or not key:
         raise CliError(f"{option} takes NAME=VALUE, got {item!r}")
     return key, value
+
+
+# --- consumer groups ------------------------------------------------------------------------
+
+
+def _groups_list(args: argparse.Namespace) -> int:
+    from confluent_kafka import KafkaException
+
+    admin = _admin(args)  # must outlive its futures: a destroyed client answers them empty
+    try:
+        listed = admin.list_consumer_groups(request_timeout=30).result(timeout=30)
+    except KafkaException as error:
+        raise CliError(f"listing consumer groups failed: {error.args[0].str()}") from None
+    for group in sorted(listed.valid, key=lambda g: g.group_id):
+        print(group.group_id)
+    return 0
+
+
+def _groups_describe(args: argparse.Namespace) -> int:
+    """Like ``kafka-consumer-groups.sh --describe --group G``: one row per partition that is
+    assigned or has a committed offset; "-" where there is no member or no commit."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    admin = _admin(args)  # must outlive its futures
+    group = args.group
+    try:
+        description = admin.describe_consumer_groups([group], request_timeout=30)[group].result(timeout=30)
+        offsets = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=30)[group].result(timeout=30)
+    except KafkaException as error:
+        raise CliError(f"describing consumer group {group!r} failed: {error.args[0].str()}") from None
+    state = getattr(description.state, "name", str(description.state)).upper()
+    committed = {(tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions or [] if tp.offset >= 0}
+    if state == "DEAD" or (not description.members and not committed):
+        raise CliError(f"consumer group {group!r} does not exist (list groups with `pylog groups list`)")
+    owners: dict[tuple[str, int], Any] = {}
+    for member in description.members:
+        for tp in member.assignment.topic_partitions if member.assignment else []:
+            owners[(tp.topic, tp.partition)] = member
+    partitions = sorted(set(committed) | set(owners))
+    consumer = Consumer({"bootstrap.servers": _bootstrap(args), "group.id": "pylog-cli-groups",
+                         "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
+    try:
+        ends = {tp: consumer.get_watermark_offsets(KafkaTopicPartition(*tp), timeout=30)[1] for tp in partitions}
+    except KafkaException as error:
+        raise CliError(f"reading log end offsets failed: {error.args[0].str()}") from None
+    finally:
+        consumer.close()
+    if not description.members:
+        print(f"\nConsumer group '{group}' has no active members.")
+    rows = []
+    for tp in partitions:
+        current, member = committed.get(tp), owners.get(tp)
+        rows.append((
+            group, tp[0], str(tp[1]),
+            "-" if current is None else str(current), str(ends[tp]),
+            "-" if current is None else str(max(ends[tp] - current, 0)),
+            member.member_id if member else "-", (member.host or "-") if member else "-",
+            member.client_id if member else "-",
+        ))
+    header = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
+    minimum = (15, 15, 10, 15, 15, 15, 15, 15, 0)
+    widths = [max([minimum[i], len(header[i])] + [len(row[i]) for row in rows]) for i in range(len(header))]
+    print()
+    for row in [header, *rows]:
+        print(" ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    return 0
 
 
 # --- parser ---------------------------------------------------------------------------------
@@ -304,6 +388,21 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--print-key", action="store_true")
     consume.add_argument("--key-separator", default="\t")
     consume.set_defaults(func=_consume)
+
+    groups = commands.add_parser("groups", help="list consumer groups, describe their offsets and lag")
+    group_commands = groups.add_subparsers(dest="action", required=True)
+    client(group_commands.add_parser("list", help="list consumer groups")).set_defaults(func=_groups_list)
+    describe_group = client(group_commands.add_parser(
+        "describe", help="members, assignment, committed offset, log end offset and lag per partition"))
+    describe_group.add_argument("group")
+    describe_group.set_defaults(func=_groups_describe)
+    sink = commands.add_parser("sink", help="maintain pylog-files sink outputs")
+    sink_commands = sink.add_subparsers(dest="action", required=True)
+    vacuum = sink_commands.add_parser("vacuum", help="delete files of failed attempts (never committed files)")
+    vacuum.add_argument("path", help="the sink's output directory")
+    vacuum.add_argument("--older-than-seconds", type=int, default=3600,
+                        help="only files older than this (default 3600; keep it above your longest batch)")
+    vacuum.set_defaults(func=_sink_vacuum)
     return parser
 
 

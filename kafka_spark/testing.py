@@ -14,8 +14,6 @@ Installed with pylog (entry point ``pytest11``), so these fixtures are available
 from __future__ import annotations
 
 import itertools
-import os
-import tempfile
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import pytest
@@ -28,21 +26,13 @@ _counter = itertools.count()
 
 @pytest.fixture(scope="session")
 def pylog_broker() -> Iterator["EmbeddedBroker"]:
-    """A broker for the whole test session. Registered for discovery only inside a private
-    PYLOG_HOME, so tests never pick up (or replace) a broker the user is running."""
-    home = tempfile.mkdtemp(prefix="pylog-home-")
-    previous = os.environ.get("PYLOG_HOME")
-    os.environ["PYLOG_HOME"] = home
+    """A broker for the whole test session, with temporary data. It is not registered for
+    discovery, so tests never pick up (or replace) a broker the user runs: give your code
+    ``pylog_broker.bootstrap_servers`` (e.g. the ``kafka.bootstrap.servers`` option)."""
     from kafka_spark.broker import EmbeddedBroker
 
-    try:
-        with EmbeddedBroker() as broker:
-            yield broker
-    finally:
-        if previous is None:
-            os.environ.pop("PYLOG_HOME", None)
-        else:
-            os.environ["PYLOG_HOME"] = previous
+    with EmbeddedBroker(register=False) as broker:
+        yield broker
 
 
 @pytest.fixture

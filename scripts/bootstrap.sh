@@ -27,6 +27,8 @@ stamp=.venv/.pylog-installed
 if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ]; then
   echo "bootstrap: installing pylog and its test extras into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test]'
+  # compat mode: Spark finds data sources by listing top-level `pyspark_*` modules
+  # (pkgutil.iter_modules), which setuptools' default editable finder hides.
+  .venv/bin/python -m pip install -q -e '.[test]' --config-settings editable_mode=compat
   touch "$stamp"
 fi

@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 
 import pytest
 
 # Python workers must run this interpreter (the venv), not `python3` on PATH.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Broker discovery (no kafka.bootstrap.servers) looks in $PYLOG_HOME. Set before Spark starts so
+# that its Python workers inherit it: the suite never touches the user's ~/.pylog.
+os.environ["PYLOG_HOME"] = tempfile.mkdtemp(prefix="pylog-test-home-")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_on_demand_broker():
+    """A broker started on demand by a test (no bootstrap servers) is stopped at the end."""
+    yield
+    from kafka_spark.broker import discovery
+
+    discovery.stop_running()
 
 
 @pytest.fixture(scope="session")

@@ -17,11 +17,13 @@ from kafka_spark.broker.apis import HANDLERS
 from kafka_spark.broker.config import BrokerConfig
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.durability import GroupCommit
+from kafka_spark.broker.groups import DEFAULT_INITIAL_REBALANCE_DELAY_MS, GroupCoordinator
 from kafka_spark.broker.notifier import DataNotifier
 from kafka_spark.broker.protocol import Request
 from kafka_spark.broker.producers import PartitionProducerState, ProducerIdManager
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import LogManager
+from kafka_spark.broker.transactions import TransactionCoordinator
 from kafka_spark.topic_partition import TopicPartition
 
 logger = logging.getLogger("kafka_spark.broker")
@@ -41,6 +43,10 @@ class Broker:
         self.started_ms = int(time.time() * 1000)
         self.producer_ids = ProducerIdManager(config.log_dir)
         self._producer_states: dict[TopicPartition, PartitionProducerState] = {}
+        # Consumer groups and their committed offsets (replays __consumer_offsets).
+        self.groups = GroupCoordinator(self, initial_rebalance_delay_ms=getattr(
+            config, "group_initial_rebalance_delay_ms", DEFAULT_INITIAL_REBALANCE_DELAY_MS))
+        self.transactions = TransactionCoordinator(self)  # replays __transaction_state
 
     @property
     def advertised_host(self) -> str:
@@ -62,12 +68,12 @@ class Broker:
         return result
 
     def producer_state(self, log: Log) -> PartitionProducerState:
-        """Idempotent-producer state of a partition, rebuilt from its batch headers on first use."""
+        """Idempotent-producer state and transaction index of a partition, rebuilt from its batch
+        headers on first use."""
         topic_partition = TopicPartition(log.topic, log.partition)
         state = self._producer_states.get(topic_partition)
         if state is None:
-            state = PartitionProducerState(topic_partition)
-            state.rebuild(log.batch_headers())
+            state = PartitionProducerState.load(log)
             self._producer_states[topic_partition] = state
         return state
 
@@ -75,6 +81,7 @@ class Broker:
         """Drop in-memory state of a deleted topic."""
         for topic_partition in [tp for tp in self._producer_states if tp.topic == name]:
             del self._producer_states[topic_partition]
+        self.groups.forget_topic(name)
 
     def run_retention(self) -> None:
         deleted = self.logs.run_retention()
@@ -82,5 +89,7 @@ class Broker:
             logger.info("retention deleted %d segment(s)", deleted)
 
     def close(self) -> None:
+        self.groups.close()
+        self.transactions.close()
         self.group_commit.close()
         self.logs.close()

@@ -37,6 +37,9 @@ class BrokerConfig:
     log: LogConfig = field(default_factory=LogConfig)
     log_retention_check_interval_ms: int = 300_000
     socket_request_max_bytes: int = MAX_FRAME_BYTES
+    # Kafka waits 3 s for more members before the first rebalance of an empty group; on one
+    # machine members start within milliseconds of each other, so a short delay is enough.
+    group_initial_rebalance_delay_ms: int = 100
 
     @property
     def advertised(self) -> str:

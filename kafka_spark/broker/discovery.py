@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Iterator
 
 START_TIMEOUT_S = 60.0
+DEFAULT_PORT = 9092
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,10 @@ def ensure_running() -> BrokerInfo:
         if info is not None:
             return info
         log_file = open(home / "broker.log", "ab")
+        port = DEFAULT_PORT if _port_free(DEFAULT_PORT) else 0  # Kafka's habitual port when free
         subprocess.Popen(
-            [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--log-dir", str(default_data_dir()), "--registered"],
+            [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--log-dir", str(default_data_dir()),
+             "--port", str(port), "--registered"],
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=log_file,
@@ -113,6 +116,15 @@ def stop_running(timeout_s: float = 30.0) -> BrokerInfo | None:
     while time.monotonic() < deadline and _pid_alive(info.pid):
         time.sleep(0.1)
     return info
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _read() -> BrokerInfo | None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Coroutine, TypeVar
 
 from kafka_spark.broker import discovery
+from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.broker import Broker
 from kafka_spark.broker.config import BrokerConfig
 from kafka_spark.broker.server import BrokerServer
@@ -179,7 +180,8 @@ class EmbeddedBroker:
 
     async def _topics(self) -> dict[str, int]:
         assert self._broker is not None
-        return {name: info.partitions for name, info in self._broker.logs.topics().items()}
+        return {name: info.partitions for name, info in self._broker.logs.topics().items()
+                if not is_internal_topic(name)}
 
     def run_retention(self) -> None:
         """Apply retention now instead of waiting for the periodic check."""
@@ -188,6 +190,11 @@ class EmbeddedBroker:
     async def _run_retention(self) -> None:
         assert self._broker is not None
         self._broker.run_retention()
+
+    def run_cleaner(self, force: bool = False) -> Any:
+        """Run log compaction now instead of waiting for the cleaner thread (safe from any thread);
+        ``force`` ignores min.cleanable.dirty.ratio. Returns the cleaner's statistics."""
+        return self.broker.logs.run_cleaner(force=force)
 
     @property
     def broker(self) -> Broker:

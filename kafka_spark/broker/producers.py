@@ -14,8 +14,11 @@ NUM_BATCHES_TO_RETAIN = 5, the most batches a client keeps in flight), and on Pr
    (Kafka >= 2.5 behaviour, KIP-360).
 
 The state is rebuilt at start from the batch headers in the log (headers only, no records), so
-it survives restarts; producer ids come from a block allocator persisted in the log directory,
-so an id is never handed out twice, even across a crash.
+it survives restarts, for transactional producers too (their markers carry the epoch, so a
+fenced epoch stays fenced); the same pass rebuilds the partition's transaction index
+(txn_index.py: open transactions -> LSO, aborted transactions). Producer ids come from a block
+allocator persisted in the log directory, so an id is never handed out twice, even across a
+crash.
 
 Thread-safety: used from the broker's event loop only.
 """
@@ -29,6 +32,8 @@ from typing import Iterable
 
 from kafka_spark.broker.storage import checkpoint
 from kafka_spark.broker.storage.batch import BatchHeader
+from kafka_spark.broker.storage.log import Log
+from kafka_spark.broker.txn_index import PartitionTxnIndex
 from kafka_spark.topic_partition import TopicPartition
 
 NUM_BATCHES_TO_RETAIN = 5
@@ -68,11 +73,26 @@ def _last_seq(header: BatchHeader) -> int:
 
 
 class PartitionProducerState:
-    """The producers that wrote to one partition."""
+    """The producers that wrote to one partition, and its transaction index (``txn_index``,
+    None for states built without a log)."""
 
-    def __init__(self, topic_partition: TopicPartition) -> None:
+    def __init__(self, topic_partition: TopicPartition, log: Log | None = None) -> None:
         self.topic_partition = topic_partition
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.duplicates_acknowledged = 0  # retried batches answered without writing (a metric)
+        self.txn_index = PartitionTxnIndex(log) if log is not None else None
+
+    @classmethod
+    def load(cls, log: Log) -> "PartitionProducerState":
+        """The state of ``log`` rebuilt from its stored batch headers (one pass over headers,
+        plus one small read per transaction marker for the transaction index)."""
+        state = cls(TopicPartition(log.topic, log.partition), log)
+        headers = log.batch_headers()
+        for header in headers:
+            state._record_sequence(header)
+        assert state.txn_index is not None
+        state.txn_index.rebuild(headers)
+        return state
 
     def check(self, header: BatchHeader) -> int | None:
         """Validate an incoming batch; return the original base offset if it is a duplicate.
@@ -110,7 +130,14 @@ class PartitionProducerState:
         return None
 
     def record(self, header: BatchHeader) -> None:
-        """Remember a batch just written (``header`` carries its assigned offsets)."""
+        """Remember a batch just written (``header`` carries its assigned offsets). A
+        transactional data batch opens its producer's transaction in the index (moving the LSO);
+        markers are reported by the coordinator through ``txn_index.on_marker``."""
+        self._record_sequence(header)
+        if self.txn_index is not None and not header.is_control:
+            self.txn_index.on_data(header)
+
+    def _record_sequence(self, header: BatchHeader) -> None:
         if header.producer_id < 0:
             return
         entry = self.producers.get(header.producer_id)
@@ -124,8 +151,9 @@ class PartitionProducerState:
         )
 
     def rebuild(self, headers: Iterable[BatchHeader]) -> None:
+        """Sequences and epochs only (the transaction index needs the log: see :meth:`load`)."""
         for header in headers:
-            self.record(header)
+            self._record_sequence(header)
 
 
 class ProducerIdManager:

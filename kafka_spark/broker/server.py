@@ -72,6 +72,7 @@ class KafkaConnection(asyncio.Protocol):
         self.decoder = FrameDecoder(self.broker.config.socket_request_max_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer: Any = None
+        self.client_host = ""
         self._inbox: collections.deque[memoryview] = collections.deque()
         self._outbox: collections.deque[tuple[Request, asyncio.Future[Any]]] = collections.deque()
         self._muted = False  # a coroutine handler is running: do not dispatch more
@@ -86,6 +87,7 @@ class KafkaConnection(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
+        self.client_host = f"/{self.peer[0]}" if self.peer else ""  # Kafka's spelling: "/127.0.0.1"
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -124,7 +126,7 @@ class KafkaConnection(asyncio.Protocol):
         while self._inbox and not self._muted and not self._closed:
             frame = self._inbox.popleft()
             try:
-                request = decode_request(frame)
+                request = decode_request(frame, self.client_host)
             except UnsupportedRequest as error:
                 self._flush()  # answers already decided still go out before the close
                 self._abort(str(error))

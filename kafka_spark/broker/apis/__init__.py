@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kafka_spark.broker.apis import api_versions, fetch, init_producer_id, list_offsets, metadata, produce, topics
+from kafka_spark.broker.apis import add_offsets_to_txn, add_partitions_to_txn, end_txn, txn_offset_commit
+from kafka_spark.broker.apis import (describe_groups, find_coordinator, heartbeat, join_group, leave_group, list_groups,
+                                     offset_commit, offset_fetch, sync_group)
 from kafka_spark.broker.protocol.versions import ApiKey
 
 HANDLERS: dict[int, Callable[..., Any]] = {
@@ -16,4 +19,17 @@ HANDLERS: dict[int, Callable[..., Any]] = {
     ApiKey.CREATE_TOPICS: topics.handle_create,
     ApiKey.DELETE_TOPICS: topics.handle_delete,
     ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
+    ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn.handle,
+    ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn.handle,
+    ApiKey.END_TXN: end_txn.handle,
+    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
+    ApiKey.FIND_COORDINATOR: find_coordinator.handle,
+    ApiKey.JOIN_GROUP: join_group.handle,
+    ApiKey.SYNC_GROUP: sync_group.handle,
+    ApiKey.HEARTBEAT: heartbeat.handle,
+    ApiKey.LEAVE_GROUP: leave_group.handle,
+    ApiKey.OFFSET_COMMIT: offset_commit.handle,
+    ApiKey.OFFSET_FETCH: offset_fetch.handle,
+    ApiKey.LIST_GROUPS: list_groups.handle,
+    ApiKey.DESCRIBE_GROUPS: describe_groups.handle,
 }

@@ -5,6 +5,12 @@ records below it), at least one batch per partition even when it exceeds the byt
 (KIP-74), and never null ``records`` (librdkafka rejects MessageSetSize -1). Fetch sessions
 (KIP-227) are not granted: session_id 0 and every requested partition echoed, which all clients
 accept as a sessionless full response.
+
+read_committed (isolation_level 1) reads stop at the last stable offset (LSO: the first offset of
+the oldest open transaction, else the high watermark) and carry ``aborted_transactions``: the
+aborted transactions ``{producer_id, first_offset}`` overlapping the returned batches (ABORT
+marker at or after ``fetch_offset``, first offset at or below the last offset returned), from
+which clients drop the aborted records. read_uncommitted gets every batch and an empty list.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import time
 from typing import Any
 
 from kafka_spark.broker.storage.errors import OffsetOutOfRangeError, StorageError
+from kafka_spark.broker.txn_index import last_offset_of
 
 _READ_COMMITTED = 1
 _FETCH_SESSION_ID_NOT_FOUND = 70
@@ -96,4 +103,12 @@ def _read_partition(
         entry["error_code"] = error.error_code
         return entry
     entry["records"] = data  # bytes or a memoryview of them: written out without another copy
+    if read_committed and data:
+        index = broker.producer_state(log).txn_index
+        # Hop the returned batches for their last offset only when an abort could overlap them.
+        if index is not None and index.aborted and index.aborted[-1].last_offset >= request.fetch_offset:
+            aborted = index.aborted_transactions(request.fetch_offset, last_offset_of(data) + 1)
+            entry["aborted_transactions"] = [
+                {"producer_id": txn.producer_id, "first_offset": txn.first_offset} for txn in aborted
+            ]
     return entry

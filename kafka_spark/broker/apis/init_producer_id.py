@@ -1,24 +1,26 @@
-"""InitProducerId (22): producer ids for idempotent producers.
+"""InitProducerId (22): producer ids and epochs for idempotent and transactional producers.
 
-Transactional ids are refused until the transaction coordinator exists (the transaction APIs
-are not advertised, so librdkafka and kafka-python refuse transactional producers up front).
+Without a transactional id (idempotent producer) every call gets a fresh producer id at epoch 0,
+as Kafka does, also for the KIP-360 "bump" an idempotent producer asks for after an error (it
+then restarts its sequences under the new id). With one, the transaction coordinator decides
+(transactions.py): a new id gets a new producer id, a known one is fenced forward (epoch + 1,
+ongoing transaction aborted); 50 INVALID_TRANSACTION_TIMEOUT for a timeout outside (0, 900000];
+47, or 90 PRODUCER_FENCED from v4, when a v3+ bump names a stale producer id or epoch.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-_INVALID_REQUEST = 42
 
-
-def handle(broker: Any, request: Any) -> dict[str, Any]:
+def handle(broker: Any, request: Any) -> Any:
     body = request.body
-    if body.transactional_id is not None:
-        return {"throttle_time": 0, "error_code": _INVALID_REQUEST, "producer_id": -1, "producer_epoch": -1}
-    producer_id = getattr(body, "producer_id", -1)
-    producer_epoch = getattr(body, "producer_epoch", -1)
-    if producer_id >= 0 and producer_epoch >= 0:
-        # KIP-360: an idempotent producer bumps its own epoch after an error; the new epoch
-        # restarts its sequences at 0 on every partition.
-        return {"throttle_time": 0, "error_code": 0, "producer_id": producer_id, "producer_epoch": producer_epoch + 1}
-    return {"throttle_time": 0, "error_code": 0, "producer_id": broker.producer_ids.next_id(), "producer_epoch": 0}
+    if body.transactional_id is None:
+        return {"throttle_time": 0, "error_code": 0, "producer_id": broker.producer_ids.next_id(), "producer_epoch": 0}
+    timeout_ms = int(body.transaction_timeout.total_seconds() * 1000)
+    error, producer_id, producer_epoch = broker.transactions.init_producer_id(
+        body.transactional_id, timeout_ms, getattr(body, "producer_id", -1), getattr(body, "producer_epoch", -1),
+        request.api_version,
+    )
+    response = {"throttle_time": 0, "error_code": error, "producer_id": producer_id, "producer_epoch": producer_epoch}
+    return broker.transactions.respond(response)

@@ -14,10 +14,17 @@ from kafka_spark.broker.storage.log_manager import is_valid_topic_name
 _NO_AUTHORIZED_OPERATIONS = -2147483648
 
 
+def is_internal_topic(name: str) -> bool:
+    """Names starting with "__" are reserved for the broker's internal topics."""
+    return name.startswith("__")
+
+
 def handle(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
     node_id = broker.config.node_id
-    existing = broker.logs.topics()
+    # Internal topics (__consumer_offsets, __transaction_state) are the broker's own: never
+    # listed, never auto-created, unknown to clients.
+    existing = {name: info for name, info in broker.logs.topics().items() if not is_internal_topic(name)}
     if body.topics is None or (request.api_version == 0 and not body.topics):
         names = sorted(existing)  # v0 [] and v1+ null both mean "all topics"
     else:
@@ -26,7 +33,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
     topics = []
     for name in names:
         info = existing.get(name)
-        if info is None and allow_auto_create and broker.config.auto_create_topics_enable:
+        if info is None and allow_auto_create and broker.config.auto_create_topics_enable and not is_internal_topic(name):
             try:
                 info = broker.logs.create_topic(name, broker.config.num_partitions)
             except StorageError as error:

@@ -1,9 +1,12 @@
 """Produce (0): validate each partition's record batches per batch (never per record), append.
 
-Per partition, in Kafka's order: unknown topic/partition (3); too large (10); malformed or bad
-CRC (2); magic != 2 (87); then append at the log end offset. Batches are stored verbatim; only
-base offset and leader epoch, which lie outside the CRC, are rewritten. acks=0 gets no response
-at all (answering would desynchronise kafka-python's and aiokafka's correlation ids).
+Per partition, in Kafka's order: internal topic (17); unknown topic/partition (3); too large
+(10); malformed or bad CRC (2); magic != 2 (87); transactional batches only from the producer's
+current epoch (47), for a partition added to its ongoing transaction (48; 49 for a producer id
+no transactional id owns); idempotent sequence checks (producers.py); then append at the log end
+offset. Batches are stored verbatim; only base offset and leader epoch, which lie outside the
+CRC, are rewritten. acks=0 gets no response at all (answering would desynchronise
+kafka-python's and aiokafka's correlation ids).
 """
 
 from __future__ import annotations
@@ -11,16 +14,20 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.producers import ProducerStateError
 from kafka_spark.broker.storage.batch import validate_batches
+from kafka_spark.broker.storage.records import validate_keys_for_compaction
 from kafka_spark.broker.storage.errors import StorageError
+from kafka_spark.topic_partition import TopicPartition
 
 logger = logging.getLogger("kafka_spark.broker")
 
 _INVALID_REQUIRED_ACKS = 21
 _UNKNOWN_TOPIC_OR_PARTITION = 3
 _CORRUPT_MESSAGE = 2
+_INVALID_TOPIC_EXCEPTION = 17
 
 
 _KAFKA_STORAGE_ERROR = 56
@@ -41,7 +48,8 @@ def handle(broker: Any, request: Any) -> dict[str, Any] | Deferred | None:
             if acks not in (-1, 0, 1):
                 entry["error_code"] = _INVALID_REQUIRED_ACKS
             else:
-                log = _append(broker, topic.name, data.index, data.records, acks, entry)
+                log = _append(broker, topic.name, data.index, data.records, acks, entry,
+                              getattr(body, "transactional_id", None))
                 if log is not None:
                     appended = True
                     if acks == -1 and log.config.flush_on_ack_all:
@@ -70,9 +78,14 @@ async def _when_durable(response: dict[str, Any], durable: list[tuple[dict[str, 
 
 
 def _append(broker: Any, topic: str, partition: int, records: bytes | None, acks: int,
-            entry: dict[str, Any]) -> Any:
+            entry: dict[str, Any], transactional_id: str | None) -> Any:
     """Validate and append; fill ``entry``; return the log when the batch is in it (appended now,
     or earlier for an idempotent retry)."""
+    if is_internal_topic(topic):
+        # Kafka: "Cannot append to internal topic" (INVALID_TOPIC_EXCEPTION); the broker's own
+        # records there (transaction and group state) are replayed at start and must stay its own.
+        entry["error_code"] = _INVALID_TOPIC_EXCEPTION
+        return None
     try:
         log = broker.logs.get_log(topic, partition)
     except StorageError as error:
@@ -84,11 +97,22 @@ def _append(broker: Any, topic: str, partition: int, records: bytes | None, acks
         return None
     try:
         headers = validate_batches(records, log.config.max_message_bytes)
+        if log.config.compacts:
+            validate_keys_for_compaction(records, headers, log.name)  # keyless records: 87, as Kafka
+        for header in headers:
+            if header.is_transactional:
+                code = broker.transactions.check_produce(transactional_id, header, TopicPartition(topic, partition))
+                if code:
+                    logger.warning("transactional produce to %s-%d by producer %d epoch %d rejected with "
+                                   "error %d", topic, partition, header.producer_id, header.producer_epoch, code)
+                    entry["error_code"] = code
+                    return None
         producers = broker.producer_state(log)
         duplicates = [producers.check(header) for header in headers]
         if duplicates[0] is not None and all(offset is not None for offset in duplicates):
             # A retry of a batch already written: acknowledge it again (once durable), write nothing.
             entry["base_offset"] = duplicates[0]
+            producers.duplicates_acknowledged += 1
             return log
         # fsync for acks=all is group-committed by the caller, off the event loop.
         result = log.append(records, headers=headers, acks=1)

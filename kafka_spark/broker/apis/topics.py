@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.storage.errors import StorageError
 
 logger = logging.getLogger("kafka_spark.broker")
 
 _INVALID_REPLICATION_FACTOR = 38
 _INVALID_REQUEST = 42
+_INVALID_TOPIC = 17
 
 
 def handle_create(broker: Any, request: Any) -> dict[str, Any]:
@@ -23,6 +25,8 @@ def handle_create(broker: Any, request: Any) -> dict[str, Any]:
 
 
 def _create(broker: Any, topic: Any, validate_only: bool) -> tuple[int, str | None]:
+    if is_internal_topic(topic.name):
+        return _INVALID_TOPIC, f"topic names starting with '__' are reserved for the broker's internal topics: {topic.name!r}"
     if topic.assignments:
         return _INVALID_REQUEST, "manual replica assignments are not supported by this one-node broker"
     if topic.replication_factor not in (-1, 1):
@@ -46,6 +50,9 @@ def _create(broker: Any, topic: Any, validate_only: bool) -> tuple[int, str | No
 def handle_delete(broker: Any, request: Any) -> dict[str, Any]:
     responses = []
     for name in request.body.topic_names:
+        if is_internal_topic(name):
+            responses.append({"name": name, "error_code": 3})  # internal topics are not the client's
+            continue
         try:
             broker.logs.delete_topic(name)
             broker.forget_topic(name)

@@ -40,6 +40,7 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any  # the kio request dataclass of this api_key/api_version, or None (see below)
+    client_host: str = ""  # the peer address, as Kafka's DescribeGroups reports it
 
     @property
     def unsupported_api_versions(self) -> bool:
@@ -47,7 +48,7 @@ class Request:
         return self.body is None
 
 
-def decode_request(frame: bytes | memoryview) -> Request:
+def decode_request(frame: bytes | memoryview, client_host: str = "") -> Request:
     """Decode one frame (without its size prefix).
 
     Raises UnsupportedRequest for unknown keys or versions, ValueError-family errors from kio
@@ -71,7 +72,7 @@ def decode_request(frame: bytes | memoryview) -> Request:
     low, high = served
     if not low <= api_version <= high:
         if api_key == ApiKey.API_VERSIONS:
-            return Request(api_key, api_version, correlation_id, client_id, None)
+            return Request(api_key, api_version, correlation_id, client_id, None, client_host)
         raise UnsupportedRequest(f"api key {api_key} version {api_version} is not served")
     request_class = _request_class(api_key, api_version)
     if request_class.__flexible__:
@@ -85,7 +86,7 @@ def decode_request(frame: bytes | memoryview) -> Request:
         raise UnsupportedRequest(
             f"api key {api_key} v{api_version}: {len(frame) - position - size} trailing bytes"
         )
-    return Request(api_key, api_version, correlation_id, client_id, body)
+    return Request(api_key, api_version, correlation_id, client_id, body, client_host)
 
 
 def encode_response(request: Request, response: Any) -> bytes:

@@ -25,7 +25,11 @@ class LogConfig:
     Retention deletes whole segments: by age (``retention_ms`` against the newest record timestamp
     of a segment, or its file mtime when records carry none; -1 keeps forever) and by size
     (``retention_bytes`` per partition; -1 unlimited). ``cleanup_policy`` "compact" disables both
-    (compaction itself is not implemented yet: compacted topics are kept whole).
+    and lets the log cleaner (cleaner.py) keep the newest record per key; "compact,delete" does
+    both. Compaction settings: tombstones stay ``delete_retention_ms`` after their batch was first
+    cleaned; segments whose newest timestamp is younger than ``min_compaction_lag_ms`` are not
+    cleaned yet; a log is cleaned once its uncleaned ("dirty") bytes reach
+    ``min_cleanable_dirty_ratio`` of its cleanable bytes.
 
     Durability: ``flush_on_ack_all`` fsyncs the log before acknowledging an acks=all produce (a
     one-node broker has no replica to lean on); ``flush_messages`` / ``flush_interval_ms`` force an
@@ -45,6 +49,8 @@ class LogConfig:
     cleanup_policy: str = "delete"
     delete_retention_ms: int = 24 * 3600 * 1000
     message_timestamp_type: str = "CreateTime"
+    min_compaction_lag_ms: int = 0
+    min_cleanable_dirty_ratio: float = 0.5
 
     def __post_init__(self) -> None:
         for name, (kafka_name, _parse, minimum) in _FIELD_RULES.items():
@@ -52,12 +58,20 @@ class LogConfig:
             if isinstance(value, int) and minimum is not None and value < minimum:
                 raise InvalidConfigError(f"{kafka_name}={value} is invalid: the minimum is {minimum}")
         _cleanup_policy(self.cleanup_policy)
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise InvalidConfigError(
+                f"min.cleanable.dirty.ratio={self.min_cleanable_dirty_ratio} is invalid: use a value in [0, 1]")
         _timestamp_type(self.message_timestamp_type)
 
     @property
     def deletes(self) -> bool:
         """Whether time/size retention applies (cleanup.policy contains "delete")."""
         return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def compacts(self) -> bool:
+        """Whether the log cleaner compacts this log (cleanup.policy contains "compact")."""
+        return "compact" in self.cleanup_policy.split(",")
 
     @classmethod
     def from_topic_configs(cls, configs: Mapping[str, str | None], defaults: "LogConfig | None" = None) -> "LogConfig":
@@ -118,6 +132,13 @@ def _cleanup_policy(raw: str) -> str:
     return ",".join(sorted(set(parts)))
 
 
+def _ratio(raw: str) -> float:
+    value = float(raw)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("a ratio must lie between 0 and 1")
+    return value
+
+
 def _timestamp_type(raw: str) -> str:
     if raw not in ("CreateTime", "LogAppendTime"):
         raise InvalidConfigError(f"message.timestamp.type={raw!r} is invalid: use CreateTime or LogAppendTime")
@@ -137,6 +158,8 @@ _FIELD_RULES: dict[str, tuple[str, Callable[[str], object], int | None]] = {
     "cleanup_policy": ("cleanup.policy", _cleanup_policy, None),
     "delete_retention_ms": ("delete.retention.ms", _long, 0),
     "message_timestamp_type": ("message.timestamp.type", _timestamp_type, None),
+    "min_compaction_lag_ms": ("min.compaction.lag.ms", _long, 0),
+    "min_cleanable_dirty_ratio": ("min.cleanable.dirty.ratio", _ratio, None),
 }
 _BY_KAFKA_NAME = {kafka_name: name for name, (kafka_name, _, _) in _FIELD_RULES.items()}
 
@@ -158,8 +181,6 @@ _ACCEPTED_AND_IGNORED = frozenset(
         "message.timestamp.after.max.ms",
         "message.timestamp.before.max.ms",
         "message.timestamp.difference.max.ms",
-        "min.cleanable.dirty.ratio",
-        "min.compaction.lag.ms",
         "min.insync.replicas",
         "preallocate",
         "remote.storage.enable",

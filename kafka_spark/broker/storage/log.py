@@ -5,6 +5,7 @@ Directory contents::
     00000000000000000000.log / .index / .timeindex    one segment per base offset
     log-start-offset    first offset still readable, written when retention advances it
     recovery-point      base offset of the active segment: everything below was flushed whole
+    *.cleaned / *.swap / *.deleted   transient files of a compaction swap (see replace_segments)
 
 Offsets: ``log_start_offset`` <= every readable offset < ``log_end_offset`` (LEO, the next offset
 to assign). With a single replica the ``high_watermark`` is the LEO; ``last_stable_offset`` is the
@@ -39,7 +40,15 @@ from kafka_spark.broker.storage.batch import (
 )
 from kafka_spark.broker.storage.config import LogConfig
 from kafka_spark.broker.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
-from kafka_spark.broker.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from kafka_spark.broker.storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+)
 
 logger = logging.getLogger("kafka_spark.broker.storage")
 
@@ -111,6 +120,7 @@ class Log:
             directory.mkdir(parents=True, exist_ok=True)
             for leftover in directory.glob("*" + checkpoint.TMP_SUFFIX):
                 leftover.unlink()
+            _finish_interrupted_swap(directory, name)
             bases = sorted(int(path.stem) for path in directory.glob("*" + LOG_SUFFIX)
                            if path.stem.isdigit() and len(path.stem) == 20)
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
@@ -360,14 +370,15 @@ class Log:
             segments = self._segments
             count = 0
             if self.config.retention_ms >= 0:
-                while (count < len(segments) and not segments[count].is_empty
+                while (count < len(segments)
+                       and (not segments[count].is_empty or count < len(segments) - 1)
                        and now - segments[count].largest_timestamp > self.config.retention_ms):
                     count += 1
             if self.config.retention_bytes >= 0:
                 excess = sum(segment.size for segment in segments) - self.config.retention_bytes
                 by_size = 0
                 for segment in segments:
-                    if segment.is_empty or excess - segment.size < 0:
+                    if (segment.is_empty and segment is segments[-1]) or excess - segment.size < 0:
                         break
                     excess -= segment.size
                     by_size += 1
@@ -389,6 +400,76 @@ class Log:
             logger.info("retention deleted %d segment(s) of %s; log start offset is now %d",
                         len(doomed), self.name, self._log_start_offset)
             return len(doomed)
+
+    # -- compaction hooks (the cleaner: cleaner.py) ---------------------------------------------------
+
+    def now_ms(self) -> int:
+        """The log's clock (tests inject one), which compaction's delete horizons use."""
+        return self._time_ms()
+
+    def snapshot_segments(self) -> list[tuple[LogSegment, int, int]]:
+        """``(segment, fd, size)`` for every segment, oldest first, the active one last: ``fd`` is
+        a duplicate descriptor of its .log (the caller closes it), so the cleaner reads a stable
+        view without this log's lock even if retention deletes the segment meanwhile."""
+        with self._lock:
+            self._check_open()
+            return [(segment, os.dup(segment.fileno()), segment.size) for segment in self._segments]
+
+    def replace_segments(self, old: Sequence[LogSegment], sizes: Sequence[int], cleaned: LogSegment) -> bool:
+        """Swap ``cleaned`` (built as ``<base>.*.cleaned``, flushed) in for the contiguous inactive
+        segments ``old``, whose sizes must still be ``sizes``; returns False, changing nothing,
+        when the log moved on (closed, retention or truncation touched them); the caller then
+        deletes ``cleaned``. On KafkaStorageError ``cleaned`` is either in the log (the commit
+        happened) or already deleted: the caller must not touch it.
+
+        Crash-safe file protocol, Kafka's ``replaceSegments`` (directory fsynced between steps):
+
+        1. every old segment's files are renamed ``*.deleted`` (readers keep their descriptors);
+        2. ``cleaned``'s files become ``*.swap``, the ``.log`` last: its ``.log.swap`` existing is
+           the commit point;
+        3. the ``*.deleted`` files are removed; 4. ``*.swap`` files take their final names.
+
+        On open (``_finish_interrupted_swap``) a ``.log.swap`` means committed: finish 3 and 4;
+        no ``.log.swap`` means not committed: ``*.deleted`` are renamed back, ``*.cleaned`` and
+        stray index ``*.swap`` files removed. Offsets never change, so readers see the same
+        records at the same offsets (minus the compacted ones) before and after. Takes the log's
+        lock for a few renames and fsyncs only.
+        """
+        with self._lock:
+            if self._closed or not old:
+                return False
+            first = next((i for i, segment in enumerate(self._segments) if segment is old[0]), None)
+            if (first is None or first + len(old) >= len(self._segments)
+                    or any(a is not b for a, b in zip(self._segments[first:first + len(old)], old))
+                    or any(segment.size != size for segment, size in zip(old, sizes))):
+                return False
+            try:
+                renamed: list[LogSegment] = []
+                try:
+                    for segment in old:
+                        segment.rename_files(DELETED_SUFFIX)
+                        renamed.append(segment)
+                    checkpoint.fsync_dir(self.directory)
+                    cleaned.rename_files(SWAP_SUFFIX)
+                    checkpoint.fsync_dir(self.directory)
+                except OSError:
+                    # Not committed (or the commit's fsync failed): remove the new files first,
+                    # so no .log.swap can outlive the restored old segments, then restore them.
+                    cleaned.delete()
+                    checkpoint.fsync_dir(self.directory)
+                    for segment in renamed:
+                        segment.rename_files("")
+                    raise
+                self._segments[first:first + len(old)] = [cleaned]
+                for segment in old:
+                    segment.delete()
+                checkpoint.fsync_dir(self.directory)
+                cleaned.rename_files("")
+                checkpoint.fsync_dir(self.directory)
+            except OSError as error:
+                raise KafkaStorageError(f"swapping cleaned segment {cleaned.base_offset} into {self.name} "
+                                        f"failed: {error}; the next open finishes or undoes it") from error
+            return True
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch holding an offset >= ``offset`` (whole batches, as Kafka)."""
@@ -479,6 +560,35 @@ def _whole_batches(segment: LogSegment, start: int, data: bytes) -> int:
             break
         position += size
     return position
+
+
+def _finish_interrupted_swap(directory: Path, name: str) -> None:
+    """Finish (``.log.swap`` present: committed) or undo (absent) a segment swap a crash cut short;
+    see ``Log.replace_segments`` for the protocol."""
+    swaps = sorted(directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX))
+    deleted = sorted(directory.glob("*" + DELETED_SUFFIX))
+    if swaps:
+        for path in deleted:
+            path.unlink()
+        for kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+            for path in directory.glob("*" + kind + SWAP_SUFFIX):
+                os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
+        logger.warning("%s: finished an interrupted compaction swap of %d segment file(s)", name, len(swaps))
+    else:
+        for path in deleted:
+            original = path.with_name(path.name[: -len(DELETED_SUFFIX)])
+            if original.exists():
+                path.unlink()
+            else:
+                os.replace(path, original)
+        if deleted:
+            logger.warning("%s: undid an interrupted compaction swap (%d file(s) restored)", name, len(deleted))
+        for path in directory.glob("*" + SWAP_SUFFIX):
+            path.unlink()
+    for path in directory.glob("*" + CLEANED_SUFFIX):
+        path.unlink()
+    if swaps or deleted:
+        checkpoint.fsync_dir(directory)
 
 
 def _read_checkpoint(path: Path, name: str) -> int | None:

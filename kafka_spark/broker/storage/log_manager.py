@@ -29,6 +29,7 @@ from types import MappingProxyType
 from typing import Callable, Mapping
 
 from kafka_spark.broker.storage import checkpoint
+from kafka_spark.broker.storage.cleaner import DEFAULT_BACKOFF_MS, CleanerStats, LogCleaner
 from kafka_spark.broker.storage.config import LogConfig
 from kafka_spark.broker.storage.errors import (
     InvalidPartitionsError,
@@ -88,10 +89,14 @@ class LogManager:
 
     ``default_config`` is the broker-wide LogConfig; a topic's effective config is it overridden
     by the topic's configs. ``time_ms`` is the clock given to the logs (tests inject one).
+    ``cleaner`` compacts the logs of compacted topics: a background thread every
+    ``cleaner_backoff_ms`` (Kafka's log.cleaner.backoff.ms) unless ``enable_cleaner=False``
+    (log.cleaner.enable); ``run_cleaner()`` runs a pass now.
     """
 
     def __init__(self, log_dir: Path, default_config: LogConfig | None = None, *,
-                 time_ms: Callable[[], int] | None = None) -> None:
+                 time_ms: Callable[[], int] | None = None, enable_cleaner: bool = True,
+                 cleaner_backoff_ms: int = DEFAULT_BACKOFF_MS) -> None:
         self.log_dir = Path(log_dir)
         self.default_config = default_config or LogConfig()
         self._time_ms = time_ms
@@ -104,11 +109,14 @@ class LogManager:
             self._lock_fd = self._acquire_dir_lock()
         except OSError as error:
             raise KafkaStorageError(f"cannot use log directory {self.log_dir}: {error}") from error
+        self.cleaner = LogCleaner(self.logs, backoff_ms=cleaner_backoff_ms)
         try:
             self._load()
         except BaseException:
             self.close()
             raise
+        if enable_cleaner:
+            self.cleaner.start()
 
     @property
     def _topics_dir(self) -> Path:
@@ -220,6 +228,7 @@ class LogManager:
         for partition in range(info.partitions):
             log = self._logs.pop((info.name, partition), None)
             if log is not None:
+                self.cleaner.abort(log)  # no .cleaned file may appear in a directory being removed
                 log.close()
         self._remove_partition_dirs(info)
         self._metadata_path(info).unlink(missing_ok=True)
@@ -288,12 +297,19 @@ class LogManager:
                 logger.warning("retention skipped %s: %s", log.name, error)
         return deleted
 
+    def run_cleaner(self, *, force: bool = False) -> CleanerStats:
+        """Compact every compacted log now (what the background thread does every backoff);
+        ``force`` ignores min.cleanable.dirty.ratio. Safe from any thread."""
+        return self.cleaner.clean_now(force=force)
+
     def flush_all(self) -> None:
         for log in self.logs():
             log.flush()
 
     def close(self) -> None:
         """Flush and close every log and release the directory lock. Idempotent."""
+        if getattr(self, "cleaner", None) is not None:
+            self.cleaner.stop()  # outside the lock: a pass may be waiting for it in logs()
         with self._lock:
             if self._closed:
                 return

@@ -24,6 +24,8 @@ from kafka_spark.broker.storage.index import IndexCorruptError, OffsetIndex, Tim
 logger = logging.getLogger("kafka_spark.broker.storage")
 
 LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX = ".log", ".index", ".timeindex"
+# Compaction's file states (Kafka's): built on the side, committed, replaced (see Log.replace_segments).
+CLEANED_SUFFIX, SWAP_SUFFIX, DELETED_SUFFIX = ".cleaned", ".swap", ".deleted"
 _SCAN_CHUNK = 16 * 1024  # header hops between index entries stay within a chunk or two
 INT_MAX = 2**31 - 1
 
@@ -45,16 +47,16 @@ class LogSegment:
     """
 
     def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096,
-                 created_ms: int | None = None) -> None:
+                 created_ms: int | None = None, file_suffix: str = "") -> None:
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        stem = self.directory / segment_name(base_offset)
-        self.log_path = stem.with_suffix(LOG_SUFFIX)
+        self.file_suffix = file_suffix  # "" normally; ".cleaned" while the cleaner builds it
+        self.log_path = self._path(LOG_SUFFIX, file_suffix)
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self._size = os.fstat(self._fd).st_size
-        self.offset_index = OffsetIndex(stem.with_suffix(INDEX_SUFFIX), base_offset)
-        self.time_index = TimeIndex(stem.with_suffix(TIME_INDEX_SUFFIX), base_offset)
+        self.offset_index = OffsetIndex(self._path(INDEX_SUFFIX, file_suffix), base_offset)
+        self.time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX, file_suffix), base_offset)
         self.created_ms = _now_ms() if created_ms is None else created_ms
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -278,6 +280,23 @@ class LogSegment:
         return self._size
 
     # -- lifecycle -------------------------------------------------------------------------------
+
+    def _path(self, kind: str, file_suffix: str) -> Path:
+        return self.directory / (segment_name(self.base_offset) + kind + file_suffix)
+
+    def rename_files(self, file_suffix: str) -> None:
+        """Rename the three files to ``<base><kind><file_suffix>`` (open descriptors stay valid):
+        the indexes first, the ``.log`` last, because the ``.log`` name is what recovery trusts."""
+        for index in (self.offset_index, self.time_index):
+            kind = INDEX_SUFFIX if index is self.offset_index else TIME_INDEX_SUFFIX
+            target = self._path(kind, file_suffix)
+            if index.path.exists():
+                os.replace(index.path, target)
+            index.path = target
+        target = self._path(LOG_SUFFIX, file_suffix)
+        os.replace(self.log_path, target)
+        self.log_path = target
+        self.file_suffix = file_suffix
 
     def fileno(self) -> int:
         """The .log file's descriptor (valid until close)."""

@@ -1,0 +1,20 @@
+"""AddOffsetsToTxn (25), v0-2: a consumer group's offsets join the ongoing transaction.
+
+The client then sends TxnOffsetCommit with the offsets; they become visible to OffsetFetch when
+the transaction commits. Errors: 49, 47 (v0-1) / 90 (v2), 51 as for AddPartitionsToTxn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_spark.broker.transactions import fenced_error
+
+
+def handle(broker: Any, request: Any) -> Any:
+    body = request.body
+    error = broker.transactions.add_offsets(
+        body.transactional_id, body.producer_id, body.producer_epoch, body.group_id,
+        fenced_error(request.api_version, 2),
+    )
+    return broker.transactions.respond({"throttle_time": 0, "error_code": error})

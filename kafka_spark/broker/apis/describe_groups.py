@@ -1,0 +1,46 @@
+"""DescribeGroups (15): state, protocol and members (with metadata and assignment) per group.
+
+An unknown group is described as Dead with no members and error 0, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_spark.broker.groups import GroupState
+
+_NO_AUTHORIZED_OPERATIONS = -2147483648
+
+
+def handle(broker: Any, request: Any) -> dict[str, Any]:
+    return {"throttle_time": 0, "groups": [_describe(broker.groups, group_id) for group_id in request.body.groups]}
+
+
+def _describe(coordinator: Any, group_id: str) -> dict[str, Any]:
+    group = coordinator.group(group_id)
+    state = coordinator.state_of(group_id)
+    described: dict[str, Any] = {
+        "error_code": 0, "group_id": group_id, "group_state": state.value,
+        "protocol_type": "", "protocol_data": "", "members": [],
+        "authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+    }
+    if group is None:
+        if state is GroupState.EMPTY:
+            described["protocol_type"] = "consumer"
+        return described
+    described["protocol_type"] = group.protocol_type or ""
+    # Kafka reports the protocol only once it is chosen and stable enough to mean something.
+    if state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+        described["protocol_data"] = group.protocol_name or ""
+    described["members"] = [
+        {
+            "member_id": member.member_id,
+            "group_instance_id": member.group_instance_id,
+            "client_id": member.client_id,
+            "client_host": member.client_host,
+            "member_metadata": member.metadata(group.protocol_name) if group.protocol_name else b"",
+            "member_assignment": member.assignment if state is GroupState.STABLE else b"",
+        }
+        for member in group.members.values()
+    ]
+    return described

@@ -1,0 +1,23 @@
+"""EndTxn (26), v0-2: commit or abort the ongoing transaction.
+
+Writes a COMMIT/ABORT marker to every partition of the transaction, moves their last stable
+offsets, commits staged consumer offsets (commit only) and wakes parked fetches; the response
+waits until state and markers are durable. A retry after completion with the same outcome
+succeeds; the opposite outcome, or no transaction, is 48 INVALID_TXN_STATE. Stale epoch: 47
+(v0-1) / 90 (v2), e.g. after the coordinator aborted a transaction that outlived its timeout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_spark.broker.transactions import fenced_error
+
+
+def handle(broker: Any, request: Any) -> Any:
+    body = request.body
+    error = broker.transactions.end_txn(
+        body.transactional_id, body.producer_id, body.producer_epoch, bool(body.committed),
+        fenced_error(request.api_version, 2),
+    )
+    return broker.transactions.respond({"throttle_time": 0, "error_code": error})

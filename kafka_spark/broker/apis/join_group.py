@@ -1,0 +1,48 @@
+"""JoinGroup (11): parked until the rebalance completes (a coroutine mutes only this connection).
+
+v4+ brokers may first answer 79 MEMBER_ID_REQUIRED; every client we serve accepts a member id
+assigned in the one response, so that round-trip is skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from typing import Any
+
+
+def handle(broker: Any, request: Any) -> Any:
+    body = request.body
+    result = broker.groups.join(
+        body.group_id, body.member_id,
+        client_id=request.client_id or "",
+        client_host=_client_host(request),
+        session_timeout_ms=_millis(body.session_timeout),
+        rebalance_timeout_ms=_millis(getattr(body, "rebalance_timeout", None)),  # v1+
+        protocol_type=body.protocol_type,
+        protocols=[(protocol.name, protocol.metadata) for protocol in body.protocols],
+        group_instance_id=getattr(body, "group_instance_id", None),  # v5+: echoed, treated as dynamic
+    )
+    if isinstance(result, asyncio.Future):
+        return _parked(result)
+    return result
+
+
+async def _parked(future: "asyncio.Future[dict[str, Any]]") -> dict[str, Any]:
+    return await future
+
+
+def _millis(value: datetime.timedelta | int | None) -> int:
+    """kio durations are timedeltas; -1 when the version has no such field."""
+    if value is None:
+        return -1
+    if isinstance(value, datetime.timedelta):
+        return int(value / datetime.timedelta(milliseconds=1))
+    return int(value)
+
+
+def _client_host(request: Any) -> str:
+    """The client's address as Kafka prints it ("/127.0.0.1"); empty until the server records
+    the peer on the request (``Request.client_host``)."""
+    host = getattr(request, "client_host", None)
+    return f"/{host}" if host else ""

@@ -1,0 +1,288 @@
+"""Offset values, Spark-compatible offset JSON, start/end specs and the per-trigger rate limit.
+
+Everything here is pure: no Kafka client, no Spark, no clock.
+
+Offset JSON
+-----------
+The format of Spark's Kafka source (``JsonUtils.partitionOffsets``), used for the
+``startingOffsets`` / ``endingOffsets`` options and for the offsets a streaming query checkpoints::
+
+    {"orders":{"0":23,"1":-1},"payments":{"0":-2}}
+
+Partition ids are JSON string keys; each value is the **next offset to read** (one past the last
+record read, like ``KafkaConsumer.position()``); in options ``-2`` means earliest and ``-1`` means
+latest. :func:`offsets_to_json` writes it compactly, topics sorted, partitions sorted numerically
+(Spark sorts topic-partitions "for more determinism"; JSON object order carries no meaning, so
+files written by either side parse on the other).
+
+Streaming offsets travel between the JVM and the Python planner as dicts of the same shape
+(:func:`offsets_to_dict` / :func:`offsets_from_dict`), always in that sorted order so that the
+JSON PySpark writes into the checkpoint's offset log is the same for the same offsets.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from kafka_spark.topic_partition import TopicPartition
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "DataLossError",
+    "EarliestOffsets",
+    "GlobalTimestamp",
+    "LatestOffsets",
+    "OffsetJsonError",
+    "OffsetSpec",
+    "PartitionOffsets",
+    "SpecificOffsets",
+    "SpecificTimestamps",
+    "offsets_from_dict",
+    "offsets_from_json",
+    "offsets_to_dict",
+    "offsets_to_json",
+    "partitions_from_json",
+    "rate_limit",
+    "report_data_loss",
+    "new_offset_count",
+]
+
+#: Sentinel for "the earliest available offset" in offset JSON (Spark's KafkaOffsetRangeLimit).
+EARLIEST = -2
+#: Sentinel for "the latest offset" (the log end, or the LSO under read_committed).
+LATEST = -1
+
+_LONG_MAX = 2**63 - 1
+
+#: A concrete offset per topic-partition: the next offset to read.
+PartitionOffsets = dict[TopicPartition, int]
+
+_OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
+_PARTITIONS_EXAMPLE = '{"topicA":[0,1],"topicB":[0,1]}'
+
+
+class OffsetJsonError(ValueError):
+    """Offset or partition JSON that does not have Spark's shape; the message quotes the shape."""
+
+
+class DataLossError(RuntimeError):
+    """Offsets a query should read are gone (retention, a deleted topic, a log that moved
+    backwards). Raised only with ``failOnDataLoss=true``; the message names topic, partition and
+    offsets."""
+
+
+_FAIL_ADVICE = (
+    "Some data may have been lost because it is not available in the log any more: either it was "
+    "aged out by retention or the topic was deleted or recreated before all of it was processed. "
+    "If you want the query to skip missing offsets and go on (with a warning), set the source "
+    "option failOnDataLoss=false to skip."
+)
+_WARN_ADVICE = (
+    "Some data may have been lost; skipping it because failOnDataLoss=false. Set "
+    "failOnDataLoss=true to fail the query instead."
+)
+
+
+def report_data_loss(message: str, fail_on_data_loss: bool, logger: Any = None) -> None:
+    """Raise :class:`DataLossError` (``failOnDataLoss=true``) or log a warning (``false``)."""
+    if fail_on_data_loss:
+        raise DataLossError(f"{message}. {_FAIL_ADVICE}")
+    import logging
+
+    (logger or logging.getLogger("kafka_spark")).warning("%s. %s", message, _WARN_ADVICE)
+
+
+# --------------------------------------------------------------------------------------------
+# Specs: where a read starts or ends, as the user wrote it (resolved later against the broker)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EarliestOffsets:
+    """``earliest``: the log start offset of every partition."""
+
+
+@dataclass(frozen=True)
+class LatestOffsets:
+    """``latest``: the log end offset (LSO under ``read_committed``) of every partition."""
+
+
+@dataclass(frozen=True)
+class SpecificOffsets:
+    """Offset JSON: an offset (or -2/-1 sentinel) per topic-partition."""
+
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SpecificTimestamps:
+    """``...OffsetsByTimestamp``: a timestamp (ms) per topic-partition; the offset is the first
+    one whose record timestamp is >= it (Kafka's ``offsetsForTimes``)."""
+
+    timestamps: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GlobalTimestamp:
+    """``startingTimestamp`` / ``endingTimestamp``: one timestamp (ms) for every partition."""
+
+    timestamp: int
+
+
+#: The closed set of start/end specs.
+OffsetSpec = Union[EarliestOffsets, LatestOffsets, SpecificOffsets, SpecificTimestamps, GlobalTimestamp]
+
+
+# --------------------------------------------------------------------------------------------
+# JSON codec
+# --------------------------------------------------------------------------------------------
+
+
+def _sorted_items(offsets: Mapping[TopicPartition, int]) -> list[tuple[TopicPartition, int]]:
+    return sorted(offsets.items(), key=lambda item: (item[0].topic, item[0].partition))
+
+
+def offsets_to_dict(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """``{TopicPartition("orders", 0): 23}`` -> ``{"orders": {"0": 23}}``, sorted by (topic,
+    numeric partition); insertion order is the sort order, so ``json.dumps`` is deterministic."""
+    out: dict[str, dict[str, int]] = {}
+    for tp, offset in _sorted_items(offsets):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = int(offset)
+    return out
+
+
+def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> str:
+    """Spark's offset JSON, compact: ``{"orders":{"0":23,"1":-1}}``."""
+    return json.dumps(offsets_to_dict(offsets), separators=(",", ":"))
+
+
+def _int_value(value: Any) -> int | None:
+    # bool is an int in Python but not a JSON number Spark would accept as a Long.
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def offsets_from_dict(
+    data: Any, *, source_text: str | None = None, example: str = _OFFSETS_EXAMPLE
+) -> PartitionOffsets:
+    """Inverse of :func:`offsets_to_dict`; raises :class:`OffsetJsonError` quoting Spark's
+    expected shape (``Expected e.g. {...}, got ...``) for anything else."""
+
+    def bad() -> OffsetJsonError:
+        got = source_text if source_text is not None else json.dumps(data)
+        return OffsetJsonError(f"Expected e.g. {example}, got {got}")
+
+    if not isinstance(data, dict):
+        raise bad()
+    out: PartitionOffsets = {}
+    for topic, partitions in data.items():
+        if not isinstance(partitions, dict):
+            raise bad()
+        for partition, value in partitions.items():
+            try:
+                p = int(partition)
+            except (TypeError, ValueError):
+                raise bad() from None
+            v = _int_value(value)
+            if v is None:
+                raise bad()
+            out[TopicPartition(topic, p)] = v
+    return out
+
+
+def offsets_from_json(text: str, *, example: str = _OFFSETS_EXAMPLE) -> PartitionOffsets:
+    """Parse Spark's offset JSON (also used for per-partition timestamps)."""
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError):
+        raise OffsetJsonError(f"Expected e.g. {example}, got {text}") from None
+    return offsets_from_dict(data, source_text=text, example=example)
+
+
+def partitions_from_json(text: str) -> list[TopicPartition]:
+    """Parse the ``assign`` option, ``{"topicA":[0,1],"topicB":[2,4]}``, sorted."""
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError):
+        data = None
+    if not isinstance(data, dict):
+        raise OffsetJsonError(f"Expected e.g. {_PARTITIONS_EXAMPLE}, got {text}")
+    out: set[TopicPartition] = set()
+    for topic, partitions in data.items():
+        if not isinstance(partitions, list):
+            raise OffsetJsonError(f"Expected e.g. {_PARTITIONS_EXAMPLE}, got {text}")
+        for partition in partitions:
+            p = _int_value(partition)
+            if p is None or p < 0:
+                raise OffsetJsonError(f"Expected e.g. {_PARTITIONS_EXAMPLE}, got {text}")
+            out.add(TopicPartition(topic, p))
+    return sorted(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Admission control
+# --------------------------------------------------------------------------------------------
+
+
+def rate_limit(
+    limit: int,
+    from_offsets: Mapping[TopicPartition, int],
+    until_offsets: Mapping[TopicPartition, int],
+    earliest_of_new: Mapping[TopicPartition, int] | None = None,
+) -> PartitionOffsets:
+    """Spark's ``KafkaMicroBatchStream.rateLimit``: spread ``limit`` offsets over partitions in
+    proportion to their backlog.
+
+    For each partition of ``until_offsets`` (the latest offsets), the backlog is ``until - from``,
+    where ``from`` comes from ``from_offsets`` or, for a partition new since the last batch, from
+    ``earliest_of_new``. Partitions with a positive backlog get ``limit * backlog / total``
+    offsets, floored, except that a share below 1 is rounded **up** "to not starve small
+    partitions" (so a batch may exceed ``limit`` by up to one offset per partition, as in Spark).
+    Each result is capped at the partition's ``until`` (and at 2**63-1, Spark's overflow guard).
+    Partitions with no backlog, or whose start is unknown, keep their ``until`` offset. If the
+    total backlog is below 1, ``until_offsets`` is returned unchanged.
+    """
+    earliest_of_new = earliest_of_new or {}
+    sizes: dict[TopicPartition, int] = {}
+    for tp, end in until_offsets.items():
+        begin = from_offsets.get(tp, earliest_of_new.get(tp))
+        if begin is not None and end - begin > 0:
+            sizes[tp] = end - begin
+    # Spark computes with doubles (size / total as Double); keep the same arithmetic so the
+    # same backlog gives the same batch boundaries.
+    total = float(sum(sizes.values()))
+    if total < 1:
+        return dict(until_offsets)
+    out: PartitionOffsets = {}
+    for tp, end in until_offsets.items():
+        size = sizes.get(tp)
+        if size is None:
+            out[tp] = end
+            continue
+        begin = from_offsets[tp] if tp in from_offsets else earliest_of_new[tp]
+        prorate = limit * (size / total)
+        prorate_long = int(math.ceil(prorate) if prorate < 1 else math.floor(prorate))
+        off = _LONG_MAX if prorate_long > _LONG_MAX - begin else begin + prorate_long
+        out[tp] = min(end, off)
+    return out
+
+
+def new_offset_count(
+    from_offsets: Mapping[TopicPartition, int], latest_offsets: Mapping[TopicPartition, int]
+) -> int:
+    """Offsets available past ``from_offsets``, summed over partitions (``minOffsetsPerTrigger``).
+
+    As Spark's ``delayBatch``, a partition missing from ``from_offsets`` counts from 0.
+    """
+    return sum(end - from_offsets.get(tp, 0) for tp, end in latest_offsets.items())
+
+
+def sorted_partitions(tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+    """Topic-partitions in (topic, partition) order."""
+    return sorted(tps, key=lambda tp: (tp.topic, tp.partition))

@@ -1,0 +1,489 @@
+"""Source options: parsed and validated once into a frozen :class:`SourceOptions`.
+
+Option names and defaults are those of Spark's Kafka source (``format("kafka")``), so moving a job
+over is a change of format name. Spark options are case-insensitive; PySpark hands a Python data
+source a ``CaseInsensitiveDict`` whose keys are **lower-cased** (``startingOffsets`` arrives as
+``startingoffsets``), so every lookup here is by lower-cased name and every message spells the
+option the way the documentation does.
+
+Every error is a :class:`PylogOptionError` (a ``ValueError``) naming the option and what to set
+instead. :func:`parse_source_options` checks everything that does not depend on the query type and
+runs in ``DataSource.schema()``, i.e. when ``load()`` defines the DataFrame;
+:func:`check_batch` / :func:`check_streaming` add the batch- or streaming-only rules.
+
+Options added by pylog (not in Spark's Kafka source)
+----------------------------------------------------
+``assignmentStrategy`` (``range`` | ``roundrobin``, default ``range``)
+    How topic-partition ranges are grouped into Spark tasks when ``maxPartitions`` asks for fewer
+    tasks than there are ranges (Kafka's Range / RoundRobin assignors, kafka_spark.assignment).
+``maxPartitions`` (positive int, default: one task per partition range)
+    The most Spark tasks (input partitions) a batch is planned into. Named as the upper bound
+    matching Spark's ``minPartitions``: in this source, as in Spark's, "partitions" in an option
+    name means Spark partitions (tasks), and JDBC's ``numPartitions`` is likewise a maximum, so
+    ``maxPartitions`` says exactly what it does where ``numPartitions`` would suggest an exact
+    count. It must be >= ``minPartitions``.
+``commitOffsetsToGroup`` (``true`` | ``false``, default ``false``)
+    After each micro-batch is committed by Spark (``commit(end)``), also commit its end offsets to
+    the consumer group ``kafka.group.id`` on the broker, so that lag monitors (kafka-consumer-
+    groups, Burrow, ...) see the query's progress. Informational only: Spark's checkpoint remains
+    the source of truth for where a query resumes. Requires ``kafka.group.id``.
+``startingOffsetsFromOutput`` (a path)
+    Start a **new** query where the output of a pylog file sink at that path left off: the source
+    offsets committed with that output (``kafka_spark.file_sink.committed_source_offsets``) take
+    precedence over all other starting options; partitions that output never saw start at
+    earliest. If the output holds no committed batch yet, the other starting options apply.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Union
+
+from kafka_spark.offsets import (
+    EARLIEST,
+    LATEST,
+    EarliestOffsets,
+    GlobalTimestamp,
+    LatestOffsets,
+    OffsetJsonError,
+    OffsetSpec,
+    SpecificOffsets,
+    SpecificTimestamps,
+    offsets_from_json,
+    partitions_from_json,
+)
+from kafka_spark.topic_partition import TopicPartition
+
+__all__ = [
+    "Assign",
+    "PylogOptionError",
+    "SourceOptions",
+    "Subscribe",
+    "SubscribePattern",
+    "Subscription",
+    "check_batch",
+    "check_streaming",
+    "parse_source_options",
+]
+
+log = logging.getLogger("kafka_spark")
+
+
+class PylogOptionError(ValueError):
+    """An invalid source option; the message names the option and what to set instead."""
+
+
+# --------------------------------------------------------------------------------------------
+# Subscriptions (Spark's ConsumerStrategy)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Subscribe:
+    """``subscribe``: a fixed list of topics; every partition of each is read."""
+
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SubscribePattern:
+    """``subscribePattern``: every topic whose whole name matches (Java ``matches()``), internal
+    topics (``__consumer_offsets``, ``__transaction_state``) excluded, re-evaluated each trigger."""
+
+    pattern: str
+
+    def matches(self, topic: str) -> bool:
+        return re.fullmatch(self.pattern, topic) is not None
+
+
+@dataclass(frozen=True)
+class Assign:
+    """``assign``: a fixed set of topic-partitions."""
+
+    partitions: tuple[TopicPartition, ...]
+
+
+Subscription = Union[Subscribe, SubscribePattern, Assign]
+
+
+# --------------------------------------------------------------------------------------------
+# The parsed options
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Every source option, parsed and validated. Immutable and picklable (it travels to the
+    planner worker and, inside input partitions, to executors).
+
+    ``starting`` / ``ending`` are ``None`` when the user set none of the corresponding options;
+    the default then depends on the query type (:meth:`starting_for`). ``kafka_params`` are the
+    ``kafka.*`` options with the prefix removed, sorted, as given (confluent-kafka / librdkafka
+    property names).
+    """
+
+    subscription: Subscription
+    kafka_params: tuple[tuple[str, str], ...]
+    starting: OffsetSpec | None = None
+    ending: OffsetSpec | None = None
+    starting_option: str = "startingOffsets"
+    ending_option: str = "endingOffsets"
+    starting_by_timestamp_strategy: str = "error"
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    max_partitions: int | None = None
+    assignment_strategy: str = "range"
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    group_id_prefix: str | None = None
+    poll_timeout_ms: int = 120_000
+    fetch_offset_num_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 1000
+    commit_offsets_to_group: bool = False
+    starting_offsets_from_output: str | None = None
+
+    @property
+    def kafka_config(self) -> dict[str, str]:
+        """The ``kafka.*`` options as a confluent-kafka config dict."""
+        return dict(self.kafka_params)
+
+    @property
+    def group_id(self) -> str | None:
+        """``kafka.group.id``, if the user forced one."""
+        return self.kafka_config.get("group.id")
+
+    def starting_for(self, streaming: bool) -> OffsetSpec:
+        """The start spec, defaulting as Spark: latest for streaming, earliest for batch."""
+        if self.starting is not None:
+            return self.starting
+        return LatestOffsets() if streaming else EarliestOffsets()
+
+    def ending_for_batch(self) -> OffsetSpec:
+        """The end spec of a batch query, defaulting to latest."""
+        return self.ending if self.ending is not None else LatestOffsets()
+
+
+# Spark's advice for the Kafka parameters its source rejects (KafkaSourceProvider).
+_REJECTED_KAFKA_PARAMS = {
+    "auto.offset.reset": (
+        "Kafka option 'auto.offset.reset' is not supported. Instead set the source option "
+        "'startingOffsets' to 'earliest' or 'latest' to specify where to start. Structured "
+        "Streaming manages which offsets are consumed internally, rather than relying on the "
+        "kafkaConsumer. This will ensure that no data is missed when new topics/partitions are "
+        "dynamically subscribed. Note that 'startingOffsets' only applies when a new Streaming "
+        "query is started, and that resuming will always pick up from where the query left off."
+    ),
+    "key.deserializer": (
+        "Kafka option 'key.deserializer' is not supported, as keys are always deserialized as "
+        "byte arrays. Use DataFrame operations to explicitly deserialize the keys."
+    ),
+    "value.deserializer": (
+        "Kafka option 'value.deserializer' is not supported, as values are always deserialized as "
+        "byte arrays. Use DataFrame operations to explicitly deserialize the values."
+    ),
+    "enable.auto.commit": (
+        "Kafka option 'enable.auto.commit' is not supported: the source tracks offsets in the "
+        "query's checkpoint. To publish progress to a consumer group for lag monitoring, set "
+        "commitOffsetsToGroup=true together with kafka.group.id."
+    ),
+    "interceptor.classes": "Kafka option 'interceptor.classes' is not supported.",
+}
+
+_KNOWN_OPTIONS = {
+    name.lower(): name
+    for name in (
+        "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
+        "startingTimestamp", "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
+        "endingTimestamp", "endingOffsetsByTimestamp", "maxOffsetsPerTrigger",
+        "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
+        "maxPartitions", "assignmentStrategy", "failOnDataLoss", "includeHeaders",
+        "groupIdPrefix", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries",
+        "fetchOffset.retryIntervalMs", "commitOffsetsToGroup", "startingOffsetsFromOutput",
+        # Accepted and ignored by Spark's source too (path is set by load(path)).
+        "path",
+    )
+}
+
+_TIME_UNITS_MS = {
+    "us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000,
+}
+
+
+def _time_ms(name: str, text: str) -> int:
+    # Spark's JavaUtils.timeStringAsMs: "15m", "10s", "500ms", or a bare number of ms.
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
+    if not match or match.group(2) not in ("", *_TIME_UNITS_MS):
+        raise PylogOptionError(
+            f"{name} must be a duration such as '15m', '30s' or '500ms' (a bare number is "
+            f"milliseconds), got {text!r}"
+        )
+    unit = _TIME_UNITS_MS[match.group(2) or "ms"]
+    return int(int(match.group(1)) * unit)
+
+
+def _positive_int(name: str, text: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise PylogOptionError(f"{name} must be a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise PylogOptionError(f"{name} must be positive, but it was {value}")
+    return value
+
+
+def _non_negative_int(name: str, text: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise PylogOptionError(f"{name} must be an integer >= 0, got {text!r}")
+    return value
+
+
+def _bool(name: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise PylogOptionError(f"{name} must be 'true' or 'false', got {text!r}")
+    return value == "true"
+
+
+def _timestamp(name: str, text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise PylogOptionError(
+            f"{name} must be a timestamp in milliseconds since the epoch, e.g. 1700000000000, "
+            f"got {text!r}"
+        ) from None
+
+
+def _offsets_json(name: str, text: str) -> dict[TopicPartition, int]:
+    try:
+        return offsets_from_json(text)
+    except OffsetJsonError as e:
+        raise PylogOptionError(f"{name}: {e}") from None
+
+
+def _subscription(opts: Mapping[str, str]) -> Subscription:
+    given = [name for name in ("subscribe", "subscribePattern", "assign") if name.lower() in opts]
+    if not given:
+        raise PylogOptionError(
+            "One of the following options must be specified for the pylog source: subscribe, "
+            "subscribePattern, assign. E.g. .option(\"subscribe\", \"orders\")."
+        )
+    if len(given) > 1:
+        raise PylogOptionError(
+            "Only one of the following options can be specified for the pylog source: subscribe, "
+            f"subscribePattern, assign; got {', '.join(given)}. Remove all but one."
+        )
+    name = given[0]
+    value = opts[name.lower()]
+    if name == "subscribe":
+        topics = tuple(t.strip() for t in value.split(",") if t.strip())
+        if not topics:
+            raise PylogOptionError(
+                f"No topics to subscribe to as specified value for option 'subscribe' is "
+                f"'{value}'; give a comma-separated list of topics."
+            )
+        return Subscribe(topics)
+    if name == "subscribePattern":
+        if not value.strip():
+            raise PylogOptionError(
+                f"Pattern to subscribe is empty as specified value for option 'subscribePattern' "
+                f"is '{value}'"
+            )
+        try:
+            re.compile(value.strip())
+        except re.error as e:
+            raise PylogOptionError(
+                f"subscribePattern {value!r} is not a valid regular expression: {e}"
+            ) from None
+        return SubscribePattern(value.strip())
+    try:
+        partitions = partitions_from_json(value)
+    except OffsetJsonError as e:
+        raise PylogOptionError(f"assign: {e}") from None
+    if not partitions:
+        raise PylogOptionError(f"assign lists no topic-partitions: {value!r}")
+    return Assign(tuple(partitions))
+
+
+def _kafka_params(opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    params = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
+    for key, advice in _REJECTED_KAFKA_PARAMS.items():
+        if key in params:
+            raise PylogOptionError(advice)
+    return tuple(sorted(params.items()))
+
+
+def _spec(
+    opts: Mapping[str, str], kind: str
+) -> tuple[OffsetSpec | None, str]:
+    # Precedence as Spark: xTimestamp > xOffsetsByTimestamp > xOffsets.
+    ts_name, by_ts_name, offsets_name = f"{kind}Timestamp", f"{kind}OffsetsByTimestamp", f"{kind}Offsets"
+    if ts_name.lower() in opts:
+        return GlobalTimestamp(_timestamp(ts_name, opts[ts_name.lower()])), ts_name
+    if by_ts_name.lower() in opts:
+        timestamps = _offsets_json(by_ts_name, opts[by_ts_name.lower()])
+        for tp, ts in timestamps.items():
+            if ts < 0:
+                raise PylogOptionError(
+                    f"{by_ts_name} for {tp} is {ts}; timestamps are milliseconds since the epoch "
+                    f"(>= 0)"
+                )
+        return SpecificTimestamps(timestamps), by_ts_name
+    if offsets_name.lower() in opts:
+        text = opts[offsets_name.lower()].strip()
+        if text.lower() == "earliest":
+            return EarliestOffsets(), offsets_name
+        if text.lower() == "latest":
+            return LatestOffsets(), offsets_name
+        offsets = _offsets_json(offsets_name, text)
+        for tp, offset in offsets.items():
+            if offset < EARLIEST:
+                raise PylogOptionError(
+                    f"{offsets_name} for {tp} is {offset}; use an offset >= 0, -2 (earliest) or "
+                    f"-1 (latest)"
+                )
+        return SpecificOffsets(offsets), offsets_name
+    return None, offsets_name
+
+
+def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
+    """Parse and validate the options of ``spark.read(Stream).format("pylog")``.
+
+    ``options`` may be PySpark's case-insensitive dict (lower-cased keys) or any mapping; keys are
+    compared case-insensitively. Raises :class:`PylogOptionError`. Unknown non-``kafka.*`` options
+    are logged as warnings (Spark ignores them; a typo such as ``startingOffset`` would otherwise
+    go unnoticed).
+    """
+    opts = {str(k).lower(): str(v) for k, v in options.items()}
+    for key in opts:
+        if not key.startswith("kafka.") and key not in _KNOWN_OPTIONS:
+            log.warning("pylog source: ignoring unknown option %r", key)
+
+    subscription = _subscription(opts)
+    kafka_params = _kafka_params(opts)
+    starting, starting_option = _spec(opts, "starting")
+    ending, ending_option = _spec(opts, "ending")
+
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise PylogOptionError(
+            f"startingOffsetsByTimestampStrategy must be 'error' or 'latest', got {strategy!r}"
+        )
+
+    def opt_int(name: str) -> int | None:
+        return _positive_int(name, opts[name.lower()]) if name.lower() in opts else None
+
+    max_per_trigger = opt_int("maxOffsetsPerTrigger")
+    min_per_trigger = opt_int("minOffsetsPerTrigger")
+    if max_per_trigger is not None and min_per_trigger is not None and min_per_trigger > max_per_trigger:
+        raise PylogOptionError(
+            f"The value of minOffsetsPerTrigger ({min_per_trigger}) is higher than "
+            f"maxOffsetsPerTrigger ({max_per_trigger}); lower minOffsetsPerTrigger or raise "
+            f"maxOffsetsPerTrigger."
+        )
+    min_partitions = opt_int("minPartitions")
+    max_partitions = opt_int("maxPartitions")
+    if min_partitions is not None and max_partitions is not None and min_partitions > max_partitions:
+        raise PylogOptionError(
+            f"minPartitions ({min_partitions}) is higher than maxPartitions ({max_partitions}); "
+            f"a batch cannot have at least {min_partitions} and at most {max_partitions} tasks."
+        )
+
+    assignment_strategy = opts.get("assignmentstrategy", "range").strip().lower()
+    if assignment_strategy not in ("range", "roundrobin"):
+        raise PylogOptionError(
+            f"assignmentStrategy must be 'range' or 'roundrobin', got {assignment_strategy!r}"
+        )
+
+    commit_to_group = _bool("commitOffsetsToGroup", opts.get("commitoffsetstogroup", "false"))
+    if commit_to_group and "group.id" not in dict(kafka_params):
+        raise PylogOptionError(
+            "commitOffsetsToGroup=true needs the consumer group to commit to: set kafka.group.id "
+            "to the group your lag monitor watches."
+        )
+
+    from_output = opts.get("startingoffsetsfromoutput")
+    if from_output is not None and not from_output.strip():
+        raise PylogOptionError("startingOffsetsFromOutput is empty; give the file sink's output path")
+
+    return SourceOptions(
+        subscription=subscription,
+        kafka_params=kafka_params,
+        starting=starting,
+        ending=ending,
+        starting_option=starting_option,
+        ending_option=ending_option,
+        starting_by_timestamp_strategy=strategy,
+        max_offsets_per_trigger=max_per_trigger,
+        min_offsets_per_trigger=min_per_trigger,
+        max_trigger_delay_ms=_time_ms("maxTriggerDelay", opts.get("maxtriggerdelay", "15m")),
+        min_partitions=min_partitions,
+        max_records_per_partition=opt_int("maxRecordsPerPartition"),
+        max_partitions=max_partitions,
+        assignment_strategy=assignment_strategy,
+        fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
+        include_headers=_bool("includeHeaders", opts.get("includeheaders", "false")),
+        group_id_prefix=opts.get("groupidprefix"),
+        poll_timeout_ms=opt_int("kafkaConsumer.pollTimeoutMs") or 120_000,
+        fetch_offset_num_retries=_non_negative_int(
+            "fetchOffset.numRetries", opts.get("fetchoffset.numretries", "3")
+        ),
+        fetch_offset_retry_interval_ms=opt_int("fetchOffset.retryIntervalMs") or 1000,
+        commit_offsets_to_group=commit_to_group,
+        starting_offsets_from_output=from_output.strip() if from_output else None,
+    )
+
+
+def check_batch(options: SourceOptions) -> None:
+    """The batch-only rules (``spark.read``): no latest start, no earliest end (also per
+    partition in JSON); rate-limit options do not apply and are logged as ignored."""
+    if isinstance(options.starting, LatestOffsets):
+        raise PylogOptionError(
+            "starting offset can't be latest for batch queries; set startingOffsets to "
+            "'earliest' or to per-partition JSON offsets"
+        )
+    if isinstance(options.starting, SpecificOffsets):
+        for tp, offset in sorted(options.starting.offsets.items()):
+            if offset == LATEST:
+                raise PylogOptionError(
+                    f"startingOffsets for {tp} can't be latest (-1) for batch queries; use -2 "
+                    f"(earliest) or a concrete offset"
+                )
+    if isinstance(options.ending, EarliestOffsets):
+        raise PylogOptionError(
+            "ending offset can't be earliest for batch queries; set endingOffsets to 'latest' or "
+            "to per-partition JSON offsets"
+        )
+    if isinstance(options.ending, SpecificOffsets):
+        for tp, offset in sorted(options.ending.offsets.items()):
+            if offset == EARLIEST:
+                raise PylogOptionError(
+                    f"endingOffsets for {tp} can't be earliest (-2) for batch queries; use -1 "
+                    f"(latest) or a concrete offset"
+                )
+    for name, value in (
+        ("maxOffsetsPerTrigger", options.max_offsets_per_trigger),
+        ("minOffsetsPerTrigger", options.min_offsets_per_trigger),
+    ):
+        if value is not None:
+            log.warning("%s option ignored in batch queries", name)
+
+
+def check_streaming(options: SourceOptions) -> None:
+    """The streaming-only rules (``spark.readStream``): no ending options."""
+    if options.ending is not None:
+        raise PylogOptionError(
+            f"ending offset not valid in streaming queries: remove {options.ending_option} (a "
+            f"streaming query reads until it is stopped; use Trigger.AvailableNow to stop at the "
+            f"offsets present when it starts)"
+        )

@@ -1,0 +1,326 @@
+"""Executor side: read the offset ranges of one input partition into Arrow record batches.
+
+Contract of :func:`read_partition`: for each ``OffsetRange [from, until)`` of the partition, in
+order, it yields exactly the records of that topic-partition whose offsets lie in
+``[from, until)`` and are visible (under ``read_committed``, committed), as ``pyarrow.RecordBatch``
+objects with the source schema. A replay of the same partition reads the same records: the
+ranges are fixed at planning, and the read stops at ``until`` however far the log has grown.
+
+Gaps are normal: offsets taken by transaction markers, aborted records (``read_committed``) or
+removed by compaction are simply absent. A read is finished when the consumer's *position*
+reaches ``until`` (a record at or past ``until``, or the end of the partition at or past it), not
+when a record with offset ``until - 1`` arrives, so gaps are never mistaken for loss. Offsets that
+are gone (below the log start, above the log end, a deleted partition) are data loss: an error
+with ``failOnDataLoss=true``, a warning and a skip otherwise.
+
+Consumers come from the worker's pool (kafka_spark.client): ``assign`` + offset, never
+``subscribe``. Records are taken from librdkafka in bulk (one ``poll`` that waits, then a
+non-blocking ``consume`` of everything already fetched) and turned into columns with list
+comprehensions, with no per-record Python objects besides the client's ``Message``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from bisect import bisect_left
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import InputPartition
+
+from kafka_spark.assignment import OffsetRange
+from kafka_spark.client import ConfigKey, PooledConsumer, acquire_consumer, release_consumer
+from kafka_spark.offsets import report_data_loss
+
+__all__ = ["KafkaInputPartition", "PylogReadTimeout", "read_partition", "records_to_batch"]
+
+log = logging.getLogger("kafka_spark")
+
+#: Records taken from librdkafka per consume call (and so, at most, per Arrow batch).
+CONSUME_BATCH = 10_000
+
+_TIMESTAMP_US = pa.timestamp("us", tz="UTC")
+_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+class PylogReadTimeout(TimeoutError):
+    """No record arrived for an offset the driver planned, within ``kafkaConsumer.pollTimeoutMs``."""
+
+
+@dataclass(frozen=True)
+class KafkaInputPartition(InputPartition):
+    """What one Spark task reads: offset ranges and how to read them. Picklable, self-contained
+    (executors resolve nothing: the bootstrap servers are inside ``config``)."""
+
+    ranges: tuple[OffsetRange, ...]
+    config: ConfigKey
+    fail_on_data_loss: bool
+    include_headers: bool
+    poll_timeout_ms: int
+
+    def __repr__(self) -> str:  # the client config is long and may hold credentials
+        return f"KafkaInputPartition({', '.join(str(r) for r in self.ranges)})"
+
+
+def _arrow_schema(include_headers: bool) -> pa.Schema:
+    fields = [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", _TIMESTAMP_US),
+        pa.field("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        fields.append(pa.field("headers", _HEADERS))
+    return pa.schema(fields)
+
+
+_SCHEMAS = {flag: _arrow_schema(flag) for flag in (False, True)}
+
+
+def records_to_batch(
+    messages: list, offsets: list[int], topic: str, partition: int, include_headers: bool
+) -> pa.RecordBatch:
+    """Columns of Spark's Kafka schema from confluent-kafka ``Message`` objects (all records of
+    one topic-partition, no error events). ``offsets`` are the messages' offsets, already taken.
+
+    timestampType follows Spark (Kafka's TimestampType id): librdkafka's NOT_AVAILABLE /
+    CREATE_TIME / LOG_APPEND_TIME (0/1/2) become -1/0/1. Headers: a list of (key, value) structs,
+    null for a record without headers.
+    """
+    n = len(messages)
+    timestamps = [m.timestamp() for m in messages]
+    columns = [
+        pa.array([m.key() for m in messages], pa.binary()),
+        pa.array([m.value() for m in messages], pa.binary()),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        pa.array(offsets, pa.int64()),
+        pc.multiply(pa.array([t[1] for t in timestamps], pa.int64()), 1000).cast(_TIMESTAMP_US),
+        pc.subtract(pa.array([t[0] for t in timestamps], pa.int32()), 1),
+    ]
+    if include_headers:
+        columns.append(pa.array([m.headers() for m in messages], _HEADERS))
+    return pa.RecordBatch.from_arrays(columns, schema=_SCHEMAS[include_headers])
+
+
+def read_partition(partition: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
+    """Yield the records of every range of ``partition`` (see the module docstring)."""
+    for offset_range in partition.ranges:
+        if offset_range.size <= 0:
+            continue
+        pooled = acquire_consumer(partition.config, offset_range.topic_partition)
+        reusable = False
+        try:
+            yield from _RangeReader(pooled, offset_range, partition).batches()
+            reusable = True
+        finally:
+            release_consumer(pooled, reusable=reusable)
+
+
+class _RangeReader:
+    """Reads one ``[from, until)`` range with one pooled consumer."""
+
+    def __init__(self, pooled: PooledConsumer, r: OffsetRange, p: KafkaInputPartition):
+        self.pooled = pooled
+        self.range = r
+        self.tp = r.topic_partition
+        self.until = r.until_offset
+        self.position = r.from_offset
+        self.partition = p
+        self.timeout_s = p.poll_timeout_ms / 1000.0
+        self.out_of_range_retries = 0
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        from confluent_kafka import KafkaError
+
+        self.pooled.seek(self.position)
+        while self.position < self.until:
+            messages = self._next_messages()
+            i = 0
+            while i < len(messages) and self.position < self.until:
+                error_at = next(
+                    (j for j in range(i, len(messages)) if messages[j].error() is not None),
+                    len(messages),
+                )
+                if error_at > i:
+                    i = yield from self._records(messages, i, error_at)
+                    continue
+                event = messages[i]
+                i += 1
+                code = event.error().code()
+                if code == KafkaError._PARTITION_EOF:
+                    self._end_of_partition(event.offset())
+                elif code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                    self._out_of_range(str(event.error()))
+                    messages = []  # re-assigned: anything after the event is stale
+                elif code in (
+                    KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION,
+                    KafkaError._UNKNOWN_TOPIC,
+                ):
+                    self._lose(
+                        f"{self.tp} no longer exists ({event.error()}): offsets "
+                        f"[{self.position}, {self.until}) cannot be read"
+                    )
+                    self.position = self.until
+                    self.pooled.next_offset = None
+                elif event.error().fatal():
+                    raise RuntimeError(f"reading {self.tp} at offset {self.position}: {event.error()}")
+                else:
+                    # Transport errors and the like: librdkafka retries them on its own.
+                    log.warning("pylog source: reading %s: %s", self.tp, event.error())
+            if self.position >= self.until and i < len(messages):
+                # Fetched past the range: keep for a read that continues at `until`.
+                self.pooled.buffered = messages[i:] + self.pooled.buffered
+        if self.pooled.next_offset is not None:
+            self.pooled.next_offset = self.until
+
+    def _next_messages(self) -> list:
+        if self.pooled.buffered:
+            messages, self.pooled.buffered = self.pooled.buffered, []
+            return messages
+        consumer = self.pooled.consumer
+        started = time.monotonic()
+        first = consumer.poll(self.timeout_s)
+        if first is None:
+            if self._consumer_position() >= self.until:
+                # An empty poll whose position moved past `until`: the rest of the range is
+                # invisible (Spark's rule for gaps the client skipped without an event).
+                self.position = self.until
+                return []
+            raise PylogReadTimeout(
+                f"Cannot fetch record for offset {self.position} of {self.tp} in "
+                f"{int((time.monotonic() - started) * 1000)} milliseconds (the range to read is "
+                f"[{self.range.from_offset}, {self.until})). Check that the broker is reachable "
+                f"from executors; kafkaConsumer.pollTimeoutMs sets how long to wait."
+            )
+        return [first, *consumer.consume(CONSUME_BATCH, 0)]
+
+    def _records(self, messages: list, start: int, end: int):
+        """Yield the records of ``messages[start:end]`` below ``until``; return the index of the
+        first message not consumed."""
+        segment = messages[start:end]
+        offsets = [m.offset() for m in segment]
+        if offsets[0] < self.position:
+            raise RuntimeError(
+                f"got offset {offsets[0]} of {self.tp} while reading from {self.position}: the "
+                f"broker returned records out of order"
+            )
+        cut = bisect_left(offsets, self.until)
+        if cut:
+            yield records_to_batch(
+                segment[:cut] if cut < len(segment) else segment,
+                offsets[:cut] if cut < len(offsets) else offsets,
+                self.tp.topic,
+                self.tp.partition,
+                self.partition.include_headers,
+            )
+            self.position = offsets[cut - 1] + 1
+        if cut < len(segment):
+            # A record at or past `until`: the range is complete (any offsets in between are
+            # invisible: transaction markers, aborted or compacted records).
+            self.position = self.until
+        return start + cut
+
+    def _consumer_position(self) -> int:
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+        (tp,) = self.pooled.consumer.position([KafkaTopicPartition(self.tp.topic, self.tp.partition)])
+        return tp.offset
+
+    def _watermarks(self) -> tuple[int, int]:
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+        return self.pooled.consumer.get_watermark_offsets(
+            KafkaTopicPartition(self.tp.topic, self.tp.partition), timeout=self.timeout_s, cached=False
+        )
+
+    def _end_of_partition(self, end: int) -> None:
+        if end >= self.until:
+            # The log end is at or past `until`: whatever lies in [position, until) is invisible.
+            self.position = self.until
+            return
+        if end > self.position:
+            # Offsets up to the end are invisible (they would have arrived before the event).
+            self.position = end
+        # The event may be stale (emitted before more records were appended): ask the broker.
+        low, high = self._watermarks()
+        if high >= self.until:
+            return
+        self._lose(
+            f"{self.tp}: offsets [{max(end, self.position)}, {self.until}) are not in the log any "
+            f"more (its end offset is {high}; it was truncated or the topic recreated)"
+        )
+        self.position = self.until
+        self.pooled.next_offset = None
+
+    def _out_of_range(self, error: str) -> None:
+        low, high = self._watermarks()
+        self.pooled.next_offset = None  # the consumer must be re-assigned before reading on
+        if self.position < low:
+            skip_to = min(low, self.until)
+            self._lose(
+                f"{self.tp}: offsets [{self.position}, {skip_to}) were deleted (the log start "
+                f"offset is now {low}; {error})"
+            )
+            self.position = skip_to
+        elif self.position >= high:
+            self._lose(
+                f"{self.tp}: offsets [{self.position}, {self.until}) are past the log end offset "
+                f"{high} ({error})"
+            )
+            self.position = self.until
+        else:
+            # In range again (e.g. the topic was recreated meanwhile): retry, as Spark does.
+            self.out_of_range_retries += 1
+            if self.out_of_range_retries > 3:
+                raise RuntimeError(
+                    f"offset {self.position} of {self.tp} keeps being reported out of range "
+                    f"although the log holds [{low}, {high}): {error}"
+                )
+        if self.position < self.until:
+            self.pooled.seek(self.position)
+
+    def _lose(self, message: str) -> None:
+        report_data_loss(message, self.partition.fail_on_data_loss, log)
+
+
+def plan_input_partitions(
+    ranges: list[OffsetRange],
+    *,
+    config: ConfigKey,
+    min_partitions: int | None,
+    max_records_per_partition: int | None,
+    max_partitions: int | None,
+    assignment_strategy: str,
+    fail_on_data_loss: bool,
+    include_headers: bool,
+    poll_timeout_ms: int,
+) -> list[KafkaInputPartition]:
+    """Offset ranges -> input partitions (Spark tasks). Pure and deterministic: the same ranges
+    and options always give the same partitions, which is what makes a replay read the same
+    records.
+
+    Empty ranges are dropped; ``minPartitions`` / ``maxRecordsPerPartition`` split ranges (Spark's
+    KafkaOffsetRangeCalculator); ``maxPartitions`` then groups them into at most that many tasks
+    with the ``assignmentStrategy`` assignor.
+    """
+    from kafka_spark.assignment import plan_tasks, split_ranges
+
+    split = split_ranges(ranges, min_partitions, max_records_per_partition)
+    tasks = plan_tasks(split, strategy=assignment_strategy, num_tasks=max_partitions)
+    return [
+        KafkaInputPartition(
+            ranges=task,
+            config=config,
+            fail_on_data_loss=fail_on_data_loss,
+            include_headers=include_headers,
+            poll_timeout_ms=poll_timeout_ms,
+        )
+        for task in tasks
+    ]

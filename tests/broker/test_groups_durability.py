@@ -1,0 +1,138 @@
+"""Committed offsets survive a broker restart (replayed from __consumer_offsets); deleted groups
+and topics stay deleted (tombstones); `pylog groups list|describe` report offsets and lag the
+way kafka-consumer-groups.sh does."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kafka_spark.broker import EmbeddedBroker
+from kafka_spark.broker.group_offsets import CommittedOffset, decode_key, decode_value, encode_key, encode_value
+from kafka_spark.topic_partition import TopicPartition as TP
+
+
+def on_loop(broker: EmbeddedBroker, function, *args):
+    """Run a coordinator call on the broker's event loop (it is not thread-safe)."""
+    async def call():
+        return function(*args)
+    return asyncio.run_coroutine_threadsafe(call(), broker.broker.loop).result(10)
+
+
+def produce(bootstrap: str, topic: str, counts: dict[int, int]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for partition, count in counts.items():
+        for index in range(count):
+            producer.produce(topic, value=b"%d" % index, partition=partition)
+    assert producer.flush(30) == 0
+
+
+def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        result = consumer.commit(offsets=[TopicPartition(t, p, o, metadata="m") for (t, p), o in offsets.items()],
+                                 asynchronous=False)
+        assert all(tp.error is None for tp in result)
+    finally:
+        consumer.close()
+
+
+def committed(bootstrap: str, group: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        found = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=30)
+        return {(tp.topic, tp.partition): tp.offset for tp in found}
+    finally:
+        consumer.close()
+
+
+def pylog(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYLOG_HOME=os.environ.get("PYLOG_HOME", "/nonexistent"))
+    return subprocess.run([sys.executable, "-m", "kafka_spark.cli", *args], capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def test_offset_commit_records_use_kafkas_key_and_value_layouts():
+    key = encode_key("g", TP("t", 3))
+    assert key == b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00\x03"
+    assert decode_key(key) == ("g", TP("t", 3))
+    value = CommittedOffset(42, 0, "meta", 1_700_000_000_000)
+    assert encode_value(value)[:2] == b"\x00\x03"
+    assert decode_value(encode_value(value)) == value
+    assert decode_key(b"\x00\x02\x00\x01g") is None  # group metadata records are skipped
+
+
+def test_committed_offsets_survive_a_restart_and_deletions_stay_deleted(tmp_path):
+    log_dir = tmp_path / "data"
+    with EmbeddedBroker(log_dir=log_dir, register=False) as broker:
+        bootstrap = broker.bootstrap_servers
+        broker.create_topic("orders", partitions=3)
+        broker.create_topic("scratch", partitions=1)
+        produce(bootstrap, "orders", {0: 10, 1: 10, 2: 10})
+        commit(bootstrap, "billing", {("orders", 0): 4, ("orders", 1): 10, ("scratch", 0): 0})
+        commit(bootstrap, "billing", {("orders", 0): 6})  # the newer commit wins on replay
+        commit(bootstrap, "audit", {("orders", 2): 1})
+        assert on_loop(broker, broker.broker.groups.delete_group, "audit") == 0
+        broker.delete_topic("scratch")
+
+    with EmbeddedBroker(log_dir=log_dir, register=False) as broker:
+        bootstrap = broker.bootstrap_servers
+        partitions = [("orders", 0), ("orders", 1), ("orders", 2)]
+        assert committed(bootstrap, "billing", partitions) == {("orders", 0): 6, ("orders", 1): 10, ("orders", 2): -1001}
+        assert committed(bootstrap, "audit", partitions) == {p: -1001 for p in partitions}
+        replayed = on_loop(broker, broker.broker.groups.committed, "billing")
+        assert set(replayed) == {TP("orders", 0), TP("orders", 1)}  # scratch-0 was tombstoned with its topic
+        # confluent-kafka-python sends metadata with its C string's NUL terminator; stored verbatim.
+        assert (replayed[TP("orders", 0)].offset, replayed[TP("orders", 0)].metadata) == (6, "m\x00")
+
+        topics = pylog("topics", "list", "--bootstrap-server", bootstrap)
+        assert topics.stdout.split() == ["orders"]  # __consumer_offsets stays out of sight
+
+        listed = pylog("groups", "list", "--bootstrap-server", bootstrap)
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stdout.split() == ["billing"]
+
+        described = pylog("groups", "describe", "billing", "--bootstrap-server", bootstrap)
+        assert described.returncode == 0, described.stderr
+        assert "Consumer group 'billing' has no active members." in described.stdout
+        header, *rows = [line.split() for line in described.stdout.splitlines() if line.strip() and "Consumer" not in line]
+        assert header == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                          "CONSUMER-ID", "HOST", "CLIENT-ID"]
+        assert rows == [["billing", "orders", "0", "6", "10", "4", "-", "-", "-"],
+                        ["billing", "orders", "1", "10", "10", "0", "-", "-", "-"]]
+
+        missing = pylog("groups", "describe", "nobody", "--bootstrap-server", bootstrap)
+        assert missing.returncode == 1 and "does not exist" in missing.stderr
+
+
+def test_describe_shows_the_active_member_and_its_assignment(pylog_broker, pylog_topic):
+    bootstrap = pylog_broker.bootstrap_servers
+    topic = pylog_topic(partitions=2)
+    produce(bootstrap, topic, {0: 5, 1: 3})
+    group = f"live-{topic}"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": "reader-1",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+    try:
+        consumer.subscribe([topic])
+        seen = 0
+        deadline = time.monotonic() + 30
+        while seen < 5 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and not message.error() and message.partition() == 0:
+                seen += 1
+        assert seen == 5
+        consumer.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
+        described = pylog("groups", "describe", group, "--bootstrap-server", bootstrap)
+        assert described.returncode == 0, described.stderr
+        rows = [line.split() for line in described.stdout.splitlines() if line.startswith(group)]
+        by_partition = {row[2]: row for row in rows}
+        assert by_partition["0"][3:6] == ["5", "5", "0"]
+        assert by_partition["1"][3:6] == ["-", "3", "-"]  # assigned, nothing committed yet
+        assert all(row[8] == "reader-1" and row[6].startswith("reader-1-") for row in rows)
+    finally:
+        consumer.close()

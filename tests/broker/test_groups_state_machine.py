@@ -1,0 +1,91 @@
+"""The coordinator's transition table, driven directly on an event loop (no sockets): it is
+Kafka's, illegal moves raise, and the initial rebalance delay gathers members that start together."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from kafka_spark.broker.durability import GroupCommit
+from kafka_spark.broker.groups import (
+    LEGAL_TRANSITIONS,
+    Group,
+    GroupCoordinator,
+    GroupState,
+    IllegalGroupTransition,
+)
+from kafka_spark.broker.storage.log_manager import LogManager
+
+S = GroupState
+
+# Kafka's ClassicGroupState: each state's valid *previous* states.
+KAFKA_PREVIOUS_STATES = {
+    S.EMPTY: {S.PREPARING_REBALANCE},
+    S.PREPARING_REBALANCE: {S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY},
+    S.COMPLETING_REBALANCE: {S.PREPARING_REBALANCE},
+    S.STABLE: {S.COMPLETING_REBALANCE},
+    S.DEAD: {S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE, S.EMPTY},
+}
+
+
+def test_transition_table_is_kafkas():
+    inverted = {state: {source for source, targets in LEGAL_TRANSITIONS.items() if state in targets}
+                for state in GroupState}
+    assert inverted == KAFKA_PREVIOUS_STATES
+
+
+@pytest.fixture
+def coordinator(tmp_path):
+    loop = asyncio.new_event_loop()
+    logs = LogManager(tmp_path)
+    broker = SimpleNamespace(loop=loop, logs=logs, group_commit=GroupCommit(loop))
+    yield GroupCoordinator(broker, initial_rebalance_delay_ms=200)
+    broker.group_commit.close()
+    logs.close()
+    loop.close()
+
+
+def test_an_illegal_transition_is_a_bug_that_raises(coordinator):
+    group = Group("g")
+    with pytest.raises(IllegalGroupTransition, match="Empty -> Stable"):
+        coordinator._transition(group, GroupState.STABLE)
+    assert group.state is GroupState.EMPTY
+
+
+def test_members_arriving_within_the_initial_delay_share_the_first_generation(coordinator):
+    loop = coordinator._loop
+
+    def join() -> asyncio.Future:
+        return coordinator.join("g", "", client_id="c", client_host="", session_timeout_ms=6000,
+                                rebalance_timeout_ms=6000, protocol_type="consumer", protocols=[("range", b"")])
+
+    async def scenario() -> list[dict]:
+        first = join()
+        await asyncio.sleep(0.1)
+        assert coordinator.state_of("g") is GroupState.PREPARING_REBALANCE and not first.done()
+        second = join()
+        return list(await asyncio.gather(first, second))
+
+    responses = loop.run_until_complete(scenario())
+    assert [r["generation_id"] for r in responses] == [1, 1]
+    assert len(responses[0]["members"]) == 2 and responses[1]["members"] == []
+    assert coordinator.state_of("g") is GroupState.COMPLETING_REBALANCE
+    coordinator.close()
+
+
+def test_transactional_commit_bypasses_generation_checks_and_skips_missing_partitions(coordinator):
+    from kafka_spark.topic_partition import TopicPartition
+
+    coordinator._broker.logs.create_topic("t", 2)
+
+    async def scenario() -> None:
+        coordinator.commit_offsets("txn-group", {TopicPartition("t", 0): (5, "meta"), TopicPartition("t", 1): (6, None),
+                                                 TopicPartition("gone", 0): (1, None)})
+        await asyncio.sleep(0.2)  # lets the background fsync finish before the loop closes
+
+    coordinator._loop.run_until_complete(scenario())
+    committed = coordinator.committed("txn-group")
+    assert {tp: (c.offset, c.metadata) for tp, c in committed.items()} == {
+        TopicPartition("t", 0): (5, "meta"), TopicPartition("t", 1): (6, "")}

@@ -1,0 +1,227 @@
+"""Option parsing and validation: Spark's Kafka source options, defaults and error messages."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from kafka_spark.offsets import (
+    EarliestOffsets,
+    GlobalTimestamp,
+    LatestOffsets,
+    SpecificOffsets,
+    SpecificTimestamps,
+)
+from kafka_spark.options import (
+    Assign,
+    PylogOptionError,
+    Subscribe,
+    SubscribePattern,
+    check_batch,
+    check_streaming,
+    parse_source_options,
+)
+from kafka_spark.client import consumer_config
+from kafka_spark.topic_partition import TopicPartition as TP
+
+BASE = {"kafka.bootstrap.servers": "h:9092"}
+
+
+def parse(**options):
+    return parse_source_options({**BASE, **options})
+
+
+def lowered(options):
+    # What PySpark hands a data source: a CaseInsensitiveDict, keys lower-cased.
+    from pyspark.sql.datasource import CaseInsensitiveDict
+
+    return CaseInsensitiveDict(options)
+
+
+def test_defaults_are_spark_defaults():
+    o = parse(subscribe="orders")
+    assert o.subscription == Subscribe(("orders",))
+    assert o.starting is None and o.ending is None
+    assert isinstance(o.starting_for(streaming=True), LatestOffsets)
+    assert isinstance(o.starting_for(streaming=False), EarliestOffsets)
+    assert isinstance(o.ending_for_batch(), LatestOffsets)
+    assert o.fail_on_data_loss is True
+    assert o.include_headers is False
+    assert o.max_offsets_per_trigger is None and o.min_offsets_per_trigger is None
+    assert o.max_trigger_delay_ms == 15 * 60 * 1000
+    assert o.starting_by_timestamp_strategy == "error"
+    assert o.assignment_strategy == "range"
+    assert o.max_partitions is None and o.min_partitions is None
+    assert o.poll_timeout_ms == 120_000
+    assert o.commit_offsets_to_group is False
+
+
+def test_options_arrive_lower_cased_from_pyspark_and_are_understood():
+    o = parse_source_options(
+        lowered({**BASE, "subscribePattern": "orders-.*", "startingOffsets": "earliest",
+                 "maxOffsetsPerTrigger": "100", "failOnDataLoss": "FALSE", "includeHeaders": "True",
+                 "kafka.isolation.level": "read_committed"})
+    )
+    assert o.subscription == SubscribePattern("orders-.*")
+    assert isinstance(o.starting, EarliestOffsets)
+    assert o.max_offsets_per_trigger == 100
+    assert o.fail_on_data_loss is False and o.include_headers is True
+    assert o.kafka_config == {"bootstrap.servers": "h:9092", "isolation.level": "read_committed"}
+
+
+def test_mixed_case_option_names_in_a_plain_dict_are_understood():
+    o = parse_source_options({"KAFKA.Bootstrap.Servers": "h:1", "SUBSCRIBE": "a, b ,"})
+    assert o.subscription == Subscribe(("a", "b"))
+    assert o.kafka_config["bootstrap.servers"] == "h:1"
+
+
+def test_assign_parses_partitions():
+    o = parse(assign='{"b":[1],"a":[0,2]}')
+    assert o.subscription == Assign((TP("a", 0), TP("a", 2), TP("b", 1)))
+
+
+def test_pattern_must_match_whole_topic_name():
+    pattern = parse(subscribePattern="orders-[0-9]+").subscription
+    assert pattern.matches("orders-12") and not pattern.matches("orders-12-dlq")
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({}, "One of the following options must be specified for the pylog source: subscribe, "
+             "subscribePattern, assign"),
+        ({"subscribe": "a", "assign": '{"a":[0]}'}, "Only one of the following options can be "
+                                                   "specified.*got subscribe, assign"),
+        ({"subscribe": " , "}, "No topics to subscribe to as specified value for option 'subscribe'"),
+        ({"subscribePattern": " "}, "Pattern to subscribe is empty"),
+        ({"subscribePattern": "orders-("}, "subscribePattern 'orders-\\(' is not a valid regular"),
+        ({"assign": "[0]"}, "assign: Expected e.g."),
+        ({"subscribe": "a", "startingOffsets": "{bad"}, "startingOffsets: Expected e.g. "
+                                                        '\\{"topicA":\\{"0":23'),
+        ({"subscribe": "a", "startingOffsets": '{"a":{"0":-3}}'}, "startingOffsets for a-0 is -3"),
+        ({"subscribe": "a", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger must be positive, "
+                                                          "but it was 0"),
+        ({"subscribe": "a", "minPartitions": "x"}, "minPartitions must be a positive integer"),
+        ({"subscribe": "a", "maxRecordsPerPartition": "-5"}, "maxRecordsPerPartition must be "
+                                                             "positive"),
+        ({"subscribe": "a", "minOffsetsPerTrigger": "10", "maxOffsetsPerTrigger": "5"},
+         "minOffsetsPerTrigger \\(10\\) is higher than maxOffsetsPerTrigger \\(5\\)"),
+        ({"subscribe": "a", "minPartitions": "8", "maxPartitions": "4"},
+         "minPartitions \\(8\\) is higher than maxPartitions \\(4\\)"),
+        ({"subscribe": "a", "failOnDataLoss": "yes"}, "failOnDataLoss must be 'true' or 'false'"),
+        ({"subscribe": "a", "includeHeaders": "1"}, "includeHeaders must be 'true' or 'false'"),
+        ({"subscribe": "a", "maxTriggerDelay": "soon"}, "maxTriggerDelay must be a duration"),
+        ({"subscribe": "a", "startingTimestamp": "yesterday"}, "startingTimestamp must be a "
+                                                               "timestamp in milliseconds"),
+        ({"subscribe": "a", "startingOffsetsByTimestampStrategy": "closest"},
+         "startingOffsetsByTimestampStrategy must be 'error' or 'latest'"),
+        ({"subscribe": "a", "assignmentStrategy": "sticky"}, "assignmentStrategy must be 'range' or "
+                                                             "'roundrobin'"),
+        ({"subscribe": "a", "commitOffsetsToGroup": "true"}, "commitOffsetsToGroup=true needs .* "
+                                                             "set kafka.group.id"),
+    ],
+)
+def test_invalid_options_raise_errors_naming_the_option(options, message):
+    with pytest.raises(PylogOptionError, match=message):
+        parse(**options)
+
+
+@pytest.mark.parametrize(
+    "param,advice",
+    [
+        ("kafka.auto.offset.reset", "Instead set the source option 'startingOffsets' to 'earliest' "
+                                    "or 'latest'"),
+        ("kafka.key.deserializer", "keys are always deserialized as byte arrays"),
+        ("kafka.value.deserializer", "values are always deserialized as byte arrays"),
+        ("kafka.enable.auto.commit", "set commitOffsetsToGroup=true together with kafka.group.id"),
+        ("kafka.interceptor.classes", "Kafka option 'interceptor.classes' is not supported"),
+    ],
+)
+def test_kafka_params_spark_rejects_are_rejected_with_spark_advice(param, advice):
+    with pytest.raises(PylogOptionError, match=advice):
+        parse(subscribe="a", **{param: "x"})
+
+
+def test_timestamp_options_take_precedence_as_in_spark():
+    o = parse(subscribe="a", startingOffsets="earliest", startingOffsetsByTimestamp='{"a":{"0":5}}',
+              startingTimestamp="1000", endingOffsets="latest",
+              endingOffsetsByTimestamp='{"a":{"0":7}}')
+    assert o.starting == GlobalTimestamp(1000) and o.starting_option == "startingTimestamp"
+    assert o.ending == SpecificTimestamps({TP("a", 0): 7})
+    assert o.ending_option == "endingOffsetsByTimestamp"
+    o = parse(subscribe="a", startingOffsets='{"a":{"0":-2,"1":17}}')
+    assert o.starting == SpecificOffsets({TP("a", 0): -2, TP("a", 1): 17})
+
+
+def test_durations_parse_like_spark_time_strings():
+    assert parse(subscribe="a", maxTriggerDelay="30s").max_trigger_delay_ms == 30_000
+    assert parse(subscribe="a", maxTriggerDelay="250").max_trigger_delay_ms == 250
+    assert parse(subscribe="a", maxTriggerDelay="2h").max_trigger_delay_ms == 7_200_000
+
+
+def test_pylog_options_parse():
+    o = parse(subscribe="a", assignmentStrategy="RoundRobin", maxPartitions="3", minPartitions="2",
+              commitOffsetsToGroup="true", **{"kafka.group.id": "etl"},
+              startingOffsetsFromOutput="/data/out")
+    assert o.assignment_strategy == "roundrobin"
+    assert (o.min_partitions, o.max_partitions) == (2, 3)
+    assert o.commit_offsets_to_group and o.group_id == "etl"
+    assert o.starting_offsets_from_output == "/data/out"
+
+
+def test_unknown_option_is_logged_as_a_probable_typo(caplog):
+    with caplog.at_level(logging.WARNING, logger="kafka_spark"):
+        parse(subscribe="a", startingOffset="earliest")
+    assert "ignoring unknown option 'startingoffset'" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"startingOffsets": "latest"}, "starting offset can't be latest for batch queries"),
+        ({"startingOffsets": '{"a":{"0":-1}}'}, "startingOffsets for a-0 can't be latest \\(-1\\)"),
+        ({"endingOffsets": "earliest"}, "ending offset can't be earliest for batch queries"),
+        ({"endingOffsets": '{"a":{"0":-2}}'}, "endingOffsets for a-0 can't be earliest \\(-2\\)"),
+    ],
+)
+def test_batch_rejects_latest_start_and_earliest_end(options, message):
+    o = parse(subscribe="a", **options)
+    with pytest.raises(PylogOptionError, match=message):
+        check_batch(o)
+
+
+@pytest.mark.parametrize("option", ["endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"])
+def test_streaming_rejects_ending_options(option):
+    value = {"endingOffsets": "latest", "endingTimestamp": "5",
+             "endingOffsetsByTimestamp": '{"a":{"0":5}}'}[option]
+    o = parse(subscribe="a", **{option: value})
+    check_batch(o)
+    with pytest.raises(PylogOptionError, match=f"ending offset not valid in streaming queries: remove {option}"):
+        check_streaming(o)
+
+
+def test_consumer_config_forces_what_spark_forces_and_keeps_user_settings():
+    o = parse(subscribe="a", **{"kafka.isolation.level": "read_committed", "kafka.fetch.wait.max.ms": "50"})
+    config = dict(consumer_config(o, "h:9092", "gen-executor"))
+    assert config["enable.auto.commit"] == "false"
+    assert config["auto.offset.reset"] == "error"
+    assert config["group.id"] == "gen-executor"
+    assert config["isolation.level"] == "read_committed"
+    assert config["fetch.wait.max.ms"] == "50"
+    # Java's default, which Spark users get, not librdkafka's read_committed.
+    default = dict(consumer_config(parse(subscribe="a"), "h:9092", "g"))
+    assert default["isolation.level"] == "read_uncommitted"
+    # A forced kafka.group.id wins over the generated one (Spark's setIfUnset).
+    forced = dict(consumer_config(parse(subscribe="a", **{"kafka.group.id": "mine"}), "h:9092", "g"))
+    assert forced["group.id"] == "mine"
+
+
+def test_parsed_options_are_frozen_and_picklable():
+    import dataclasses
+    import pickle
+
+    o = parse(subscribe="a", startingOffsets='{"a":{"0":1}}')
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o.include_headers = True
+    assert pickle.loads(pickle.dumps(o)) == o

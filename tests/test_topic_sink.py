@@ -1,0 +1,103 @@
+"""The topic sink: df.writeStream/df.write.format("pylog"), exactly-once through transactions."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from pyspark.errors import PySparkException
+from pyspark.sql import functions as F
+
+
+def read_topic(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed") -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                         "enable.partition.eof": True, "isolation.level": isolation, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    rows, eof = [], set()
+    deadline = time.monotonic() + 60
+    while len(eof) < partitions and time.monotonic() < deadline:
+        for message in consumer.consume(1000, timeout=0.5):
+            if message.error():
+                assert message.error().code() == KafkaError._PARTITION_EOF
+                eof.add(message.partition())
+            else:
+                rows.append((message.key(), message.value(), message.headers(), message.timestamp()[1], message.partition()))
+    consumer.close()
+    assert len(eof) == partitions
+    return rows
+
+
+def produce(bootstrap: str, topic: str, count: int, start: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(start, start + count):
+        producer.produce(topic, key=b"k%d" % (i % 7), value=b"%d" % i, partition=i % 3)
+    assert producer.flush(10) == 0
+
+
+def test_batch_write_with_all_columns_lands_once(spark, pylog_broker, pylog_topic):
+    out = pylog_topic(partitions=2)
+    df = spark.createDataFrame(
+        [(f"k{i}", f"v{i}".encode(), i % 2, [("h", b"x")], i) for i in range(50)],
+        "key string, value binary, partition int, headers array<struct<key:string,value:binary>>, ms long",
+    ).withColumn("timestamp", F.timestamp_millis(F.col("ms") + 1_700_000_000_000)).drop("ms")
+    (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+       .option("topic", out).mode("append").save())
+    rows = read_topic(pylog_broker.bootstrap_servers, out, 2)
+    assert sorted(r[1] for r in rows) == sorted(f"v{i}".encode() for i in range(50))
+    for key, value, headers, timestamp, partition in rows:
+        i = int(value[1:])
+        assert key == f"k{i}".encode() and partition == i % 2 and headers == [("h", b"x")]
+        assert timestamp == 1_700_000_000_000 + i
+
+
+def test_streaming_exactly_once_survives_restarts_and_replays(spark, pylog_broker, pylog_topic, tmp_path):
+    bootstrap = pylog_broker.bootstrap_servers
+    source, sink = pylog_topic(partitions=3), pylog_topic(partitions=2)
+    checkpoint = str(tmp_path / "checkpoint")
+
+    def run_once() -> None:
+        query = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
+                 .option("subscribe", source).option("startingOffsets", "earliest")
+                 .option("maxOffsetsPerTrigger", 40).load()
+                 .select("key", F.upper(F.col("value").cast("string")).alias("value"))
+                 .writeStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
+                 .option("topic", sink).option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+
+    produce(bootstrap, source, 100)
+    run_once()
+    produce(bootstrap, source, 100, start=100)
+    # Spark's commit log loses its last entry: the batch is replayed; the sink must skip it.
+    commits = sorted((tmp_path / "checkpoint" / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    commits[-1].unlink()
+    (commits[-1].parent / f".{commits[-1].name}.crc").unlink(missing_ok=True)
+    run_once()
+    values = sorted(int(r[1]) for r in read_topic(bootstrap, sink, 2))
+    assert values == list(range(200)), "every input exactly once for read_committed consumers"
+
+
+def test_missing_value_column_fails_when_the_query_starts(spark, pylog_broker, pylog_topic):
+    df = spark.createDataFrame([("a",)], "key string")
+    with pytest.raises(PySparkException, match="needs a 'value' column"):
+        (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+           .option("topic", pylog_topic()).mode("append").save())
+
+
+def test_wrong_column_type_and_unknown_option_are_named(spark, pylog_broker, pylog_topic):
+    df = spark.createDataFrame([(1,)], "value int")
+    with pytest.raises(PySparkException, match="column 'value' has type int"):
+        (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+           .option("topic", pylog_topic()).mode("append").save())
+    df = spark.createDataFrame([("x",)], "value string")
+    with pytest.raises(PySparkException, match="unknown option 'topci'"):
+        (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+           .option("topci", "x").mode("append").save())
+
+
+def test_unreachable_broker_fails_at_start_naming_it(spark):
+    df = spark.createDataFrame([("x",)], "value string")
+    with pytest.raises(PySparkException, match="cannot reach Kafka at 127.0.0.1:1"):
+        (df.write.format("pylog").option("kafka.bootstrap.servers", "127.0.0.1:1")
+           .option("topic", "t").mode("append").save())
