@@ -16,8 +16,7 @@ cells = [
     new_code_cell(
         "import os, sys, time\n"
         "os.environ.setdefault('PYSPARK_PYTHON', sys.executable)  # executors use this interpreter\n"
-        "import matplotlib\n"
-        "matplotlib.use('Agg')\n"
+        "%matplotlib inline\n"
         "import matplotlib.pyplot as plt\n"
         "from pyspark.sql import SparkSession, functions as F\n"
         "from kafka_spark.broker import EmbeddedBroker\n"
