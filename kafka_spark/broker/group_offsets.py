@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping
 
-from kafka_spark.broker.storage.batch import HEADER_SIZE, build_record_batch, iter_batches
+from kafka_spark.broker.storage.batch import HEADER_SIZE, build_record_batch, iter_batches, read_varint
 from kafka_spark.broker.storage.errors import StorageError, TopicExistsError
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import LogManager
@@ -229,15 +229,15 @@ def _decode_records(records: bytes, count: int) -> Iterator[tuple[bytes | None, 
     """``(key, value)`` of each record (Kafka record v2: varint-framed, zigzag varints)."""
     position = 0
     for _ in range(count):
-        length, position = _read_varint(records, position)
+        length, position = read_varint(records, position)
         end = position + length
         cursor = position + 1  # attributes
-        _timestamp_delta, cursor = _read_varint(records, cursor)
-        _offset_delta, cursor = _read_varint(records, cursor)
-        key_length, cursor = _read_varint(records, cursor)
+        _timestamp_delta, cursor = read_varint(records, cursor)
+        _offset_delta, cursor = read_varint(records, cursor)
+        key_length, cursor = read_varint(records, cursor)
         key = None if key_length < 0 else records[cursor : cursor + key_length]
         cursor += max(key_length, 0)
-        value_length, cursor = _read_varint(records, cursor)
+        value_length, cursor = read_varint(records, cursor)
         value = None if value_length < 0 else records[cursor : cursor + value_length]
         yield key, value
         position = end
@@ -256,12 +256,3 @@ def _read_string(raw: bytes, position: int) -> tuple[str, int]:
     return raw[position : position + length].decode("utf-8"), position + length
 
 
-def _read_varint(buf: bytes, position: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        byte = buf[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (value >> 1) ^ -(value & 1), position
-        shift += 7

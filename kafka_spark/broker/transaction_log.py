@@ -38,7 +38,7 @@ from kafka_spark.broker.storage.batch import HEADER_SIZE, build_record_batch, it
 from kafka_spark.broker.storage.errors import TopicExistsError
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import LogManager
-from kafka_spark.broker.txn_index import read_varint
+from kafka_spark.broker.storage.batch import read_varint
 
 logger = logging.getLogger("kafka_spark.broker.transactions")
 

@@ -26,7 +26,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Iterable
 
-from kafka_spark.broker.storage.batch import HEADER_SIZE, BatchHeader
+from kafka_spark.broker.storage.batch import HEADER_SIZE, BatchHeader, read_varint
 from kafka_spark.broker.storage.log import Log
 
 CONTROL_ABORT = 0
@@ -40,20 +40,6 @@ class AbortedTxn:
     producer_id: int
     first_offset: int
     last_offset: int
-
-
-def read_varint(buf: bytes | memoryview, position: int) -> tuple[int, int]:
-    """A zigzag varint (record batch v2 encoding) at ``position``: ``(value, next position)``."""
-    shift = result = 0
-    while True:
-        byte = buf[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), position
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
 
 
 def control_type(batch: bytes | memoryview) -> int:

@@ -362,10 +362,10 @@ def first_record_at_or_after_timestamp(
         return header.base_offset, fallback_ts
     position = 0
     for _ in range(header.records_count):
-        length, position = _read_varint(records, position)
+        length, position = read_varint(records, position)
         end = position + length
-        timestamp_delta, cursor = _read_varint(records, position + 1)  # skip the attributes byte
-        offset_delta, _ = _read_varint(records, cursor)
+        timestamp_delta, cursor = read_varint(records, position + 1)  # skip the attributes byte
+        offset_delta, _ = read_varint(records, cursor)
         timestamp = header.base_timestamp + timestamp_delta
         if timestamp >= target_ts:
             return header.base_offset + offset_delta, timestamp
@@ -373,7 +373,8 @@ def first_record_at_or_after_timestamp(
     return None
 
 
-def _read_varint(buf: bytes | memoryview, position: int) -> tuple[int, int]:
+def read_varint(buf: bytes | memoryview, position: int) -> tuple[int, int]:
+    """A zigzag varint (record batch v2 encoding) at ``position``: ``(value, next position)``."""
     shift = result = 0
     while True:
         byte = buf[position]
@@ -382,6 +383,8 @@ def _read_varint(buf: bytes | memoryview, position: int) -> tuple[int, int]:
         if not byte & 0x80:
             return (result >> 1) ^ -(result & 1), position
         shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
 
 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"

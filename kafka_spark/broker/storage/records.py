@@ -25,6 +25,7 @@ from typing import Sequence
 import crc32c
 
 from kafka_spark.broker.storage.batch import (
+    read_varint,
     CODEC_GZIP,
     CODEC_LZ4,
     CODEC_NONE,
@@ -58,20 +59,6 @@ class RecordView:
     body_start: int
     after_timestamp: int
     end: int
-
-
-def read_varint(buf: bytes | memoryview, position: int) -> tuple[int, int]:
-    """A zigzag varint at ``position``: ``(value, next position)``."""
-    shift = result = 0
-    while True:
-        byte = buf[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), position
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
 
 
 def write_varint(value: int, out: bytearray) -> None:
