@@ -18,6 +18,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -168,6 +169,8 @@ def _produce(args: argparse.Namespace) -> int:
             failures.append(str(error))
 
     count = 0
+    started = time.perf_counter()
+    progress = _progress(args, "producing", unit="msg")
     for line in sys.stdin.buffer:
         line = line.rstrip(b"\r\n")
         key = None
@@ -187,10 +190,14 @@ def _produce(args: argparse.Namespace) -> int:
                 producer.poll(0.1)
         producer.poll(0)
         count += 1
+        progress.update()
     remaining = producer.flush(60)
+    progress.close()
     if remaining or failures:
         raise CliError(f"{remaining + len(failures)} of {count} messages not delivered: {failures[:3]}")
-    print(f"Produced {count} messages to {args.topic}.", file=sys.stderr)
+    elapsed = time.perf_counter() - started
+    print(f"Produced {count} messages to {args.topic} in {elapsed:.2f}s ({count / max(elapsed, 1e-9):,.0f} msg/s).",
+          file=sys.stderr)
     return 0
 
 
@@ -218,6 +225,8 @@ def _consume(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
     count = 0
     idle_ms = 0
+    started = time.perf_counter()
+    progress = _progress(args, "consuming", unit="msg", total=args.max_messages)
     try:
         while args.max_messages is None or count < args.max_messages:
             message = consumer.poll(0.2)
@@ -235,10 +244,14 @@ def _consume(args: argparse.Namespace) -> int:
                 out.write((message.key() or b"null") + args.key_separator.encode())
             out.write((message.value() or b"") + b"\n")
             count += 1
+            progress.update()
     finally:
         out.flush()
+        progress.close()
         consumer.close()
-    print(f"Processed a total of {count} messages", file=sys.stderr)
+    elapsed = time.perf_counter() - started
+    print(f"Processed a total of {count} messages in {elapsed:.2f}s ({count / max(elapsed, 1e-9):,.0f} msg/s)",
+          file=sys.stderr)
     return 0
 
 
@@ -255,6 +268,14 @@ def _sink_vacuum(args: argparse.Namespace) -> int:
         print(f"deleted {path}")
     print(f"Vacuumed {args.path}: {len(deleted)} uncommitted file(s) deleted.", file=sys.stderr)
     return 0
+
+
+def _progress(args: argparse.Namespace, what: str, **kwargs: Any) -> Any:
+    """A progress bar with rates on stderr, shown when stderr is a terminal (or --progress)."""
+    from tqdm import tqdm
+
+    show = getattr(args, "progress", False) or sys.stderr.isatty()
+    return tqdm(desc=what, disable=not show, file=sys.stderr, mininterval=0.5, **kwargs)
 
 
 def _key_value(item: str, option: str) -> tuple[str, str]:
@@ -376,6 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("topic")
     produce.add_argument("--key-separator", help="split each line into KEY<sep>VALUE")
     produce.add_argument("--partition", type=int)
+    produce.add_argument("--progress", action="store_true", help="show progress and rate even when not on a terminal")
     produce.set_defaults(func=_produce)
 
     consume = client(commands.add_parser("consume", help="print records to stdout"))
@@ -387,6 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--timeout-ms", type=int, help="exit after this long without a message")
     consume.add_argument("--print-key", action="store_true")
     consume.add_argument("--key-separator", default="\t")
+    consume.add_argument("--progress", action="store_true", help="show progress and rate even when not on a terminal")
     consume.set_defaults(func=_consume)
 
     groups = commands.add_parser("groups", help="list consumer groups, describe their offsets and lag")

@@ -82,3 +82,15 @@ def test_no_broker_and_no_bootstrap_server_is_explained(tmp_path):
     result = pylog("topics", "list", env=env, check=False)
     assert result.returncode == 1
     assert b"pylog broker start" in result.stderr and b"--bootstrap-server" in result.stderr
+
+
+def test_produce_and_consume_show_progress_and_end_with_rates(running_broker):
+    _, bootstrap, env = running_broker
+    lines = b"".join(b"event-%d\n" % i for i in range(3000))
+    produced = pylog("produce", "rated", "--progress", "--bootstrap-server", bootstrap, env=env, stdin=lines)
+    assert re.search(rb"producing: .*3000.*msg", produced.stderr)
+    assert re.search(rb"Produced 3000 messages to rated in [\d.]+s \([\d,]+ msg/s\)", produced.stderr)
+    consumed = pylog("consume", "rated", "--from-beginning", "--max-messages", "3000", "--progress",
+                     "--bootstrap-server", bootstrap, env=env)
+    assert re.search(rb"consuming: 100%.*3000/3000", consumed.stderr)
+    assert re.search(rb"Processed a total of 3000 messages in [\d.]+s \([\d,]+ msg/s\)", consumed.stderr)
