@@ -65,6 +65,7 @@ class PylogBatchReader(DataSourceReader):
             assignment_strategy=opts.assignment_strategy,
             fail_on_data_loss=opts.fail_on_data_loss,
             include_headers=opts.include_headers,
+            avro=opts.avro_columns,
             poll_timeout_ms=opts.poll_timeout_ms,
         )
 

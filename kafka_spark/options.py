@@ -147,6 +147,8 @@ class SourceOptions:
     fetch_offset_retry_interval_ms: int = 1000
     commit_offsets_to_group: bool = False
     starting_offsets_from_output: str | None = None
+    #: kafka_spark.avro.AvroColumn per Avro-decoded column (valueFormat/keyFormat=avro), key first.
+    avro_columns: tuple = ()
 
     @property
     def kafka_config(self) -> dict[str, str]:
@@ -441,7 +443,16 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         fetch_offset_retry_interval_ms=opt_int("fetchOffset.retryIntervalMs") or 1000,
         commit_offsets_to_group=commit_to_group,
         starting_offsets_from_output=from_output.strip() if from_output else None,
+        avro_columns=_avro_columns(opts),
     )
+
+
+def _avro_columns(opts: Mapping[str, str]) -> tuple:
+    """valueFormat/keyFormat=avro and their schema options (kafka_spark.avro documents them)."""
+    from kafka_spark.avro import parse_avro_options  # avro imports this module's error type
+
+    columns = parse_avro_options(opts)
+    return tuple(columns[role] for role in ("key", "value") if role in columns)
 
 
 def check_batch(options: SourceOptions) -> None:

@@ -60,6 +60,7 @@ class KafkaInputPartition(InputPartition):
     fail_on_data_loss: bool
     include_headers: bool
     poll_timeout_ms: int
+    avro: tuple = ()  # kafka_spark.avro.AvroColumn per decoded column (key first)
 
     def __repr__(self) -> str:  # the client config is long and may hold credentials
         return f"KafkaInputPartition({', '.join(str(r) for r in self.ranges)})"
@@ -117,10 +118,30 @@ def read_partition(partition: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
         pooled = acquire_consumer(partition.config, offset_range.topic_partition)
         reusable = False
         try:
-            yield from _RangeReader(pooled, offset_range, partition).batches()
+            batches = _RangeReader(pooled, offset_range, partition).batches()
+            if partition.avro:
+                batches = _with_avro(batches, partition.avro, offset_range.topic_partition)
+            yield from batches
             reusable = True
         finally:
             release_consumer(pooled, reusable=reusable)
+
+
+_DECODERS: dict = {}  # AvroColumn -> AvroDecoder, per Python worker (registry lookups cached)
+
+
+def _with_avro(batches: Iterator[pa.RecordBatch], columns: tuple, tp) -> Iterator[pa.RecordBatch]:
+    """Append ``keyAvro`` / ``valueAvro``: the key / value column decoded batch by batch."""
+    for batch in batches:
+        arrays, names = list(batch.columns), list(batch.schema.names)
+        offsets = batch.column("offset")
+        for column in columns:
+            decoder = _DECODERS.get(column)
+            if decoder is None:
+                decoder = _DECODERS[column] = column.decoder()
+            arrays.append(decoder.decode(batch.column(column.role), offsets, tp.topic, tp.partition))
+            names.append(f"{column.role}Avro")
+        yield pa.RecordBatch.from_arrays(arrays, names=names)
 
 
 class _RangeReader:
@@ -301,6 +322,7 @@ def plan_input_partitions(
     fail_on_data_loss: bool,
     include_headers: bool,
     poll_timeout_ms: int,
+    avro: tuple = (),
 ) -> list[KafkaInputPartition]:
     """Offset ranges -> input partitions (Spark tasks). Pure and deterministic: the same ranges
     and options always give the same partitions, which is what makes a replay read the same
@@ -321,6 +343,7 @@ def plan_input_partitions(
             fail_on_data_loss=fail_on_data_loss,
             include_headers=include_headers,
             poll_timeout_ms=poll_timeout_ms,
+            avro=avro,
         )
         for task in tasks
     ]

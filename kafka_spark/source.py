@@ -35,8 +35,10 @@ from kafka_spark.stream_reader import PylogStreamReader
 __all__ = ["PylogDataSource", "source_schema"]
 
 
-def source_schema(include_headers: bool = False) -> StructType:
-    """Spark's Kafka source schema (KafkaRecordToRowConverter); every column nullable."""
+def source_schema(include_headers: bool = False, avro_columns: tuple = ()) -> StructType:
+    """Spark's Kafka source schema (KafkaRecordToRowConverter); every column nullable. With
+    keyFormat/valueFormat=avro, decoded struct columns ``keyAvro`` / ``valueAvro`` follow (the
+    binary ``key`` / ``value`` stay, so a PERMISSIVE null keeps its raw bytes beside it)."""
     fields = [
         StructField("key", BinaryType()),
         StructField("value", BinaryType()),
@@ -49,6 +51,8 @@ def source_schema(include_headers: bool = False) -> StructType:
     if include_headers:
         header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
         fields.append(StructField("headers", ArrayType(header)))
+    for column in avro_columns:
+        fields.append(StructField(f"{column.role}Avro", column.spark_type()))
     return StructType(fields)
 
 
@@ -66,10 +70,10 @@ class PylogDataSource(DataSource):
     def schema(self) -> StructType:
         options = self._source_options()
         resolve_bootstrap_servers(options)
-        return source_schema(options.include_headers)
+        return source_schema(options.include_headers, options.avro_columns)
 
     def _check_schema(self, schema: StructType, options: SourceOptions) -> None:
-        expected = source_schema(options.include_headers)
+        expected = source_schema(options.include_headers, options.avro_columns)
         if schema is not None and [(f.name, f.dataType) for f in schema.fields] != [
             (f.name, f.dataType) for f in expected.fields
         ]:

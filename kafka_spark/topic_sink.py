@@ -72,6 +72,9 @@ AT_LEAST_ONCE = "at-least-once"
 _SINK_OPTIONS = {
     "topic", "deliveryguarantee", "markertopic", "transactionalidprefix", "transactiontimeoutms",
     "includeheaders", "path", "checkpointlocation",
+    # Avro (kafka_spark.avro): the value / key column is a struct encoded with the schema
+    "valueformat", "keyformat", "avroschema", "keyavroschema", "avrowireformat", "keyavrowireformat",
+    "schemaregistryurl", "avromode",
 }
 _REJECTED_KAFKA = {
     "key.serializer": "the sink writes the key column's bytes as they are",
@@ -95,6 +98,10 @@ class TopicSinkOptions:
     transactional_id_prefix: str
     transaction_timeout_ms: int
     kafka: tuple[tuple[str, str], ...]
+    avro: tuple = ()  # kafka_spark.avro.AvroColumn per encoded column
+
+    def avro_column(self, role: str) -> Any:
+        return next((column for column in self.avro if column.role == role), None)
 
     def producer_config(self) -> dict[str, Any]:
         config: dict[str, Any] = {
@@ -118,7 +125,7 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> TopicS
                 raise TopicSinkError(f"option kafka.{name} is not supported: {_REJECTED_KAFKA[name]}")
             if name != "bootstrap.servers":
                 kafka[name] = value
-        elif low not in _SINK_OPTIONS:
+        elif low not in _SINK_OPTIONS and not low.startswith("schemaregistry."):
             raise TopicSinkError(
                 f"unknown option {key!r} for the pylog topic sink; known options: topic, deliveryGuarantee, "
                 "markerTopic, transactionalIdPrefix, transactionTimeoutMs, kafka.* (producer settings)"
@@ -134,7 +141,10 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> TopicS
     if not 1000 <= timeout_ms <= 900_000:
         raise TopicSinkError("transactionTimeoutMs must be between 1000 and 900000 (the broker's maximum)")
     topic = lowered.get("topic", ("", None))[1]
-    validate_schema(schema, topic)
+    from kafka_spark.avro import parse_avro_options
+
+    avro = parse_avro_options({low: value for low, (_, value) in lowered.items()})
+    validate_schema(schema, topic, avro_roles=set(avro))
     bootstrap = resolve_bootstrap_servers(lowered.get("kafka.bootstrap.servers", ("", None))[1])
     return TopicSinkOptions(
         bootstrap_servers=bootstrap,
@@ -144,11 +154,13 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> TopicS
         transactional_id_prefix=lowered.get("transactionalidprefix", ("", "pylog-sink"))[1],
         transaction_timeout_ms=timeout_ms,
         kafka=tuple(sorted(kafka.items())),
+        avro=tuple(avro[role] for role in ("key", "value") if role in avro),
     )
 
 
-def validate_schema(schema: StructType, topic_option: str | None) -> None:
-    """Spark's KafkaWriter.validateQuery, plus the timestamp column."""
+def validate_schema(schema: StructType, topic_option: str | None, avro_roles: set[str] = frozenset()) -> None:
+    """Spark's KafkaWriter.validateQuery, plus the timestamp column; an Avro-encoded key or value
+    (keyFormat/valueFormat=avro) is a struct column."""
     fields = {field.name.lower(): field for field in schema.fields}
     allowed = {
         "value": (StringType(), BinaryType()),
@@ -168,6 +180,11 @@ def validate_schema(schema: StructType, topic_option: str | None) -> None:
     for name, types in allowed.items():
         field = fields.get(name)
         if field is None:
+            continue
+        if name in avro_roles:
+            if not isinstance(field.dataType, StructType):
+                raise TopicSinkError(f"column '{field.name}' has type {field.dataType.simpleString()}; with "
+                                     f"{name}Format=avro it must be a struct matching the Avro schema")
             continue
         if not any(_same_type(field.dataType, expected) for expected in types):
             wanted = " or ".join(t.simpleString() for t in types)
@@ -237,6 +254,7 @@ def _records(options: TopicSinkOptions, batches: Iterator[Any]) -> Iterator[tupl
     """(topic, key, value, partition, headers, timestamp_ms) per row, column by column per batch."""
     import pyarrow as pa
 
+    encoders: dict[tuple[str, str], Any] = {}
     for batch in batches:
         names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
         count = batch.num_rows
@@ -250,8 +268,8 @@ def _records(options: TopicSinkOptions, batches: Iterator[Any]) -> Iterator[tupl
                 array = array.cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
             return array.to_pylist()
 
-        values = column("value")
-        keys = column("key")
+        values = _avro_or_column(options, "value", batch, names, column, encoders)
+        keys = _avro_or_column(options, "key", batch, names, column, encoders)
         topics = [options.topic] * count if options.topic is not None else column("topic")
         partitions = column("partition")
         headers = column("headers")
@@ -270,6 +288,21 @@ def _records(options: TopicSinkOptions, batches: Iterator[Any]) -> Iterator[tupl
             if row_headers is not None:
                 row_headers = [(h["key"], h["value"]) for h in row_headers]
             yield topic, key, value, partitions[row], row_headers, timestamps[row] or 0
+
+
+def _avro_or_column(options: TopicSinkOptions, role: str, batch: Any, names: dict[str, int], column: Any,
+                    encoders: dict[tuple[str, str], Any]) -> list[Any]:
+    """The key or value bytes of a batch: the column as is, or its structs Avro-encoded."""
+    avro = options.avro_column(role)
+    if avro is None or role not in names:
+        return column(role)
+    topic = options.topic
+    if topic is None:
+        raise TopicSinkError(f"{role}Format=avro needs the 'topic' option (the registry subject is <topic>-{role})")
+    encoder = encoders.get((role, topic))
+    if encoder is None:
+        encoder = encoders[(role, topic)] = avro.encoder(topic)
+    return encoder.encode(batch.column(names[role]))
 
 
 def _produce_all(producer: Any, rows: Iterator[tuple[str, Any, Any, int | None, Any, int]], errors: list[Any]) -> int:
