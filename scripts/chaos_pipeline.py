@@ -1,0 +1,143 @@
+"""Chaos: a streaming pipeline whose Spark driver is killed with SIGKILL again and again.
+
+Embedded broker (its own process) -> pylog source -> transform -> exactly-once sink (the
+``pylog-files`` file sink or the ``pylog`` topic sink), while a producer keeps writing sequenced
+records. The driver (JVM and Python workers: its whole process group) is killed at random
+moments after it starts — which, with 200 ms micro-batches, lands during task writes, between
+the writes and the sink commit, and between the sink commit and Spark's commit log — and
+restarted from its checkpoint each time. At the end the producer stops, the pipeline drains,
+and the output must hold every acknowledged input exactly once: read with stock
+``spark.read.parquet`` (files) or a read_committed consumer (topic).
+
+    python scripts/chaos_pipeline.py --sink files|topic --kills 50 --seed 1
+
+Prints ``chaos: sink=... kills=... input=N output=N duplicates=0 missing=0 OK`` and exits 0, or
+the same line with FAILED and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "bench"))
+from _harness import pylog_broker_process  # noqa: E402
+
+
+def produce_forever(bootstrap: str, topic: str, stop: threading.Event, acknowledged: list[int]) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    seq = 0
+
+    def on_delivery(error, message) -> None:  # noqa: ANN001
+        if error is None:
+            acknowledged.append(int(message.value()))
+
+    while not stop.is_set():
+        for _ in range(20):
+            producer.produce(topic, value=b"%d" % seq, on_delivery=on_delivery)
+            seq += 1
+        producer.poll(0)
+        time.sleep(0.05)
+    producer.flush(30)
+
+
+def driver(bootstrap: str, source: str, sink: str, output: str, checkpoint: str, mode: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, os.path.join(HERE, "chaos_driver.py"), bootstrap, source, sink,
+                             output, checkpoint, mode], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def read_output(sink: str, bootstrap: str, output: str) -> list[int]:
+    if sink == "files":
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+        try:
+            return [row.seq10 // 10 for row in spark.read.parquet(output).select("seq10").collect()]
+        finally:
+            spark.stop()
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-check", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "enable.partition.eof": True})
+    consumer.assign([TopicPartition(output, p, OFFSET_BEGINNING) for p in range(2)])
+    values, eof = [], set()
+    deadline = time.monotonic() + 120
+    while len(eof) < 2 and time.monotonic() < deadline:
+        for message in consumer.consume(1000, timeout=0.5):
+            if message.error():
+                if message.error().code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(message.error().str())
+                eof.add(message.partition())
+            else:
+                values.append(int(message.value()) // 10)
+    consumer.close()
+    return values
+
+
+def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.0) -> bool:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    rng = random.Random(seed)
+    work = tempfile.mkdtemp(prefix=f"pylog-chaos-{sink}-")
+    with pylog_broker_process(partitions=3) as bootstrap:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        topics = [NewTopic("chaos-in", num_partitions=3), NewTopic("chaos-out", num_partitions=2)]
+        for future in admin.create_topics(topics).values():
+            future.result(timeout=30)
+        output = os.path.join(work, "out") if sink == "files" else "chaos-out"
+        checkpoint = os.path.join(work, "checkpoint")
+        acknowledged: list[int] = []
+        stop = threading.Event()
+        writer = threading.Thread(target=produce_forever, args=(bootstrap, "chaos-in", stop, acknowledged), daemon=True)
+        writer.start()
+        try:
+            for _ in range(kills):
+                process = driver(bootstrap, "chaos-in", sink, output, checkpoint, "run")
+                time.sleep(rng.uniform(min_s, max_s))
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        finally:
+            stop.set()
+            writer.join(60)
+        drained = driver(bootstrap, "chaos-in", sink, output, checkpoint, "drain")
+        if drained.wait(timeout=600) != 0:
+            print(f"chaos: sink={sink} kills={kills} the final drain run failed FAILED")
+            return False
+        values = read_output(sink, bootstrap, output)
+    counts = Counter(values)
+    duplicates = sum(n - 1 for n in counts.values() if n > 1)
+    missing = len(set(acknowledged) - set(counts))
+    extra = len(set(counts) - set(acknowledged))
+    ok = duplicates == 0 and missing == 0 and extra == 0 and len(acknowledged) > 0
+    print(f"chaos: sink={sink} kills={kills} seed={seed} input={len(acknowledged)} output={len(values)} "
+          f"duplicates={duplicates} missing={missing} unexpected={extra} {'OK' if ok else 'FAILED'}", flush=True)
+    subprocess.run(["rm", "-rf", work], check=False)
+    return ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sink", choices=["files", "topic"], default="files")
+    parser.add_argument("--kills", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--min-seconds", type=float, default=4.0, help="shortest life of a driver before its kill")
+    parser.add_argument("--max-seconds", type=float, default=12.0, help="longest life of a driver before its kill")
+    args = parser.parse_args()
+    return 0 if run(args.sink, args.kills, args.seed, args.min_seconds, args.max_seconds) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
