@@ -20,7 +20,7 @@ from pyspark.sql.datasource import DataSourceReader
 from kafka_spark.assignment import OffsetRange
 from kafka_spark.client import OffsetReader, consumer_config
 from kafka_spark.options import PylogOptionError, SourceOptions
-from kafka_spark.partition_reader import KafkaInputPartition, plan_input_partitions, read_partition
+from kafka_spark.partition_reader import KafkaInputPartition, plan_for_options, read_partition
 
 __all__ = ["PylogBatchReader"]
 
@@ -56,17 +56,8 @@ class PylogBatchReader(DataSourceReader):
                 )
             ranges.append(OffsetRange(tp, start[tp], end[tp]))
         log.info("pylog source: batch reads %s", ", ".join(map(str, ranges)))
-        return plan_input_partitions(
-            ranges,
-            config=consumer_config(opts, self.bootstrap_servers, f"{self.group_id}-executor"),
-            min_partitions=opts.min_partitions,
-            max_records_per_partition=opts.max_records_per_partition,
-            max_partitions=opts.max_partitions,
-            assignment_strategy=opts.assignment_strategy,
-            fail_on_data_loss=opts.fail_on_data_loss,
-            include_headers=opts.include_headers,
-            avro=opts.avro_columns,
-            poll_timeout_ms=opts.poll_timeout_ms,
+        return plan_for_options(
+            ranges, opts, consumer_config(opts, self.bootstrap_servers, f"{self.group_id}-executor")
         )
 
     def partitions(self) -> list[KafkaInputPartition]:

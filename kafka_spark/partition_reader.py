@@ -21,6 +21,8 @@ comprehensions, with no per-record Python objects besides the client's ``Message
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import logging
 import time
 from bisect import bisect_left
@@ -36,6 +38,9 @@ from kafka_spark.client import ConfigKey, PooledConsumer, acquire_consumer, rele
 from kafka_spark.offsets import report_data_loss
 
 __all__ = ["KafkaInputPartition", "PylogReadTimeout", "read_partition", "records_to_batch"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kafka_spark.options import SourceOptions
 
 log = logging.getLogger("kafka_spark")
 
@@ -347,3 +352,19 @@ def plan_input_partitions(
         )
         for task in tasks
     ]
+
+
+def plan_for_options(ranges: list[OffsetRange], opts: "SourceOptions", config: ConfigKey) -> list[KafkaInputPartition]:
+    """:func:`plan_input_partitions` with the planning options of a SourceOptions."""
+    return plan_input_partitions(
+        ranges,
+        config=config,
+        min_partitions=opts.min_partitions,
+        max_records_per_partition=opts.max_records_per_partition,
+        max_partitions=opts.max_partitions,
+        assignment_strategy=opts.assignment_strategy,
+        fail_on_data_loss=opts.fail_on_data_loss,
+        include_headers=opts.include_headers,
+        avro=opts.avro_columns,
+        poll_timeout_ms=opts.poll_timeout_ms,
+    )

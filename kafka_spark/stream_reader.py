@@ -50,7 +50,7 @@ from kafka_spark.offsets import (
     report_data_loss,
 )
 from kafka_spark.options import SourceOptions
-from kafka_spark.partition_reader import KafkaInputPartition, plan_input_partitions, read_partition
+from kafka_spark.partition_reader import KafkaInputPartition, plan_for_options, read_partition
 
 __all__ = ["PylogStreamReader"]
 
@@ -198,17 +198,8 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
         opts = self.options
-        return plan_input_partitions(
-            self.offset_ranges(start, end),
-            config=consumer_config(opts, self.bootstrap_servers, f"{self.group_id}-executor"),
-            min_partitions=opts.min_partitions,
-            max_records_per_partition=opts.max_records_per_partition,
-            max_partitions=opts.max_partitions,
-            assignment_strategy=opts.assignment_strategy,
-            fail_on_data_loss=opts.fail_on_data_loss,
-            include_headers=opts.include_headers,
-            avro=opts.avro_columns,
-            poll_timeout_ms=opts.poll_timeout_ms,
+        return plan_for_options(
+            self.offset_ranges(start, end), opts, consumer_config(opts, self.bootstrap_servers, f"{self.group_id}-executor")
         )
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
