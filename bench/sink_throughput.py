@@ -7,6 +7,11 @@ both and the ratio pylog / Spark (target >= 0.8).
 
     .venv/bin/python bench/sink_throughput.py [--rows 2000000] [--files 8] [--files-per-batch 2]
 
+Topic-sink half: ``--topic-rows`` rows (100-byte values) written by ``df.write.format("pylog")``
+in two Spark tasks (exactly-once: one transaction per task; and at-least-once), against a plain
+confluent-kafka producer loop in each of two processes writing the same rows, into a separate
+pylog broker process. Prints rows/s and ratios (target >= 0.7 of the plain producer).
+
 The input is staged once as ``--files`` Parquet files and read by a streaming file source with
 ``maxFilesPerTrigger``, so both sinks see byte-identical micro-batches (files / files-per-batch of
 them, which includes the per-batch commit cost) and the query ends by itself (AvailableNow).
@@ -92,12 +97,66 @@ def bench_file_sink(
     return {name: statistics.median(values) for name, values in rates.items()}
 
 
+def _plain_producer(bootstrap: str, topic: str, rows: int, worker: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    value = b"x" * 100
+    for i in range(rows):
+        while True:
+            try:
+                producer.produce(topic, key=b"%d-%d" % (worker, i), value=value)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    producer.flush(120)
+
+
+def bench_topic_sink(spark: SparkSession, rows: int, repeats: int) -> dict[str, float]:
+    import multiprocessing
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from _harness import pylog_broker_process
+
+    results: dict[str, list[float]] = {"plain": [], "exactly-once": [], "at-least-once": []}
+    df = spark.range(0, rows, numPartitions=2).selectExpr("cast(id as string) as key",
+                                                         "cast(repeat('x', 100) as binary) as value").cache()
+    df.count()
+    with pylog_broker_process(partitions=2) as bootstrap:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for run in range(repeats + 1):  # the first round warms up and is not counted
+            topics = {name: f"bench-{name}-{run}" for name in results}
+            for future in admin.create_topics([NewTopic(t, num_partitions=2) for t in topics.values()]).values():
+                future.result(timeout=30)
+            start = time.perf_counter()
+            workers = [multiprocessing.Process(target=_plain_producer, args=(bootstrap, topics["plain"], rows // 2, w))
+                       for w in range(2)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+            seconds = {"plain": time.perf_counter() - start}
+            for mode in ("exactly-once", "at-least-once"):
+                start = time.perf_counter()
+                (df.write.format("pylog").option("kafka.bootstrap.servers", bootstrap)
+                   .option("topic", topics[mode]).option("deliveryGuarantee", mode).mode("append").save())
+                seconds[mode] = time.perf_counter() - start
+            if run:
+                for name, took in seconds.items():
+                    results[name].append(rows / took)
+    df.unpersist()
+    return {name: statistics.median(rates) for name, rates in results.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--files", type=int, default=8, help="input files (Spark tasks read one each)")
     parser.add_argument("--files-per-batch", type=int, default=2, help="maxFilesPerTrigger")
     parser.add_argument("--repeats", type=int, default=3, help="runs per sink; the median is reported")
+    parser.add_argument("--topic-rows", type=int, default=1_000_000, help="rows for the topic-sink half")
     args = parser.parse_args()
     spark = (
         SparkSession.builder.master("local[2]")
@@ -111,6 +170,7 @@ def main() -> None:
     workdir = tempfile.mkdtemp(prefix="pylog-sink-bench-")
     try:
         results = bench_file_sink(spark, args.rows, args.files, args.files_per_batch, args.repeats, workdir)
+        topic_results = bench_topic_sink(spark, args.topic_rows, args.repeats)
     finally:
         spark.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -120,6 +180,12 @@ def main() -> None:
     print(f"  pylog-files               {ours:12,.0f} rows/s (median of {args.repeats})")
     print(f"  spark writeStream parquet {theirs:12,.0f} rows/s (median of {args.repeats})")
     print(f"  ratio pylog/spark         {ours / theirs:12.2f}  (target >= 0.80)")
+    plain = topic_results["plain"]
+    print(f"topic sink, {args.topic_rows:,} rows x 100-byte values, 2 tasks vs 2 producer processes")
+    print(f"  plain producer loop       {plain:12,.0f} rows/s (median of {args.repeats})")
+    for mode in ("exactly-once", "at-least-once"):
+        rate = topic_results[mode]
+        print(f"  pylog {mode:19s} {rate:12,.0f} rows/s   ratio pylog/plain {rate / plain:5.2f}  (target >= 0.70)")
 
 
 if __name__ == "__main__":
