@@ -428,7 +428,7 @@ def _evict_idle_locked(now: float) -> list[PooledConsumer]:
     return evicted
 
 
-def _attempt_number() -> int:
+def attempt_number() -> int:
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -443,7 +443,7 @@ def acquire_consumer(config: ConfigKey, tp: TopicPartition) -> PooledConsumer:
     Idle consumers older than :data:`IDLE_TIMEOUT_S` are closed on the way. Thread-safe.
     """
     key = (config, tp)
-    retry = _attempt_number() > 0
+    retry = attempt_number() > 0
     with _lock:
         stale = _evict_idle_locked(time.monotonic())
         if retry:

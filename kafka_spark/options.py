@@ -149,6 +149,9 @@ class SourceOptions:
     starting_offsets_from_output: str | None = None
     #: kafka_spark.avro.AvroColumn per Avro-decoded column (valueFormat/keyFormat=avro), key first.
     avro_columns: tuple = ()
+    #: Read path of the executors: "auto", "arrow" (own Fetch client, compiled Arrow decoding)
+    #: or "librdkafka" (confluent-kafka consumers); see kafka_spark.partition_reader.resolve_fetcher.
+    fetcher: str = "auto"
 
     @property
     def kafka_config(self) -> dict[str, str]:
@@ -207,6 +210,7 @@ _KNOWN_OPTIONS = {
         "maxPartitions", "assignmentStrategy", "failOnDataLoss", "includeHeaders",
         "groupIdPrefix", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries",
         "fetchOffset.retryIntervalMs", "commitOffsetsToGroup", "startingOffsetsFromOutput",
+        "fetcher",
         # Accepted and ignored by Spark's source too (path is set by load(path)).
         "path",
     )
@@ -358,6 +362,12 @@ def _spec(
     return None, offsets_name
 
 
+def secured_connection(config: Mapping[str, str]) -> bool:
+    """Whether a client config asks for TLS or SASL."""
+    protocol = config.get("security.protocol", "plaintext").strip().lower()
+    return protocol != "plaintext" or any(k.startswith(("sasl.", "ssl.")) for k in config)
+
+
 def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     """Parse and validate the options of ``spark.read(Stream).format("pylog")``.
 
@@ -414,6 +424,16 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
             "to the group your lag monitor watches."
         )
 
+    fetcher = opts.get("fetcher", "auto").strip().lower()
+    if fetcher not in ("auto", "arrow", "librdkafka"):
+        raise PylogOptionError(f"fetcher must be 'auto', 'arrow' or 'librdkafka', got {fetcher!r}")
+    if fetcher == "arrow" and secured_connection(dict(kafka_params)):
+        raise PylogOptionError(
+            "fetcher=arrow reads over plaintext connections only, and this source sets "
+            "kafka.security.protocol / kafka.sasl.* / kafka.ssl.*: drop the fetcher option (auto "
+            "reads secured clusters through confluent-kafka) or set fetcher=librdkafka."
+        )
+
     from_output = opts.get("startingoffsetsfromoutput")
     if from_output is not None and not from_output.strip():
         raise PylogOptionError("startingOffsetsFromOutput is empty; give the file sink's output path")
@@ -444,6 +464,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         commit_offsets_to_group=commit_to_group,
         starting_offsets_from_output=from_output.strip() if from_output else None,
         avro_columns=_avro_columns(opts),
+        fetcher=fetcher,
     )
 
 

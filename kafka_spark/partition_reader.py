@@ -30,12 +30,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
 from kafka_spark.assignment import OffsetRange
 from kafka_spark.client import ConfigKey, PooledConsumer, acquire_consumer, release_consumer
 from kafka_spark.offsets import report_data_loss
+from kafka_spark.options import secured_connection
+from kafka_spark.arrow_columns import HEADERS, SCHEMAS, TIMESTAMP_US, constant_string
 
 __all__ = ["KafkaInputPartition", "PylogReadTimeout", "read_partition", "records_to_batch"]
 
@@ -47,8 +48,6 @@ log = logging.getLogger("kafka_spark")
 #: Records taken from librdkafka per consume call (and so, at most, per Arrow batch).
 CONSUME_BATCH = 10_000
 
-_TIMESTAMP_US = pa.timestamp("us", tz="UTC")
-_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
 class PylogReadTimeout(TimeoutError):
@@ -66,27 +65,10 @@ class KafkaInputPartition(InputPartition):
     include_headers: bool
     poll_timeout_ms: int
     avro: tuple = ()  # kafka_spark.avro.AvroColumn per decoded column (key first)
+    fetcher: str = "librdkafka"  # "arrow": kafka_spark.arrow_reader; "librdkafka": confluent-kafka
 
     def __repr__(self) -> str:  # the client config is long and may hold credentials
         return f"KafkaInputPartition({', '.join(str(r) for r in self.ranges)})"
-
-
-def _arrow_schema(include_headers: bool) -> pa.Schema:
-    fields = [
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", _TIMESTAMP_US),
-        pa.field("timestampType", pa.int32()),
-    ]
-    if include_headers:
-        fields.append(pa.field("headers", _HEADERS))
-    return pa.schema(fields)
-
-
-_SCHEMAS = {flag: _arrow_schema(flag) for flag in (False, True)}
 
 
 def records_to_batch(
@@ -99,26 +81,34 @@ def records_to_batch(
     CREATE_TIME / LOG_APPEND_TIME (0/1/2) become -1/0/1. Headers: a list of (key, value) structs,
     null for a record without headers.
     """
+    import pyarrow.compute as pc  # here, not at import: Spark's planner worker imports this module
+
     n = len(messages)
     timestamps = [m.timestamp() for m in messages]
     columns = [
         pa.array([m.key() for m in messages], pa.binary()),
         pa.array([m.value() for m in messages], pa.binary()),
-        pa.repeat(pa.scalar(topic, pa.string()), n),
+        constant_string(topic, n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
         pa.array(offsets, pa.int64()),
-        pc.multiply(pa.array([t[1] for t in timestamps], pa.int64()), 1000).cast(_TIMESTAMP_US),
+        pc.multiply(pa.array([t[1] for t in timestamps], pa.int64()), 1000).cast(TIMESTAMP_US),
         pc.subtract(pa.array([t[0] for t in timestamps], pa.int32()), 1),
     ]
     if include_headers:
-        columns.append(pa.array([m.headers() for m in messages], _HEADERS))
-    return pa.RecordBatch.from_arrays(columns, schema=_SCHEMAS[include_headers])
+        columns.append(pa.array([m.headers() for m in messages], HEADERS))
+    return pa.RecordBatch.from_arrays(columns, schema=SCHEMAS[include_headers])
 
 
 def read_partition(partition: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
     """Yield the records of every range of ``partition`` (see the module docstring)."""
     for offset_range in partition.ranges:
         if offset_range.size <= 0:
+            continue
+        if partition.fetcher == "arrow":
+            batches = _arrow_batches(partition, offset_range)
+            if partition.avro:
+                batches = _with_avro(batches, partition.avro, offset_range.topic_partition)
+            yield from batches
             continue
         pooled = acquire_consumer(partition.config, offset_range.topic_partition)
         reusable = False
@@ -130,6 +120,21 @@ def read_partition(partition: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
             reusable = True
         finally:
             release_consumer(pooled, reusable=reusable)
+
+
+def _arrow_batches(partition: KafkaInputPartition, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
+    from kafka_spark.arrow_reader import ArrowRangeReader, fetch_settings
+    from kafka_spark.client import attempt_number
+    from kafka_spark.fetcher import client_for
+
+    config = dict(partition.config)
+    client = client_for(config["bootstrap.servers"], config.get("client.id", "pylog"),
+                        partition.poll_timeout_ms / 1000.0, fresh=attempt_number() > 0)
+    reader = ArrowRangeReader(
+        client, offset_range, partition, SCHEMAS[partition.include_headers], fetch_settings(config),
+        lambda message: report_data_loss(message, partition.fail_on_data_loss, log),
+    )
+    return reader.batches()
 
 
 _DECODERS: dict = {}  # AvroColumn -> AvroDecoder, per Python worker (registry lookups cached)
@@ -288,32 +293,38 @@ class _RangeReader:
     def _out_of_range(self, error: str) -> None:
         low, high = self._watermarks()
         self.pooled.next_offset = None  # the consumer must be re-assigned before reading on
-        if self.position < low:
-            skip_to = min(low, self.until)
-            self._lose(
-                f"{self.tp}: offsets [{self.position}, {skip_to}) were deleted (the log start "
-                f"offset is now {low}; {error})"
-            )
-            self.position = skip_to
-        elif self.position >= high:
-            self._lose(
-                f"{self.tp}: offsets [{self.position}, {self.until}) are past the log end offset "
-                f"{high} ({error})"
-            )
-            self.position = self.until
-        else:
-            # In range again (e.g. the topic was recreated meanwhile): retry, as Spark does.
+        new_position = out_of_range_position(self.tp, self.position, self.until, low, high, error,
+                                             self._lose, self.out_of_range_retries)
+        if new_position is None:
             self.out_of_range_retries += 1
-            if self.out_of_range_retries > 3:
-                raise RuntimeError(
-                    f"offset {self.position} of {self.tp} keeps being reported out of range "
-                    f"although the log holds [{low}, {high}): {error}"
-                )
+        else:
+            self.position = new_position
         if self.position < self.until:
             self.pooled.seek(self.position)
 
     def _lose(self, message: str) -> None:
         report_data_loss(message, self.partition.fail_on_data_loss, log)
+
+
+def out_of_range_position(tp, position: int, until: int, low: int, high: int, error: str, lose,  # noqa: ANN001
+                          retries: int) -> int | None:
+    """Where a read continues after the broker said ``position`` is out of range, the log now
+    holding ``[low, high)``: past the deleted offsets (reported as loss through ``lose``), at
+    ``until`` when the range lies past the log end, or None when ``position`` is in range again
+    (e.g. the topic was recreated meanwhile: retry, as Spark does, up to 3 ``retries``)."""
+    if position < low:
+        skip_to = min(low, until)
+        lose(f"{tp}: offsets [{position}, {skip_to}) were deleted (the log start offset is now {low}; {error})")
+        return skip_to
+    if position >= high:
+        lose(f"{tp}: offsets [{position}, {until}) are past the log end offset {high} ({error})")
+        return until
+    if retries >= 3:
+        raise RuntimeError(
+            f"offset {position} of {tp} keeps being reported out of range although the log holds "
+            f"[{low}, {high}): {error}"
+        )
+    return None
 
 
 def plan_input_partitions(
@@ -328,6 +339,7 @@ def plan_input_partitions(
     include_headers: bool,
     poll_timeout_ms: int,
     avro: tuple = (),
+    fetcher: str = "librdkafka",
 ) -> list[KafkaInputPartition]:
     """Offset ranges -> input partitions (Spark tasks). Pure and deterministic: the same ranges
     and options always give the same partitions, which is what makes a replay read the same
@@ -349,6 +361,7 @@ def plan_input_partitions(
             include_headers=include_headers,
             poll_timeout_ms=poll_timeout_ms,
             avro=avro,
+            fetcher=fetcher,
         )
         for task in tasks
     ]
@@ -367,4 +380,15 @@ def plan_for_options(ranges: list[OffsetRange], opts: "SourceOptions", config: C
         include_headers=opts.include_headers,
         avro=opts.avro_columns,
         poll_timeout_ms=opts.poll_timeout_ms,
+        fetcher=resolve_fetcher(opts.fetcher, dict(config)),
     )
+
+
+def resolve_fetcher(choice: str, config: dict[str, str]) -> str:
+    """``fetcher`` option -> the read path: ``auto`` is the Arrow fetch path for plaintext
+    connections and confluent-kafka when the connection is secured (TLS, SASL), which the Arrow
+    path's own client does not speak."""
+    if choice != "auto":
+        return choice
+    return "librdkafka" if secured_connection(config) else "arrow"
+

@@ -26,7 +26,7 @@ def _empty_pool():
     close_pooled_consumers()
 
 
-def _partition(cluster, *ranges, fail_on_data_loss=True, include_headers=False, **kafka):
+def _partition(cluster, *ranges, fail_on_data_loss=True, include_headers=False, fetcher="librdkafka", **kafka):
     opts = parse_source_options({"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": "x",
                                  **{f"kafka.{k}": v for k, v in kafka.items()}})
     return KafkaInputPartition(
@@ -35,6 +35,7 @@ def _partition(cluster, *ranges, fail_on_data_loss=True, include_headers=False, 
         fail_on_data_loss=fail_on_data_loss,
         include_headers=include_headers,
         poll_timeout_ms=10_000,
+        fetcher=fetcher,
     )
 
 
@@ -44,28 +45,34 @@ def _read(partition):
     return [row for b in batches for row in b.to_pylist()]
 
 
-def test_read_yields_arrow_batches_with_the_spark_schema(kafka_cluster):
+FETCHERS = pytest.mark.parametrize("fetcher", ["arrow", "librdkafka"])
+
+
+@FETCHERS
+def test_read_yields_arrow_batches_with_the_spark_schema(kafka_cluster, fetcher):
     from pyspark.sql.pandas.types import to_arrow_schema
 
     topic = kafka_cluster.new_topic("arrow")
     kafka_cluster.produce_values(topic, 2, 3)
     for headers in (False, True):
         batches = list(read_partition(_partition(kafka_cluster, OffsetRange(TP(topic, 2), 0, 3),
-                                                 include_headers=headers)))
+                                                 include_headers=headers, fetcher=fetcher)))
         expected = to_arrow_schema(source_schema(headers), timezone="UTC")
         assert batches and all(b.schema.equals(expected) for b in batches)
 
 
-def test_read_stops_at_until_however_far_the_log_has_grown(kafka_cluster):
+@FETCHERS
+def test_read_stops_at_until_however_far_the_log_has_grown(kafka_cluster, fetcher):
     topic = kafka_cluster.new_topic("exact")
     kafka_cluster.produce_values(topic, 0, 20)
-    rows = _read(_partition(kafka_cluster, OffsetRange(TP(topic, 0), 5, 12)))
+    rows = _read(_partition(kafka_cluster, OffsetRange(TP(topic, 0), 5, 12), fetcher=fetcher))
     assert [r["offset"] for r in rows] == list(range(5, 12))
     assert [r["value"] for r in rows] == [f"v{i}".encode() for i in range(5, 12)]
     assert {(r["topic"], r["partition"], r["timestampType"]) for r in rows} == {(topic, 0, 0)}
 
 
-def test_transaction_gaps_are_not_reported_as_data_loss(kafka_cluster):
+@FETCHERS
+def test_transaction_gaps_are_not_reported_as_data_loss(kafka_cluster, fetcher):
     topic = kafka_cluster.new_topic("txn")
     kafka_cluster.produce_values(topic, 0, 1)
     producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers,
@@ -76,7 +83,7 @@ def test_transaction_gaps_are_not_reported_as_data_loss(kafka_cluster):
         producer.produce(topic, value=value, partition=0)
         (producer.commit_transaction if commit else producer.abort_transaction)(10)
     whole = _partition(kafka_cluster, OffsetRange(TP(topic, 0), 0, _log_end(kafka_cluster, topic)),
-                       **{"isolation.level": "read_committed"})
+                       fetcher=fetcher, **{"isolation.level": "read_committed"})
     rows = _read(whole)
     assert [r["value"] for r in rows] == [b"v0", b"c1", b"c2"]
     offsets = [r["offset"] for r in rows]
@@ -84,7 +91,7 @@ def test_transaction_gaps_are_not_reported_as_data_loss(kafka_cluster):
     # A range that ends inside a gap finishes when the position passes `until`.
     gap_end = offsets[1] + 1
     assert [r["offset"] for r in _read(_partition(kafka_cluster, OffsetRange(TP(topic, 0), 0, gap_end + 1),
-                                                  **{"isolation.level": "read_committed"}))] == offsets[:2]
+                                                  fetcher=fetcher, **{"isolation.level": "read_committed"}))] == offsets[:2]
 
 
 def _log_end(cluster, topic, partition=0):
@@ -98,14 +105,16 @@ def _log_end(cluster, topic, partition=0):
         consumer.close()
 
 
-def test_range_past_the_log_end_is_data_loss_or_skipped(kafka_cluster):
+@FETCHERS
+def test_range_past_the_log_end_is_data_loss_or_skipped(kafka_cluster, fetcher):
     topic = kafka_cluster.new_topic("short")
     kafka_cluster.produce_values(topic, 1, 2)
     r = OffsetRange(TP(topic, 1), 0, 7)
     with pytest.raises(DataLossError, match=rf"{topic}-1: offsets \[2, 7\) are not in the log.*"
                                             "failOnDataLoss=false to skip"):
-        _read(_partition(kafka_cluster, r))
-    assert [row["offset"] for row in _read(_partition(kafka_cluster, r, fail_on_data_loss=False))] == [0, 1]
+        _read(_partition(kafka_cluster, r, fetcher=fetcher))
+    assert [row["offset"] for row in _read(_partition(kafka_cluster, r, fail_on_data_loss=False,
+                                                      fetcher=fetcher))] == [0, 1]
 
 
 def test_consecutive_ranges_reuse_the_pooled_consumer_and_what_it_fetched(kafka_cluster):
@@ -160,7 +169,8 @@ def test_idle_consumers_are_evicted(kafka_cluster, monkeypatch):
     release_consumer(pooled, reusable=False)
 
 
-def test_unreachable_broker_times_out_naming_the_poll_timeout_option():
+@FETCHERS
+def test_unreachable_broker_times_out_naming_the_poll_timeout_option(fetcher):
     import socket
 
     from kafka_spark.partition_reader import PylogReadTimeout
@@ -171,7 +181,7 @@ def test_unreachable_broker_times_out_naming_the_poll_timeout_option():
     opts = parse_source_options({"kafka.bootstrap.servers": dead, "subscribe": "x"})
     partition = KafkaInputPartition(
         ranges=(OffsetRange(TP("x", 0), 0, 5),), config=consumer_config(opts, dead, "g"),
-        fail_on_data_loss=True, include_headers=False, poll_timeout_ms=500,
+        fail_on_data_loss=True, include_headers=False, poll_timeout_ms=500, fetcher=fetcher,
     )
     with pytest.raises(PylogReadTimeout, match=r"Cannot fetch record for offset 0 of x-0 in \d+ "
                                                r"milliseconds.*kafkaConsumer.pollTimeoutMs"):

@@ -1,0 +1,276 @@
+"""Executor side, Arrow fetch path: one offset range read with kafka_spark.fetcher and decoded by
+kafka_spark.record_decoder, with the contract of kafka_spark.partition_reader.read_partition.
+
+Per fetch response, all work is per batch or vectorized: the batch headers are scanned into
+arrays, batches are chosen with array masks (control batches out; under ``read_committed`` the
+batches of aborted transactions out, from the response's aborted-transaction list and the abort
+markers, as Kafka's consumer does), and the chosen batches' records are decoded into one Arrow
+record batch by a compiled loop. The next Fetch is sent before the current response is decoded,
+so the broker reads and sends while this worker decodes and Spark converts.
+
+Positions follow the batches, not the records: after a response the read position is one past
+the last offset of its last batch, whatever the batch held (records, a marker, aborted or
+compacted-away offsets), so such gaps are never mistaken for loss and a range ends exactly when
+the log's batches reach ``until``.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from kafka_spark import fetcher as kf
+from kafka_spark import record_decoder as rd
+from kafka_spark.assignment import OffsetRange
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kafka_spark.partition_reader import KafkaInputPartition
+
+__all__ = ["ArrowRangeReader", "fetch_settings"]
+
+_CONTROL_ABORT = 0
+
+
+def fetch_settings(config: dict[str, str]) -> dict[str, int]:
+    """Fetch limits from the client config: librdkafka names first, then the Java client's."""
+
+    def pick(*names: str, default: int) -> int:
+        for name in names:
+            if name in config:
+                return int(config[name])
+        return default
+
+    return {
+        "max_wait_ms": pick("fetch.wait.max.ms", "fetch.max.wait.ms", default=500),
+        "min_bytes": pick("fetch.min.bytes", default=1),
+        "max_bytes": pick("fetch.max.bytes", default=52_428_800),
+        "partition_max_bytes": pick("max.partition.fetch.bytes", "fetch.message.max.bytes", default=1_048_576),
+        "isolation": 1 if config.get("isolation.level", "read_uncommitted") == "read_committed" else 0,
+    }
+
+
+class ArrowRangeReader:
+    """Reads one ``[from, until)`` range of one topic-partition into Arrow record batches."""
+
+    def __init__(self, client: kf.FetchClient, r: OffsetRange, p: "KafkaInputPartition", schema: pa.Schema,
+                 settings: dict[str, int], lose):  # noqa: ANN001
+        self.client = client
+        self.tp = r.topic_partition
+        self.range = r
+        self.position = r.from_offset
+        self.until = r.until_offset
+        self.partition = p
+        self.schema = schema
+        self.settings = dict(settings)
+        self.read_committed = settings["isolation"] == 1
+        self.timeout_s = p.poll_timeout_ms / 1000.0
+        self.lose = lose
+        self.out_of_range_retries = 0
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        topic, partition = self.tp.topic, self.tp.partition
+        conn: kf.BrokerConnection | None = None
+        pending: int | None = None
+        attempt = 0
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            while self.position < self.until:
+                try:
+                    if pending is None:
+                        conn = self.client.connection(self.client.leader(topic, partition, refresh=attempt > 0))
+                        pending = self._send(conn, self.position)
+                    fetched = self.client.receive_fetch(conn, pending, topic, partition)
+                    pending = None
+                except kf.KafkaProtocolError as error:
+                    if error.code == kf.UNKNOWN_TOPIC_OR_PARTITION:
+                        self._gone(str(error))
+                        continue
+                    raise
+                except OSError as error:  # connection refused, reset, timed out
+                    if conn is not None:
+                        self.client.discard(conn)
+                    pending, attempt = None, attempt + 1
+                    self._check_deadline(deadline, f"the broker connection failed: {error}")
+                    kf.backoff(attempt)
+                    continue
+                if fetched.error:
+                    attempt += 1
+                    self._on_error(fetched.error, deadline, attempt)
+                    continue
+                records = fetched.records
+                buf = np.frombuffer(records, np.uint8)
+                index = rd.scan_batches(buf)
+                if not len(index):
+                    if len(records) and len(records) >= self.settings["partition_max_bytes"]:
+                        # A batch larger than the limit (brokers before KIP-74): ask for more.
+                        self.settings["partition_max_bytes"] *= 2
+                        continue
+                    self._nothing_fetched(fetched, deadline)
+                    continue
+                attempt = 0
+                deadline = time.monotonic() + self.timeout_s
+                next_position = int(index.last_offset[-1]) + 1
+                if next_position < self.until:
+                    pending = self._send(conn, next_position)  # the broker works while we decode
+                batch = self._decode(records, buf, index, fetched.aborted)
+                if next_position > self.position:
+                    self.position = min(next_position, self.until)
+                if batch is not None and batch.num_rows:
+                    yield batch
+        finally:
+            if pending is not None and conn is not None:
+                self.client.discard(conn)  # a response in flight must never meet another request
+
+    def _send(self, conn: kf.BrokerConnection, offset: int) -> int:
+        s = self.settings
+        return self.client.send_fetch(
+            conn, self.tp.topic, self.tp.partition, offset, max_wait_ms=s["max_wait_ms"],
+            min_bytes=s["min_bytes"], max_bytes=s["max_bytes"],
+            partition_max_bytes=s["partition_max_bytes"], isolation=s["isolation"],
+        )
+
+    # -- one response --------------------------------------------------------------------------
+
+    def _decode(self, records: memoryview, buf: np.ndarray, index: rd.BatchIndex,
+                aborted: list[tuple[int, int]]) -> pa.RecordBatch | None:
+        if (index.magic != 2).any():
+            raise kf.KafkaProtocolError(
+                f"{self.tp} holds record batches of message format v{int(index.magic.min())}; the "
+                f"Arrow fetch path reads v2 (Kafka 0.11 and newer): set the source option "
+                f"fetcher=librdkafka to read older formats"
+            )
+        keep = ((index.attributes & rd.ATTR_CONTROL) == 0) & (index.last_offset >= self.position)
+        keep &= index.base_offset < self.until
+        if self.read_committed and aborted:
+            keep &= ~self._aborted(records, index, aborted)
+        chosen = np.flatnonzero(keep)
+        if not len(chosen):
+            return None
+        codecs = index.attributes[chosen] & rd.ATTR_COMPRESSION
+        if not codecs.any():
+            data = buf
+            starts = index.position[chosen] + rd.HEADER_SIZE
+            ends = index.position[chosen] + index.size[chosen]
+        else:
+            data, starts, ends = self._decompressed(records, index, chosen, codecs)
+        decoded = rd.decode_records(data, starts, ends, index, chosen, self.position, self.until,
+                                    self.partition.include_headers)
+        return rd.to_arrow(decoded, self.tp.topic, self.tp.partition, self.schema)
+
+    def _decompressed(self, records: memoryview, index: rd.BatchIndex, chosen: np.ndarray,
+                      codecs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        from kafka_spark.broker.storage.batch import _decompress  # the broker's codec table
+
+        parts, starts, ends, at = [], [], [], 0
+        for i, codec in zip(chosen.tolist(), codecs.tolist()):
+            begin = int(index.position[i])
+            section = records[begin + rd.HEADER_SIZE: begin + int(index.size[i])]
+            if codec:
+                section = _decompress(codec, section)
+                if section is None:
+                    raise rd.CorruptRecordBatch(
+                        f"{self.tp}: the batch at offset {int(index.base_offset[i])} uses compression "
+                        f"codec {codec}, which cannot be decompressed here (unknown codec or bad data)"
+                    )
+            parts.append(section)
+            starts.append(at)
+            at += len(section)
+            ends.append(at)
+        data = np.frombuffer(b"".join(parts), np.uint8)
+        return data, np.array(starts, np.int64), np.array(ends, np.int64)
+
+    def _aborted(self, records: memoryview, index: rd.BatchIndex, aborted: list[tuple[int, int]]) -> np.ndarray:
+        """Mask of the batches of aborted transactions (Kafka consumer's rule: a producer's
+        transaction is aborted from its listed first offset until its ABORT marker)."""
+        mask = np.zeros(len(index), bool)
+        transactional = np.flatnonzero((index.attributes & rd.ATTR_TRANSACTIONAL) != 0)
+        pending = sorted(aborted, key=lambda entry: entry[1])
+        active: set[int] = set()
+        j = 0
+        for i in transactional.tolist():
+            last = int(index.last_offset[i])
+            while j < len(pending) and pending[j][1] <= last:
+                active.add(pending[j][0])
+                j += 1
+            producer = int(index.producer_id[i])
+            if index.attributes[i] & rd.ATTR_CONTROL:
+                if producer in active and _control_type(records, int(index.position[i])) == _CONTROL_ABORT:
+                    active.discard(producer)
+            elif producer in active:
+                mask[i] = True
+        return mask
+
+    # -- errors and ends -----------------------------------------------------------------------
+
+    def _on_error(self, code: int, deadline: float, attempt: int) -> None:
+        if code == kf.OFFSET_OUT_OF_RANGE:
+            self._out_of_range()
+        elif code == kf.UNKNOWN_TOPIC_OR_PARTITION:
+            self._gone("the broker reports it unknown")
+        elif code in kf.RETRIABLE_ERRORS:
+            self._check_deadline(deadline, f"the broker keeps answering {kf.RETRIABLE_ERRORS[code]}")
+            kf.backoff(attempt)
+        else:
+            raise kf.KafkaProtocolError(f"fetching {self.tp} at offset {self.position} failed with Kafka error code {code}", code)
+
+    def _gone(self, why: str) -> None:
+        self.lose(f"{self.tp} no longer exists ({why}): offsets [{self.position}, {self.until}) cannot be read")
+        self.position = self.until
+
+    def _nothing_fetched(self, fetched: kf.FetchedPartition, deadline: float) -> None:
+        end = fetched.high_watermark
+        if 0 <= end <= self.position < self.until:
+            self.lose(
+                f"{self.tp}: offsets [{self.position}, {self.until}) are not in the log any more (its "
+                f"end offset is {end}; it was truncated or the topic recreated)"
+            )
+            self.position = self.until
+            return
+        # Not visible yet (an open transaction under read_committed): the next Fetch long-polls.
+        self._check_deadline(deadline, "no record arrived")
+
+    def _out_of_range(self) -> None:
+        from kafka_spark.partition_reader import out_of_range_position
+
+        low, high = self.client.list_offsets(self.tp.topic, self.tp.partition)
+        new_position = out_of_range_position(self.tp, self.position, self.until, low, high,
+                                             "OFFSET_OUT_OF_RANGE", self.lose, self.out_of_range_retries)
+        if new_position is None:
+            self.out_of_range_retries += 1
+        else:
+            self.position = new_position
+
+    def _check_deadline(self, deadline: float, why: str) -> None:
+        if time.monotonic() < deadline:
+            return
+        from kafka_spark.partition_reader import PylogReadTimeout
+
+        raise PylogReadTimeout(
+            f"Cannot fetch record for offset {self.position} of {self.tp} in "
+            f"{int(self.timeout_s * 1000)} milliseconds ({why}; the range to read is "
+            f"[{self.range.from_offset}, {self.until})). Check that the broker is reachable from "
+            f"executors; kafkaConsumer.pollTimeoutMs sets how long to wait."
+        )
+
+
+def _control_type(records: memoryview, position: int) -> int:
+    """The type of a control batch's first record (0 ABORT, 1 COMMIT), from its key."""
+    p = position + rd.HEADER_SIZE
+    for _ in range(4):  # length, attributes byte, timestamp delta, offset delta
+        if _ == 1:
+            p += 1
+            continue
+        while records[p] & 0x80:
+            p += 1
+        p += 1
+    while records[p] & 0x80:  # key length
+        p += 1
+    p += 1
+    return struct.unpack_from(">h", records, p + 2)[0]
