@@ -123,6 +123,8 @@ class BrokerConnection:
         self.correlation = 0
         self.in_flight: list[int] = []
         self.closed = False
+        self._size = bytearray(4)
+        self._buffer = bytearray(1 << 16)
 
     def send(self, api_key: int, version: int, body: bytes) -> int:
         self.correlation = (self.correlation + 1) & 0x7FFFFFFF
@@ -132,32 +134,38 @@ class BrokerConnection:
         return self.correlation
 
     def receive(self, correlation: int) -> memoryview:
-        """The body of the response to ``correlation`` (the oldest request in flight)."""
+        """The body of the response to ``correlation`` (the oldest request in flight).
+
+        The view is into this connection's receive buffer, reused by the next ``receive``: parse
+        or copy what you need before receiving again (the fetch path decodes every response
+        into fresh Arrow buffers before it asks for the next one).
+        """
         if not self.in_flight or self.in_flight[0] != correlation:
             raise KafkaProtocolError(f"response {correlation} awaited out of order on {self.address}")
-        size = _I32.unpack(self._read_exactly(4))[0]
+        self._read_into(memoryview(self._size))
+        size = _I32.unpack(self._size)[0]
         if size < 4:
             raise KafkaProtocolError(f"{self.address} sent a response frame of {size} bytes")
-        frame = self._read_exactly(size)
+        if size > len(self._buffer):
+            self._buffer = bytearray(max(size, 2 * len(self._buffer)))
+        frame = memoryview(self._buffer)[:size]
+        self._read_into(frame)
         self.in_flight.pop(0)
         got = _I32.unpack_from(frame, 0)[0]
         if got != correlation:
             raise KafkaProtocolError(f"{self.address} answered request {got}, expected {correlation}")
-        return memoryview(frame)[4:]
+        return frame[4:]
 
     def request(self, api_key: int, version: int, body: bytes) -> memoryview:
         return self.receive(self.send(api_key, version, body))
 
-    def _read_exactly(self, size: int) -> bytearray:
-        buf = bytearray(size)
-        view = memoryview(buf)
-        got = 0
+    def _read_into(self, view: memoryview) -> None:
+        size, got = len(view), 0
         while got < size:
             n = self.sock.recv_into(view[got:], size - got)
             if not n:
                 raise ConnectionError(f"{self.address} closed the connection")
             got += n
-        return buf
 
     def close(self) -> None:
         if not self.closed:

@@ -156,28 +156,9 @@ def _append(buf, p, size, valid, i, data, at):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _decode(buf, starts, ends, base_offsets, base_timestamps, log_append, max_timestamps, counts, low, high, headers):  # pragma: no cover - compiled
-    total = 0
-    data_bound = 0
-    for b in range(starts.shape[0]):
-        total += counts[b]
-        data_bound += ends[b] - starts[b]
-    offsets = np.empty(total, np.int64)
-    timestamps = np.empty(total, np.int64)
-    types = np.empty(total, np.int32)
-    key_offsets = np.empty(total + 1, np.int32)
-    key_valid = np.empty(total, np.uint8)
-    key_data = np.empty(data_bound, np.uint8)
-    value_offsets = np.empty(total + 1, np.int32)
-    value_valid = np.empty(total, np.uint8)
-    value_data = np.empty(data_bound, np.uint8)
-    header_bound = data_bound // 2 + 1 if headers else 1
-    list_offsets = np.empty(total + 1 if headers else 1, np.int32)
-    hkey_offsets = np.empty(header_bound + 1, np.int32)
-    hkey_data = np.empty(data_bound if headers else 1, np.uint8)
-    hvalue_offsets = np.empty(header_bound + 1, np.int32)
-    hvalue_valid = np.empty(header_bound, np.uint8)
-    hvalue_data = np.empty(data_bound if headers else 1, np.uint8)
+def _decode(buf, starts, ends, base_offsets, base_timestamps, log_append, max_timestamps, counts, low, high, headers, out):  # pragma: no cover - compiled
+    (offsets, timestamps, types, key_offsets, key_valid, key_data, value_offsets, value_valid, value_data,
+     list_offsets, hkey_offsets, hkey_data, hvalue_offsets, hvalue_valid, hvalue_data) = out
     key_offsets[0] = 0
     value_offsets[0] = 0
     list_offsets[0] = 0
@@ -254,9 +235,7 @@ def _decode(buf, starts, ends, base_offsets, base_timestamps, log_append, max_ti
             p = record_end
         if status != 0:
             break
-    return (status, n, nh, offsets, timestamps, types, key_offsets, key_valid, key_data, value_offsets,
-            value_valid, value_data, list_offsets, hkey_offsets, hkey_data, hvalue_offsets, hvalue_valid,
-            hvalue_data)
+    return status, n, nh
 
 
 # ----------------------------------------------------------------------------------------------
@@ -309,6 +288,29 @@ class Decoded:
     header_value_data: np.ndarray
 
 
+def _empty(count: int, dtype) -> np.ndarray:  # noqa: ANN001
+    """An uninitialised array from Arrow's memory pool, which keeps freed memory for the next
+    batch (the system allocator hands large blocks back to the kernel, and every page of the next
+    one faults again)."""
+    dtype = np.dtype(dtype)
+    return np.frombuffer(pa.allocate_buffer(max(count, 1) * dtype.itemsize), dtype)[:count]
+
+
+def _outputs(total: int, data_bound: int, headers: bool) -> tuple:
+    """The column buffers :func:`_decode` fills, sized for ``total`` records whose keys, values and
+    headers fit in ``data_bound`` bytes (the size of their records sections)."""
+    header_bound = data_bound // 2 + 1 if headers else 0
+    header_data = data_bound if headers else 0
+    return (
+        _empty(total, np.int64), _empty(total, np.int64), _empty(total, np.int32),
+        _empty(total + 1, np.int32), _empty(total, np.uint8), _empty(data_bound, np.uint8),
+        _empty(total + 1, np.int32), _empty(total, np.uint8), _empty(data_bound, np.uint8),
+        _empty(total + 1 if headers else 1, np.int32), _empty(header_bound + 1, np.int32),
+        _empty(header_data, np.uint8), _empty(header_bound + 1, np.int32), _empty(header_bound, np.uint8),
+        _empty(header_data, np.uint8),
+    )
+
+
 def decode_records(
     buf: np.ndarray,
     starts: np.ndarray,
@@ -321,28 +323,32 @@ def decode_records(
 ) -> Decoded:
     """Decode the records of the ``chosen`` batches (indexes into ``batches``), whose records
     sections are ``buf[starts[i]:ends[i]]`` (uncompressed), keeping offsets in ``[low, high)``."""
-    result = _decode(
+    starts = np.ascontiguousarray(starts, np.int64)
+    ends = np.ascontiguousarray(ends, np.int64)
+    counts = batches.records[chosen]
+    out = _outputs(int(counts.sum()), int((ends - starts).sum()), headers)
+    status, n, nh = _decode(
         buf,
-        np.ascontiguousarray(starts, np.int64),
-        np.ascontiguousarray(ends, np.int64),
+        starts,
+        ends,
         batches.base_offset[chosen],
         batches.base_timestamp[chosen],
         (batches.attributes[chosen] & ATTR_LOG_APPEND_TIME) != 0,
         batches.max_timestamp[chosen],
-        batches.records[chosen],
+        counts,
         np.int64(low),
         np.int64(high),
         headers,
+        out,
     )
-    status = result[0]
     if status != 0:
         bad = int(chosen[-1 - status])
         raise CorruptRecordBatch(
             f"the record batch at offset {int(batches.base_offset[bad])} does not parse (a record "
             f"length runs past the batch): the log is corrupt or the batch was cut in transit"
         )
-    (_, n, nh, offsets, timestamps, types, key_offsets, key_valid, key_data, value_offsets, value_valid,
-     value_data, list_offsets, hkey_offsets, hkey_data, hvalue_offsets, hvalue_valid, hvalue_data) = result
+    (offsets, timestamps, types, key_offsets, key_valid, key_data, value_offsets, value_valid, value_data,
+     list_offsets, hkey_offsets, hkey_data, hvalue_offsets, hvalue_valid, hvalue_data) = out
     return Decoded(
         rows=n,
         offsets=offsets[:n],

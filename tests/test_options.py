@@ -120,6 +120,9 @@ def test_pattern_must_match_whole_topic_name():
                                                              "'roundrobin'"),
         ({"subscribe": "a", "commitOffsetsToGroup": "true"}, "commitOffsetsToGroup=true needs .* "
                                                              "set kafka.group.id"),
+        ({"subscribe": "a", "fetcher": "fast"}, "fetcher must be 'auto', 'arrow' or 'librdkafka'"),
+        ({"subscribe": "a", "fetcher": "arrow", "kafka.security.protocol": "SASL_SSL"},
+         "fetcher=arrow reads over plaintext connections only.*set fetcher=librdkafka"),
     ],
 )
 def test_invalid_options_raise_errors_naming_the_option(options, message):
@@ -225,3 +228,23 @@ def test_parsed_options_are_frozen_and_picklable():
     with pytest.raises(dataclasses.FrozenInstanceError):
         o.include_headers = True
     assert pickle.loads(pickle.dumps(o)) == o
+
+
+@pytest.mark.parametrize(
+    "kafka,expected",
+    [
+        ({}, "arrow"),
+        ({"kafka.security.protocol": "PLAINTEXT"}, "arrow"),
+        ({"kafka.security.protocol": "SSL"}, "librdkafka"),
+        ({"kafka.sasl.mechanism": "PLAIN"}, "librdkafka"),
+        ({"kafka.ssl.ca.location": "/etc/ca.pem"}, "librdkafka"),
+    ],
+)
+def test_fetcher_auto_reads_secured_clusters_through_confluent_kafka(kafka, expected):
+    from kafka_spark.partition_reader import plan_for_options
+    from kafka_spark.assignment import OffsetRange
+
+    opts = parse(subscribe="a", **kafka)
+    config = consumer_config(opts, "h:9092", "g")
+    (task,) = plan_for_options([OffsetRange(TP("a", 0), 0, 5)], opts, config)
+    assert task.fetcher == expected
