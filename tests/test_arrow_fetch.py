@@ -234,3 +234,20 @@ def test_decoder_keeps_complete_batches_and_leaves_a_cut_one_out():
 def test_decoder_names_the_batch_whose_records_run_past_it():
     with pytest.raises(rd.CorruptRecordBatch, match="record batch at offset 7 does not parse"):
         _decode(_batch(0, [b"ok"]) + _batch(7, [b"a", b"b"], corrupt_length=True))
+
+
+def test_a_read_survives_a_broker_restart_mid_range(tmp_path):
+    from kafka_spark.broker import EmbeddedBroker
+
+    with EmbeddedBroker(log_dir=tmp_path / "data", register=False) as broker:
+        port = broker.bootstrap_servers.rsplit(":", 1)[1]
+        broker.create_topic("restart", partitions=1)
+        _small_batches(broker.bootstrap_servers, "restart", 600)
+        bootstrap = broker.bootstrap_servers
+        batches = read_partition(_partition(bootstrap, OffsetRange(TP("restart", 0), 0, 600),
+                                            fetcher_name="arrow", **{"max.partition.fetch.bytes": "4000"}))
+        rows = next(batches).to_pylist()
+    # The broker is gone, with a fetch of ours in flight; it comes back on the same port.
+    with EmbeddedBroker(log_dir=tmp_path / "data", port=int(port), register=False):
+        rows += [row for batch in batches for row in batch.to_pylist()]
+    assert [r["offset"] for r in rows] == list(range(600))
