@@ -43,6 +43,7 @@ __all__ = [
 ]
 
 HEADER_SIZE = 61
+_MIN_RECORD_SIZE = 7  # length, attributes, timestamp delta, offset delta, key, value, header count
 ATTR_COMPRESSION = 0x07
 ATTR_LOG_APPEND_TIME = 0x08
 ATTR_TRANSACTIONAL = 0x10
@@ -326,7 +327,20 @@ def decode_records(
     starts = np.ascontiguousarray(starts, np.int64)
     ends = np.ascontiguousarray(ends, np.int64)
     counts = batches.records[chosen]
-    out = _outputs(int(counts.sum()), int((ends - starts).sum()), headers)
+    sizes = ends - starts
+    bad = np.flatnonzero((counts < 0) | (counts * _MIN_RECORD_SIZE > sizes))
+    if len(bad):
+        raise CorruptRecordBatch(
+            f"the record batch at offset {int(batches.base_offset[chosen[bad[0]]])} claims "
+            f"{int(counts[bad[0]])} records in {int(sizes[bad[0]])} bytes: the log is corrupt"
+        )
+    data_bound = int(sizes.sum())
+    if data_bound >= 1 << 31:
+        raise ValueError(
+            f"one fetch holds {data_bound} bytes of records, more than an Arrow binary column takes "
+            f"(2 GiB): lower kafka.fetch.max.bytes / kafka.max.partition.fetch.bytes"
+        )
+    out = _outputs(int(counts.sum()), data_bound, headers)
     status, n, nh = _decode(
         buf,
         starts,

@@ -251,3 +251,32 @@ def test_a_read_survives_a_broker_restart_mid_range(tmp_path):
     with EmbeddedBroker(log_dir=tmp_path / "data", port=int(port), register=False):
         rows += [row for batch in batches for row in batch.to_pylist()]
     assert [r["offset"] for r in rows] == list(range(600))
+
+
+def test_decoder_refuses_a_record_count_the_batch_cannot_hold():
+    batch = bytearray(_batch(5, [b"a"]))
+    struct.pack_into(">i", batch, 57, 1_000_000)  # recordCount
+    with pytest.raises(rd.CorruptRecordBatch, match="offset 5 claims 1000000 records in"):
+        _decode(bytes(batch))
+
+
+def test_decoder_on_randomly_damaged_batches_decodes_or_refuses_never_crashes():
+    rng = random.Random(11)
+    values = [rng.randbytes(rng.randrange(0, 300)) for _ in range(30)]
+    clean = _batch(0, values[:10]) + _batch(10, values[10:25]) + _batch(25, values[25:])
+    outcomes = {"decoded": 0, "refused": 0}
+    for _ in range(3000):
+        damaged = bytearray(clean)
+        for _ in range(rng.randrange(1, 6)):
+            damaged[rng.randrange(rd.HEADER_SIZE, len(damaged))] = rng.randrange(256)
+        if rng.random() < 0.3:
+            damaged = damaged[: rng.randrange(len(damaged))]
+        try:
+            index, batch = _decode(bytes(damaged))
+        except rd.CorruptRecordBatch:
+            outcomes["refused"] += 1
+            continue
+        batch.validate(full=True)
+        assert batch.num_rows <= int(index.records.sum())
+        outcomes["decoded"] += 1
+    assert outcomes["decoded"] > 100 and outcomes["refused"] > 100, outcomes
