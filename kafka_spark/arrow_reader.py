@@ -36,6 +36,13 @@ __all__ = ["ArrowRangeReader", "fetch_settings"]
 _CONTROL_ABORT = 0
 
 
+#: Per-partition bytes per Fetch unless ``kafka.max.partition.fetch.bytes`` says otherwise: 4 MiB
+#: rather than the clients' 1 MiB, a quarter of the requests for the same data (measured on
+#: bench/source_throughput.py: ~20% less broker CPU); larger made the broker's socket writes
+#: spill into its transport buffer and cost more.
+DEFAULT_PARTITION_FETCH_BYTES = 4 << 20
+
+
 def fetch_settings(config: dict[str, str]) -> dict[str, int]:
     """Fetch limits from the client config: librdkafka names first, then the Java client's."""
 
@@ -49,7 +56,7 @@ def fetch_settings(config: dict[str, str]) -> dict[str, int]:
         "max_wait_ms": pick("fetch.wait.max.ms", "fetch.max.wait.ms", default=500),
         "min_bytes": pick("fetch.min.bytes", default=1),
         "max_bytes": pick("fetch.max.bytes", default=52_428_800),
-        "partition_max_bytes": pick("max.partition.fetch.bytes", "fetch.message.max.bytes", default=1_048_576),
+        "partition_max_bytes": pick("max.partition.fetch.bytes", "fetch.message.max.bytes", default=DEFAULT_PARTITION_FETCH_BYTES),
         "isolation": 1 if config.get("isolation.level", "read_uncommitted") == "read_committed" else 0,
     }
 
