@@ -32,7 +32,10 @@ class CliError(Exception):
 
 def _broker_start(args: argparse.Namespace) -> int:
     from kafka_spark.broker import EmbeddedBroker
+    from kafka_spark.broker.allocator import keep_freed_memory
     from kafka_spark.broker.discovery import default_data_dir
+
+    keep_freed_memory()  # this process is the broker's alone
 
     log_dir = Path(args.log_dir) if args.log_dir else default_data_dir()
     broker = EmbeddedBroker(
