@@ -22,7 +22,7 @@ from typing import Any
 
 from kafka_spark.broker.broker import Broker
 from kafka_spark.broker.deferred import Deferred
-from kafka_spark.broker.protocol import FrameDecoder, FrameError, Request, UnsupportedRequest, decode_request, encode_response
+from kafka_spark.broker.protocol import FrameDecoder, FrameError, Request, UnsupportedRequest, decode_request, encode_response_parts
 
 logger = logging.getLogger("kafka_spark.broker")
 
@@ -181,7 +181,8 @@ class KafkaConnection(asyncio.Protocol):
             response = future.result()
             if response is not None:
                 assert self.transport is not None
-                self.transport.write(encode_response(request, response))
+                for part in encode_response_parts(request, response):
+                    self.transport.write(part)
 
     def _update_reading(self) -> None:
         if self.transport is None or self._closed:

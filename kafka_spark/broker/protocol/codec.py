@@ -91,6 +91,73 @@ def decode_request(frame: bytes | memoryview, client_host: str = "") -> Request:
 
 def encode_response(request: Request, response: Any) -> bytes:
     """Frame a response (a kio dataclass, or a dict to :func:`build`) for ``request``."""
+    if _fast_fetch(request, response):
+        return b"".join(_encode_fetch_response(request, response))
+    return _encode_with_kio(request, response)
+
+
+def encode_response_parts(request: Request, response: Any) -> list[bytes | memoryview]:
+    """:func:`encode_response` as parts to write in order. A Fetch response's record sets are
+    parts of their own, exactly as the log returned them: the megabytes of a fetch are not copied
+    into an encoding buffer first."""
+    if _fast_fetch(request, response):
+        return _encode_fetch_response(request, response)
+    return [_encode_with_kio(request, response)]
+
+
+def _fast_fetch(request: Request, response: Any) -> bool:
+    return (request.api_key == ApiKey.FETCH and isinstance(response, dict) and 4 <= request.api_version <= 11
+            and not request.unsupported_api_versions)
+
+
+_FETCH_PARTITION = struct.Struct(">ihqqq")
+
+
+def _encode_fetch_response(request: Request, response: dict[str, Any]) -> list[bytes | memoryview]:
+    """Fetch v4-v11 (non-flexible) responses by hand: the handler's dict, Kafka's field order
+    (throttle; v7+ error and session; per partition index, error, high watermark, last stable
+    offset, v5+ log start, aborted transactions, v11+ preferred replica, records)."""
+    version = request.api_version
+    head = bytearray(struct.pack(">ii", 0, request.correlation_id))
+    head += struct.pack(">i", response.get("throttle_time", 0))
+    if version >= 7:
+        head += struct.pack(">hi", response.get("error_code", 0), response.get("session_id", 0))
+    parts: list[bytes | memoryview] = []
+    topics = response.get("responses", ())
+    head += struct.pack(">i", len(topics))
+    for topic in topics:
+        name = topic["topic"].encode()
+        head += struct.pack(">h", len(name)) + name
+        partitions = topic["partitions"]
+        head += struct.pack(">i", len(partitions))
+        for entry in partitions:
+            head += _FETCH_PARTITION.pack(
+                entry["partition_index"], entry.get("error_code", 0), entry.get("high_watermark", -1),
+                entry.get("last_stable_offset", -1), entry.get("log_start_offset", -1),
+            )[: 30 if version >= 5 else 22]
+            aborted = entry.get("aborted_transactions", ())
+            head += struct.pack(">i", len(aborted))
+            for txn in aborted:
+                head += struct.pack(">qq", txn["producer_id"], txn["first_offset"])
+            if version >= 11:
+                head += struct.pack(">i", entry.get("preferred_read_replica", -1))
+            records = entry.get("records", b"")
+            head += struct.pack(">i", len(records))
+            if len(records) > 4096:
+                parts.append(bytes(head))
+                parts.append(records)
+                head = bytearray()
+            else:
+                head += records
+    parts.append(bytes(head))
+    size = sum(len(part) for part in parts) - 4
+    first = bytearray(parts[0])
+    struct.pack_into(">i", first, 0, size)
+    parts[0] = bytes(first)
+    return parts
+
+
+def _encode_with_kio(request: Request, response: Any) -> bytes:
     if request.unsupported_api_versions:
         return _unsupported_api_versions(request.correlation_id)
     response_class = _response_class(request.api_key, request.api_version)
