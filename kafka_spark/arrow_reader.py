@@ -268,16 +268,17 @@ class ArrowRangeReader:
 
 
 def _control_type(records: memoryview, position: int) -> int:
-    """The type of a control batch's first record (0 ABORT, 1 COMMIT), from its key."""
-    p = position + rd.HEADER_SIZE
-    for _ in range(4):  # length, attributes byte, timestamp delta, offset delta
-        if _ == 1:
-            p += 1
-            continue
+    """The type of a control batch's first record (0 ABORT, 1 COMMIT), from its key: an int16
+    version then the int16 type, after the record's length, attributes, timestamp delta, offset
+    delta and key length."""
+
+    def skip_varint(p: int) -> int:
         while records[p] & 0x80:
             p += 1
-        p += 1
-    while records[p] & 0x80:  # key length
-        p += 1
-    p += 1
+        return p + 1
+
+    p = skip_varint(position + rd.HEADER_SIZE)  # record length
+    p += 1  # attributes
+    for _ in range(3):  # timestamp delta, offset delta, key length
+        p = skip_varint(p)
     return struct.unpack_from(">h", records, p + 2)[0]
