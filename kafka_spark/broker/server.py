@@ -63,8 +63,11 @@ class BrokerServer:
             await self._server.wait_closed()
 
 
-class KafkaConnection(asyncio.Protocol):
-    """One client connection. Not thread-safe: lives on the broker's event loop."""
+class KafkaConnection(asyncio.BufferedProtocol):
+    """One client connection. Not thread-safe: lives on the broker's event loop.
+
+    A BufferedProtocol: the socket is read straight into the frame decoder's buffers, so a request
+    is in memory once, where the handler parses it and the log writes it from."""
 
     def __init__(self, server: BrokerServer) -> None:
         self.server = server
@@ -103,9 +106,12 @@ class KafkaConnection(asyncio.Protocol):
         self._outbox.clear()
         self._inbox.clear()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            self._inbox.extend(self.decoder.feed(data))
+            self._inbox.extend(self.decoder.received(nbytes))
         except FrameError as error:
             self._abort(str(error))
             return

@@ -104,3 +104,131 @@ def test_hand_written_fetch_responses_match_kios_encoding_byte_for_byte():
             request = Request(ApiKey.FETCH, version, rng.randrange(2**31), "c", object())
             parts = codec.encode_response_parts(request, response)
             assert b"".join(parts) == codec._encode_with_kio(request, response), (version, response)
+
+
+def _kio_produce_body(version, rng):
+    """A random Produce body of ``version`` as kio's dataclasses, and its bytes by kio's writer."""
+    import datetime
+    import io
+    import sys
+
+    from kio.index import load_request_schema
+    from kio.serial import entity_writer
+
+    cls = load_request_schema(0, version)
+    schema = sys.modules[cls.__module__]
+    body = cls(
+        transactional_id=rng.choice([None, "", "txn-ü", "t" * 300]),
+        acks=rng.choice([-1, 0, 1]),
+        timeout=datetime.timedelta(milliseconds=rng.randrange(0, 2**31)),
+        topic_data=tuple(
+            schema.TopicProduceData(
+                name=rng.choice(["orders", "é-topic", "x" * 249]),
+                partition_data=tuple(
+                    schema.PartitionProduceData(index=rng.randrange(0, 2**31),
+                                                records=rng.choice([None, b"", rng.randbytes(rng.choice([1, 70, 9000]))]))
+                    for _ in range(rng.randrange(0, 4))))
+            for _ in range(rng.randrange(0, 3))),
+    )
+    buffer = io.BytesIO()
+    entity_writer(cls)(buffer, body)
+    return body, buffer.getvalue()
+
+
+def _produce_fields(body):
+    return (body.transactional_id, body.acks, body.timeout,
+            [(topic.name, [(p.index, None if p.records is None else bytes(p.records)) for p in topic.partition_data])
+             for topic in body.topic_data])
+
+
+def test_hand_read_produce_requests_match_kios_reader_field_for_field():
+    import random
+
+    from kafka_spark.broker.protocol.codec import _reader, _request_class
+    from kafka_spark.broker.protocol.produce_request import VERSIONS, read_produce_request
+
+    rng = random.Random(11)
+    for version in VERSIONS:
+        for _ in range(40):
+            _, payload = _kio_produce_body(version, rng)
+            framed = b"garbage" + payload  # read from an offset, as after a request header
+            ours, our_size = read_produce_request(framed, 7)
+            theirs, their_size = _reader(_request_class(0, version))(framed, 7)
+            assert our_size == their_size == len(payload)
+            assert _produce_fields(ours) == _produce_fields(theirs)
+
+
+def test_hand_read_produce_records_are_views_of_the_frame_not_copies():
+    import random
+
+    from kafka_spark.broker.protocol.produce_request import read_produce_request
+
+    rng = random.Random(3)
+    body = None
+    while body is None or not any(p.records for t in body.topic_data for p in t.partition_data):
+        body, payload = _kio_produce_body(7, rng)
+    frame_buffer = bytearray(payload)
+    ours, _ = read_produce_request(frame_buffer, 0)
+    records = next(p.records for t in ours.topic_data for p in t.partition_data if p.records)
+    assert isinstance(records, memoryview) and records.obj is frame_buffer
+
+
+def test_truncated_or_lying_produce_requests_are_refused_like_kio():
+    import random
+
+    from kafka_spark.broker.protocol import decode_request
+    from kafka_spark.broker.protocol.codec import _reader, _request_class
+
+    rng = random.Random(7)
+    header = struct.pack(">hhih", 0, 7, 42, 1) + b"c"
+    for _ in range(30):
+        _, payload = _kio_produce_body(7, rng)
+        cuts = sorted({rng.randrange(0, len(payload)) for _ in range(8)})
+        for cut in cuts:  # every truncation is an error, never a short read
+            with pytest.raises(UnsupportedRequest):
+                decode_request(header + payload[:cut])
+            with pytest.raises(Exception):
+                _reader(_request_class(0, 7))(payload[:cut], 0)
+    # an array count far beyond the frame is refused before anything is allocated for it
+    lying = struct.pack(">hhi", -1, 1, 1000) + struct.pack(">i", 2**31 - 1)
+    with pytest.raises(UnsupportedRequest, match="more than the frame holds"):
+        decode_request(header + lying)
+
+
+def test_a_large_frame_is_received_into_one_buffer_that_is_never_reused():
+    """The socket writes a big request straight into the buffer its frame is a view of (no join),
+    and later reads go elsewhere, so a view handed out stays intact."""
+    decoder = FrameDecoder()
+    big = bytes(range(256)) * 4096  # 1 MiB
+    stream = frame(big) + frame(b"small-request") + frame(b"x" * 100)
+    position, frames, targets = 0, [], set()
+    while position < len(stream):
+        target = decoder.get_buffer()
+        assert len(target) > 0
+        count = min(len(target), 100_000, len(stream) - position)
+        target[:count] = stream[position : position + count]
+        targets.add(id(target.obj))
+        position += count
+        frames += decoder.received(count)
+    assert [bytes(f) for f in frames] == [big, b"small-request", b"x" * 100]
+    assert frames[0].obj is not frames[2].obj  # the big frame kept its buffer to itself
+    assert len(frames[0].obj) == len(big) + 4  # allocated once at its declared size, not grown
+    for _ in range(3):  # more traffic never lands in a buffer a frame was handed out of
+        decoder.feed(frame(b"y" * 5000))
+    assert bytes(frames[0]) == big and bytes(frames[1]) == b"small-request"
+
+
+def test_a_frame_above_the_eager_size_grows_with_the_bytes_not_the_declared_size():
+    decoder = FrameDecoder()
+    declared = 80 * 1024 * 1024
+    decoder.feed(struct.pack(">i", declared) + b"z" * 1000)
+    assert len(decoder.get_buffer().obj) == FrameDecoder.EAGER_BYTES  # not 80 MiB up front
+    payload = b"z" * (declared - 1000)
+    frames = decoder.feed(payload)
+    assert len(frames) == 1 and len(frames[0]) == declared
+
+
+def test_frames_are_read_only():
+    decoder = FrameDecoder()
+    (view,) = decoder.feed(frame(b"request!"))
+    assert view.readonly

@@ -449,3 +449,30 @@ def test_stored_headers_describe_the_stored_batches(tmp_path: Path) -> None:
     stored = log.read(5, 1 << 20)
     assert list(iter_batches(stored)) == list(result.headers)
     assert BatchHeader.parse(stored).compression == 1
+
+
+def test_append_writes_the_producers_bytes_without_changing_them(tmp_path):
+    """The append rewrites base offset and leader epoch in what it writes, not in the caller's
+    buffer (the received frame); stored batches differ from the produced ones in those bytes only."""
+    log = open_log(tmp_path)
+    log.append(client_batch(3))
+    batches = [bytearray(client_batch(count, tag=count)) for count in (7, 1, 40)]
+    for batch in batches:  # a producer's own base offset and epoch are overwritten, as in Kafka
+        struct.pack_into(">q", batch, 0, 999)
+        struct.pack_into(">i", batch, 12, 17)
+    produced = bytearray(b"".join(batches))
+    original = bytes(produced)
+    result = log.append(memoryview(produced), acks=1)
+    assert bytes(produced) == original
+    stored = bytes(log.read(result.base_offset, 1 << 20))
+    assert len(stored) == len(original)
+    assert base_offsets(stored) == [3, 10, 11]
+    position = 0
+    for batch in batches:
+        size = len(batch)
+        assert struct.unpack_from(">i", stored, position + 12)[0] == 0  # leader epoch
+        assert stored[position + 8 : position + 12] == batch[8:12]
+        assert stored[position + 16 : position + size] == batch[16:]
+        position += size
+    assert [offset for offset, _ in decode(stored)] == list(range(3, 51))
+    log.close()

@@ -21,6 +21,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
+from kafka_spark.broker.protocol import produce_request
 from kafka_spark.broker.protocol.versions import SUPPORTED_VERSIONS, ApiKey
 
 _HEADER = struct.Struct(">hhi")
@@ -78,7 +79,10 @@ def decode_request(frame: bytes | memoryview, client_host: str = "") -> Request:
     if request_class.__flexible__:
         position = _skip_tagged_fields(frame, position)
     try:
-        body, size = _reader(request_class)(frame, position)
+        if api_key == ApiKey.PRODUCE and api_version in produce_request.VERSIONS:
+            body, size = produce_request.read_produce_request(frame, position)  # records not copied
+        else:
+            body, size = _reader(request_class)(frame, position)
     except (SerialError, ValueError, TypeError, OverflowError) as error:
         # kio's native reader raises its own errors and, for out-of-range values, ValueError.
         raise UnsupportedRequest(f"api key {api_key} v{api_version}: malformed body ({error})") from None

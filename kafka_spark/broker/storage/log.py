@@ -27,11 +27,12 @@ import time
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
-from struct import unpack_from
+from struct import Struct, unpack_from
 from typing import Callable, Sequence
 
 from kafka_spark.broker.storage import checkpoint
 from kafka_spark.broker.storage.batch import (
+    HEADER_SIZE,
     BatchHeader,
     first_record_at_or_after_timestamp,
     rewrite_base_offset,
@@ -54,6 +55,9 @@ logger = logging.getLogger("kafka_spark.broker.storage")
 
 LOG_START_OFFSET_FILE = "log-start-offset"
 RECOVERY_POINT_FILE = "recovery-point"
+#: What the broker rewrites in a stored batch: base offset and partition leader epoch (0), with the
+#: batch length between them; all three lie before the CRC-covered bytes.
+_BATCH_PREFIX = Struct(">qii")
 
 
 def partition_dir(log_dir: Path, topic: str, partition: int) -> Path:
@@ -187,10 +191,12 @@ class Log:
         ``headers`` are ``validate_batches`` output for ``records`` (the produce path validates
         before calling); without them the batches are validated here, control batches allowed
         (the broker's own writers use this). Offsets are assigned from the LEO by rewriting base
-        offset and leader epoch (0) in a copy. The active segment rolls first when this append
-        would push it past ``segment_bytes`` or it spans more than ``segment_ms`` (measured, as in
-        Kafka, from its first batch's timestamp to the incoming batches' max timestamp). With acks=-1 and
-        ``flush_on_ack_all`` the log file is fsynced before returning.
+        offset and leader epoch (0): written as a new 16-byte prefix per batch beside the caller's
+        bytes, never copied (a LogAppendTime topic, which also stamps timestamps, stamps a copy).
+        The active segment rolls first when this append would push it past ``segment_bytes`` or it
+        spans more than ``segment_ms`` (measured, as in Kafka, from its first batch's timestamp to
+        the incoming batches' max timestamp). With acks=-1 and ``flush_on_ack_all`` the log file is
+        fsynced before returning.
         """
         view = memoryview(records)
         if headers is None:
@@ -201,23 +207,34 @@ class Log:
         with self._lock:
             self._check_open()
             now = self._time_ms()
-            data = bytearray(view)
             base_offset = offset = self.log_end_offset
             stamp = self.config.message_timestamp_type == "LogAppendTime"
             stored: list[BatchHeader] = []
-            position = 0
-            for header in headers:
-                rewrite_base_offset(data, position, offset, 0)
-                if stamp:
+            parts: list[bytes | bytearray | memoryview] = []
+            if stamp:  # LogAppendTime changes bytes under the CRC: stamp a copy
+                data = bytearray(view)
+                position = 0
+                for header in headers:
+                    rewrite_base_offset(data, position, offset, 0)
                     set_log_append_time(data, position, header.size, now)
-                stored.append(BatchHeader.parse(data, position))
-                offset += header.last_offset_delta + 1
-                position += header.size
+                    stored.append(BatchHeader.parse(data, position))
+                    offset += header.last_offset_delta + 1
+                    position += header.size
+                parts.append(data)
+            else:  # only the 16-byte prefix changes: write it beside the producer's bytes, no copy
+                position = 0
+                for header in headers:
+                    prefix = _BATCH_PREFIX.pack(offset, header.batch_length, 0)
+                    stored.append(BatchHeader.parse(prefix + view[position + _BATCH_PREFIX.size : position + HEADER_SIZE]))
+                    parts.append(prefix)
+                    parts.append(view[position + _BATCH_PREFIX.size : position + header.size])
+                    offset += header.last_offset_delta + 1
+                    position += header.size
             try:
                 incoming_max_timestamp = max(header.max_timestamp for header in stored)
-                self._maybe_roll(len(data), offset - 1, incoming_max_timestamp, now)
+                self._maybe_roll(len(view), offset - 1, incoming_max_timestamp, now)
                 active = self._segments[-1]
-                active.append(data, stored)
+                active.append_parts(parts, stored)
                 self._unflushed_messages += offset - base_offset
                 self._maybe_flush(acks, now)
             except OSError as error:
