@@ -16,7 +16,10 @@ def test_broker_benchmark_prints_rates_and_ratios_for_both_brokers():
         capture_output=True, text=True, timeout=300, check=True,
     )
     for phase in ("produce", "consume"):
-        match = re.search(rf"^{phase}\s+pylog\s+([\d,]+) msg/s\s+mock\s+([\d,]+) msg/s\s+ratio pylog/mock\s+([\d.]+)$",
+        match = re.search(rf"^{phase}\s+pylog\s+([\d,]+) msg/s\s+mock\s+([\d,]+) msg/s\s+ratio pylog/mock\s+([\d.]+)\s+"
+                          rf"\(rounds ([\d.]+) to ([\d.]+)\)$",
                           result.stdout, re.MULTILINE)
         assert match, result.stdout
         assert int(match.group(1).replace(",", "")) > 0 and int(match.group(2).replace(",", "")) > 0
+        low, median, high = float(match.group(4)), float(match.group(3)), float(match.group(5))
+        assert 0 < low <= median <= high
