@@ -5,7 +5,7 @@
     pylog topics create NAME --partitions N [--config k=v ...] | list | describe NAME | delete NAME
     pylog produce TOPIC [--key-separator SEP]                  one record per stdin line
     pylog consume TOPIC [--from-beginning] [--max-messages N]
-    pylog groups list | describe GROUP                         consumer groups, offsets and lag
+    pylog groups list | describe GROUP | delete GROUP          consumer groups, offsets and lag
 
 Every client command takes ``--bootstrap-server`` and so works against any Kafka cluster; without
 it, the local broker registered by ``pylog broker start`` (or an EmbeddedBroker) is used.
@@ -356,6 +356,26 @@ def _groups_describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _groups_delete(args: argparse.Namespace) -> int:
+    """Like ``kafka-consumer-groups.sh --delete --group G``: only a group without active members,
+    with its committed offsets."""
+    from confluent_kafka import KafkaException
+
+    admin = _admin(args)  # must outlive its futures
+    group = args.group
+    try:
+        admin.delete_consumer_groups([group], request_timeout=30)[group].result(timeout=30)
+    except KafkaException as error:
+        kafka_error = error.args[0]
+        if kafka_error.name() == "NON_EMPTY_GROUP":
+            raise CliError(f"consumer group {group!r} has active members; stop its consumers first") from None
+        if kafka_error.name() == "GROUP_ID_NOT_FOUND":
+            raise CliError(f"consumer group {group!r} does not exist (list groups with `pylog groups list`)") from None
+        raise CliError(f"deleting consumer group {group!r} failed: {kafka_error.str()}") from None
+    print(f"Deleted consumer group '{group}'.")
+    return 0
+
+
 # --- parser ---------------------------------------------------------------------------------
 
 
@@ -422,6 +442,10 @@ def build_parser() -> argparse.ArgumentParser:
         "describe", help="members, assignment, committed offset, log end offset and lag per partition"))
     describe_group.add_argument("group")
     describe_group.set_defaults(func=_groups_describe)
+    delete_group = client(group_commands.add_parser(
+        "delete", help="delete a group that has no active members, with its committed offsets"))
+    delete_group.add_argument("group")
+    delete_group.set_defaults(func=_groups_delete)
     sink = commands.add_parser("sink", help="maintain pylog-files sink outputs")
     sink_commands = sink.add_subparsers(dest="action", required=True)
     vacuum = sink_commands.add_parser("vacuum", help="delete files of failed attempts (never committed files)")

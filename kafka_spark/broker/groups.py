@@ -497,18 +497,25 @@ class GroupCoordinator:
     def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
         return self.offsets.fetch(group_id)
 
-    def delete_group(self, group_id: str) -> ErrorCode:
-        """Delete an Empty group and tombstone its offsets (DeleteGroups semantics)."""
+    def delete_group(self, group_id: str) -> tuple[ErrorCode, Awaitable[None] | None]:
+        """Delete an Empty group and tombstone its offsets (DeleteGroups semantics); returns the
+        error and the fsync wait of the tombstones (None when nothing was written or no fsync is
+        due). Raises StorageError when the tombstones cannot be appended; the group stays then."""
         group = self._groups.get(group_id)
         if group is not None and group.members:
-            return ErrorCode.NON_EMPTY_GROUP
+            return ErrorCode.NON_EMPTY_GROUP, None
         if group is None and group_id not in self.offsets.groups():
-            return ErrorCode.GROUP_ID_NOT_FOUND
+            return ErrorCode.GROUP_ID_NOT_FOUND, None
+        written = self.offsets.delete(group_id)
         if group is not None:
             self._transition(group, GroupState.DEAD)
             del self._groups[group_id]
-        self.offsets.delete(group_id)
-        return ErrorCode.NONE
+        if written is None:
+            return ErrorCode.NONE, None
+        log, end_offset = written
+        if not log.config.flush_on_ack_all:
+            return ErrorCode.NONE, None
+        return ErrorCode.NONE, self._broker.group_commit.wait_durable(log, end_offset)
 
     def forget_topic(self, topic: str) -> None:
         """A topic was deleted: its committed offsets go too (tombstoned)."""

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafka_spark.broker import EmbeddedBroker
@@ -77,7 +78,8 @@ def test_committed_offsets_survive_a_restart_and_deletions_stay_deleted(tmp_path
         commit(bootstrap, "billing", {("orders", 0): 4, ("orders", 1): 10, ("scratch", 0): 0})
         commit(bootstrap, "billing", {("orders", 0): 6})  # the newer commit wins on replay
         commit(bootstrap, "audit", {("orders", 2): 1})
-        assert on_loop(broker, broker.broker.groups.delete_group, "audit") == 0
+        deleted = pylog("groups", "delete", "audit", "--bootstrap-server", bootstrap)  # DeleteGroups
+        assert deleted.returncode == 0 and "Deleted consumer group 'audit'." in deleted.stdout, deleted.stderr
         broker.delete_topic("scratch")
 
     with EmbeddedBroker(log_dir=log_dir, register=False) as broker:
@@ -136,3 +138,40 @@ def test_describe_shows_the_active_member_and_its_assignment(pylog_broker, pylog
         assert all(row[8] == "reader-1" and row[6].startswith("reader-1-") for row in rows)
     finally:
         consumer.close()
+
+
+def test_delete_groups_as_kafkas_admin_client_asks(pylog_broker, pylog_topic):
+    """DeleteGroups through confluent-kafka's admin client and the CLI: an active group is refused
+    (NON_EMPTY_GROUP), an unknown one is GROUP_ID_NOT_FOUND, an idle one goes with its offsets."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    bootstrap = pylog_broker.bootstrap_servers
+    topic = pylog_topic(partitions=1)
+    produce(bootstrap, topic, {0: 3})
+    commit(bootstrap, f"idle-{topic}", {(topic, 0): 2})
+    active = Consumer({"bootstrap.servers": bootstrap, "group.id": f"active-{topic}", "auto.offset.reset": "earliest",
+                       "session.timeout.ms": 6000})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        active.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not active.assignment() and time.monotonic() < deadline:
+            active.poll(0.2)
+        assert active.assignment()
+        futures = admin.delete_consumer_groups([f"active-{topic}", f"idle-{topic}", "never-was"], request_timeout=30)
+        with pytest.raises(KafkaException) as refused:
+            futures[f"active-{topic}"].result(timeout=30)
+        assert refused.value.args[0].name() == "NON_EMPTY_GROUP"
+        futures[f"idle-{topic}"].result(timeout=30)
+        with pytest.raises(KafkaException) as unknown:
+            futures["never-was"].result(timeout=30)
+        assert unknown.value.args[0].name() == "GROUP_ID_NOT_FOUND"
+    finally:
+        active.close()
+    assert committed(bootstrap, f"idle-{topic}", [(topic, 0)]) == {(topic, 0): -1001}
+    listed = {group.group_id for group in admin.list_consumer_groups(request_timeout=30).result(timeout=30).valid}
+    assert f"idle-{topic}" not in listed and f"active-{topic}" in listed
+
+    refused_cli = pylog("groups", "delete", "never-was", "--bootstrap-server", bootstrap)
+    assert refused_cli.returncode == 1 and "does not exist" in refused_cli.stderr

@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 from kafka_spark.broker.apis import api_versions, fetch, init_producer_id, list_offsets, metadata, produce, topics
 from kafka_spark.broker.apis import add_offsets_to_txn, add_partitions_to_txn, end_txn, txn_offset_commit
-from kafka_spark.broker.apis import (describe_groups, find_coordinator, heartbeat, join_group, leave_group, list_groups,
+from kafka_spark.broker.apis import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group, list_groups,
                                      offset_commit, offset_fetch, sync_group)
 from kafka_spark.broker.protocol.versions import ApiKey
 
@@ -32,4 +32,5 @@ HANDLERS: dict[int, Callable[..., Any]] = {
     ApiKey.OFFSET_FETCH: offset_fetch.handle,
     ApiKey.LIST_GROUPS: list_groups.handle,
     ApiKey.DESCRIBE_GROUPS: describe_groups.handle,
+    ApiKey.DELETE_GROUPS: delete_groups.handle,
 }

@@ -34,6 +34,7 @@ class ApiKey(enum.IntEnum):
     END_TXN = 26
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
+    DELETE_GROUPS = 42
     CREATE_PARTITIONS = 37
 
 
@@ -61,4 +62,5 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_FETCH: (1, 5),
     ApiKey.DESCRIBE_GROUPS: (0, 4),
     ApiKey.LIST_GROUPS: (0, 2),
+    ApiKey.DELETE_GROUPS: (0, 1),
 }

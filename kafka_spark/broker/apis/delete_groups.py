@@ -1,0 +1,51 @@
+"""DeleteGroups (42), v0-1: delete groups that have no members, with their committed offsets.
+
+Per group, as Kafka: 68 NON_EMPTY_GROUP while members remain; 69 GROUP_ID_NOT_FOUND for a group
+with neither members nor committed offsets; 56 KAFKA_STORAGE_ERROR when the tombstones cannot be
+written or fsynced. The offsets are tombstoned in ``__consumer_offsets``, so a deleted group stays
+deleted across restarts; the response waits (without holding up the connection) for that fsync,
+as OffsetCommit's does.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Awaitable
+
+from kafka_spark.broker.deferred import Deferred
+from kafka_spark.broker.storage.errors import StorageError
+
+logger = logging.getLogger("kafka_spark.broker.groups")
+
+_KAFKA_STORAGE_ERROR = 56
+
+
+def handle(broker: Any, request: Any) -> Any:
+    coordinator = broker.groups
+    results: list[dict[str, Any]] = []
+    waits: list[tuple[dict[str, Any], Awaitable[None]]] = []
+    for group_id in dict.fromkeys(request.body.groups_names):  # a name asked twice is answered once
+        result = {"group_id": group_id, "error_code": 0}
+        try:
+            code, durable = coordinator.delete_group(group_id)
+            result["error_code"] = int(code)
+            if durable is not None:
+                waits.append((result, durable))
+        except StorageError as error:
+            logger.error("deleting group %s failed: %s", group_id, error)
+            result["error_code"] = _KAFKA_STORAGE_ERROR
+        results.append(result)
+    response = {"throttle_time": 0, "results": results}
+    if not waits:
+        return response
+    return Deferred(_after(waits, response))
+
+
+async def _after(waits: list[tuple[dict[str, Any], Awaitable[None]]], response: dict[str, Any]) -> dict[str, Any]:
+    for result, durable in waits:
+        try:
+            await durable
+        except StorageError as error:
+            logger.error("fsync of group %s's tombstones failed: %s", result["group_id"], error)
+            result["error_code"] = _KAFKA_STORAGE_ERROR
+    return response
