@@ -2,8 +2,9 @@
 
     chaos_driver.py BOOTSTRAP SOURCE_TOPIC files|topic OUTPUT CHECKPOINT run|drain
 
-``run`` streams with a 200 ms trigger until killed; ``drain`` processes what is available
-(Trigger.AvailableNow) and exits.
+``run`` streams with a 200 ms trigger and at most 300 records per micro-batch (many batches, so
+many commits to be killed in) until killed; ``drain`` processes what is available
+(Trigger.AvailableNow, 5,000 records per micro-batch) and exits.
 """
 
 import os
@@ -19,7 +20,7 @@ spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "fal
          .config("spark.ui.showConsoleProgress", "false").getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")
 rows = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 300)
+        .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 300 if mode == "run" else 5000)
         .load()
         .select("partition", "offset", (F.col("value").cast("string").cast("long") * 10).alias("seq10")))
 if sink == "files":

@@ -11,8 +11,17 @@ and the output must hold every acknowledged input exactly once: read with stock
 
     python scripts/chaos_pipeline.py --sink files|topic --kills 50 --seed 1
 
+Random moments hit the short windows of the commit protocols only now and then. ``--aim`` kills
+each driver at a chosen phase instead, cycling through the phases given (scripts/chaos_hooks,
+loaded into the driver's Python processes, does the killing and records where it struck):
+
+    python scripts/chaos_pipeline.py --sink files --kills 6 \
+        --aim files-written,sidecar-written,manifest-published
+    python scripts/chaos_pipeline.py --sink topic --kills 4 --aim transaction-open,transaction-committed
+
 Prints ``chaos: sink=... kills=... input=N output=N duplicates=0 missing=0 OK`` and exits 0, or
-the same line with FAILED and exits 1.
+the same line with FAILED and exits 1; with --aim, the line also lists where each kill struck and
+is FAILED if a driver ran ``--max-seconds`` without reaching its phase.
 """
 
 from __future__ import annotations
@@ -52,10 +61,29 @@ def produce_forever(bootstrap: str, topic: str, stop: threading.Event, acknowled
     producer.flush(30)
 
 
-def driver(bootstrap: str, source: str, sink: str, output: str, checkpoint: str, mode: str) -> subprocess.Popen:
+def driver(bootstrap: str, source: str, sink: str, output: str, checkpoint: str, mode: str,
+           env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, os.path.join(HERE, "chaos_driver.py"), bootstrap, source, sink,
-                             output, checkpoint, mode], start_new_session=True,
+                             output, checkpoint, mode], start_new_session=True, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _hook_phases() -> tuple[str, ...]:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("chaos_hooks", os.path.join(HERE, "chaos_hooks", "sitecustomize.py"))
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)  # installs nothing: PYLOG_CHAOS_AIM is not set in this process
+    return hooks.PHASES
+
+
+def aimed_env(phase: str, counter: str, at: int) -> dict[str, str]:
+    """The environment of a driver that scripts/chaos_hooks kills at the ``at``-th ``phase``."""
+    hooks = os.path.join(HERE, "chaos_hooks")
+    path = os.pathsep.join(p for p in (hooks, os.environ.get("PYTHONPATH", "")) if p)
+    return dict(os.environ, PYTHONPATH=path, PYLOG_CHAOS_AIM=phase, PYLOG_CHAOS_COUNTER=counter,
+                PYLOG_CHAOS_AT=str(at))
 
 
 def read_output(sink: str, bootstrap: str, output: str) -> list[int]:
@@ -87,7 +115,8 @@ def read_output(sink: str, bootstrap: str, output: str) -> list[int]:
     return values
 
 
-def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.0) -> bool:
+def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.0,
+        aim: list[str] | None = None) -> bool:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     rng = random.Random(seed)
@@ -103,12 +132,29 @@ def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.
         stop = threading.Event()
         writer = threading.Thread(target=produce_forever, args=(bootstrap, "chaos-in", stop, acknowledged), daemon=True)
         writer.start()
+        struck: list[str] = []
         try:
-            for _ in range(kills):
-                process = driver(bootstrap, "chaos-in", sink, output, checkpoint, "run")
-                time.sleep(rng.uniform(min_s, max_s))
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            for kill in range(kills):
+                if not aim:
+                    process = driver(bootstrap, "chaos-in", sink, output, checkpoint, "run")
+                    time.sleep(rng.uniform(min_s, max_s))
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+                    continue
+                phase = aim[kill % len(aim)]
+                counter = os.path.join(work, f"kill-{kill}")
+                process = driver(bootstrap, "chaos-in", sink, output, checkpoint, "run",
+                                 aimed_env(phase, counter, rng.randint(1, 3)))
+                try:
+                    process.wait(timeout=max_s)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+                if os.path.exists(counter + ".killed"):
+                    with open(counter + ".killed") as killed:
+                        struck.append(killed.read().strip())
+                else:
+                    struck.append(f"{phase} MISSED")
         finally:
             stop.set()
             writer.join(60)
@@ -122,8 +168,13 @@ def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.
     missing = len(set(acknowledged) - set(counts))
     extra = len(set(counts) - set(acknowledged))
     ok = duplicates == 0 and missing == 0 and extra == 0 and len(acknowledged) > 0
+    where = ""
+    if aim:
+        ok = ok and not any(s.endswith("MISSED") for s in struck)
+        where = f"struck=[{'; '.join(struck)}] "
     print(f"chaos: sink={sink} kills={kills} seed={seed} input={len(acknowledged)} output={len(values)} "
-          f"duplicates={duplicates} missing={missing} unexpected={extra} {'OK' if ok else 'FAILED'}", flush=True)
+          f"duplicates={duplicates} missing={missing} unexpected={extra} {where}{'OK' if ok else 'FAILED'}",
+          flush=True)
     subprocess.run(["rm", "-rf", work], check=False)
     return ok
 
@@ -135,8 +186,15 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--min-seconds", type=float, default=4.0, help="shortest life of a driver before its kill")
     parser.add_argument("--max-seconds", type=float, default=12.0, help="longest life of a driver before its kill")
+    parser.add_argument("--aim", help="comma-separated phases to kill at, in turn (see scripts/chaos_hooks); "
+                                      "with it, --max-seconds is how long a driver may take to reach its phase")
     args = parser.parse_args()
-    return 0 if run(args.sink, args.kills, args.seed, args.min_seconds, args.max_seconds) else 1
+    aim = args.aim.split(",") if args.aim else None
+    unknown = set(aim or ()) - set(_hook_phases())
+    if unknown:
+        parser.error(f"--aim: unknown phase(s) {sorted(unknown)}; the phases are {', '.join(_hook_phases())}")
+    max_seconds = args.max_seconds if not aim or "--max-seconds" in sys.argv else 120.0
+    return 0 if run(args.sink, args.kills, args.seed, args.min_seconds, max_seconds, aim) else 1
 
 
 if __name__ == "__main__":

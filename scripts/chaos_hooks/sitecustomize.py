@@ -1,0 +1,91 @@
+"""Aimed kills for scripts/chaos_pipeline.py --aim: loaded into every Python process of a chaos
+driver (the driver script and Spark's Python workers) through PYTHONPATH, never by the package.
+
+At the phase named by ``PYLOG_CHAOS_AIM`` of the sinks' commit protocols, the ``PYLOG_CHAOS_AT``-th
+time any process of this driver reaches it (counted in the file ``PYLOG_CHAOS_COUNTER``), the hook
+records the phase in ``<counter>.killed`` and SIGKILLs the driver's whole process group (JVM,
+driver and workers), exactly as a crash at that instant would.
+
+Phases (see kafka_spark/file_sink.py and kafka_spark/topic_sink.py for the protocols):
+  files-written        file sink: tasks wrote the batch's part files; the commit has not started
+  sidecar-written      file sink: _sink/offsets/M written, manifest M not published
+  manifest-published   file sink: manifest M published (the commit point), Spark's commits/N not written
+  transaction-open     topic sink: a task produced its rows in a transaction that is not committed
+  transaction-committed  topic sink: a task's transaction committed, Spark's commits/N not written
+"""
+
+import fcntl
+import os
+import signal
+
+PHASES = ("files-written", "sidecar-written", "manifest-published", "transaction-open", "transaction-committed")
+_AIM = os.environ.get("PYLOG_CHAOS_AIM")
+_COUNTER = os.environ.get("PYLOG_CHAOS_COUNTER")
+
+
+def _reached(phase: str, detail: str) -> None:
+    if phase != _AIM or not _COUNTER:
+        return
+    with open(_COUNTER, "a+") as counter:  # processes of one driver share the count
+        fcntl.flock(counter, fcntl.LOCK_EX)
+        counter.seek(0)
+        count = len(counter.read().splitlines()) + 1
+        counter.write(f"{phase} {detail}\n")
+        counter.flush()
+    if count == int(os.environ.get("PYLOG_CHAOS_AT", "1")):
+        with open(_COUNTER + ".killed", "w") as killed:
+            killed.write(f"{phase} {detail}\n")
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def _install() -> None:
+    if _AIM not in PHASES:
+        return
+    from kafka_spark import sink_commit, topic_sink
+    from kafka_spark.metadata_log import MetadataLog
+    from kafka_spark.sink_offsets import SinkState
+
+    run = sink_commit.StreamCommit.run
+
+    def commit_run(self):  # noqa: ANN001, ANN202
+        _reached("files-written", f"batch {self.batch_id}")
+        return run(self)
+
+    write_record = SinkState.write_record
+
+    def sidecar(self, record):  # noqa: ANN001, ANN202
+        result = write_record(self, record)
+        _reached("sidecar-written", f"manifest {record.manifest_id}")
+        return result
+
+    add = MetadataLog.add
+
+    def publish(self, manifest_id, files):  # noqa: ANN001, ANN202
+        published = add(self, manifest_id, files)
+        if published:
+            _reached("manifest-published", f"manifest {manifest_id}")
+        return published
+
+    produce_all = topic_sink._produce_all
+
+    def produced(producer, records, errors):  # noqa: ANN001, ANN202
+        count = produce_all(producer, records, errors)
+        _reached("transaction-open", f"{count} rows")
+        return count
+
+    write_exactly_once = topic_sink.write_exactly_once
+
+    def committed(options, batches, write_id, batch_id):  # noqa: ANN001, ANN202
+        message = write_exactly_once(options, batches, write_id, batch_id)
+        if not message.skipped:
+            _reached("transaction-committed", f"batch {batch_id}")
+        return message
+
+    sink_commit.StreamCommit.run = commit_run
+    SinkState.write_record = sidecar
+    MetadataLog.add = publish
+    topic_sink._produce_all = produced
+    topic_sink.write_exactly_once = committed
+
+
+_install()
