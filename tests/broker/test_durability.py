@@ -115,3 +115,44 @@ def test_a_batch_cut_in_half_is_truncated_and_writes_continue_at_the_right_offse
     finally:
         broker.terminate()
         broker.wait(30)
+
+
+def test_a_failed_fsync_answers_storage_error_on_its_partition_and_the_broker_goes_on(monkeypatch):
+    """acks=all is answered only once the data is on disk: when the fsync fails the partition
+    gets KAFKA_STORAGE_ERROR (56), the other partitions of the request their offsets, and the
+    next produce, its fsync working again, succeeds."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from wire import WireClient
+
+    from kafka_spark.broker import EmbeddedBroker, durability
+    from kafka_spark.broker.storage.batch import build_record_batch
+
+    real = durability._fsync_and_close
+    broken: set[str] = set()
+
+    with EmbeddedBroker(register=False) as broker:
+        broker.create_topic("disk", partitions=2)
+        log_of = {p: broker.broker.logs.get_log("disk", p) for p in (0, 1)}
+        target = log_of[1].directory
+
+        def fsync_and_close(fds):  # noqa: ANN001, ANN202
+            names = [os.readlink(f"/proc/self/fd/{fd}") for fd in fds]
+            errors = real(fds)
+            return [OSError(5, "Input/output error") if str(target) in name and broken else error
+                    for name, error in zip(names, errors)]
+
+        monkeypatch.setattr(durability, "_fsync_and_close", fsync_and_close)
+        batch = build_record_batch([(b"k", b"v", [], 1_700_000_000_000)])
+
+        def produce() -> dict[int, tuple[int, int]]:
+            with WireClient(broker.bootstrap_servers) as client:
+                response = client.call(0, 7, {"transactional_id": None, "acks": -1, "timeout": 5000, "topic_data": [
+                    {"name": "disk", "partition_data": [{"index": 0, "records": batch}, {"index": 1, "records": batch}]}]})
+            return {p.index: (int(p.error_code), p.base_offset) for p in response.responses[0].partition_responses}
+
+        broken.add("partition 1")
+        assert produce() == {0: (0, 0), 1: (56, -1)}
+        broken.clear()
+        # The unacknowledged append stays in the log: a producer retrying without idempotence writes
+        # it twice, as when any ack is lost.
+        assert produce() == {0: (0, 1), 1: (0, 1)}

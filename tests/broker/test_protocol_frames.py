@@ -232,3 +232,37 @@ def test_frames_are_read_only():
     decoder = FrameDecoder()
     (view,) = decoder.feed(frame(b"request!"))
     assert view.readonly
+
+
+def test_hand_written_produce_responses_match_kios_encoding_byte_for_byte():
+    import random
+
+    from kafka_spark.broker.protocol import codec
+    from kafka_spark.broker.protocol.codec import Request
+    from kafka_spark.broker.protocol.versions import ApiKey
+
+    rng = random.Random(9)
+    for version in range(3, 8):
+        for _ in range(30):
+            response = {
+                "throttle_time": rng.randrange(0, 100),
+                "responses": [
+                    {"name": rng.choice(["orders", "é-topic", "t" * 249]), "partition_responses": [
+                        {"index": rng.randrange(0, 2**31), "error_code": rng.choice([0, 2, 3, 10, 47, 56]),
+                         "base_offset": rng.randrange(-1, 10**15),
+                         "log_append_time": rng.choice([None, rng.randrange(0, 2**41)]),
+                         **({"log_start_offset": rng.randrange(-1, 10**12)} if rng.random() < 0.8 else {})}
+                        for _ in range(rng.randrange(0, 4))]}
+                    for _ in range(rng.randrange(0, 3))
+                ],
+            }
+            if any(p["log_append_time"] is not None for t in response["responses"] for p in t["partition_responses"]):
+                import datetime
+                for t in response["responses"]:  # kio takes LogAppendTime as an aware datetime
+                    for p in t["partition_responses"]:
+                        if p["log_append_time"] is not None:
+                            p["log_append_time"] = datetime.datetime.fromtimestamp(
+                                p["log_append_time"] / 1000, datetime.timezone.utc)
+            request = Request(ApiKey.PRODUCE, version, rng.randrange(2**31), "c", object())
+            parts = codec.encode_response_parts(request, response)
+            assert len(parts) == 1 and parts[0] == codec._encode_with_kio(request, response), (version, response)

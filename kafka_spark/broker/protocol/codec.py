@@ -95,9 +95,7 @@ def decode_request(frame: bytes | memoryview, client_host: str = "") -> Request:
 
 def encode_response(request: Request, response: Any) -> bytes:
     """Frame a response (a kio dataclass, or a dict to :func:`build`) for ``request``."""
-    if _fast_fetch(request, response):
-        return b"".join(_encode_fetch_response(request, response))
-    return _encode_with_kio(request, response)
+    return b"".join(encode_response_parts(request, response))
 
 
 def encode_response_parts(request: Request, response: Any) -> list[bytes | memoryview]:
@@ -106,6 +104,8 @@ def encode_response_parts(request: Request, response: Any) -> list[bytes | memor
     into an encoding buffer first."""
     if _fast_fetch(request, response):
         return _encode_fetch_response(request, response)
+    if _fast_produce(request, response):
+        return [_encode_produce_response(request, response)]
     return [_encode_with_kio(request, response)]
 
 
@@ -115,6 +115,39 @@ def _fast_fetch(request: Request, response: Any) -> bool:
 
 
 _FETCH_PARTITION = struct.Struct(">ihqqq")
+_PRODUCE_PARTITION = struct.Struct(">ihqqq")
+
+
+def _fast_produce(request: Request, response: Any) -> bool:
+    return (request.api_key == ApiKey.PRODUCE and isinstance(response, dict) and 3 <= request.api_version <= 7
+            and not request.unsupported_api_versions)
+
+
+def _encode_produce_response(request: Request, response: dict[str, Any]) -> bytes:
+    """Produce v3-v7 responses by hand (one per produce request, so the hot path's most frequent
+    response): per topic its name, per partition index, error, base offset, log append time (-1
+    unless the topic stamps LogAppendTime) and, v5+, log start offset; then the throttle time."""
+    version = request.api_version
+    out = bytearray(struct.pack(">iii", 0, request.correlation_id, len(response.get("responses", ()))))
+    width = 30 if version >= 5 else 22
+    for topic in response.get("responses", ()):
+        name = topic["name"].encode()
+        partitions = topic.get("partition_responses", ())
+        out += struct.pack(">h", len(name)) + name + struct.pack(">i", len(partitions))
+        for entry in partitions:
+            append_time = entry.get("log_append_time")
+            if isinstance(append_time, datetime.datetime):
+                append_time = int(append_time.timestamp() * 1000)
+            out += _PRODUCE_PARTITION.pack(
+                entry["index"], int(entry.get("error_code", 0)), entry["base_offset"],
+                -1 if append_time is None else append_time, entry.get("log_start_offset", -1),
+            )[:width]
+    throttle = response.get("throttle_time", 0)
+    if isinstance(throttle, datetime.timedelta):
+        throttle = int(throttle / datetime.timedelta(milliseconds=1))
+    out += struct.pack(">i", throttle)
+    struct.pack_into(">i", out, 0, len(out) - 4)
+    return bytes(out)
 
 
 def _encode_fetch_response(request: Request, response: dict[str, Any]) -> list[bytes | memoryview]:
