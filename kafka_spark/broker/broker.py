@@ -46,7 +46,8 @@ class Broker:
         # Consumer groups and their committed offsets (replays __consumer_offsets).
         self.groups = GroupCoordinator(self, initial_rebalance_delay_ms=getattr(
             config, "group_initial_rebalance_delay_ms", DEFAULT_INITIAL_REBALANCE_DELAY_MS))
-        self.transactions = TransactionCoordinator(self)  # replays __transaction_state
+        self.transactions = TransactionCoordinator(  # replays __transaction_state
+            self, transactional_id_expiration_ms=config.transactional_id_expiration_ms)
 
     @property
     def advertised_host(self) -> str:

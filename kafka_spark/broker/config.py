@@ -40,6 +40,8 @@ class BrokerConfig:
     # Kafka waits 3 s for more members before the first rebalance of an empty group; on one
     # machine members start within milliseconds of each other, so a short delay is enough.
     group_initial_rebalance_delay_ms: int = 100
+    # Kafka's transactional.id.expiration.ms: an id unused this long with no open transaction is forgotten.
+    transactional_id_expiration_ms: int = 7 * 24 * 3_600_000
 
     @property
     def advertised(self) -> str:

@@ -27,6 +27,12 @@ the abandoned producer ("zombie") gets INVALID_PRODUCER_EPOCH (47) or PRODUCER_F
 next request, and its produce is refused by the partitions' producer state (the marker carries
 the new epoch).
 
+Expiry: a transactional id not used for ``transactional_id_expiration_ms`` (Kafka's
+``transactional.id.expiration.ms``, 7 days) while no transaction of it is open is forgotten, with
+a tombstone in ``__transaction_state``, checked every hour as Kafka does; otherwise every query of
+the topic sink (which names its ids after the query) would leave ids behind for good. Its next
+InitProducerId starts afresh with a new producer id.
+
 Durability: every state change is appended to ``__transaction_state`` (transaction_log.py) and
 replayed at start. Responses that changed state wait (``respond``) for the fsync of that log and
 of the marker-carrying partitions when their ``flush_on_ack_all`` is on, like acks=all produces.
@@ -59,6 +65,8 @@ logger = logging.getLogger("kafka_spark.broker.transactions")
 
 MAX_TRANSACTION_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
 ABORT_CHECK_INTERVAL_MS = 1_000  # Kafka checks every 10 s; a laptop broker can afford 1 s
+TRANSACTIONAL_ID_EXPIRATION_MS = 7 * 24 * 3_600_000  # Kafka's transactional.id.expiration.ms default
+EXPIRATION_CHECK_INTERVAL_MS = 3_600_000  # Kafka's transaction.remove.expired.transaction.cleanup.interval.ms
 COORDINATOR_EPOCH = 0  # one coordinator, never moved
 MARKER_RETRY_MS = 1_000
 _MAX_EPOCH = 32766  # Short.MaxValue - 1: past it, a new producer id starts at epoch 0
@@ -150,16 +158,22 @@ def fenced_error(api_version: int, first_fenced_version: int) -> int:
 class TransactionCoordinator:
     """Owns every transactional id of this node. See the module docstring."""
 
-    def __init__(self, broker: "Broker", *, abort_check_interval_ms: int = ABORT_CHECK_INTERVAL_MS) -> None:
+    def __init__(self, broker: "Broker", *, abort_check_interval_ms: int = ABORT_CHECK_INTERVAL_MS,
+                 transactional_id_expiration_ms: int = TRANSACTIONAL_ID_EXPIRATION_MS,
+                 expiration_check_interval_ms: int = EXPIRATION_CHECK_INTERVAL_MS) -> None:
         self._broker = broker
         self.abort_check_interval_ms = abort_check_interval_ms
+        self.transactional_id_expiration_ms = transactional_id_expiration_ms
+        self.expiration_check_interval_ms = expiration_check_interval_ms
         self._log = TransactionLog(broker.logs)
         self._txns: dict[str, TransactionMetadata] = {}
         self._by_producer_id: dict[int, TransactionMetadata] = {}
         self._unsynced: dict[Log, int] = {}
         self._timer: asyncio.TimerHandle | None = None
+        self._expiry_timer: asyncio.TimerHandle | None = None
         self._load()
         self._schedule_abort_check()
+        self._schedule_expiry()
 
     # -- state -------------------------------------------------------------------------------------
 
@@ -449,6 +463,35 @@ class TransactionCoordinator:
             self._drain_unsynced()
         return [meta.transactional_id for meta in expired]
 
+    def _schedule_expiry(self) -> None:
+        self._expiry_timer = self._broker.loop.call_later(self.expiration_check_interval_ms / 1000, self._expiry)
+
+    def _expiry(self) -> None:
+        try:
+            self.expire_transactional_ids(_now_ms())
+        except StorageError as error:  # tried again at the next check
+            logger.error("expiring transactional ids failed: %s", error)
+        finally:
+            self._schedule_expiry()
+
+    def expire_transactional_ids(self, now_ms: int) -> list[str]:
+        """Forget every transactional id idle for longer than ``transactional_id_expiration_ms``
+        with no transaction open (tombstoned in ``__transaction_state``). Returns those ids."""
+        idle = [meta for meta in self._txns.values()
+                if meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+                and now_ms - meta.last_update_ms > self.transactional_id_expiration_ms]
+        for meta in idle:
+            log, end = self._log.append(meta.transactional_id, None, now_ms)
+            self._unsynced[log] = end
+            del self._txns[meta.transactional_id]
+            if self._by_producer_id.get(meta.producer_id) is meta:
+                del self._by_producer_id[meta.producer_id]
+            logger.info("transactional id %r expired: unused for %d ms", meta.transactional_id,
+                        now_ms - meta.last_update_ms)
+        if idle:
+            self._drain_unsynced()  # fsynced in the background; a failure is logged
+        return [meta.transactional_id for meta in idle]
+
     # -- responses and durability --------------------------------------------------------------------
 
     def respond(self, response: dict[str, Any]) -> dict[str, Any] | Deferred:
@@ -482,9 +525,10 @@ class TransactionCoordinator:
         return log, self._broker.producer_state(log)
 
     def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        for timer in (self._timer, self._expiry_timer):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._expiry_timer = None
 
 
 def _fence(meta: TransactionMetadata) -> None:

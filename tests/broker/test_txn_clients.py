@@ -306,3 +306,52 @@ def test_aiokafka_transactions_commit_abort_and_offsets(pylog_broker, pylog_topi
         assert reader.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 3
     finally:
         reader.close()
+
+
+def test_idle_transactional_ids_expire_and_stay_expired_after_a_restart(tmp_path):
+    """Kafka's transactional.id.expiration.ms: an id unused for longer than it, with no open
+    transaction, is forgotten (tombstoned, so a restart does not bring it back); an id with an
+    open transaction is kept; an expired id starts afresh on its next init_transactions."""
+    import asyncio
+
+    from kafka_spark.broker import EmbeddedBroker
+
+    def on_loop(broker, function, *args):  # noqa: ANN001, ANN202
+        async def call():  # noqa: ANN202
+            return function(*args)
+        return asyncio.run_coroutine_threadsafe(call(), broker.broker.loop).result(10)
+
+    log_dir = tmp_path / "data"
+    with EmbeddedBroker(log_dir=log_dir, register=False) as broker:
+        broker.create_topic("events", partitions=1)
+        broker.create_topic("elsewhere", partitions=1)  # the open transaction must not hold events' LSO
+        done = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "finished"})
+        done.init_transactions(30)
+        done.begin_transaction()
+        done.produce("events", b"committed")
+        done.commit_transaction(30)
+        open_txn = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "still-open",
+                             "transaction.timeout.ms": 900_000})
+        open_txn.init_transactions(30)
+        open_txn.begin_transaction()
+        open_txn.produce("elsewhere", b"pending")
+        open_txn.flush(30)
+        coordinator = broker.broker.transactions
+        old_producer_id = coordinator.get("finished").producer_id
+        now = time.time_ns() // 1_000_000
+        assert on_loop(broker, coordinator.expire_transactional_ids, now) == []  # not idle long enough
+        eight_days = 8 * 24 * 3_600_000
+        assert on_loop(broker, coordinator.expire_transactional_ids, now + eight_days) == ["finished"]
+        assert coordinator.get("finished") is None and coordinator.get("still-open") is not None
+
+    with EmbeddedBroker(log_dir=log_dir, register=False) as broker:
+        coordinator = broker.broker.transactions
+        assert coordinator.get("finished") is None  # the tombstone was replayed
+        assert coordinator.get("still-open") is not None
+        again = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "finished"})
+        again.init_transactions(30)
+        again.begin_transaction()
+        again.produce("events", b"after-expiry")
+        again.commit_transaction(30)
+        assert coordinator.get("finished").producer_id != old_producer_id
+        assert read_all(broker.bootstrap_servers, "events", 1, "read_committed")[-1:] == [b"after-expiry"]
