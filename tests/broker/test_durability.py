@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -117,31 +118,44 @@ def test_a_batch_cut_in_half_is_truncated_and_writes_continue_at_the_right_offse
         broker.wait(30)
 
 
-def test_a_failed_fsync_answers_storage_error_on_its_partition_and_the_broker_goes_on(monkeypatch):
+@pytest.mark.parametrize("fsync_path", ["io_uring", "threads"])
+def test_a_failed_fsync_answers_storage_error_on_its_partition_and_the_broker_goes_on(monkeypatch, fsync_path):
     """acks=all is answered only once the data is on disk: when the fsync fails the partition
     gets KAFKA_STORAGE_ERROR (56), the other partitions of the request their offsets, and the
-    next produce, its fsync working again, succeeds."""
+    next produce, its fsync working again, succeeds. Both ways the broker fsyncs are covered: the
+    failure is real (the fsync is given a pipe, which cannot be fsynced: EINVAL)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from wire import WireClient
 
-    from kafka_spark.broker import EmbeddedBroker, durability
+    from kafka_spark.broker import EmbeddedBroker
     from kafka_spark.broker.storage.batch import build_record_batch
+    from kafka_spark.broker.uring import FsyncRing
 
-    real = durability._fsync_and_close
-    broken: set[str] = set()
+    if fsync_path == "threads":
+        monkeypatch.setenv("PYLOG_NO_IO_URING", "1")
+    else:
+        ring = FsyncRing.create(lambda *_: None)
+        if ring is None:
+            pytest.skip("this kernel or sandbox offers no io_uring; the thread path is tested alone")
+        ring.close()
+    broken: list[bool] = []
 
     with EmbeddedBroker(register=False) as broker:
+        assert broker.broker.group_commit.uses_io_uring == (fsync_path == "io_uring")
         broker.create_topic("disk", partitions=2)
-        log_of = {p: broker.broker.logs.get_log("disk", p) for p in (0, 1)}
-        target = log_of[1].directory
+        log = broker.broker.logs.get_log("disk", 1)
+        real = log.open_sync_handle
 
-        def fsync_and_close(fds):  # noqa: ANN001, ANN202
-            names = [os.readlink(f"/proc/self/fd/{fd}") for fd in fds]
-            errors = real(fds)
-            return [OSError(5, "Input/output error") if str(target) in name and broken else error
-                    for name, error in zip(names, errors)]
+        def open_sync_handle() -> tuple[int, int]:
+            fd, end = real()
+            if not broken:
+                return fd, end
+            os.close(fd)
+            read_end, write_end = os.pipe()
+            os.close(write_end)
+            return read_end, end
 
-        monkeypatch.setattr(durability, "_fsync_and_close", fsync_and_close)
+        monkeypatch.setattr(log, "open_sync_handle", open_sync_handle)
         batch = build_record_batch([(b"k", b"v", [], 1_700_000_000_000)])
 
         def produce() -> dict[int, tuple[int, int]]:
@@ -150,7 +164,7 @@ def test_a_failed_fsync_answers_storage_error_on_its_partition_and_the_broker_go
                     {"name": "disk", "partition_data": [{"index": 0, "records": batch}, {"index": 1, "records": batch}]}]})
             return {p.index: (int(p.error_code), p.base_offset) for p in response.responses[0].partition_responses}
 
-        broken.add("partition 1")
+        broken.append(True)
         assert produce() == {0: (0, 0), 1: (56, -1)}
         broken.clear()
         # The unacknowledged append stays in the log: a producer retrying without idempotence writes
