@@ -15,7 +15,7 @@ def test_broker_benchmark_prints_rates_and_ratios_for_both_brokers():
         [sys.executable, str(BENCH), "--messages", "20000", "--consume-per-partition", "2000", "--rounds", "1"],
         capture_output=True, text=True, timeout=300, check=True,
     )
-    for phase in ("produce", "consume"):
+    for phase in ("produce", "consume", "consume-data"):
         match = re.search(rf"^{phase}\s+pylog\s+([\d,]+) msg/s\s+mock\s+([\d,]+) msg/s\s+ratio pylog/mock\s+([\d.]+)\s+"
                           rf"\(rounds ([\d.]+) to ([\d.]+)\)$",
                           result.stdout, re.MULTILINE)
