@@ -25,12 +25,16 @@ class FrameDecoder:
     buffer is made large enough for the whole frame, so a megabyte produce request is read by the
     socket straight into the buffer it is parsed from and written to disk from; nothing joins
     chunks. A buffer that frames were handed out of is never written again (the views stay
-    valid as long as a request holds them); what follows them moves to a fresh buffer.
+    valid as long as a request holds them); what follows them moves to another buffer. That is
+    the previous buffer again once nothing refers to its frames any more (bytearray refuses to
+    resize while a view of it exists, which is the test), so a connection streaming large
+    requests alternates between two buffers instead of allocating and zero-filling one per
+    request.
 
     :meth:`feed` is the same for callers that already hold the bytes (it copies them in).
     """
 
-    __slots__ = ("_buffer", "_start", "_end", "_max_frame_bytes")
+    __slots__ = ("_buffer", "_start", "_end", "_max_frame_bytes", "_spare")
 
     #: Receive buffer size between frames: a read of many small requests at once.
     CHUNK = 64 * 1024
@@ -43,6 +47,7 @@ class FrameDecoder:
         self._start = 0  # first byte not yet handed out as a frame
         self._end = 0  # first byte not yet received
         self._max_frame_bytes = max_frame_bytes
+        self._spare: bytearray | None = None  # the previous buffer, reused once no view of it is left
 
     def get_buffer(self) -> memoryview:
         """Where the next read goes (never empty)."""
@@ -110,11 +115,27 @@ class FrameDecoder:
             raise FrameError(f"frame size {size} outside [8, {self._max_frame_bytes}]: not a Kafka request")
 
     def _move(self, capacity: int) -> None:
-        """Continue in a new buffer of ``capacity`` bytes holding the bytes not yet handed out."""
+        """Continue in a buffer of at least ``capacity`` bytes holding the bytes not yet handed out."""
         held = self._end - self._start
-        fresh = bytearray(capacity)
-        fresh[:held] = memoryview(self._buffer)[self._start : self._end]
+        old, fresh = self._buffer, self._spare
+        if fresh is not None and len(fresh) >= capacity and _unshared(fresh):
+            self._spare = None
+        else:
+            fresh = bytearray(capacity)
+        fresh[:held] = memoryview(old)[self._start : self._end]
         self._buffer, self._start, self._end = fresh, 0, held
+        if len(old) <= self.EAGER_BYTES:  # beyond that a buffer is rare enough to give back
+            self._spare = old
+
+
+def _unshared(buffer: bytearray) -> bool:
+    """True when no memoryview of ``buffer`` exists: a bytearray with views refuses to resize."""
+    try:
+        last = buffer.pop()  # a shrink by one byte never reallocates; the append restores it
+    except BufferError:
+        return False
+    buffer.append(last)
+    return True
 
 
 def encode_frame(payload: bytes) -> bytes:
