@@ -34,20 +34,23 @@ class FrameDecoder:
     :meth:`feed` is the same for callers that already hold the bytes (it copies them in).
     """
 
-    __slots__ = ("_buffer", "_start", "_end", "_max_frame_bytes", "_spare")
+    __slots__ = ("_buffer", "_start", "_end", "_max_frame_bytes", "_spares")
 
     #: Receive buffer size between frames: a read of many small requests at once.
     CHUNK = 64 * 1024
     #: Frames up to this size get their whole buffer at once; larger ones (up to the limit) grow
     #: by doubling as bytes arrive, so a declared size alone cannot make the broker allocate 100 MB.
     EAGER_BYTES = 16 * 1024 * 1024
+    #: Buffers kept for reuse: one a request may still hold while the next one arrives, and the
+    #: small one the next request's first bytes went into.
+    SPARES = 2
 
     def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
         self._buffer = bytearray(self.CHUNK)
         self._start = 0  # first byte not yet handed out as a frame
         self._end = 0  # first byte not yet received
         self._max_frame_bytes = max_frame_bytes
-        self._spare: bytearray | None = None  # the previous buffer, reused once no view of it is left
+        self._spares: list[bytearray] = []  # the previous buffers, reused once no view of them is left
 
     def get_buffer(self) -> memoryview:
         """Where the next read goes (never empty)."""
@@ -117,15 +120,20 @@ class FrameDecoder:
     def _move(self, capacity: int) -> None:
         """Continue in a buffer of at least ``capacity`` bytes holding the bytes not yet handed out."""
         held = self._end - self._start
-        old, fresh = self._buffer, self._spare
-        if fresh is not None and len(fresh) >= capacity and _unshared(fresh):
-            self._spare = None
+        old = self._buffer
+        for index, spare in enumerate(self._spares):
+            if len(spare) >= capacity and _unshared(spare):
+                fresh = self._spares.pop(index)
+                break
         else:
-            fresh = bytearray(capacity)
+            # Rounded up, so that the next request, a few bytes larger, still fits.
+            fresh = bytearray(-(-capacity // self.CHUNK) * self.CHUNK)
         fresh[:held] = memoryview(old)[self._start : self._end]
         self._buffer, self._start, self._end = fresh, 0, held
         if len(old) <= self.EAGER_BYTES:  # beyond that a buffer is rare enough to give back
-            self._spare = old
+            self._spares.append(old)
+            if len(self._spares) > self.SPARES:
+                del self._spares[0]
 
 
 def _unshared(buffer: bytearray) -> bool:
