@@ -73,6 +73,24 @@ def delete_topics(bootstrap: str, topics: list[str]) -> None:
         future.result(timeout=30)
 
 
+def measure_round(name: str, bootstrap: str, round_index: int, messages: int, produce_input: str,
+                  consume_input: str, consume_total: int, results: dict[str, list[float]]) -> None:
+    produce_topic = f"produce-{round_index}"
+    consume_topic = f"consume-{round_index}"
+    if name == "pylog":  # the mock auto-creates topics with 4 partitions
+        create_topic(bootstrap, produce_topic, 4)
+        create_topic(bootstrap, consume_topic, 4)
+    results["produce"].append(messages / kcat_produce(bootstrap, produce_topic, produce_input))
+    for partition in range(4):  # exactly 40k per partition: within the mock's window
+        kcat_produce(bootstrap, consume_topic, consume_input, partition)
+    results["consume"].append(consume_total / kcat_consume(bootstrap, consume_topic, consume_total))
+    seconds = sum(kcat_consume(bootstrap, consume_topic, consume_total, "-X", "fetch.wait.max.ms=10")
+                  for _ in range(3))
+    results["consume-data"].append(3 * consume_total / seconds)
+    if name == "pylog":  # each round starts from an empty disk, not 200 MB of dirty pages
+        delete_topics(bootstrap, [produce_topic, consume_topic])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=2_000_000)
@@ -88,26 +106,16 @@ def main() -> int:
 
     phases = ("produce", "consume", "consume-data")
     results: dict[str, dict[str, list[float]]] = {name: {phase: [] for phase in phases} for name in ("pylog", "mock")}
-    with pylog_broker_process(partitions=4) as pylog, mock_cluster() as mock:
-        brokers = {"pylog": pylog, "mock": mock}
+    with pylog_broker_process(partitions=4) as pylog:
         for round_index in range(args.rounds):
-            for name, bootstrap in brokers.items():  # interleaved, so drift hits both alike
-                produce_topic = f"produce-{round_index}"
-                consume_topic = f"consume-{round_index}"
-                if name == "pylog":  # the mock auto-creates topics with 4 partitions
-                    create_topic(bootstrap, produce_topic, 4)
-                    create_topic(bootstrap, consume_topic, 4)
-                results[name]["produce"].append(args.messages / kcat_produce(bootstrap, produce_topic, produce_input))
-                for partition in range(4):  # exactly 40k per partition: within the mock's window
-                    kcat_produce(bootstrap, consume_topic, consume_input, partition)
-                results[name]["consume"].append(consume_total / kcat_consume(bootstrap, consume_topic, consume_total))
-                seconds = sum(kcat_consume(bootstrap, consume_topic, consume_total, "-X", "fetch.wait.max.ms=10")
-                              for _ in range(3))
-                results[name]["consume-data"].append(3 * consume_total / seconds)
-                print(f"round {round_index + 1} {name:5s} " + "  ".join(
-                    f"{phase} {results[name][phase][-1]:12,.0f} msg/s" for phase in phases), flush=True)
-                if name == "pylog":  # each round starts from an empty disk, not 200 MB of dirty pages
-                    delete_topics(bootstrap, [produce_topic, consume_topic])
+            # A new mock cluster every round: it cannot delete topics, and one that has kept every
+            # earlier round's topics grows slower round after round, which would flatter pylog.
+            with mock_cluster() as mock:
+                for name, bootstrap in (("pylog", pylog), ("mock", mock)):  # interleaved: drift hits both
+                    measure_round(name, bootstrap, round_index, args.messages, produce_input, consume_input,
+                                  consume_total, results[name])
+                    print(f"round {round_index + 1} {name:5s} " + "  ".join(
+                        f"{phase} {results[name][phase][-1]:12,.0f} msg/s" for phase in phases), flush=True)
     subprocess.run(["rm", "-rf", workdir], check=False)
 
     print(f"kcat, 100-byte messages; produce {args.messages:,} msgs, consume {consume_total:,} msgs; "
