@@ -48,6 +48,8 @@ class Broker:
             config, "group_initial_rebalance_delay_ms", DEFAULT_INITIAL_REBALANCE_DELAY_MS))
         self.transactions = TransactionCoordinator(  # replays __transaction_state
             self, transactional_id_expiration_ms=config.transactional_id_expiration_ms)
+        self._producer_expiry = loop.call_later(
+            config.producer_id_expiration_check_interval_ms / 1000, self._expire_producers_periodically)
 
     @property
     def advertised_host(self) -> str:
@@ -78,6 +80,26 @@ class Broker:
             self._producer_states[topic_partition] = state
         return state
 
+    def expire_producer_ids(self, now_ms: int) -> int:
+        """Forget, in every partition, the idempotent producers idle for longer than
+        ``producer_id_expiration_ms`` (Kafka's producer.id.expiration.ms); how many were forgotten."""
+        forgotten = 0
+        for topic_partition, state in self._producer_states.items():
+            expired = state.expire(now_ms, self.config.producer_id_expiration_ms)
+            if expired:
+                logger.debug("%s: forgot %d idle producer id(s)", topic_partition, len(expired))
+            forgotten += len(expired)
+        return forgotten
+
+    def _expire_producers_periodically(self) -> None:
+        try:
+            forgotten = self.expire_producer_ids(int(time.time() * 1000))
+            if forgotten:
+                logger.info("forgot %d idle producer id(s) (producer.id.expiration.ms)", forgotten)
+        finally:
+            self._producer_expiry = self.loop.call_later(
+                self.config.producer_id_expiration_check_interval_ms / 1000, self._expire_producers_periodically)
+
     def forget_topic(self, name: str) -> None:
         """Drop in-memory state of a deleted topic."""
         for topic_partition in [tp for tp in self._producer_states if tp.topic == name]:
@@ -90,6 +112,7 @@ class Broker:
             logger.info("retention deleted %d segment(s)", deleted)
 
     def close(self) -> None:
+        self._producer_expiry.cancel()
         self.groups.close()
         self.transactions.close()
         self.group_commit.close()

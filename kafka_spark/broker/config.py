@@ -42,6 +42,10 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 100
     # Kafka's transactional.id.expiration.ms: an id unused this long with no open transaction is forgotten.
     transactional_id_expiration_ms: int = 7 * 24 * 3_600_000
+    # Kafka's producer.id.expiration.ms and its check interval: an idempotent producer's state in
+    # a partition is forgotten once its last batch is this old and no transaction of it is open.
+    producer_id_expiration_ms: int = 24 * 3_600_000
+    producer_id_expiration_check_interval_ms: int = 600_000
 
     @property
     def advertised(self) -> str:

@@ -13,6 +13,11 @@ NUM_BATCHES_TO_RETAIN = 5, the most batches a client keeps in flight), and on Pr
 5. no state for the pid (new producer, or state lost to retention): any sequence is accepted
    (Kafka >= 2.5 behaviour, KIP-360).
 
+A producer's state expires, as with Kafka's ``producer.id.expiration.ms`` (1 day), once its
+last batch's timestamp is that old and it has no transaction open in the partition: every Spark
+task of an idempotent or transactional sink brings a producer id, and a long-lived broker would
+otherwise keep them all. A producer that comes back after that is treated as new (rule 5).
+
 The state is rebuilt at start from the batch headers in the log (headers only, no records), so
 it survives restarts, for transactional producers too (their markers carry the epoch, so a
 fenced epoch stays fenced); the same pass rebuilds the partition's transaction index
@@ -62,6 +67,7 @@ class BatchMetadata:
 class ProducerStateEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    last_timestamp: int = -1  # max timestamp of the producer's last batch (Kafka's lastTimestamp)
 
     @property
     def last_seq(self) -> int:
@@ -144,11 +150,22 @@ class PartitionProducerState:
         if entry is None or header.producer_epoch > entry.epoch:
             entry = ProducerStateEntry(header.producer_epoch)
             self.producers[header.producer_id] = entry
+        entry.last_timestamp = header.max_timestamp
         if header.base_sequence < 0:
             return  # control batches move the epoch, not the sequence
         entry.batches.append(
             BatchMetadata(header.base_sequence, _last_seq(header), header.base_offset, header.last_offset)
         )
+
+    def expire(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget producers whose last batch is ``expiration_ms`` old or older and that have no
+        transaction open here; the producer ids forgotten."""
+        ongoing = self.txn_index.ongoing if self.txn_index is not None else {}
+        expired = [pid for pid, entry in self.producers.items()
+                   if pid not in ongoing and now_ms - entry.last_timestamp >= expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return expired
 
     def rebuild(self, headers: Iterable[BatchHeader]) -> None:
         """Sequences and epochs only (the transaction index needs the log: see :meth:`load`)."""
