@@ -19,7 +19,8 @@ Every byte the file sink writes goes through pyarrow.fs, so local paths and URIs
     ``FileContextBasedCheckpointFileManager`` relies on). Not exercised by the tests here.
   - S3: no rename at all; the object is PUT directly with ``If-None-Match: *`` through boto3
     (pyarrow has no conditional PUT). S3 answers 412 when the key exists. Requires boto3 and a
-    store that honours the header (AWS since 2024-08; check your S3-compatible store).
+    store that honours the header (AWS since 2024-08; check your S3-compatible store). Tested
+    against moto's S3 server, a streaming query killed mid-stream included.
   - anything else (GCS, Azure, fsspec): refused with :class:`UnsupportedFilesystemError`,
     because an exists-check followed by a write is not atomic.
 
