@@ -71,6 +71,16 @@ def start_query(script: str, out: str, checkpoint: str) -> subprocess.Popen:
     )
 
 
+def kill_within_a_later_batch(driver: subprocess.Popen, out: str) -> None:
+    """SIGKILL the query's process group at a random moment of a later batch's write / commit
+    cycle (the caller waited for the first manifests), and check the stream was not finished."""
+    time.sleep(random.uniform(0, 1.5))
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+    killed_at = committed_source_offsets(out)
+    assert killed_at is not None and killed_at != {"t": {"0": END, "1": END}}, "kill came too late"
+
+
 def test_sigkill_mid_stream_then_restart_is_exactly_once(spark, tmp_path):
     script = tmp_path / "query.py"
     script.write_text(QUERY)
@@ -81,11 +91,7 @@ def test_sigkill_mid_stream_then_restart_is_exactly_once(spark, tmp_path):
     deadline = time.time() + 120
     while time.time() < deadline and not (os.path.isdir(metadata) and len(os.listdir(metadata)) >= 2):
         time.sleep(0.05)
-    time.sleep(random.uniform(0, 1.5))  # somewhere in the write / commit cycle of a later batch
-    os.killpg(driver.pid, signal.SIGKILL)
-    driver.wait()
-    killed_at = committed_source_offsets(out)
-    assert killed_at is not None and killed_at != {"t": {"0": END, "1": END}}, "kill came too late"
+    kill_within_a_later_batch(driver, out)
 
     restarted = start_query(str(script), out, checkpoint)
     assert restarted.wait(timeout=180) == 0

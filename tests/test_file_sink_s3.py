@@ -9,8 +9,6 @@ Hadoop S3 connector is needed; the results are read back with pyarrow.
 from __future__ import annotations
 
 import os
-import random
-import signal
 import subprocess
 import sys
 import time
@@ -19,13 +17,12 @@ import boto3
 import pyarrow.parquet as pq
 import pytest
 from moto.server import ThreadedMotoServer
-from test_file_sink_kill import QUERY  # the same query, another output
+from test_file_sink_kill import END, QUERY, STEP, kill_within_a_later_batch  # the same query, on S3
 
 from kafka_spark.file_sink import committed_source_offsets, vacuum
 from kafka_spark.metadata_log import MetadataLog
 from kafka_spark.sink_fs import create_if_absent, resolve_output
 
-END, STEP = 60, 10  # 6 micro-batches
 BUCKET = "lake"
 
 
@@ -77,11 +74,7 @@ def test_sigkill_mid_stream_on_s3_then_restart_is_exactly_once(s3, tmp_path):
     deadline = time.time() + 120
     while time.time() < deadline and len(manifests("out")) < 2 and driver.poll() is None:
         time.sleep(0.05)
-    time.sleep(random.uniform(0, 1.5))  # somewhere in the write / commit cycle of a later batch
-    os.killpg(driver.pid, signal.SIGKILL)
-    driver.wait()
-    killed_at = committed_source_offsets(out)
-    assert killed_at is not None and killed_at != {"t": {"0": END, "1": END}}, "kill came too late"
+    kill_within_a_later_batch(driver, out)
 
     restarted = start_query(str(script), out, checkpoint, s3)
     assert restarted.wait(timeout=180) == 0
