@@ -138,6 +138,7 @@ class GroupCommit:
     def _finished(self, log: Log, state: _PartitionSync, target: int, error: BaseException | None) -> None:
         state.in_flight = False
         if error is not None:
+            log.mark_failed(f"fsync failed: {error}")
             self._fail(state, KafkaStorageError(f"fsync of {log.name} failed: {error}"))
             return
         state.durable_offset = max(state.durable_offset, target)

@@ -119,11 +119,13 @@ def test_a_batch_cut_in_half_is_truncated_and_writes_continue_at_the_right_offse
 
 
 @pytest.mark.parametrize("fsync_path", ["io_uring", "threads"])
-def test_a_failed_fsync_answers_storage_error_on_its_partition_and_the_broker_goes_on(monkeypatch, fsync_path):
+def test_a_failed_fsync_takes_its_partition_offline_until_a_restart(monkeypatch, tmp_path, fsync_path):
     """acks=all is answered only once the data is on disk: when the fsync fails the partition
-    gets KAFKA_STORAGE_ERROR (56), the other partitions of the request their offsets, and the
-    next produce, its fsync working again, succeeds. Both ways the broker fsyncs are covered: the
-    failure is real (the fsync is given a pipe, which cannot be fsynced: EINVAL)."""
+    gets KAFKA_STORAGE_ERROR (56) and the other partitions of the request their offsets. The
+    failed partition stays offline (produce and fetch answer 56) while the others go on: a later
+    fsync succeeding would not prove the failed pages reached the disk. A restart recovers it from
+    disk. Both ways the broker fsyncs are covered; the failure is real (the fsync is given a
+    pipe, which cannot be fsynced: EINVAL)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from wire import WireClient
 
@@ -138,9 +140,24 @@ def test_a_failed_fsync_answers_storage_error_on_its_partition_and_the_broker_go
         if ring is None:
             pytest.skip("this kernel or sandbox offers no io_uring; the thread path is tested alone")
         ring.close()
-    broken: list[bool] = []
+    batch = build_record_batch([(b"k", b"v", [], 1_700_000_000_000)])
 
-    with EmbeddedBroker(register=False) as broker:
+    def produce(bootstrap: str) -> dict[int, tuple[int, int]]:
+        with WireClient(bootstrap) as client:
+            response = client.call(0, 7, {"transactional_id": None, "acks": -1, "timeout": 5000, "topic_data": [
+                {"name": "disk", "partition_data": [{"index": 0, "records": batch}, {"index": 1, "records": batch}]}]})
+        return {p.index: (int(p.error_code), p.base_offset) for p in response.responses[0].partition_responses}
+
+    def fetch_errors(bootstrap: str) -> dict[int, int]:
+        with WireClient(bootstrap) as client:
+            response = client.call(1, 11, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                                           "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+                {"topic": "disk", "partitions": [{"partition": p, "current_leader_epoch": -1, "fetch_offset": 0,
+                                                  "log_start_offset": -1, "partition_max_bytes": 1 << 20}
+                                                 for p in (0, 1)]}], "forgotten_topics_data": [], "rack_id": ""})
+        return {p.partition_index: int(p.error_code) for p in response.responses[0].partitions}
+
+    with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
         assert broker.broker.group_commit.uses_io_uring == (fsync_path == "io_uring")
         broker.create_topic("disk", partitions=2)
         log = broker.broker.logs.get_log("disk", 1)
@@ -148,25 +165,20 @@ def test_a_failed_fsync_answers_storage_error_on_its_partition_and_the_broker_go
 
         def open_sync_handle() -> tuple[int, int]:
             fd, end = real()
-            if not broken:
-                return fd, end
             os.close(fd)
             read_end, write_end = os.pipe()
             os.close(write_end)
             return read_end, end
 
         monkeypatch.setattr(log, "open_sync_handle", open_sync_handle)
-        batch = build_record_batch([(b"k", b"v", [], 1_700_000_000_000)])
+        assert produce(broker.bootstrap_servers) == {0: (0, 0), 1: (56, -1)}
+        monkeypatch.undo()  # fsync works again, but partition 1 stays offline
+        assert log.failure is not None and "fsync failed" in log.failure
+        assert produce(broker.bootstrap_servers) == {0: (0, 1), 1: (56, -1)}
+        assert fetch_errors(broker.bootstrap_servers) == {0: 0, 1: 56}
 
-        def produce() -> dict[int, tuple[int, int]]:
-            with WireClient(broker.bootstrap_servers) as client:
-                response = client.call(0, 7, {"transactional_id": None, "acks": -1, "timeout": 5000, "topic_data": [
-                    {"name": "disk", "partition_data": [{"index": 0, "records": batch}, {"index": 1, "records": batch}]}]})
-            return {p.index: (int(p.error_code), p.base_offset) for p in response.responses[0].partition_responses}
-
-        broken.append(True)
-        assert produce() == {0: (0, 0), 1: (56, -1)}
-        broken.clear()
-        # The unacknowledged append stays in the log: a producer retrying without idempotence writes
-        # it twice, as when any ack is lost.
-        assert produce() == {0: (0, 1), 1: (0, 1)}
+    with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
+        # Recovered from disk: the unacknowledged first append is there (it reached the page
+        # cache), so a producer retrying without idempotence has it twice, as when any ack is lost.
+        assert fetch_errors(broker.bootstrap_servers) == {0: 0, 1: 0}
+        assert produce(broker.bootstrap_servers) == {0: (0, 2), 1: (0, 1)}

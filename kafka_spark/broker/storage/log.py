@@ -96,6 +96,7 @@ class Log:
         self._time_ms = time_ms
         self._lock = threading.RLock()
         self._closed = False
+        self._failure: str | None = None  # set by mark_failed: the partition is offline
         self._unflushed_messages = 0
         self._last_flush_ms = time_ms()
         self.first_unstable_offset: int | None = None  # hook for the transaction layer
@@ -238,6 +239,7 @@ class Log:
                 self._unflushed_messages += offset - base_offset
                 self._maybe_flush(acks, now)
             except OSError as error:
+                self.mark_failed(f"append failed: {error}")
                 raise KafkaStorageError(f"append to {self.name} failed: {error}") from error
             return AppendResult(
                 base_offset=base_offset,
@@ -523,7 +525,8 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            self.flush()
+            if self._failure is None:  # an offline log's state on disk is left to recovery
+                self.flush()
             for segment in self._segments:
                 segment.close()
             self._closed = True
@@ -558,9 +561,29 @@ class Log:
             self._check_open()
             return [header for segment in self._segments for _, header in segment.scan_headers()]
 
+    def mark_failed(self, reason: str) -> None:
+        """Take the partition offline until the broker restarts: every later call (other than
+        close and delete) raises KafkaStorageError. Called after a failed write or fsync, when
+        what is on disk is unknown: a later fsync that succeeds would not bring back pages the
+        kernel dropped, so nothing more may be acknowledged. Kafka takes the whole log directory
+        offline; here it is the partition, and the broker serves the others. At restart, recovery
+        reads the log back from disk (a torn tail is truncated)."""
+        with self._lock:
+            if self._failure is None:
+                self._failure = reason
+                logger.error("partition %s is offline until the broker restarts: %s", self.name, reason)
+
+    @property
+    def failure(self) -> str | None:
+        """Why the partition is offline (see :meth:`mark_failed`), or None."""
+        return self._failure
+
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError(f"the log of {self.name} is closed (the topic was deleted or the broker is stopping)")
+        if self._failure is not None:
+            raise KafkaStorageError(f"{self.name} is offline after an I/O error ({self._failure}); restart the "
+                                    "broker to recover it from disk")
 
     def __repr__(self) -> str:
         return (f"Log({self.name}, log_start_offset={self._log_start_offset}, "

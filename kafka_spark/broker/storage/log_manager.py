@@ -291,6 +291,8 @@ class LogManager:
         """Apply retention to every log; returns the number of segments deleted."""
         deleted = 0
         for log in self.logs():
+            if log.failure is not None:  # offline until a restart; said once when it went offline
+                continue
             try:
                 deleted += log.delete_old_segments(now_ms)
             except StorageError as error:  # one bad partition must not stop retention of the others
