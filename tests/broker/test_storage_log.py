@@ -476,3 +476,33 @@ def test_append_writes_the_producers_bytes_without_changing_them(tmp_path):
         position += size
     assert [offset for offset, _ in decode(stored)] == list(range(3, 51))
     log.close()
+
+
+def test_a_failed_flush_takes_the_partition_offline_and_a_reopen_recovers_it(tmp_path, monkeypatch):
+    """After an I/O error what is on disk is unknown: appends and reads refuse with
+    KAFKA_STORAGE_ERROR (56) even once the disk works again, close still releases the files, and
+    opening the log again (a broker restart) recovers what reached the disk."""
+    from kafka_spark.broker.storage.errors import KafkaStorageError
+
+    log = open_log(tmp_path)
+    log.append(client_batch(3))
+    segment = log._segments[-1]
+
+    def broken_flush() -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(segment, "flush", broken_flush)
+    with pytest.raises(KafkaStorageError, match="flush of orders-0 failed"):
+        log.flush()
+    monkeypatch.undo()
+    assert "flush failed" in log.failure
+    for call in (lambda: log.append(client_batch(1)), lambda: log.read(0, 1 << 20)):
+        with pytest.raises(KafkaStorageError, match="offline after an I/O error") as raised:
+            call()
+        assert raised.value.error_code == 56
+    log.close()
+
+    reopened = open_log(tmp_path)
+    assert reopened.failure is None and reopened.log_end_offset == 3
+    assert reopened.append(client_batch(1)).base_offset == 3
+    reopened.close()

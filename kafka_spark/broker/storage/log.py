@@ -516,6 +516,7 @@ class Log:
             try:
                 self._segments[-1].flush()
             except OSError as error:
+                self.mark_failed(f"flush failed: {error}")
                 raise KafkaStorageError(f"flush of {self.name} failed: {error}") from error
             self._unflushed_messages = 0
             self._last_flush_ms = self._time_ms()
