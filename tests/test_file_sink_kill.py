@@ -16,7 +16,9 @@ from pyarrow.fs import LocalFileSystem
 from kafka_spark.file_sink import committed_source_offsets, vacuum
 from kafka_spark.metadata_log import MetadataLog
 
-END, STEP = 60, 10  # 6 micro-batches
+# 20 micro-batches: the kill lands within 1.5 s of the second commit, long before the last one
+# even when batches take a tenth of a second.
+END, STEP = 200, 10
 
 QUERY = textwrap.dedent(
     """
