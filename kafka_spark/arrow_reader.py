@@ -99,6 +99,11 @@ class ArrowRangeReader:
                     if error.code == kf.UNKNOWN_TOPIC_OR_PARTITION:
                         self._gone(str(error))
                         continue
+                    if error.code == kf.LEADER_NOT_AVAILABLE:
+                        pending, attempt = None, attempt + 1
+                        self._check_deadline(deadline, str(error))
+                        kf.backoff(attempt)
+                        continue
                     raise
                 except OSError as error:  # connection refused, reset, timed out
                     if conn is not None:

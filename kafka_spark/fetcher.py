@@ -45,6 +45,7 @@ FETCH_VERSION = 11
 ERROR_NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
 UNSUPPORTED_VERSION = 35
 #: Leadership moved or is settling: look the leader up again and retry.
 RETRIABLE_ERRORS = {
@@ -229,6 +230,7 @@ class FetchClient:
         self.client_id = client_id
         self.timeout_s = timeout_s
         self.leaders: dict[tuple[str, int], tuple[str, int]] = {}
+        self.leaderless: set[tuple[str, int]] = set()  # partitions that exist but have no leader now
         self.connections: dict[tuple[str, int], BrokerConnection] = {}
 
     # -- connections ---------------------------------------------------------------------------
@@ -287,7 +289,9 @@ class FetchClient:
             self._load_metadata(topic)
         address = self.leaders.get(key)
         if address is None:
-            raise KafkaProtocolError(f"{topic}-{partition} has no leader (or does not exist)", UNKNOWN_TOPIC_OR_PARTITION)
+            if key in self.leaderless:  # an election, or its only replica is offline: wait, as consumers do
+                raise KafkaProtocolError(f"{topic}-{partition} has no leader at the moment", LEADER_NOT_AVAILABLE)
+            raise KafkaProtocolError(f"{topic}-{partition} does not exist", UNKNOWN_TOPIC_OR_PARTITION)
         return address
 
     def _load_metadata(self, topic: str) -> None:
@@ -303,6 +307,7 @@ class FetchClient:
             r.string()  # rack
             brokers[node] = (host, port)
         r.i32()  # controller_id
+        self.leaderless = {key for key in self.leaderless if key[0] != topic}
         for _ in range(r.i32()):
             r.i16()  # topic error: a missing topic just has no partitions here
             name = r.string()
@@ -315,8 +320,10 @@ class FetchClient:
                     r.pos += 4 * count
                 if leader in brokers:
                     self.leaders[(name, index)] = brokers[leader]
+                    self.leaderless.discard((name, index))
                 else:
                     self.leaders.pop((name, index), None)
+                    self.leaderless.add((name, index))
 
     def send_fetch(self, conn: BrokerConnection, topic: str, partition: int, offset: int, **limits: int) -> int:
         return conn.send(API_FETCH, FETCH_VERSION, _fetch_body(topic, partition, offset, **limits))

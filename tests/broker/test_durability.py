@@ -157,6 +157,15 @@ def test_a_failed_fsync_takes_its_partition_offline_until_a_restart(monkeypatch,
                                                  for p in (0, 1)]}], "forgotten_topics_data": [], "rack_id": ""})
         return {p.partition_index: int(p.error_code) for p in response.responses[0].partitions}
 
+    def metadata(bootstrap: str) -> dict[int, tuple[int, int, list[int]]]:
+        """(error, leader, offline replicas) per partition, as clients learn them."""
+        with WireClient(bootstrap) as client:
+            response = client.call(3, 8, {"topics": [{"name": "disk"}], "allow_auto_topic_creation": False,
+                                          "include_cluster_authorized_operations": False,
+                                          "include_topic_authorized_operations": False})
+        return {p.partition_index: (int(p.error_code), p.leader_id, list(p.offline_replicas))
+                for p in response.topics[0].partitions}
+
     with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
         assert broker.broker.group_commit.uses_io_uring == (fsync_path == "io_uring")
         broker.create_topic("disk", partitions=2)
@@ -176,9 +185,15 @@ def test_a_failed_fsync_takes_its_partition_offline_until_a_restart(monkeypatch,
         assert log.failure is not None and "fsync failed" in log.failure
         assert produce(broker.bootstrap_servers) == {0: (0, 1), 1: (56, -1)}
         assert fetch_errors(broker.bootstrap_servers) == {0: 0, 1: 56}
+        node = broker.broker.config.node_id
+        # Metadata says so too (Kafka's answer for a replica in a failed log directory), so
+        # clients hold partition 1's messages instead of retrying them into errors.
+        assert metadata(broker.bootstrap_servers) == {0: (0, node, []), 1: (5, -1, [node])}
 
     with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
         # Recovered from disk: the unacknowledged first append is there (it reached the page
         # cache), so a producer retrying without idempotence has it twice, as when any ack is lost.
         assert fetch_errors(broker.bootstrap_servers) == {0: 0, 1: 0}
+        node = broker.broker.config.node_id
+        assert metadata(broker.bootstrap_servers) == {0: (0, node, []), 1: (0, node, [])}
         assert produce(broker.bootstrap_servers) == {0: (0, 2), 1: (0, 1)}

@@ -1,7 +1,11 @@
 """Metadata (3): brokers, controller, topics and partitions; may auto-create topics.
 
 One node leads every partition, with itself as the only replica and ISR; leader_epoch stays 0
-(a changing epoch sends clients into leader-epoch validation).
+(a changing epoch sends clients into leader-epoch validation). A partition taken offline by an
+I/O error (Log.mark_failed) is answered as Kafka answers a partition whose only replica sits in
+a failed log directory: LEADER_NOT_AVAILABLE (5), no leader (-1), the node among the offline
+replicas. Clients then hold its messages and stop fetching it instead of retrying into
+KAFKA_STORAGE_ERROR, and carry on with the other partitions.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         names = sorted(existing)  # v0 [] and v1+ null both mean "all topics"
     else:
         names = [topic.name for topic in body.topics]
+    offline = {(log.topic, log.partition) for log in broker.logs.logs() if log.failure is not None}
     allow_auto_create = getattr(body, "allow_auto_topic_creation", True)
     topics = []
     for name in names:
@@ -48,18 +53,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
                 "error_code": 0,
                 "name": name,
                 "is_internal": False,
-                "partitions": [
-                    {
-                        "error_code": 0,
-                        "partition_index": index,
-                        "leader_id": node_id,
-                        "leader_epoch": 0,
-                        "replica_nodes": (node_id,),
-                        "isr_nodes": (node_id,),
-                        "offline_replicas": (),
-                    }
-                    for index in range(info.partitions)
-                ],
+                "partitions": [_partition(index, node_id, (name, index) in offline) for index in range(info.partitions)],
                 "topic_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
             }
         )
@@ -72,6 +66,18 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         "controller_id": node_id,  # never -1: admin clients wait forever for a controller
         "topics": topics,
         "cluster_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+    }
+
+
+def _partition(index: int, node_id: int, offline: bool) -> dict[str, Any]:
+    return {
+        "error_code": 5 if offline else 0,
+        "partition_index": index,
+        "leader_id": -1 if offline else node_id,
+        "leader_epoch": 0,
+        "replica_nodes": (node_id,),
+        "isr_nodes": (node_id,),
+        "offline_replicas": (node_id,) if offline else (),
     }
 
 
