@@ -11,6 +11,7 @@ persists across restarts (the broker recovers its logs on start).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import shutil
@@ -30,6 +31,12 @@ from kafka_spark.broker.storage.config import LogConfig
 logger = logging.getLogger("kafka_spark.broker")
 
 T = TypeVar("T")
+
+# BrokerConfig fields EmbeddedBroker passes through as keyword arguments (the others have
+# parameters of their own, or are what the broker decides itself).
+_SETTABLE = frozenset(field.name for field in dataclasses.fields(BrokerConfig)) - {
+    "log_dir", "host", "port", "advertised_host", "auto_create_topics_enable", "num_partitions", "log",
+    "log_retention_check_interval_ms"}
 
 
 class EmbeddedBroker:
@@ -51,7 +58,14 @@ class EmbeddedBroker:
         retention_check_interval_ms: int = 300_000,
         advertised_host: str | None = None,
         register: bool = True,
+        **broker_settings: Any,
     ) -> None:
+        """``broker_settings``: any other :class:`BrokerConfig` field, e.g.
+        ``producer_id_expiration_ms=60_000`` or ``transactional_id_expiration_ms=...``."""
+        unknown = set(broker_settings) - _SETTABLE
+        if unknown:
+            raise TypeError(f"EmbeddedBroker got unknown setting(s) {', '.join(sorted(unknown))}; "
+                            f"the broker settings are {', '.join(sorted(_SETTABLE))}")
         self._temporary = log_dir is None
         self.log_dir = Path(tempfile.mkdtemp(prefix="pylog-broker-")) if log_dir is None else Path(log_dir)
         self.config = BrokerConfig(
@@ -63,6 +77,7 @@ class EmbeddedBroker:
             num_partitions=num_partitions,
             log=log_config or LogConfig(),
             log_retention_check_interval_ms=retention_check_interval_ms,
+            **broker_settings,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from kafka_spark.broker import EmbeddedBroker
@@ -97,3 +98,21 @@ def test_the_expiry_check_runs_by_itself_and_is_rescheduled():
         assert node._producer_expiry is not first and not node._producer_expiry.cancelled()
         assert abs(node._producer_expiry.when() - node.loop.time()
                    - node.config.producer_id_expiration_check_interval_ms / 1000) < 5
+
+
+def test_settings_passed_to_the_embedded_broker_drive_the_periodic_expiry():
+    with EmbeddedBroker(register=False, producer_id_expiration_ms=60_000,
+                        producer_id_expiration_check_interval_ms=200) as broker:
+        broker.create_topic("expiry", partitions=1)
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True,
+                             "linger.ms": 0})
+        produce(producer, [b"old"], int(time.time() * 1000) - 120_000)  # older than the minute allowed
+        deadline = time.monotonic() + 10
+        while producer_ids(broker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert producer_ids(broker) == set()  # forgotten by the timer, with no call from the test
+
+
+def test_an_unknown_broker_setting_is_refused_with_the_known_ones():
+    with pytest.raises(TypeError, match="producer_id_expiraton_ms.*producer_id_expiration_ms"):
+        EmbeddedBroker(producer_id_expiraton_ms=1)
