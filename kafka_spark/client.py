@@ -234,10 +234,13 @@ class OffsetReader:
             futures = admin.list_offsets(
                 request, isolation_level=level, request_timeout=self.timeout_s
             )
-            return {
-                TopicPartition(ktp.topic, ktp.partition): future.result(self.timeout_s).offset
-                for ktp, future in futures.items()
-            }
+            offsets = {}
+            for ktp, future in futures.items():
+                try:
+                    offsets[TopicPartition(ktp.topic, ktp.partition)] = future.result(self.timeout_s).offset
+                except Exception as e:  # noqa: BLE001 - re-raised naming the partition (no leader, ...)
+                    raise OffsetFetchError(f"partition {ktp.topic}-{ktp.partition}: {e}") from e
+            return offsets
 
         return self._with_retries(what, fetch)
 
