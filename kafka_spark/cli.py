@@ -138,9 +138,11 @@ def _topics_describe(args: argparse.Namespace) -> int:
     topic = metadata.topics.get(args.name)
     if topic is None or topic.error is not None:
         raise CliError(f"topic {args.name!r} does not exist (list topics with `pylog topics list`)")
+    overrides = _topic_overrides(args, args.name)
     consumer = Consumer({"bootstrap.servers": _bootstrap(args), "group.id": "pylog-cli-describe", "enable.auto.commit": False})
     try:
-        print(f"Topic: {args.name}\tPartitionCount: {len(topic.partitions)}")
+        print(f"Topic: {args.name}\tPartitionCount: {len(topic.partitions)}\t"
+              f"Configs: {','.join(f'{name}={value}' for name, value in sorted(overrides.items()))}")
         for index in sorted(topic.partitions):
             partition = topic.partitions[index]
             low, high = consumer.get_watermark_offsets(TopicPartition(args.name, index), timeout=30)
@@ -151,6 +153,42 @@ def _topics_describe(args: argparse.Namespace) -> int:
             )
     finally:
         consumer.close()
+    return 0
+
+
+def _topic_overrides(args: argparse.Namespace, name: str) -> dict[str, str]:
+    """The topic's own settings (what kafka-topics --describe lists as Configs)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import ConfigResource, ConfigSource
+
+    resource = ConfigResource("topic", name)
+    admin = _admin(args)
+    try:
+        entries = admin.describe_configs([resource])[resource].result(timeout=30)
+    except KafkaException as error:
+        raise CliError(f"describe configs of {name} failed: {error.args[0].str()}") from None
+    return {key: entry.value for key, entry in entries.items()
+            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+
+
+def _topics_alter(args: argparse.Namespace) -> int:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+
+    if args.partitions is None and not args.config and not args.delete_config:
+        raise CliError("nothing to alter: give --partitions N, --config NAME=VALUE or --delete-config NAME")
+    admin = _admin(args)
+    if args.partitions is not None:
+        _wait(admin.create_partitions([NewPartitions(args.name, args.partitions)], operation_timeout=30),
+              "add partitions to topic")
+        print(f"Topic {args.name} has {args.partitions} partitions now.")
+    entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+               for name, value in (_key_value(item, "--config") for item in args.config or [])]
+    entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
+                for name in args.delete_config or []]
+    if entries:
+        resource = ConfigResource("topic", args.name, incremental_configs=entries)
+        _wait(admin.incremental_alter_configs([resource]), "alter configs of topic")
+        print(f"Altered the configs of topic {args.name}.")
     return 0
 
 
@@ -400,7 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker_commands.add_parser("status", help="show the local broker").set_defaults(func=_broker_status)
     broker_commands.add_parser("stop", help="stop the local broker").set_defaults(func=_broker_stop)
 
-    topics = commands.add_parser("topics", help="create, list, describe and delete topics")
+    topics = commands.add_parser("topics", help="create, list, describe, alter and delete topics")
     topic_commands = topics.add_subparsers(dest="action", required=True)
     create = client(topic_commands.add_parser("create", help="create a topic"))
     create.add_argument("name")
@@ -409,9 +447,16 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--config", action="append", metavar="NAME=VALUE", help="topic config, e.g. cleanup.policy=compact")
     create.set_defaults(func=_topics_create)
     client(topic_commands.add_parser("list", help="list topics")).set_defaults(func=_topics_list)
-    describe = client(topic_commands.add_parser("describe", help="partitions and offsets of a topic"))
+    describe = client(topic_commands.add_parser("describe", help="partitions, offsets and configs of a topic"))
     describe.add_argument("name")
     describe.set_defaults(func=_topics_describe)
+    alter = client(topic_commands.add_parser(
+        "alter", help="add partitions to a topic, set or remove its configs (kafka-topics/kafka-configs --alter)"))
+    alter.add_argument("name")
+    alter.add_argument("--partitions", type=int, help="the new total number of partitions (only grows)")
+    alter.add_argument("--config", action="append", metavar="NAME=VALUE", help="set a topic config, e.g. retention.ms=3600000")
+    alter.add_argument("--delete-config", action="append", metavar="NAME", help="remove a topic config (back to the default)")
+    alter.set_defaults(func=_topics_alter)
     delete = client(topic_commands.add_parser("delete", help="delete a topic"))
     delete.add_argument("name")
     delete.set_defaults(func=_topics_delete)

@@ -94,3 +94,23 @@ def test_produce_and_consume_show_progress_and_end_with_rates(running_broker):
                      "--bootstrap-server", bootstrap, env=env)
     assert re.search(rb"consuming: 100%.*3000/3000", consumed.stderr)
     assert re.search(rb"Processed a total of 3000 messages in [\d.]+s \([\d,]+ msg/s\)", consumed.stderr)
+
+
+def test_topics_alter_adds_partitions_and_changes_configs(running_broker):
+    _, bootstrap, env = running_broker
+    pylog("topics", "create", "grow", "--partitions", "2", "--config", "retention.ms=3600000",
+          "--bootstrap-server", bootstrap, env=env)
+    described = pylog("topics", "describe", "grow", "--bootstrap-server", bootstrap, env=env).stdout.decode()
+    assert "PartitionCount: 2\tConfigs: retention.ms=3600000" in described
+    out = pylog("topics", "alter", "grow", "--partitions", "4", "--config", "cleanup.policy=compact",
+                "--delete-config", "retention.ms", "--bootstrap-server", bootstrap, env=env).stdout.decode()
+    assert "has 4 partitions now" in out and "Altered the configs" in out
+    described = pylog("topics", "describe", "grow", "--bootstrap-server", bootstrap, env=env).stdout.decode()
+    assert "PartitionCount: 4\tConfigs: cleanup.policy=compact" in described
+    assert len(re.findall(r"Partition: \d", described)) == 4
+    result = pylog("topics", "alter", "grow", "--partitions", "3", "--bootstrap-server", bootstrap, env=env,
+                   check=False)
+    assert result.returncode == 1 and b"must be above" in result.stderr
+    result = pylog("topics", "alter", "grow", "--config", "retention.ms=soon", "--bootstrap-server", bootstrap,
+                   env=env, check=False)
+    assert result.returncode == 1 and b"retention.ms" in result.stderr

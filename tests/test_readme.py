@@ -52,5 +52,6 @@ def test_shell_block_runs(tmp_path):
                             timeout=300, env=env)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "clicked" in result.stdout and "bought" in result.stdout
-    assert "PartitionCount: 3" in result.stdout
+    assert "Topic events has 4 partitions now." in result.stdout
+    assert "PartitionCount: 4\tConfigs: retention.ms=86400000" in result.stdout
     assert "stopped" in result.stdout

@@ -14,7 +14,7 @@ from kafka_spark.options import parse_source_options
 from kafka_spark.partition_reader import read_partition
 from kafka_spark.stream_reader import PylogStreamReader
 from kafka_spark.topic_partition import TopicPartition as TP
-from tests.source_fixtures import kafka_cluster, mock_kafka  # noqa: F401
+from tests.source_fixtures import embedded_kafka, kafka_cluster, mock_kafka  # noqa: F401
 
 
 def _stream(spark, cluster, **options):
@@ -185,6 +185,32 @@ def test_new_topic_matching_pattern_is_read_from_earliest(spark, kafka_cluster, 
         rows = spark.table(name).collect()
         assert sorted((r.topic, r.partition, r.offset) for r in rows) == [
             (first, 0, 2), (second, 3, 0), (second, 3, 1), (second, 3, 2),
+        ]
+    finally:
+        query.stop()
+
+
+def test_partitions_added_to_a_subscribed_topic_are_read_from_earliest(spark, embedded_kafka, tmp_path):
+    """Spark's Kafka source rule: partitions that appear while the query runs (CreatePartitions)
+    are read from their beginning; the others go on from where they were."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    topic = embedded_kafka.new_topic("widen")  # 4 partitions
+    embedded_kafka.produce_values(topic, 0, 2)
+    name, query = _to_memory(_stream(spark, embedded_kafka, subscribe=topic, startingOffsets="earliest"), tmp_path)
+    try:
+        query.processAllAvailable()
+        admin = AdminClient({"bootstrap.servers": embedded_kafka.bootstrap_servers})
+        admin.create_partitions([NewPartitions(topic, 6)])[topic].result(10)
+        producer = Producer({"bootstrap.servers": embedded_kafka.bootstrap_servers})  # knows all 6
+        for i, partition in enumerate((5, 5, 4, 0)):
+            producer.produce(topic, value=b"new-%d" % i, partition=partition)
+        assert producer.flush(10) == 0
+        query.processAllAvailable()
+        rows = spark.sql(f"select partition, offset, cast(value as string) v from {name}").collect()
+        assert sorted((r.partition, r.offset, r.v) for r in rows) == [
+            (0, 0, "v0"), (0, 1, "v1"), (0, 2, "new-3"), (4, 0, "new-2"), (5, 0, "new-0"), (5, 1, "new-1"),
         ]
     finally:
         query.stop()

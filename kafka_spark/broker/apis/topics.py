@@ -63,3 +63,29 @@ def handle_delete(broker: Any, request: Any) -> dict[str, Any]:
         responses.append({"name": name, "error_code": code})
     broker.notifier.notify()  # parked fetches on a deleted topic answer at once
     return {"throttle_time": 0, "responses": responses}
+
+
+def handle_create_partitions(broker: Any, request: Any) -> dict[str, Any]:
+    """CreatePartitions (37): grow topics to the partition counts asked for. New partitions start
+    empty; consumers and the pylog source read them from their beginning."""
+    body = request.body
+    names = [topic.name for topic in body.topics]
+    results = []
+    for topic in body.topics:
+        code, message = 0, None
+        try:
+            if names.count(topic.name) > 1:
+                code, message = _INVALID_REQUEST, f"topic {topic.name!r} appears more than once in the request"
+            elif is_internal_topic(topic.name):
+                code, message = 3, f"topic {topic.name!r} does not exist"
+            elif topic.assignments:
+                code, message = _INVALID_REQUEST, "manual replica assignments are not supported by this one-node broker"
+            elif body.validate_only:
+                broker.logs.check_add_partitions(topic.name, topic.count)
+            else:
+                broker.logs.add_partitions(topic.name, topic.count)
+                logger.info("topic %s grew to %d partitions", topic.name, topic.count)
+        except StorageError as error:
+            code, message = error.error_code, str(error)
+        results.append({"name": topic.name, "error_code": code, "error_message": message})
+    return {"throttle_time": 0, "results": results}

@@ -34,8 +34,10 @@ class ApiKey(enum.IntEnum):
     END_TXN = 26
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
-    DELETE_GROUPS = 42
+    ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
 
 
 #: api key -> (min version, max version) served. CreateTopics < 2 and DeleteTopics < 1 were
@@ -63,4 +65,9 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 4),
     ApiKey.LIST_GROUPS: (0, 2),
     ApiKey.DELETE_GROUPS: (0, 1),
+    # Admin APIs at Kafka 2.3's versions (DescribeConfigs v0 left Kafka 4, and kio with it).
+    ApiKey.CREATE_PARTITIONS: (0, 1),
+    ApiKey.DESCRIBE_CONFIGS: (1, 2),
+    ApiKey.ALTER_CONFIGS: (0, 1),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
 }

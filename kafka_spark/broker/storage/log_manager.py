@@ -242,14 +242,7 @@ class LogManager:
         """Grow topic ``name`` to ``count`` partitions in total (CreatePartitions)."""
         with self._lock:
             self._check_open()
-            info = self._topics.get(name)
-            if info is None:
-                raise UnknownTopicOrPartitionError(f"cannot add partitions to topic {name!r}: it does not exist")
-            if count <= info.partitions or count > _MAX_PARTITIONS:
-                raise InvalidPartitionsError(
-                    f"topic {name!r} has {info.partitions} partition(s); the new total must be above that "
-                    f"and at most {_MAX_PARTITIONS}, not {count}"
-                )
+            info = self.check_add_partitions(name, count)
             grown = TopicInfo(name, count, info.configs, info.topic_id)
             config = LogConfig.from_topic_configs(info.configs, self.default_config)
             try:
@@ -260,6 +253,44 @@ class LogManager:
             except OSError as error:
                 raise KafkaStorageError(f"cannot add partitions to {name!r}: {error}") from error
             return grown
+
+    def check_add_partitions(self, name: str, count: int) -> TopicInfo:
+        """What :meth:`add_partitions` checks, changing nothing (CreatePartitions validate_only)."""
+        with self._lock:
+            info = self._topics.get(name)
+            if info is None:
+                raise UnknownTopicOrPartitionError(f"cannot add partitions to topic {name!r}: it does not exist")
+            if count <= info.partitions or count > _MAX_PARTITIONS:
+                raise InvalidPartitionsError(
+                    f"topic {name!r} has {info.partitions} partition(s); the new total must be above that "
+                    f"and at most {_MAX_PARTITIONS}, not {count}"
+                )
+            return info
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str], *, validate_only: bool = False) -> TopicInfo:
+        """Replace topic ``name``'s config overrides with ``configs`` (Kafka names; a name left out
+        goes back to the broker default), as AlterConfigs does; the logs apply them from their next
+        operation. Raises UnknownTopicOrPartitionError (3) or InvalidConfigError (40), changing
+        nothing."""
+        with self._lock:
+            self._check_open()
+            info = self._topics.get(name)
+            if info is None:
+                raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+            config = LogConfig.from_topic_configs(configs, self.default_config)
+            changed = TopicInfo(name, info.partitions, MappingProxyType(dict(configs)), info.topic_id)
+            if validate_only:
+                return changed
+            try:
+                checkpoint.atomic_write(self._metadata_path(changed), changed.to_json())
+            except OSError as error:
+                raise KafkaStorageError(f"cannot change the configs of topic {name!r}: {error}") from error
+            self._topics[name] = changed
+            for partition in range(info.partitions):
+                log = self._logs.get((name, partition))
+                if log is not None:
+                    log.update_config(config)
+            return changed
 
     def topics(self) -> dict[str, TopicInfo]:
         """A snapshot: topic name -> TopicInfo."""

@@ -1,0 +1,225 @@
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
+
+Topics: every topic-level setting this broker has (storage/config.py), with where its value comes
+from: the topic's own override (DYNAMIC_TOPIC_CONFIG), the broker's default when it differs from
+Kafka's (STATIC_BROKER_CONFIG) or Kafka's default (DEFAULT_CONFIG); with ``include_synonyms``
+the chain behind it, under Kafka's broker-level names (``retention.ms`` <- ``log.retention.ms``).
+Changes are persisted with the topic's metadata and apply to its logs from their next operation.
+
+The broker (resource name "" or this node's id): its settings, read-only; they are changed by
+restarting the broker with others, not at run time (dynamic broker configs are not supported).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from kafka_spark.broker.apis.metadata import is_internal_topic
+from kafka_spark.broker.storage.config import LogConfig
+from kafka_spark.broker.storage.errors import StorageError
+
+TOPIC, BROKER = 2, 4
+_DYNAMIC_TOPIC_CONFIG, _STATIC_BROKER_CONFIG, _DEFAULT_CONFIG = 1, 4, 5
+_UNKNOWN_TOPIC_OR_PARTITION, _INVALID_CONFIG, _INVALID_REQUEST = 3, 40, 42
+_SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
+_LIST_CONFIGS = frozenset({"cleanup.policy"})  # the list-typed topic configs (APPEND / SUBTRACT)
+
+# Kafka's broker-level names of the topic-level settings (ServerTopicConfigSynonyms).
+BROKER_NAMES = {
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "retention.ms": "log.retention.ms",
+    "retention.bytes": "log.retention.bytes",
+    "max.message.bytes": "message.max.bytes",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "cleanup.policy": "log.cleanup.policy",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+}
+
+
+# -- DescribeConfigs ------------------------------------------------------------------------------
+
+
+def handle_describe(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    synonyms = bool(getattr(body, "include_synonyms", False))
+    results = []
+    for resource in body.resources:
+        result = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
+                  "error_code": 0, "error_message": None, "configs": ()}
+        try:
+            if resource.resource_type == TOPIC:
+                entries = _topic_entries(broker, resource.resource_name, synonyms)
+            elif resource.resource_type == BROKER:
+                entries = _broker_entries(broker, resource.resource_name, synonyms)
+            else:
+                raise _RequestError(_INVALID_REQUEST, f"resource type {resource.resource_type} is not supported "
+                                    f"here; describe topics ({TOPIC}) or the broker ({BROKER})")
+        except _RequestError as error:
+            result.update(error_code=error.code, error_message=error.message)
+        else:
+            keys = resource.configuration_keys
+            result["configs"] = [entry for entry in entries if keys is None or entry["name"] in keys]
+        results.append(result)
+    return {"throttle_time": 0, "results": results}
+
+
+def _topic_entries(broker: Any, name: str, synonyms: bool) -> list[dict[str, Any]]:
+    info = _topic(broker, name)
+    defaults = broker.config.log
+    effective = LogConfig.from_topic_configs(info.configs, defaults).to_topic_configs()
+    broker_values = defaults.to_topic_configs()
+    kafka_defaults = LogConfig().to_topic_configs()
+    entries = []
+    for key, value in sorted(effective.items()):
+        chain = []
+        if key in info.configs:
+            chain.append((key, value, _DYNAMIC_TOPIC_CONFIG))
+        if broker_values[key] != kafka_defaults[key]:
+            chain.append((BROKER_NAMES.get(key, key), broker_values[key], _STATIC_BROKER_CONFIG))
+        chain.append((BROKER_NAMES.get(key, key), kafka_defaults[key], _DEFAULT_CONFIG))
+        entries.append(_entry(key, value, chain[0][2], read_only=False,
+                              synonyms=chain if synonyms else ()))
+    # The one compression setting this broker has: batches are stored as the producer sent them.
+    entries.append(_entry("compression.type", "producer", _DEFAULT_CONFIG, read_only=True,
+                          synonyms=[("compression.type", "producer", _DEFAULT_CONFIG)] if synonyms else ()))
+    return entries
+
+
+def _broker_entries(broker: Any, name: str, synonyms: bool) -> list[dict[str, Any]]:
+    config = broker.config
+    if name not in ("", str(config.node_id)):
+        raise _RequestError(_INVALID_REQUEST, f"unexpected broker id {name!r}: this broker is {config.node_id} "
+                            "(or use an empty name)")
+    values = {
+        "broker.id": config.node_id,
+        "node.id": config.node_id,
+        "log.dirs": config.log_dir,
+        "num.partitions": config.num_partitions,
+        "auto.create.topics.enable": config.auto_create_topics_enable,
+        "log.retention.check.interval.ms": config.log_retention_check_interval_ms,
+        "socket.request.max.bytes": config.socket_request_max_bytes,
+        "group.initial.rebalance.delay.ms": config.group_initial_rebalance_delay_ms,
+        "transactional.id.expiration.ms": config.transactional_id_expiration_ms,
+        "producer.id.expiration.ms": config.producer_id_expiration_ms,
+        "producer.id.expiration.check.interval.ms": config.producer_id_expiration_check_interval_ms,
+        "offsets.topic.replication.factor": 1,
+        "transaction.state.log.replication.factor": 1,
+        "min.insync.replicas": 1,
+    }
+    for key, value in config.log.to_topic_configs().items():
+        values[BROKER_NAMES.get(key, key)] = value
+    entries = []
+    for key, value in sorted(values.items()):
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        entries.append(_entry(key, text, _STATIC_BROKER_CONFIG, read_only=True,
+                              synonyms=[(key, text, _STATIC_BROKER_CONFIG)] if synonyms else ()))
+    return entries
+
+
+def _entry(name: str, value: str, source: int, *, read_only: bool,
+           synonyms: Iterable[tuple[str, str, int]]) -> dict[str, Any]:
+    return {"name": name, "value": value, "read_only": read_only, "config_source": source,
+            "is_sensitive": False,
+            "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in synonyms]}
+
+
+# -- AlterConfigs and IncrementalAlterConfigs -------------------------------------------------------
+
+
+def handle_alter(broker: Any, request: Any) -> dict[str, Any]:
+    """AlterConfigs: the configs given become the topic's whole set of overrides."""
+
+    def overrides(resource: Any, current: dict[str, str]) -> dict[str, str]:
+        return {config.name: config.value for config in resource.configs if config.value is not None}
+
+    return _alter(broker, request, overrides)
+
+
+def handle_incremental_alter(broker: Any, request: Any) -> dict[str, Any]:
+    """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on the current overrides."""
+
+    def overrides(resource: Any, current: dict[str, str]) -> dict[str, str]:
+        names = [config.name for config in resource.configs]
+        if len(names) != len(set(names)):
+            raise _RequestError(_INVALID_REQUEST, "a config key appears more than once in one resource")
+        changed = dict(current)
+        for config in resource.configs:
+            operation = config.config_operation
+            if operation == _SET:
+                if config.value is None:
+                    raise _RequestError(_INVALID_CONFIG, f"SET of {config.name} needs a value")
+                changed[config.name] = config.value
+            elif operation == _DELETE:
+                changed.pop(config.name, None)
+            elif operation in (_APPEND, _SUBTRACT):
+                if config.name not in _LIST_CONFIGS:
+                    raise _RequestError(_INVALID_CONFIG, f"{'APPEND' if operation == _APPEND else 'SUBTRACT'} "
+                                        f"applies to list configs ({', '.join(sorted(_LIST_CONFIGS))}), "
+                                        f"not {config.name}")
+                items = _effective_list(broker, resource.resource_name, config.name, current)
+                given = [item.strip() for item in (config.value or "").split(",") if item.strip()]
+                if operation == _APPEND:
+                    items += [item for item in given if item not in items]
+                else:
+                    items = [item for item in items if item not in given]
+                changed[config.name] = ",".join(items)
+            else:
+                raise _RequestError(_INVALID_REQUEST, f"unknown config operation {operation} for {config.name}")
+        return changed
+
+    return _alter(broker, request, overrides)
+
+
+def _alter(broker: Any, request: Any, overrides: Any) -> dict[str, Any]:
+    body = request.body
+    seen: dict[tuple[int, str], int] = {}
+    for resource in body.resources:
+        key = (resource.resource_type, resource.resource_name)
+        seen[key] = seen.get(key, 0) + 1
+    responses = []
+    for resource in body.resources:
+        response = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
+                    "error_code": 0, "error_message": None}
+        try:
+            if seen[(resource.resource_type, resource.resource_name)] > 1:
+                raise _RequestError(_INVALID_REQUEST, f"resource {resource.resource_name!r} appears more than once")
+            if resource.resource_type == BROKER:
+                raise _RequestError(_INVALID_REQUEST, "broker configs cannot change while the broker runs; restart "
+                                    "it with the new settings")
+            if resource.resource_type != TOPIC:
+                raise _RequestError(_INVALID_REQUEST, f"resource type {resource.resource_type} is not supported "
+                                    f"here; alter topic ({TOPIC}) configs")
+            info = _topic(broker, resource.resource_name)
+            wanted = overrides(resource, dict(info.configs))
+            broker.logs.set_topic_configs(resource.resource_name, wanted, validate_only=body.validate_only)
+        except _RequestError as error:
+            response.update(error_code=error.code, error_message=error.message)
+        except StorageError as error:
+            response.update(error_code=error.error_code, error_message=str(error))
+        responses.append(response)
+    return {"throttle_time": 0, "responses": responses}
+
+
+def _effective_list(broker: Any, topic: str, name: str, current: dict[str, str]) -> list[str]:
+    value = LogConfig.from_topic_configs(current, broker.config.log).to_topic_configs()[name]
+    return [item for item in value.split(",") if item]
+
+
+def _topic(broker: Any, name: str) -> Any:
+    info = None if is_internal_topic(name) else broker.logs.topics().get(name)
+    if info is None:
+        raise _RequestError(_UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+    return info
+
+
+class _RequestError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message

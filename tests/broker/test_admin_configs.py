@@ -1,0 +1,178 @@
+"""Admin APIs that operators and tools use on a running cluster: CreatePartitions, DescribeConfigs,
+AlterConfigs and IncrementalAlterConfigs, through confluent-kafka's, kafka-python's and aiokafka's
+admin clients. Changes persist across a restart and reach the logs at once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+)
+from confluent_kafka.error import KafkaException
+
+from kafka_spark.broker import EmbeddedBroker
+
+
+def partition_count(admin: AdminClient, topic: str) -> int:
+    return len(admin.list_topics(timeout=10).topics[topic].partitions)
+
+
+def error_code(future) -> int:  # noqa: ANN001
+    with pytest.raises(KafkaException) as raised:
+        future.result(10)
+    return raised.value.args[0].code()
+
+
+def describe(admin: AdminClient, resource: ConfigResource) -> dict:
+    return admin.describe_configs([resource])[resource].result(10)
+
+
+def test_confluent_admin_grows_a_topic_and_refuses_what_kafka_refuses(pylog_broker, pylog_topic):
+    admin = AdminClient({"bootstrap.servers": pylog_broker.bootstrap_servers})
+    topic = pylog_topic(partitions=2)
+    assert admin.create_partitions([NewPartitions(topic, 3)], validate_only=True)[topic].result(10) is None
+    assert partition_count(admin, topic) == 2  # validate_only changes nothing
+    admin.create_partitions([NewPartitions(topic, 5)])[topic].result(10)
+    assert partition_count(admin, topic) == 5
+    assert error_code(admin.create_partitions([NewPartitions(topic, 4)])[topic]) == 37  # INVALID_PARTITIONS
+    assert error_code(admin.create_partitions([NewPartitions("no-such-topic", 4)])["no-such-topic"]) == 3
+    assert error_code(admin.create_partitions([NewPartitions(topic, 6, replica_assignment=[[0]])])[topic]) == 42
+
+    # The new partitions take writes and serve reads like the first ones.
+    producer = Producer({"bootstrap.servers": pylog_broker.bootstrap_servers})
+    delivered = []
+    for partition in range(5):
+        producer.produce(topic, value=b"p%d" % partition, partition=partition,
+                         on_delivery=lambda err, msg: delivered.append((err, msg.partition(), msg.offset())))
+    producer.flush(10)
+    assert sorted(delivered) == [(None, p, 0) for p in range(5)]
+
+
+def test_confluent_admin_describes_and_alters_topic_configs(pylog_broker, pylog_topic):
+    admin = AdminClient({"bootstrap.servers": pylog_broker.bootstrap_servers})
+    topic = pylog_topic(partitions=2, config={"retention.ms": "3600000"})
+    resource = ConfigResource("topic", topic)
+    configs = describe(admin, resource)
+    assert configs["retention.ms"].value == "3600000"
+    assert configs["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert not configs["retention.ms"].is_default
+    assert [(s.name, s.value) for s in configs["retention.ms"].synonyms.values()] == [
+        ("retention.ms", "3600000"), ("log.retention.ms", "604800000")]
+    assert configs["cleanup.policy"].value == "delete" and configs["cleanup.policy"].is_default
+    assert configs["compression.type"].value == "producer"
+
+    # Incremental: APPEND to a list config, DELETE an override (back to the default).
+    change = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ConfigEntry("segment.bytes", "1048576", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([change])[change].result(10)
+    configs = describe(admin, resource)
+    assert (configs["cleanup.policy"].value, configs["retention.ms"].value, configs["segment.bytes"].value) == (
+        "compact,delete", "604800000", "1048576")
+    for partition in range(2):  # the logs apply it at once
+        log = pylog_broker.broker.logs.get_log(topic, partition)
+        assert log.config.compacts and log.config.deletes and log.config.segment_bytes == 1048576
+
+    # Refused: a bad value, APPEND to a scalar config, an unknown name. Nothing changes.
+    for entry, code in [(ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET), 40),
+                        (ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.APPEND), 40),
+                        (ConfigEntry("retention.mss", "5", incremental_operation=AlterConfigOpType.SET), 40)]:
+        bad = ConfigResource("topic", topic, incremental_configs=[entry])
+        assert error_code(admin.incremental_alter_configs([bad])[bad]) == code
+    assert describe(admin, resource)["retention.ms"].value == "604800000"
+
+    # validate_only checks and changes nothing.
+    trial = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([trial], validate_only=True)[trial].result(10)
+    assert describe(admin, resource)["retention.ms"].value == "604800000"
+
+    unknown = ConfigResource("topic", "no-such-topic")
+    assert error_code(admin.describe_configs([unknown])[unknown]) == 3
+
+
+def test_broker_configs_are_described_and_read_only(pylog_broker):
+    admin = AdminClient({"bootstrap.servers": pylog_broker.bootstrap_servers})
+    configs = describe(admin, ConfigResource("broker", str(pylog_broker.broker.config.node_id)))
+    assert configs["log.retention.ms"].value == "604800000"
+    assert configs["num.partitions"].value == str(pylog_broker.broker.config.num_partitions)
+    assert configs["log.dirs"].value == str(pylog_broker.log_dir)
+    assert all(entry.is_read_only for entry in configs.values())
+    change = ConfigResource("broker", "0", incremental_configs=[
+        ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)])
+    assert error_code(admin.incremental_alter_configs([change])[change]) == 42
+
+
+def test_partitions_and_configs_survive_a_restart_and_retention_follows_the_new_setting(tmp_path):
+    with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_topics([NewTopic("kept", 1, config={"segment.bytes": "1024"})])["kept"].result(10)
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+        old = int(time.time() * 1000) - 3_600_000  # an hour ago
+        for i in range(20):
+            producer.produce("kept", value=b"x" * 300, partition=0, timestamp=old + i)
+            producer.flush(10)  # one batch each: several segments
+        admin.create_partitions([NewPartitions("kept", 3)])["kept"].result(10)
+        change = ConfigResource("topic", "kept", set_config={"segment.bytes": "1024", "retention.ms": "600000"})
+        with pytest.warns(DeprecationWarning):  # confluent-kafka prefers incremental_alter_configs
+            admin.alter_configs([change])[change].result(10)
+    with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        assert partition_count(admin, "kept") == 3
+        assert describe(admin, ConfigResource("topic", "kept"))["retention.ms"].value == "600000"
+        log = broker.broker.logs.get_log("kept", 0)
+        assert log.log_start_offset == 0
+        broker.broker.logs.run_retention()  # ten minutes' retention: the hour-old segments go
+        assert log.log_start_offset > 0
+
+
+def test_kafka_python_admin_grows_topics_and_alters_configs(pylog_broker, pylog_topic):
+    from kafka.admin import ConfigResource as KpResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient, NewPartitions as KpPartitions
+
+    topic = pylog_topic(partitions=1)
+    admin = KafkaAdminClient(bootstrap_servers=pylog_broker.bootstrap_servers)
+    try:
+        admin.create_partitions({topic: KpPartitions(total_count=3)})
+        assert len(admin.describe_topics([topic])[0]["partitions"]) == 3
+        admin.alter_configs([KpResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "120000"})])
+        # By default kafka-python lists the modified configs only: it goes by config_source.
+        described = admin.describe_configs([KpResource(ConfigResourceType.TOPIC, topic)])
+        assert described == {"topic": {topic: {"retention.ms": {
+            "value": "120000", "read_only": False, "config_source": "DYNAMIC_TOPIC_CONFIG",
+            "is_sensitive": False, "synonyms": []}}}}
+    finally:
+        admin.close()
+
+
+def test_aiokafka_admin_grows_topics_and_describes_configs(pylog_broker, pylog_topic):
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions as AioPartitions
+    from aiokafka.admin.config_resource import ConfigResource as AioResource
+    from aiokafka.admin.config_resource import ConfigResourceType as AioType
+
+    topic = pylog_topic(partitions=1, config={"retention.ms": "90000"})
+
+    async def run() -> dict[str, str]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=pylog_broker.bootstrap_servers)
+        await admin.start()
+        try:
+            await admin.create_partitions({topic: AioPartitions(total_count=2)})
+            described = await admin.describe_configs([AioResource(AioType.TOPIC, topic)])
+            return {entry[0]: entry[1] for response in described for result in response.resources
+                    for entry in result[4]}
+        finally:
+            await admin.close()
+
+    assert asyncio.run(run())["retention.ms"] == "90000"
+    assert pylog_broker.broker.logs.topics()[topic].partitions == 2
