@@ -7,9 +7,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from kafka_spark.broker import EmbeddedBroker
+from partition_reads import read_to_end
 
 DAY_MS = 24 * 3_600_000
 
@@ -35,24 +36,7 @@ def produce(producer: Producer, values: list[bytes], timestamp_ms: int) -> None:
 
 
 def read_values(bootstrap: str) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "expiry-check", "enable.partition.eof": True,
-                         "isolation.level": "read_committed"})
-    consumer.assign([TopicPartition("expiry", 0, OFFSET_BEGINNING)])
-    values: list[bytes] = []
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            message = consumer.poll(1)
-            if message is None:
-                continue
-            if message.error():
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    return values
-                raise AssertionError(message.error())
-            values.append(message.value())
-        raise AssertionError("no end of partition within 30 s")
-    finally:
-        consumer.close()
+    return [message.value() for message in read_to_end(bootstrap, "expiry", **{"isolation.level": "read_committed"})]
 
 
 def test_idle_producers_are_forgotten_but_not_those_with_an_open_transaction():

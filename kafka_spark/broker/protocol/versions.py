@@ -28,6 +28,7 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
@@ -67,6 +68,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_GROUPS: (0, 1),
     # Admin APIs at Kafka 2.3's versions (DescribeConfigs v0 left Kafka 4, and kio with it).
     ApiKey.CREATE_PARTITIONS: (0, 1),
+    ApiKey.DELETE_RECORDS: (0, 1),
     ApiKey.DESCRIBE_CONFIGS: (1, 2),
     ApiKey.ALTER_CONFIGS: (0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),

@@ -420,6 +420,38 @@ class Log:
                         len(doomed), self.name, self._log_start_offset)
             return len(doomed)
 
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: make ``offset`` the log start offset (-1: the high watermark) and delete
+        the segments wholly below it; the records below it are gone as after retention (fetching
+        them is OFFSET_OUT_OF_RANGE). Returns the log start offset. An offset beyond the high
+        watermark raises OffsetOutOfRangeError; one at or below the current start changes nothing.
+        The start is checkpointed before any file is removed (Log.open finishes a cut-short delete).
+        """
+        with self._lock:
+            self._check_open()
+            high = self.high_watermark
+            target = high if offset == -1 else offset
+            if not 0 <= target <= high:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete the records of {self.name} before offset {offset}: its records end at "
+                    f"{high}; give an offset up to that (or -1 for all)",
+                    offset=offset, log_start_offset=self._log_start_offset, log_end_offset=high)
+            if target <= self._log_start_offset:
+                return self._log_start_offset
+            try:
+                checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, target)
+                self._log_start_offset = target
+                count = 0
+                while count < len(self._segments) - 1 and self._segments[count + 1].base_offset <= target:
+                    count += 1
+                doomed, self._segments = self._segments[:count], self._segments[count:]
+                for segment in doomed:
+                    segment.delete()
+            except OSError as error:
+                raise KafkaStorageError(f"deleting records of {self.name} failed: {error}") from error
+            logger.info("records of %s before offset %d deleted (%d segment(s) removed)", self.name, target, count)
+            return target
+
     # -- compaction hooks (the cleaner: cleaner.py) ---------------------------------------------------
 
     def now_ms(self) -> int:

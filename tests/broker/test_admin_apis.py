@@ -1,6 +1,6 @@
 """Admin APIs that operators and tools use on a running cluster: CreatePartitions, DescribeConfigs,
-AlterConfigs and IncrementalAlterConfigs, through confluent-kafka's, kafka-python's and aiokafka's
-admin clients. Changes persist across a restart and reach the logs at once."""
+AlterConfigs, IncrementalAlterConfigs and DeleteRecords, through confluent-kafka's, kafka-python's
+and aiokafka's admin clients. Changes persist across a restart and reach the logs at once."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -21,6 +21,7 @@ from confluent_kafka.admin import (
 from confluent_kafka.error import KafkaException
 
 from kafka_spark.broker import EmbeddedBroker
+from partition_reads import read_to_end
 
 
 def partition_count(admin: AdminClient, topic: str) -> int:
@@ -176,3 +177,55 @@ def test_aiokafka_admin_grows_topics_and_describes_configs(pylog_broker, pylog_t
 
     assert asyncio.run(run())["retention.ms"] == "90000"
     assert pylog_broker.broker.logs.topics()[topic].partitions == 2
+
+
+def consume_offsets(bootstrap: str, topic: str) -> list[int]:
+    return [message.offset() for message in read_to_end(bootstrap, topic)]
+
+
+def test_delete_records_moves_the_log_start_and_removes_whole_segments(tmp_path):
+    with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
+        bootstrap = broker.bootstrap_servers
+        broker.create_topic("trim", partitions=1, config={"segment.bytes": "1024"})
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+        for i in range(30):
+            producer.produce("trim", value=b"x" * 200, partition=0)
+            producer.flush(10)  # one batch each: a few per segment
+        segments_before = len(list((tmp_path / "trim-0").glob("*.log")))
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        (future,) = admin.delete_records([TopicPartition("trim", 0, 17)]).values()
+        assert future.result(10).low_watermark == 17
+        assert consume_offsets(bootstrap, "trim") == list(range(17, 30))
+        assert len(list((tmp_path / "trim-0").glob("*.log"))) < segments_before
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "admin-apis"})
+        assert consumer.get_watermark_offsets(TopicPartition("trim", 0), timeout=10) == (17, 30)
+        consumer.close()
+
+        (beyond,) = admin.delete_records([TopicPartition("trim", 0, 31)]).values()
+        assert error_code(beyond) == 1  # OFFSET_OUT_OF_RANGE: past the end
+        (lower,) = admin.delete_records([TopicPartition("trim", 0, 5)]).values()
+        assert lower.result(10).low_watermark == 17  # below the start: nothing changes
+    with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
+        assert consume_offsets(broker.bootstrap_servers, "trim") == list(range(17, 30))
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        (everything,) = admin.delete_records([TopicPartition("trim", 0, -1)]).values()  # -1: the end
+        assert everything.result(10).low_watermark == 30
+        assert consume_offsets(broker.bootstrap_servers, "trim") == []
+
+
+def test_kafka_python_admin_deletes_records(pylog_broker, pylog_topic):
+    from kafka import TopicPartition as KpTopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    topic = pylog_topic(partitions=1)
+    producer = Producer({"bootstrap.servers": pylog_broker.bootstrap_servers})
+    for i in range(10):
+        producer.produce(topic, value=b"%d" % i, partition=0)
+    producer.flush(10)
+    admin = KafkaAdminClient(bootstrap_servers=pylog_broker.bootstrap_servers)
+    try:
+        result = admin.delete_records({KpTopicPartition(topic, 0): 4})
+    finally:
+        admin.close()
+    assert result[KpTopicPartition(topic, 0)]["low_watermark"] == 4
+    assert consume_offsets(pylog_broker.bootstrap_servers, topic) == list(range(4, 10))
