@@ -138,11 +138,10 @@ def _topics_describe(args: argparse.Namespace) -> int:
     topic = metadata.topics.get(args.name)
     if topic is None or topic.error is not None:
         raise CliError(f"topic {args.name!r} does not exist (list topics with `pylog topics list`)")
-    overrides = _topic_overrides(args, args.name)
+    configs = _topic_overrides(args, args.name)
     consumer = Consumer({"bootstrap.servers": _bootstrap(args), "group.id": "pylog-cli-describe", "enable.auto.commit": False})
     try:
-        print(f"Topic: {args.name}\tPartitionCount: {len(topic.partitions)}\t"
-              f"Configs: {','.join(f'{name}={value}' for name, value in sorted(overrides.items()))}")
+        print(f"Topic: {args.name}\tPartitionCount: {len(topic.partitions)}\tConfigs: {configs}")
         for index in sorted(topic.partitions):
             partition = topic.partitions[index]
             low, high = consumer.get_watermark_offsets(TopicPartition(args.name, index), timeout=30)
@@ -156,19 +155,24 @@ def _topics_describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _topic_overrides(args: argparse.Namespace, name: str) -> dict[str, str]:
-    """The topic's own settings (what kafka-topics --describe lists as Configs)."""
+def _topic_overrides(args: argparse.Namespace, name: str) -> str:
+    """The topic's own settings as kafka-topics --describe lists them (``k=v,k=v``). A cluster
+    that refuses DescribeConfigs (an ACL, say) still gets its partitions described."""
+    import concurrent.futures
+
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import ConfigResource, ConfigSource
 
     resource = ConfigResource("topic", name)
     admin = _admin(args)
     try:
-        entries = admin.describe_configs([resource])[resource].result(timeout=30)
+        entries = admin.describe_configs([resource], request_timeout=10)[resource].result(timeout=15)
     except KafkaException as error:
-        raise CliError(f"describe configs of {name} failed: {error.args[0].str()}") from None
-    return {key: entry.value for key, entry in entries.items()
-            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+        return f"(not available: {error.args[0].str()})"
+    except concurrent.futures.TimeoutError:
+        return "(not available: no answer to DescribeConfigs within 10 s)"
+    return ",".join(f"{key}={entry.value}" for key, entry in sorted(entries.items())
+                    if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
 
 
 def _topics_alter(args: argparse.Namespace) -> int:

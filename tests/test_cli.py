@@ -114,3 +114,20 @@ def test_topics_alter_adds_partitions_and_changes_configs(running_broker):
     result = pylog("topics", "alter", "grow", "--config", "retention.ms=soon", "--bootstrap-server", bootstrap,
                    env=env, check=False)
     assert result.returncode == 1 and b"retention.ms" in result.stderr
+
+
+def test_describe_works_against_a_cluster_that_does_not_describe_configs(tmp_path):
+    """librdkafka's mock cluster never answers DescribeConfigs: the partitions are still
+    described, and the configs are marked unavailable, after the 10 s request timeout."""
+    sys.path.insert(0, str(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")))
+    from _harness import mock_cluster
+    from confluent_kafka import Producer
+
+    env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
+    with mock_cluster() as mock:
+        producer = Producer({"bootstrap.servers": mock})
+        producer.produce("elsewhere", b"x", partition=0)
+        assert producer.flush(10) == 0
+        described = pylog("topics", "describe", "elsewhere", "--bootstrap-server", mock, env=env).stdout.decode()
+    assert "Configs: (not available: " in described
+    assert "Partition: 0" in described and "LogEndOffset: 1" in described
