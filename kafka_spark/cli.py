@@ -346,22 +346,28 @@ def _groups_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _groups_describe(args: argparse.Namespace) -> int:
-    """Like ``kafka-consumer-groups.sh --describe --group G``: one row per partition that is
-    assigned or has a committed offset; "-" where there is no member or no commit."""
-    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException
-    from confluent_kafka import TopicPartition as KafkaTopicPartition
+def _group_and_offsets(admin: Any, group: str) -> tuple[Any, dict[tuple[str, int], int]]:
+    """The group's description and its committed offsets, by (topic, partition)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 
-    admin = _admin(args)  # must outlive its futures
-    group = args.group
     try:
         description = admin.describe_consumer_groups([group], request_timeout=30)[group].result(timeout=30)
         offsets = admin.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group)], request_timeout=30)[group].result(timeout=30)
     except KafkaException as error:
-        raise CliError(f"describing consumer group {group!r} failed: {error.args[0].str()}") from None
+        raise CliError(f"reading consumer group {group!r} failed: {error.args[0].str()}") from None
+    return description, {(tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions or [] if tp.offset >= 0}
+
+
+def _groups_describe(args: argparse.Namespace) -> int:
+    """Like ``kafka-consumer-groups.sh --describe --group G``: one row per partition that is
+    assigned or has a committed offset; "-" where there is no member or no commit."""
+    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    group = args.group
+    description, committed = _group_and_offsets(_admin(args), group)
     state = getattr(description.state, "name", str(description.state)).upper()
-    committed = {(tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions or [] if tp.offset >= 0}
     if state == "DEAD" or (not description.members and not committed):
         raise CliError(f"consumer group {group!r} does not exist (list groups with `pylog groups list`)")
     owners: dict[tuple[str, int], Any] = {}
@@ -396,6 +402,93 @@ def _groups_describe(args: argparse.Namespace) -> int:
     for row in [header, *rows]:
         print(" ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
     return 0
+
+
+def _groups_reset_offsets(args: argparse.Namespace) -> int:
+    """Like ``kafka-consumer-groups.sh --reset-offsets``: plan new committed offsets for a group
+    with no active members and, with ``--execute``, commit them; without it, a dry run."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    admin = _admin(args)  # must outlive its futures
+    group = args.group
+    description, committed = _group_and_offsets(admin, group)
+    if description.members:
+        raise CliError(f"consumer group {group!r} has {len(description.members)} active member(s); offsets can "
+                       "only be reset while it has none: stop its consumers first")
+    topic, _, wanted = args.topic.partition(":")
+    metadata = admin.list_topics(timeout=30)
+    if topic not in metadata.topics or metadata.topics[topic].error is not None:
+        raise CliError(f"topic {topic!r} does not exist (list topics with `pylog topics list`)")
+    existing = sorted(metadata.topics[topic].partitions)
+    try:
+        partitions = [int(p) for p in wanted.split(",")] if wanted else existing
+    except ValueError:
+        raise CliError(f"--topic takes TOPIC or TOPIC:P,P,...; got {args.topic!r}") from None
+    missing = sorted(set(partitions) - set(existing))
+    if missing:
+        raise CliError(f"topic {topic!r} has no partition(s) {', '.join(map(str, missing))}")
+
+    consumer = Consumer({"bootstrap.servers": _bootstrap(args), "group.id": "pylog-cli-groups", "enable.auto.commit": False})
+    try:
+        bounds = {p: consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=30) for p in partitions}
+        by_time: dict[int, int] = {}
+        if args.to_datetime is not None:
+            millis = _datetime_millis(args.to_datetime)
+            found = consumer.offsets_for_times([KafkaTopicPartition(topic, p, millis) for p in partitions], timeout=30)
+            by_time = {tp.partition: tp.offset for tp in found}
+    except KafkaException as error:
+        raise CliError(f"reading offsets of {topic} failed: {error.args[0].str()}") from None
+    finally:
+        consumer.close()
+
+    plan = []
+    for p in partitions:
+        low, high = bounds[p]
+        if args.to_earliest:
+            target = low
+        elif args.to_latest:
+            target = high
+        elif args.to_offset is not None:
+            target = args.to_offset
+        elif args.to_datetime is not None:
+            target = by_time[p] if by_time[p] >= 0 else high  # nothing that late: the end, as Kafka does
+        else:
+            if (topic, p) not in committed:
+                raise CliError(f"{topic}-{p} has no committed offset to shift; use --to-earliest, --to-latest, "
+                               "--to-offset or --to-datetime for it")
+            target = committed[(topic, p)] + args.shift_by
+        plan.append((p, min(max(target, low), high)))  # kept within the log, as Kafka clamps
+
+    rows = [(group, topic, str(p), str(offset)) for p, offset in plan]
+    header = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
+    widths = [max([15, len(header[i])] + [len(row[i]) for row in rows]) for i in range(4)]
+    print()
+    for row in [header, *rows]:
+        print(" ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    if not args.execute:
+        print("\nDry run: nothing was changed. Add --execute to commit these offsets.")
+        return 0
+    request = ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(topic, p, offset) for p, offset in plan])
+    try:
+        admin.alter_consumer_group_offsets([request], request_timeout=30)[group].result(timeout=30)
+    except KafkaException as error:
+        raise CliError(f"committing the new offsets of group {group!r} failed: {error.args[0].str()}") from None
+    print(f"\nCommitted the new offsets of consumer group '{group}'.")
+    return 0
+
+
+def _datetime_millis(text: str) -> int:
+    """Milliseconds since the epoch of an ISO 8601 date-time (UTC unless it names an offset)."""
+    import datetime as dt
+
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise CliError(f"--to-datetime takes an ISO 8601 date-time such as 2026-11-23T09:00:00, got {text!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.timezone.utc)
+    return int(moment.timestamp() * 1000)
 
 
 def _groups_delete(args: argparse.Namespace) -> int:
@@ -484,13 +577,26 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--progress", action="store_true", help="show progress and rate even when not on a terminal")
     consume.set_defaults(func=_consume)
 
-    groups = commands.add_parser("groups", help="list consumer groups, describe their offsets and lag")
+    groups = commands.add_parser("groups", help="list consumer groups, describe their offsets and lag, reset offsets")
     group_commands = groups.add_subparsers(dest="action", required=True)
     client(group_commands.add_parser("list", help="list consumer groups")).set_defaults(func=_groups_list)
     describe_group = client(group_commands.add_parser(
         "describe", help="members, assignment, committed offset, log end offset and lag per partition"))
     describe_group.add_argument("group")
     describe_group.set_defaults(func=_groups_describe)
+    reset = client(group_commands.add_parser(
+        "reset-offsets", help="set a group's committed offsets (kafka-consumer-groups --reset-offsets); "
+                              "a dry run unless --execute"))
+    reset.add_argument("group")
+    reset.add_argument("--topic", required=True, metavar="TOPIC[:P,P...]", help="the topic, or some of its partitions")
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-earliest", action="store_true", help="the log start offset")
+    target.add_argument("--to-latest", action="store_true", help="the log end offset")
+    target.add_argument("--to-offset", type=int, metavar="N", help="offset N (kept within the log)")
+    target.add_argument("--to-datetime", metavar="ISO", help="the first offset at or after this time (UTC unless given)")
+    target.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (negative: back)")
+    reset.add_argument("--execute", action="store_true", help="commit the offsets (without it: show them only)")
+    reset.set_defaults(func=_groups_reset_offsets)
     delete_group = client(group_commands.add_parser(
         "delete", help="delete a group that has no active members, with its committed offsets"))
     delete_group.add_argument("group")

@@ -175,3 +175,53 @@ def test_delete_groups_as_kafkas_admin_client_asks(pylog_broker, pylog_topic):
 
     refused_cli = pylog("groups", "delete", "never-was", "--bootstrap-server", bootstrap)
     assert refused_cli.returncode == 1 and "does not exist" in refused_cli.stderr
+
+
+def test_reset_offsets_plans_then_commits_as_kafka_consumer_groups_does(pylog_broker, pylog_topic):
+    bootstrap = pylog_broker.bootstrap_servers
+    topic = pylog_topic(partitions=2)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    base = 1_700_000_000_000
+    for partition in range(2):
+        for index in range(10):  # record i at base + i seconds
+            producer.produce(topic, value=b"%d" % index, partition=partition, timestamp=base + 1000 * index)
+    assert producer.flush(30) == 0
+    group = f"reset-{topic}"
+    tps = [(topic, 0), (topic, 1)]
+    commit(bootstrap, group, {(topic, 0): 8, (topic, 1): 9})
+
+    def reset(*how: str) -> subprocess.CompletedProcess[str]:
+        result = pylog("groups", "reset-offsets", group, *how, "--bootstrap-server", bootstrap)
+        assert result.returncode == 0, result.stderr
+        return result
+
+    planned = reset("--topic", topic, "--to-earliest")  # a dry run
+    assert [line.split()[2:] for line in planned.stdout.splitlines() if line.startswith(group)] == [["0", "0"], ["1", "0"]]
+    assert "Dry run" in planned.stdout and committed(bootstrap, group, tps) == {tps[0]: 8, tps[1]: 9}
+
+    reset("--topic", topic, "--to-earliest", "--execute")
+    assert committed(bootstrap, group, tps) == {tps[0]: 0, tps[1]: 0}
+    reset("--topic", f"{topic}:1", "--to-offset", "25", "--execute")  # past the end: the end
+    assert committed(bootstrap, group, tps) == {tps[0]: 0, tps[1]: 10}
+    reset("--topic", topic, "--shift-by", "-3", "--execute")  # 0 - 3 stays at 0
+    assert committed(bootstrap, group, tps) == {tps[0]: 0, tps[1]: 7}
+    reset("--topic", topic, "--to-datetime", "2023-11-14T22:13:24.5", "--execute")  # base + 4.5 s
+    assert committed(bootstrap, group, tps) == {tps[0]: 5, tps[1]: 5}
+    reset("--topic", topic, "--to-latest", "--execute")
+    assert committed(bootstrap, group, tps) == {tps[0]: 10, tps[1]: 10}
+
+    refused = pylog("groups", "reset-offsets", group, "--topic", f"{topic}:7", "--to-earliest",
+                    "--bootstrap-server", bootstrap)
+    assert refused.returncode == 1 and "has no partition(s) 7" in refused.stderr
+    member = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": 6000})
+    try:
+        member.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not member.assignment() and time.monotonic() < deadline:
+            member.poll(0.2)
+        busy = pylog("groups", "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute",
+                     "--bootstrap-server", bootstrap)
+        assert busy.returncode == 1 and "active member" in busy.stderr
+    finally:
+        member.close()
+    assert committed(bootstrap, group, tps) == {tps[0]: 10, tps[1]: 10}
