@@ -229,3 +229,32 @@ def test_kafka_python_admin_deletes_records(pylog_broker, pylog_topic):
         admin.close()
     assert result[KpTopicPartition(topic, 0)]["low_watermark"] == 4
     assert consume_offsets(pylog_broker.bootstrap_servers, topic) == list(range(4, 10))
+
+
+def test_describe_cluster_names_this_node_as_broker_and_controller(pylog_broker):
+    from kafka.admin import KafkaAdminClient
+
+    config = pylog_broker.broker.config
+    admin = AdminClient({"bootstrap.servers": pylog_broker.bootstrap_servers})
+    cluster = admin.describe_cluster(request_timeout=10).result(10)
+    host, port = pylog_broker.bootstrap_servers.rsplit(":", 1)
+    assert cluster.cluster_id == config.cluster_id
+    assert (cluster.controller.id, cluster.controller.host, cluster.controller.port) == (config.node_id, host, int(port))
+    assert [(node.id, node.host, node.port) for node in cluster.nodes] == [(config.node_id, host, int(port))]
+
+    kp_admin = KafkaAdminClient(bootstrap_servers=pylog_broker.bootstrap_servers)
+    try:
+        described = kp_admin.describe_cluster()
+    finally:
+        kp_admin.close()
+    assert described["cluster_id"] == config.cluster_id and described["controller_id"] == config.node_id
+
+
+def test_describe_cluster_of_controllers_is_refused_as_a_broker_refuses_it(pylog_broker):
+    from wire import WireClient
+
+    with WireClient(pylog_broker.bootstrap_servers) as client:
+        brokers = client.call(60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 1})
+        controllers = client.call(60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 2})
+    assert (int(brokers.error_code), len(brokers.brokers)) == (0, 1)
+    assert (int(controllers.error_code), controllers.brokers) == (119, ())  # UNSUPPORTED_ENDPOINT_TYPE

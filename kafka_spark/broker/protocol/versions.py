@@ -39,6 +39,7 @@ class ApiKey(enum.IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_CLUSTER = 60
 
 
 #: api key -> (min version, max version) served. CreateTopics < 2 and DeleteTopics < 1 were
@@ -72,4 +73,8 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_CONFIGS: (1, 2),
     ApiKey.ALTER_CONFIGS: (0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    # Flexible-only (Kafka 2.8+); admin clients' describe_cluster() needs it (kafka-python 3.0
+    # expects v1's endpoint_type). No client's broker-version inference looks at key 60
+    # (checked: kafka-python 3.0's list, the protocol reference's §1.2).
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }

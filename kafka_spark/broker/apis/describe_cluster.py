@@ -1,0 +1,31 @@
+"""DescribeCluster (60, v0-1): the cluster id, the controller and the brokers, for admin clients'
+describe_cluster(). One node, which is also the controller. (Metadata answers the same.) v1's
+endpoint type: brokers (1) are described; controllers (2) are asked of controllers, as in Kafka."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_NO_AUTHORIZED_OPERATIONS = -2147483648
+_BROKERS = 1
+_UNSUPPORTED_ENDPOINT_TYPE = 119
+
+
+def handle(broker: Any, request: Any) -> dict[str, Any]:
+    node_id = broker.config.node_id
+    endpoint_type = getattr(request.body, "endpoint_type", _BROKERS)
+    if endpoint_type != _BROKERS:
+        return {"throttle_time": 0, "error_code": _UNSUPPORTED_ENDPOINT_TYPE, "endpoint_type": endpoint_type,
+                "error_message": f"endpoint type {endpoint_type} is not served by a broker; ask for brokers (1)",
+                "cluster_id": broker.config.cluster_id, "controller_id": -1, "brokers": [],
+                "cluster_authorized_operations": _NO_AUTHORIZED_OPERATIONS}
+    return {
+        "throttle_time": 0,
+        "error_code": 0,
+        "error_message": None,
+        "endpoint_type": _BROKERS,
+        "cluster_id": broker.config.cluster_id,
+        "controller_id": node_id,
+        "brokers": [{"broker_id": node_id, "host": broker.advertised_host, "port": broker.port, "rack": None}],
+        "cluster_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+    }
