@@ -24,6 +24,7 @@ Thread-safety: none; everything runs on the broker's event loop (other threads g
 from __future__ import annotations
 
 import asyncio
+import struct
 import enum
 import logging
 import time
@@ -61,6 +62,7 @@ class ErrorCode(enum.IntEnum):
     REBALANCE_IN_PROGRESS = 27
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 
 class GroupState(enum.Enum):
@@ -517,6 +519,31 @@ class GroupCoordinator:
             return ErrorCode.NONE, None
         return ErrorCode.NONE, self._broker.group_commit.wait_durable(log, end_offset)
 
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
+                       ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode], Awaitable[None] | None]:
+        """OffsetDelete: tombstone the group's offsets of ``partitions``. Kafka's rules: the group
+        must exist (GROUP_ID_NOT_FOUND); a partition of a topic that a current member subscribes
+        to is refused (GROUP_SUBSCRIBED_TO_TOPIC), a partition that does not exist is
+        UNKNOWN_TOPIC_OR_PARTITION; the rest go, committed or not. Returns the group error, the
+        error of each partition and the fsync wait of the tombstones."""
+        group = self._groups.get(group_id)
+        if (group is None or not group.members) and group_id not in self.offsets.groups():
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}, None
+        subscribed = _subscribed_topics(group) if group is not None else set()
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for tp in partitions:
+            if tp.topic in subscribed:
+                errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                errors[tp] = self.partition_error(tp, None)
+        written = self.offsets.delete(group_id, [tp for tp, code in errors.items() if code is ErrorCode.NONE])
+        if written is None:
+            return ErrorCode.NONE, errors, None
+        log, end_offset = written
+        if not log.config.flush_on_ack_all:
+            return ErrorCode.NONE, errors, None
+        return ErrorCode.NONE, errors, self._broker.group_commit.wait_durable(log, end_offset)
+
     def forget_topic(self, topic: str) -> None:
         """A topic was deleted: its committed offsets go too (tombstoned)."""
         self.offsets.delete_topic(topic)
@@ -553,6 +580,26 @@ def _pending(future: asyncio.Future[Any] | None) -> bool:
 def _log_fsync_failure(done: asyncio.Future[None]) -> None:
     if not done.cancelled() and done.exception() is not None:
         logger.error("fsync of transactional offsets in __consumer_offsets failed: %s", done.exception())
+
+
+def _subscribed_topics(group: Group) -> set[str]:
+    """Topics the members of a "consumer" group subscribe to, from their subscription metadata
+    (ConsumerProtocolSubscription: int16 version, then an array of topic names)."""
+    if group.protocol_type != "consumer":
+        return set()
+    topics: set[str] = set()
+    for member in group.members.values():
+        for _, metadata in member.protocols:
+            try:
+                (count,) = struct.unpack_from(">i", metadata, 2)
+                position = 6
+                for _ in range(max(count, 0)):
+                    (length,) = struct.unpack_from(">h", metadata, position)
+                    topics.add(bytes(metadata[position + 2 : position + 2 + length]).decode("utf-8"))
+                    position += 2 + length
+            except (struct.error, UnicodeDecodeError):
+                continue  # not a consumer subscription we can read: it protects nothing
+    return topics
 
 
 def _cancel(timer: asyncio.TimerHandle | None) -> None:

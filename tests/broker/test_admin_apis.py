@@ -258,3 +258,27 @@ def test_describe_cluster_of_controllers_is_refused_as_a_broker_refuses_it(pylog
         controllers = client.call(60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 2})
     assert (int(brokers.error_code), len(brokers.brokers)) == (0, 1)
     assert (int(controllers.error_code), controllers.brokers) == (119, ())  # UNSUPPORTED_ENDPOINT_TYPE
+
+
+def test_describe_log_dirs_reports_each_partitions_size_on_disk(pylog_broker, pylog_topic):
+    from kafka.admin import KafkaAdminClient
+
+    topic = pylog_topic(partitions=2)
+    producer = Producer({"bootstrap.servers": pylog_broker.bootstrap_servers})
+    for _ in range(10):
+        producer.produce(topic, value=b"x" * 100, partition=0)
+    assert producer.flush(10) == 0
+    admin = KafkaAdminClient(bootstrap_servers=pylog_broker.bootstrap_servers)
+    try:
+        everything = admin.describe_log_dirs()
+        one = admin.describe_log_dirs({topic: [1], "no-such-topic": [0]})
+    finally:
+        admin.close()
+    (log_dir,) = everything[0]["log_dirs"]
+    assert log_dir["error_code"] == 0 and log_dir["log_dir"] == str(pylog_broker.log_dir)
+    sizes = {(t["name"], p["partition_index"]): p["partition_size"] for t in log_dir["topics"] for p in t["partitions"]}
+    on_disk = sum(path.stat().st_size for path in (pylog_broker.log_dir / f"{topic}-0").glob("*.log"))
+    assert sizes[(topic, 0)] == on_disk > 1000 and sizes[(topic, 1)] == 0
+    assert not any(name.startswith("__") for name, _ in sizes)  # internal topics stay hidden
+    (asked,) = one[0]["log_dirs"]
+    assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in asked["topics"]] == [(topic, [1])]

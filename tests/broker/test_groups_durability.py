@@ -225,3 +225,38 @@ def test_reset_offsets_plans_then_commits_as_kafka_consumer_groups_does(pylog_br
     finally:
         member.close()
     assert committed(bootstrap, group, tps) == {tps[0]: 10, tps[1]: 10}
+
+
+def test_delete_group_offsets_spares_topics_the_group_subscribes_to(pylog_broker, pylog_topic):
+    """OffsetDelete, through kafka-python's admin client (confluent-kafka's Python binding has no
+    call for it): Kafka's rules for a running group."""
+    from kafka import TopicPartition as KpTopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import GroupIdNotFoundError, GroupSubscribedToTopicError, NoError
+
+    bootstrap = pylog_broker.bootstrap_servers
+    read, other = pylog_topic(partitions=2), pylog_topic(partitions=1)
+    produce(bootstrap, read, {0: 3, 1: 3})
+    group = f"trim-{read}"
+    commit(bootstrap, group, {(read, 0): 3, (read, 1): 3, (other, 0): 0})
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    member = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": 6000,
+                       "enable.auto.commit": False})
+    try:
+        assert admin.delete_group_offsets(group, [KpTopicPartition(read, 0)]) == {KpTopicPartition(read, 0): NoError}
+        assert committed(bootstrap, group, [(read, 0), (read, 1)]) == {(read, 0): -1001, (read, 1): 3}
+        with pytest.raises(GroupIdNotFoundError):
+            admin.delete_group_offsets("no-such-group", [KpTopicPartition(read, 0)])
+
+        member.subscribe([read])
+        deadline = time.monotonic() + 30
+        while not member.assignment() and time.monotonic() < deadline:
+            member.poll(0.2)
+        assert member.assignment()
+        # The member reads `read`: its offset stays. `other` it does not: that one may go.
+        assert admin.delete_group_offsets(group, [KpTopicPartition(read, 1), KpTopicPartition(other, 0)]) == {
+            KpTopicPartition(read, 1): GroupSubscribedToTopicError, KpTopicPartition(other, 0): NoError}
+    finally:
+        member.close()
+        admin.close()
+    assert committed(bootstrap, group, [(read, 1), (other, 0)]) == {(read, 1): 3, (other, 0): -1001}

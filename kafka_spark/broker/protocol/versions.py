@@ -36,9 +36,11 @@ class ApiKey(enum.IntEnum):
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
 
 
@@ -72,7 +74,9 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_RECORDS: (0, 1),
     ApiKey.DESCRIBE_CONFIGS: (1, 2),
     ApiKey.ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 1),  # kafka-python 3 infers Kafka 4.3 from v5: never advertise that
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    ApiKey.OFFSET_DELETE: (0, 0),
     # Flexible-only (Kafka 2.8+); admin clients' describe_cluster() needs it (kafka-python 3.0
     # expects v1's endpoint_type). No client's broker-version inference looks at key 60
     # (checked: kafka-python 3.0's list, the protocol reference's §1.2).

@@ -1,0 +1,32 @@
+"""DescribeLogDirs (35), v0-1: the broker's one log directory and the size on disk of each
+partition in it (kafka-log-dirs, the topic sizes Kafka UIs show). No replica lags on one node,
+and there are no "future" replicas (no moves between directories). Internal topics stay hidden,
+as everywhere else; topics asked for that do not exist are left out, as Kafka does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_spark.broker.apis.metadata import is_internal_topic
+
+
+def handle(broker: Any, request: Any) -> dict[str, Any]:
+    wanted = request.body.topics
+    topics = broker.logs.topics()
+    if wanted is None:
+        asked = {name: range(info.partitions) for name, info in topics.items()}
+    else:
+        asked = {topic.topic: topic.partitions for topic in wanted if topic.topic in topics}
+    described = []
+    for name, partitions in sorted(asked.items()):
+        if is_internal_topic(name):
+            continue
+        rows = []
+        for index in partitions:
+            if 0 <= index < topics[name].partitions:
+                size = broker.logs.get_log(name, index).size_in_bytes
+                rows.append({"partition_index": index, "partition_size": size, "offset_lag": 0,
+                             "is_future_key": False})
+        described.append({"name": name, "partitions": rows})
+    return {"throttle_time": 0, "results": [
+        {"error_code": 0, "log_dir": str(broker.config.log_dir), "topics": described}]}

@@ -1,0 +1,48 @@
+"""OffsetDelete (47), v0: delete some committed offsets of a group (kafka-consumer-groups
+--delete-offsets, AdminClient.delete_consumer_group_offsets). Partitions of topics the group's
+members subscribe to are refused (86 GROUP_SUBSCRIBED_TO_TOPIC), as in Kafka; the response waits
+(without holding up the connection) for the tombstones' fsync."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Awaitable
+
+from kafka_spark.broker.deferred import Deferred
+from kafka_spark.broker.storage.errors import StorageError
+from kafka_spark.topic_partition import TopicPartition
+
+logger = logging.getLogger("kafka_spark.broker.groups")
+
+_KAFKA_STORAGE_ERROR = 56
+
+
+def handle(broker: Any, request: Any) -> Any:
+    body = request.body
+    partitions = [TopicPartition(topic.name, p.partition_index) for topic in body.topics for p in topic.partitions]
+    try:
+        code, errors, durable = broker.groups.delete_offsets(body.group_id, partitions)
+    except StorageError as error:
+        logger.error("deleting offsets of group %s failed: %s", body.group_id, error)
+        return _response(_KAFKA_STORAGE_ERROR, body, {})
+    response = _response(int(code), body, {tp: int(c) for tp, c in errors.items()})
+    if durable is None:
+        return response
+    return Deferred(_after(durable, response, body))
+
+
+def _response(code: int, body: Any, errors: dict[TopicPartition, int]) -> dict[str, Any]:
+    return {"error_code": code, "throttle_time": 0, "topics": [
+        {"name": topic.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": errors.get(TopicPartition(topic.name, p.partition_index), 0)}
+            for p in topic.partitions]}
+        for topic in body.topics] if code == 0 else []}
+
+
+async def _after(durable: Awaitable[None], response: dict[str, Any], body: Any) -> dict[str, Any]:
+    try:
+        await durable
+    except StorageError as error:
+        logger.error("fsync of group %s's offset tombstones failed: %s", body.group_id, error)
+        return _response(_KAFKA_STORAGE_ERROR, body, {})
+    return response
