@@ -162,7 +162,7 @@ def handle_incremental_alter(broker: Any, request: Any) -> dict[str, Any]:
                     raise _RequestError(_INVALID_CONFIG, f"{'APPEND' if operation == _APPEND else 'SUBTRACT'} "
                                         f"applies to list configs ({', '.join(sorted(_LIST_CONFIGS))}), "
                                         f"not {config.name}")
-                items = _effective_list(broker, resource.resource_name, config.name, current)
+                items = _effective_list(broker, config.name, current)
                 given = [item.strip() for item in (config.value or "").split(",") if item.strip()]
                 if operation == _APPEND:
                     items += [item for item in given if item not in items]
@@ -206,7 +206,7 @@ def _alter(broker: Any, request: Any, overrides: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "responses": responses}
 
 
-def _effective_list(broker: Any, topic: str, name: str, current: dict[str, str]) -> list[str]:
+def _effective_list(broker: Any, name: str, current: dict[str, str]) -> list[str]:
     value = LogConfig.from_topic_configs(current, broker.config.log).to_topic_configs()[name]
     return [item for item in value.split(",") if item]
 
