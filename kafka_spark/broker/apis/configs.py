@@ -40,6 +40,8 @@ BROKER_NAMES = {
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
     "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
 }
+# pylog's own broker setting: fsync before acknowledging acks=all (a single node has no replicas).
+FLUSH_ON_ACK_ALL = "log.flush.on.ack.all"
 
 
 # -- DescribeConfigs ------------------------------------------------------------------------------
@@ -111,6 +113,7 @@ def _broker_entries(broker: Any, name: str, synonyms: bool) -> list[dict[str, An
         "offsets.topic.replication.factor": 1,
         "transaction.state.log.replication.factor": 1,
         "min.insync.replicas": 1,
+        FLUSH_ON_ACK_ALL: config.log.flush_on_ack_all,
     }
     for key, value in config.log.to_topic_configs().items():
         values[BROKER_NAMES.get(key, key)] = value

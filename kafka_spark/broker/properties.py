@@ -1,0 +1,234 @@
+"""Broker settings from Kafka's server.properties keys: `pylog broker start FILE --override K=V`.
+
+A Kafka user's config file works as it is: the keys this broker has are applied under Kafka's
+names and meanings (``listeners``, ``log.dirs``, ``num.partitions``, ``log.retention.hours``, ...);
+the keys about what a one-node broker does not have (replication, KRaft controllers, thread
+pools) are accepted and reported as ignored; any other key is an error naming it, so a typo never
+passes silently.
+
+One key is pylog's own: ``log.flush.on.ack.all`` (default true) fsyncs a partition before an
+acks=all produce is acknowledged, since a single node has no replica to lean on. Set it to false
+for Kafka's own policy, where the operating system decides when data reaches the disk
+(``log.flush.interval.messages`` / ``log.flush.interval.ms`` still apply).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from kafka_spark.broker.apis.configs import BROKER_NAMES, FLUSH_ON_ACK_ALL
+from kafka_spark.broker.storage.config import LogConfig
+from kafka_spark.broker.storage.errors import InvalidConfigError
+
+# Broker-level name -> topic-level name, for the log defaults every topic inherits.
+_LOG_DEFAULTS = {broker_name: topic_name for topic_name, broker_name in BROKER_NAMES.items()}
+# Kafka's coarser spellings of two of them; the finer unit wins when both are given, as in Kafka.
+_RETENTION_KEYS = (("log.retention.ms", 1), ("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000))
+_ROLL_KEYS = (("log.roll.ms", 1), ("log.roll.hours", 3_600_000))
+
+# Broker keys -> (EmbeddedBroker keyword, parser).
+_BROKER_KEYS = {
+    "num.partitions": ("num_partitions", int),
+    "auto.create.topics.enable": ("auto_create_topics", "bool"),
+    "log.retention.check.interval.ms": ("retention_check_interval_ms", int),
+    "socket.request.max.bytes": ("socket_request_max_bytes", int),
+    "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", int),
+    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", int),
+    "producer.id.expiration.ms": ("producer_id_expiration_ms", int),
+    "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", int),
+    "node.id": ("node_id", int),
+    "broker.id": ("node_id", int),
+}
+
+_HANDLED_BELOW = frozenset({"log.dirs", "log.dir", "listeners", "advertised.listeners"}
+                           | {key for key, _ in _RETENTION_KEYS + _ROLL_KEYS})
+
+# Kafka broker keys that mean nothing on one pylog node: replication and its quorum, KRaft
+# controllers, thread pools and socket buffers the event loop does not have.
+IGNORED = frozenset({
+    "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
+    "controller.listener.names", "inter.broker.listener.name", "listener.security.protocol.map",
+    "num.network.threads", "num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
+    "background.threads", "log.cleaner.threads", "log.cleaner.enable", "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes", "queued.max.requests", "default.replication.factor", "min.insync.replicas",
+    "offsets.topic.replication.factor", "offsets.topic.num.partitions", "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr", "transaction.state.log.num.partitions",
+    "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+    "unclean.leader.election.enable", "auto.leader.rebalance.enable", "delete.topic.enable",
+    "zookeeper.connect", "zookeeper.connection.timeout.ms", "group.coordinator.rebalance.protocols",
+    "log.preallocate", "log.segment.delete.delay.ms", "compression.type", "metadata.log.dir",
+})
+
+
+@dataclass
+class BrokerOptions:
+    """What a properties map sets, as EmbeddedBroker's keyword arguments, plus the keys ignored."""
+
+    settings: dict[str, Any] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    """A Java .properties file: ``key=value``, ``key: value`` or ``key value`` lines, ``#`` and
+    ``!`` comments, a trailing backslash continuing a line."""
+    properties: dict[str, str] = {}
+    pending = ""
+    for raw in Path(path).read_text(encoding="utf-8").splitlines():
+        line = pending + raw.strip() if pending else raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        key, value = _split(line)
+        properties[key] = value
+    if pending:
+        key, value = _split(pending)
+        properties[key] = value
+    return properties
+
+
+def _split(line: str) -> tuple[str, str]:
+    for index, char in enumerate(line):
+        if char in "=:" or char.isspace():
+            key, rest = line[:index], line[index:].lstrip()
+            if rest[:1] in ("=", ":"):
+                rest = rest[1:].lstrip()
+            return key, rest
+    return line, ""
+
+
+def parse_override(item: str) -> tuple[str, str]:
+    """``--override key=value`` (as kafka-server-start.sh takes it)."""
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise InvalidConfigError(f"--override {item!r} is not KEY=VALUE, e.g. --override log.retention.hours=24")
+    return key.strip(), value.strip()
+
+
+def broker_options(properties: Mapping[str, str]) -> BrokerOptions:
+    """EmbeddedBroker keyword arguments for Kafka broker ``properties``; InvalidConfigError names
+    the first key that is unknown or has a bad value."""
+    options = BrokerOptions()
+    log_changes: dict[str, str] = {}
+    flush_on_ack_all: bool | None = None
+    unknown = []
+    for key, value in properties.items():
+        if key in _BROKER_KEYS:
+            name, parse = _BROKER_KEYS[key]
+            options.settings[name] = _parse_bool(key, value) if parse == "bool" else _parse_int(key, value)
+        elif key in _LOG_DEFAULTS:
+            log_changes[_LOG_DEFAULTS[key]] = value
+        elif key in _HANDLED_BELOW:
+            continue
+        elif key == FLUSH_ON_ACK_ALL:
+            flush_on_ack_all = _parse_bool(key, value)
+        elif key in IGNORED:
+            options.ignored.append(key)
+        else:
+            unknown.append(key)
+    if unknown:
+        hints = []
+        for key in sorted(unknown):
+            close = difflib.get_close_matches(key, known_keys() | IGNORED, n=1)
+            hints.append(f"{key} (did you mean {close[0]}?)" if close else key)
+        raise InvalidConfigError(
+            f"unknown broker setting(s) {', '.join(hints)}; pylog applies {', '.join(sorted(known_keys()))}, "
+            "and accepts Kafka's replication, controller and thread settings without effect")
+    for keys, topic_name in ((_RETENTION_KEYS, "retention.ms"), (_ROLL_KEYS, "segment.ms")):
+        for key, unit_ms in keys:
+            if key in properties:
+                value = _parse_int(key, properties[key])
+                log_changes[topic_name] = str(value if value < 0 else value * unit_ms)
+                break
+    log_dirs = properties.get("log.dirs", properties.get("log.dir"))
+    if log_dirs is not None:
+        dirs = [part.strip() for part in log_dirs.split(",") if part.strip()]
+        if len(dirs) != 1:
+            raise InvalidConfigError(f"log.dirs={log_dirs!r}: pylog keeps its data in one directory; give exactly one")
+        options.settings["log_dir"] = dirs[0]
+    _apply_listeners(properties, options)
+    if log_changes or flush_on_ack_all is not None:
+        try:
+            log_config = LogConfig.from_topic_configs(log_changes)
+        except InvalidConfigError as error:  # name the broker key the user wrote
+            raise InvalidConfigError(_broker_named(str(error))) from None
+        if flush_on_ack_all is not None:
+            log_config = dataclasses.replace(log_config, flush_on_ack_all=flush_on_ack_all)
+        options.settings["log_config"] = log_config
+    return options
+
+
+def known_keys() -> set[str]:
+    return set(_BROKER_KEYS) | set(_LOG_DEFAULTS) | _HANDLED_BELOW | {FLUSH_ON_ACK_ALL}
+
+
+def _broker_named(message: str) -> str:
+    """A LogConfig error under the broker-level names: ``retention.ms=`` -> ``log.retention.ms=``."""
+    message = message.replace("topic config ", "")
+    return re.sub(r"(?<![\w.])([a-z][a-z.]*[a-z])(?=[=:])", lambda m: BROKER_NAMES.get(m.group(1), m.group(1)), message)
+
+
+def _apply_listeners(properties: Mapping[str, str], options: BrokerOptions) -> None:
+    controllers = {name.strip() for name in properties.get("controller.listener.names", "").split(",") if name.strip()}
+    protocols = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL"}
+    for entry in properties.get("listener.security.protocol.map", "").split(","):
+        name, sep, protocol = entry.partition(":")
+        if sep:
+            protocols[name.strip()] = protocol.strip()
+    for key in ("listeners", "advertised.listeners"):
+        if key not in properties:
+            continue
+        endpoints = []
+        for entry in properties[key].split(","):
+            if not entry.strip():
+                continue
+            name, sep, address = entry.strip().partition("://")
+            if not sep:
+                raise InvalidConfigError(f"{key}: {entry.strip()!r} is not NAME://HOST:PORT")
+            if name in controllers:
+                continue
+            protocol = protocols.get(name)
+            if protocol != "PLAINTEXT":
+                raise InvalidConfigError(
+                    f"{key}: listener {name} uses {protocol or 'an unknown security protocol'}; pylog serves "
+                    "PLAINTEXT only (no TLS or SASL): give one PLAINTEXT://HOST:PORT listener")
+            host, sep, port = address.rpartition(":")
+            if not sep or not port.isdigit():
+                raise InvalidConfigError(f"{key}: {entry.strip()!r} has no port; write {name}://HOST:PORT")
+            endpoints.append((host.strip("[]"), int(port)))
+        if len(endpoints) != 1:
+            raise InvalidConfigError(f"{key}={properties[key]!r}: pylog serves exactly one PLAINTEXT listener")
+        host, port = endpoints[0]
+        if key == "listeners":
+            # Kafka's meaning: an empty host binds every interface.
+            options.settings["host"] = host or "0.0.0.0"
+            options.settings["port"] = port
+        else:
+            listen_port = options.settings.get("port")
+            if listen_port not in (None, 0, port):
+                raise InvalidConfigError(
+                    f"advertised.listeners port {port} differs from the listener's port {listen_port}; pylog advertises "
+                    "the port it listens on (forwarding one port to another is not supported)")
+            if host:
+                options.settings["advertised_host"] = host
+
+
+def _parse_int(key: str, value: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise InvalidConfigError(f"{key}={value!r} is invalid: expected a whole number") from None
+
+
+def _parse_bool(key: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise InvalidConfigError(f"{key}={value!r} is invalid: use true or false")
+    return lowered == "true"
