@@ -13,15 +13,23 @@ from contextlib import contextmanager
 from typing import Iterator
 
 
+class BrokerAddress(str):
+    """Bootstrap servers of a broker process, with its ``pid`` (for its CPU time)."""
+
+    pid: int
+
+
 @contextmanager
-def pylog_broker_process(log_dir: str | None = None, partitions: int = 4) -> Iterator[str]:
-    """A `pylog broker start` process on a free port with data on disk; yields bootstrap servers."""
+def pylog_broker_process(log_dir: str | None = None, partitions: int = 4,
+                         overrides: tuple[str, ...] = ()) -> Iterator[BrokerAddress]:
+    """A `pylog broker start` process on a free port with data on disk; yields its bootstrap
+    servers. ``overrides``: broker settings as ``KEY=VALUE`` (``--override``)."""
     own_dir = log_dir is None
     log_dir = log_dir or tempfile.mkdtemp(prefix="pylog-bench-")
     env = dict(os.environ, PYLOG_HOME=tempfile.mkdtemp(prefix="pylog-bench-home-"))
     process = subprocess.Popen(
         [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", "0", "--log-dir", log_dir,
-         "--partitions", str(partitions)],
+         "--partitions", str(partitions), *(arg for item in overrides for arg in ("--override", item))],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
     )
     try:
@@ -29,7 +37,9 @@ def pylog_broker_process(log_dir: str | None = None, partitions: int = 4) -> Ite
         line = process.stdout.readline().strip()
         if not line.startswith("bootstrap.servers="):
             raise RuntimeError(f"broker did not start: {line!r}")
-        yield line.split("=", 1)[1]
+        address = BrokerAddress(line.split("=", 1)[1])
+        address.pid = process.pid
+        yield address
     finally:
         process.terminate()
         process.wait(30)
@@ -78,6 +88,21 @@ def mock_cluster(partitions: int = 4) -> Iterator[str]:
         yield address[0]
     finally:
         del holder
+
+
+def process_cpu_seconds(pid: int | None = None) -> float:
+    """User plus system CPU seconds of process ``pid`` (all its threads), or of this process."""
+    if pid is None:
+        return time.process_time()
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds of this process's finished children (the commands ``timed`` ran)."""
+    times = os.times()
+    return times.children_user + times.children_system
 
 
 def timed(command: list[str], stdin_path: str | None = None) -> float:

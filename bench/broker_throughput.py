@@ -11,6 +11,12 @@ Consume: kcat -C -e reads a data set the mock can hold in full (it keeps only ab
 - "consume-data": the same reads with -X fetch.wait.max.ms=10, done three times per round, so
   the time measured is the brokers serving data rather than the wait.
 
+Where produce time goes: a second pylog broker started with `--override log.flush.on.ack.all=false`
+(Kafka's own flush policy: the operating system writes the data out, no fsync before the answer)
+is measured in the same rounds ("produce-no-fsync"), and the CPU seconds of kcat and of each broker
+during the produce runs are printed. kcat needs well over one of the machine's cores for itself,
+so a broker's own CPU time competes with the producer it serves.
+
 Prints messages/s for both and the ratio pylog/mock (>= 1.0 means pylog is at least as fast): the
 median of the per-round ratios, each round running both brokers back to back, so that the machine's
 speed drifting between rounds (it does, by a third at times on shared machines) cancels out; the
@@ -21,6 +27,7 @@ Usage: python bench/broker_throughput.py [--messages 2000000] [--rounds 3]
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import statistics
 import subprocess
@@ -28,7 +35,13 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _harness import mock_cluster, pylog_broker_process, timed  # noqa: E402
+from _harness import (  # noqa: E402
+    children_cpu_seconds,
+    mock_cluster,
+    process_cpu_seconds,
+    pylog_broker_process,
+    timed,
+)
 
 
 def make_input(path: str, count: int) -> None:
@@ -73,6 +86,16 @@ def delete_topics(bootstrap: str, topics: list[str]) -> None:
         future.result(timeout=30)
 
 
+def measure_produce(bootstrap: str, topic: str, path: str, messages: int, broker_pid: int | None,
+                    results: dict[str, list[float]], phase: str) -> None:
+    """kcat -P of ``path`` into ``topic``: messages/s, and the CPU seconds of kcat and of the
+    broker (``broker_pid``, or the mock inside this process) while it ran."""
+    kcat_before, broker_before = children_cpu_seconds(), process_cpu_seconds(broker_pid)
+    results[phase].append(messages / kcat_produce(bootstrap, topic, path))
+    results[f"{phase} cpu kcat"].append(children_cpu_seconds() - kcat_before)
+    results[f"{phase} cpu broker"].append(process_cpu_seconds(broker_pid) - broker_before)
+
+
 def measure_round(name: str, bootstrap: str, round_index: int, messages: int, produce_input: str,
                   consume_input: str, consume_total: int, results: dict[str, list[float]]) -> None:
     produce_topic = f"produce-{round_index}"
@@ -80,7 +103,8 @@ def measure_round(name: str, bootstrap: str, round_index: int, messages: int, pr
     if name == "pylog":  # the mock auto-creates topics with 4 partitions
         create_topic(bootstrap, produce_topic, 4)
         create_topic(bootstrap, consume_topic, 4)
-    results["produce"].append(messages / kcat_produce(bootstrap, produce_topic, produce_input))
+    measure_produce(bootstrap, produce_topic, produce_input, messages, getattr(bootstrap, "pid", None), results,
+                    "produce")
     for partition in range(4):  # exactly 40k per partition: within the mock's window
         kcat_produce(bootstrap, consume_topic, consume_input, partition)
     results["consume"].append(consume_total / kcat_consume(bootstrap, consume_topic, consume_total))
@@ -105,8 +129,10 @@ def main() -> int:
     make_input(consume_input, args.consume_per_partition)
 
     phases = ("produce", "consume", "consume-data")
-    results: dict[str, dict[str, list[float]]] = {name: {phase: [] for phase in phases} for name in ("pylog", "mock")}
-    with pylog_broker_process(partitions=4) as pylog:
+    results: dict[str, dict[str, list[float]]] = {
+        name: collections.defaultdict(list) for name in ("pylog", "mock")}
+    with pylog_broker_process(partitions=4) as pylog, \
+            pylog_broker_process(partitions=4, overrides=("log.flush.on.ack.all=false",)) as pylog_no_fsync:
         for round_index in range(args.rounds):
             # A new mock cluster every round: it cannot delete topics, and one that has kept every
             # earlier round's topics grows slower round after round, which would flatter pylog.
@@ -116,16 +142,32 @@ def main() -> int:
                                   consume_total, results[name])
                     print(f"round {round_index + 1} {name:5s} " + "  ".join(
                         f"{phase} {results[name][phase][-1]:12,.0f} msg/s" for phase in phases), flush=True)
+                    if name == "pylog":  # the same data into pylog without fsync, between the two
+                        topic = f"no-fsync-{round_index}"
+                        create_topic(pylog_no_fsync, topic, 4)
+                        measure_produce(pylog_no_fsync, topic, produce_input, args.messages, pylog_no_fsync.pid,
+                                        results["pylog"], "produce-no-fsync")
+                        delete_topics(pylog_no_fsync, [topic])
+                        print(f"round {round_index + 1} pylog produce without fsync "
+                              f"{results['pylog']['produce-no-fsync'][-1]:12,.0f} msg/s", flush=True)
     subprocess.run(["rm", "-rf", workdir], check=False)
+    results["mock"]["produce-no-fsync"] = results["mock"]["produce"]  # the mock never fsyncs
 
     print(f"kcat, 100-byte messages; produce {args.messages:,} msgs, consume {consume_total:,} msgs; "
           f"median of {args.rounds} interleaved rounds")
-    for phase in phases:
+    for phase in ("produce", "consume", "consume-data", "produce-no-fsync"):
         pylog_rate = statistics.median(results["pylog"][phase])
         mock_rate = statistics.median(results["mock"][phase])
         ratios = [p / m for p, m in zip(results["pylog"][phase], results["mock"][phase])]
         print(f"{phase:12s} pylog {pylog_rate:12,.0f} msg/s   mock {mock_rate:12,.0f} msg/s   "
               f"ratio pylog/mock {statistics.median(ratios):5.2f}   (rounds {min(ratios):.2f} to {max(ratios):.2f})")
+    print("(produce-no-fsync: pylog with log.flush.on.ack.all=false, not its default; for where the time goes)")
+    median = statistics.median
+    print(f"CPU seconds per produce run (median): kcat {median(results['pylog']['produce cpu kcat']):.2f} "
+          f"into pylog, {median(results['mock']['produce cpu kcat']):.2f} into the mock; "
+          f"brokers: pylog {median(results['pylog']['produce cpu broker']):.2f}, "
+          f"pylog without fsync {median(results['pylog']['produce-no-fsync cpu broker']):.2f}, "
+          f"mock {median(results['mock']['produce cpu broker']):.2f}")
     return 0
 
 
