@@ -7,6 +7,7 @@
     pylog produce TOPIC [--key-separator SEP]                  one record per stdin line
     pylog consume TOPIC [--from-beginning] [--max-messages N]
     pylog groups list | describe GROUP | delete GROUP          consumer groups, offsets and lag
+    pylog groups reset-offsets | delete-offsets GROUP --topic T[:P,..]
 
 Every client command takes ``--bootstrap-server`` and so works against any Kafka cluster; without
 it, the local broker registered by ``pylog broker start`` (or an EmbeddedBroker) is used.
@@ -447,18 +448,7 @@ def _groups_reset_offsets(args: argparse.Namespace) -> int:
     if description.members:
         raise CliError(f"consumer group {group!r} has {len(description.members)} active member(s); offsets can "
                        "only be reset while it has none: stop its consumers first")
-    topic, _, wanted = args.topic.partition(":")
-    metadata = admin.list_topics(timeout=30)
-    if topic not in metadata.topics or metadata.topics[topic].error is not None:
-        raise CliError(f"topic {topic!r} does not exist (list topics with `pylog topics list`)")
-    existing = sorted(metadata.topics[topic].partitions)
-    try:
-        partitions = [int(p) for p in wanted.split(",")] if wanted else existing
-    except ValueError:
-        raise CliError(f"--topic takes TOPIC or TOPIC:P,P,...; got {args.topic!r}") from None
-    missing = sorted(set(partitions) - set(existing))
-    if missing:
-        raise CliError(f"topic {topic!r} has no partition(s) {', '.join(map(str, missing))}")
+    topic, partitions = _topic_partitions(admin, args.topic)
 
     consumer = Consumer({"bootstrap.servers": _bootstrap(args), "group.id": "pylog-cli-groups", "enable.auto.commit": False})
     try:
@@ -507,6 +497,62 @@ def _groups_reset_offsets(args: argparse.Namespace) -> int:
         raise CliError(f"committing the new offsets of group {group!r} failed: {error.args[0].str()}") from None
     print(f"\nCommitted the new offsets of consumer group '{group}'.")
     return 0
+
+
+def _topic_partitions(admin: Any, spec: str) -> tuple[str, list[int]]:
+    """``TOPIC`` (all its partitions) or ``TOPIC:P,P,...``, checked against the cluster."""
+    topic, _, wanted = spec.partition(":")
+    metadata = admin.list_topics(timeout=30)
+    if topic not in metadata.topics or metadata.topics[topic].error is not None:
+        raise CliError(f"topic {topic!r} does not exist (list topics with `pylog topics list`)")
+    existing = sorted(metadata.topics[topic].partitions)
+    try:
+        partitions = [int(p) for p in wanted.split(",")] if wanted else existing
+    except ValueError:
+        raise CliError(f"--topic takes TOPIC or TOPIC:P,P,...; got {spec!r}") from None
+    missing = sorted(set(partitions) - set(existing))
+    if missing:
+        raise CliError(f"topic {topic!r} has no partition(s) {', '.join(map(str, missing))}")
+    return topic, partitions
+
+
+def _groups_delete_offsets(args: argparse.Namespace) -> int:
+    """Like ``kafka-consumer-groups.sh --delete-offsets --group G --topic T``: forget the group's
+    committed offsets of a topic (or some partitions of it) that no current member subscribes to."""
+    from kafka_spark.group_admin import (
+        ERROR_NAMES,
+        GROUP_ID_NOT_FOUND,
+        GROUP_SUBSCRIBED_TO_TOPIC,
+        GroupAdminError,
+        delete_group_offsets,
+    )
+
+    group = args.group
+    topic, partitions = _topic_partitions(_admin(args), args.topic)
+    try:
+        results = delete_group_offsets(_bootstrap(args), group, topic, partitions)
+    except GroupAdminError as error:
+        if error.code == GROUP_ID_NOT_FOUND:
+            raise CliError(f"consumer group {group!r} does not exist (list groups with `pylog groups list`)") from None
+        raise CliError(str(error)) from None
+    except OSError as error:
+        raise CliError(f"deleting offsets of group {group!r} failed: {error}") from None
+    failed = {p: code for p, code in results.items() if code}
+    print(("Request succeed" if not failed else "Request failed") +
+          f" for deleting offsets with topic {topic} group {group}")
+    rows = []
+    for p in sorted(results):
+        code = results[p]
+        status = ("Successful" if not code else
+                  "Error: the group is subscribed to the topic; stop its consumers or change their subscription"
+                  if code == GROUP_SUBSCRIBED_TO_TOPIC else f"Error: {ERROR_NAMES.get(code, code)}")
+        rows.append((topic, str(p), status))
+    header = ("TOPIC", "PARTITION", "STATUS")
+    widths = [max([15, len(header[i])] + [len(row[i]) for row in rows]) for i in range(3)]
+    print()
+    for row in [header, *rows]:
+        print(" ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    return 1 if failed else 0
 
 
 def _datetime_millis(text: str) -> int:
@@ -635,6 +681,12 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (negative: back)")
     reset.add_argument("--execute", action="store_true", help="commit the offsets (without it: show them only)")
     reset.set_defaults(func=_groups_reset_offsets)
+    delete_offsets = client(group_commands.add_parser(
+        "delete-offsets", help="forget a group's committed offsets of a topic no member subscribes to "
+                               "(kafka-consumer-groups --delete-offsets)"))
+    delete_offsets.add_argument("group")
+    delete_offsets.add_argument("--topic", required=True, metavar="TOPIC[:P,P...]", help="the topic, or some of its partitions")
+    delete_offsets.set_defaults(func=_groups_delete_offsets)
     delete_group = client(group_commands.add_parser(
         "delete", help="delete a group that has no active members, with its committed offsets"))
     delete_group.add_argument("group")

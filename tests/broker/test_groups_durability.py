@@ -52,6 +52,15 @@ def committed(bootstrap: str, group: str, partitions: list[tuple[str, int]]) -> 
         consumer.close()
 
 
+def join(consumer: Consumer, topic: str) -> None:
+    """Subscribe ``consumer`` to ``topic`` and poll until the group has assigned it partitions."""
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + 30
+    while not consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    assert consumer.assignment(), "the consumer was given no partitions within 30 s"
+
+
 def pylog(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYLOG_HOME=os.environ.get("PYLOG_HOME", "/nonexistent"))
     return subprocess.run([sys.executable, "-m", "kafka_spark.cli", *args], capture_output=True, text=True,
@@ -154,11 +163,7 @@ def test_delete_groups_as_kafkas_admin_client_asks(pylog_broker, pylog_topic):
                        "session.timeout.ms": 6000})
     admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
-        active.subscribe([topic])
-        deadline = time.monotonic() + 30
-        while not active.assignment() and time.monotonic() < deadline:
-            active.poll(0.2)
-        assert active.assignment()
+        join(active, topic)
         futures = admin.delete_consumer_groups([f"active-{topic}", f"idle-{topic}", "never-was"], request_timeout=30)
         with pytest.raises(KafkaException) as refused:
             futures[f"active-{topic}"].result(timeout=30)
@@ -215,10 +220,7 @@ def test_reset_offsets_plans_then_commits_as_kafka_consumer_groups_does(pylog_br
     assert refused.returncode == 1 and "has no partition(s) 7" in refused.stderr
     member = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": 6000})
     try:
-        member.subscribe([topic])
-        deadline = time.monotonic() + 30
-        while not member.assignment() and time.monotonic() < deadline:
-            member.poll(0.2)
+        join(member, topic)
         busy = pylog("groups", "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute",
                      "--bootstrap-server", bootstrap)
         assert busy.returncode == 1 and "active member" in busy.stderr
@@ -248,11 +250,7 @@ def test_delete_group_offsets_spares_topics_the_group_subscribes_to(pylog_broker
         with pytest.raises(GroupIdNotFoundError):
             admin.delete_group_offsets("no-such-group", [KpTopicPartition(read, 0)])
 
-        member.subscribe([read])
-        deadline = time.monotonic() + 30
-        while not member.assignment() and time.monotonic() < deadline:
-            member.poll(0.2)
-        assert member.assignment()
+        join(member, read)
         # The member reads `read`: its offset stays. `other` it does not: that one may go.
         assert admin.delete_group_offsets(group, [KpTopicPartition(read, 1), KpTopicPartition(other, 0)]) == {
             KpTopicPartition(read, 1): GroupSubscribedToTopicError, KpTopicPartition(other, 0): NoError}
@@ -260,3 +258,36 @@ def test_delete_group_offsets_spares_topics_the_group_subscribes_to(pylog_broker
         member.close()
         admin.close()
     assert committed(bootstrap, group, [(read, 1), (other, 0)]) == {(read, 1): 3, (other, 0): -1001}
+
+
+def test_cli_delete_offsets_as_kafka_consumer_groups_does(pylog_broker, pylog_topic):
+    """`pylog groups delete-offsets`: Kafka's table and rules, against a group with a member."""
+    bootstrap = pylog_broker.bootstrap_servers
+    read, stale = pylog_topic(partitions=2), pylog_topic(partitions=2)
+    produce(bootstrap, read, {0: 3, 1: 3})
+    group = f"cli-trim-{read}"
+    commit(bootstrap, group, {(read, 0): 3, (read, 1): 3, (stale, 0): 0, (stale, 1): 0})
+
+    done = pylog("groups", "delete-offsets", group, "--topic", f"{stale}:1", "--bootstrap-server", bootstrap)
+    assert done.returncode == 0, done.stderr
+    assert f"Request succeed for deleting offsets with topic {stale} group {group}" in done.stdout
+    assert [line.split() for line in done.stdout.splitlines() if line.startswith(stale)] == [[stale, "1", "Successful"]]
+    assert committed(bootstrap, group, [(stale, 0), (stale, 1)]) == {(stale, 0): 0, (stale, 1): -1001}
+
+    member = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": 6000,
+                       "enable.auto.commit": False})
+    try:
+        join(member, read)
+        refused = pylog("groups", "delete-offsets", group, "--topic", read, "--bootstrap-server", bootstrap)
+        assert refused.returncode == 1
+        assert "Request failed" in refused.stdout and "the group is subscribed to the topic" in refused.stdout
+        assert pylog("groups", "delete-offsets", group, "--topic", stale, "--bootstrap-server", bootstrap).returncode == 0
+    finally:
+        member.close()
+    assert committed(bootstrap, group, [(read, 0), (read, 1), (stale, 0)]) == {
+        (read, 0): 3, (read, 1): 3, (stale, 0): -1001}
+
+    missing = pylog("groups", "delete-offsets", "no-such-group", "--topic", read, "--bootstrap-server", bootstrap)
+    assert missing.returncode == 1 and "consumer group 'no-such-group' does not exist" in missing.stderr
+    no_topic = pylog("groups", "delete-offsets", group, "--topic", "no-such-topic", "--bootstrap-server", bootstrap)
+    assert no_topic.returncode == 1 and "topic 'no-such-topic' does not exist" in no_topic.stderr
