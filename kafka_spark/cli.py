@@ -3,7 +3,8 @@
     pylog broker start [server.properties] [--override K=V] [--log-dir D] [--host H] [--port P]
                                                                foreground; prints bootstrap.servers=H:P
     pylog broker status | stop                                 the local (registered) broker
-    pylog topics create NAME --partitions N [--config k=v ...] | list | describe NAME | delete NAME
+    pylog topics create NAME --partitions N [--config k=v ...] [--if-not-exists] | list
+    pylog topics describe | alter | delete NAME [--if-exists]
     pylog produce TOPIC [--key-separator SEP]                  one record per stdin line
     pylog consume TOPIC [--from-beginning] [--max-messages N]
     pylog groups list | describe GROUP | delete GROUP          consumer groups, offsets and lag
@@ -134,14 +135,25 @@ def _admin(args: argparse.Namespace) -> Any:
     return AdminClient({"bootstrap.servers": _bootstrap(args)})
 
 
-def _wait(futures: dict[str, Any], what: str) -> None:
+def _wait(futures: dict[Any, Any], what: str, tolerate: str | None = None) -> bool:
+    """Wait for admin futures; a failure is a CliError, except the error named ``tolerate``
+    (e.g. TOPIC_ALREADY_EXISTS for --if-not-exists): then False is returned."""
     from confluent_kafka import KafkaException
 
     for name, future in futures.items():
         try:
             future.result(timeout=30)
         except KafkaException as error:
+            if tolerate is not None and error.args[0].name() == tolerate:
+                return False
             raise CliError(f"{what} {name} failed: {error.args[0].str()}") from None
+    return True
+
+
+def _topic_exists(args: argparse.Namespace) -> bool:
+    # All topics, not list_topics(topic=NAME): asking for one topic lets the broker auto-create it.
+    topic = _admin(args).list_topics(timeout=30).topics.get(args.name)
+    return topic is not None and topic.error is None
 
 
 def _topics_create(args: argparse.Namespace) -> int:
@@ -150,8 +162,9 @@ def _topics_create(args: argparse.Namespace) -> int:
     configs = dict(_key_value(item, "--config") for item in args.config or [])
     topic = NewTopic(args.name, num_partitions=args.partitions, replication_factor=args.replication_factor, config=configs)
     admin = _admin(args)  # must outlive its futures: a destroyed client fails them
-    _wait(admin.create_topics([topic], operation_timeout=30), "create topic")
-    print(f"Created topic {args.name}.")
+    if _wait(admin.create_topics([topic], operation_timeout=30), "create topic",
+             tolerate="TOPIC_ALREADY_EXISTS" if args.if_not_exists else None):
+        print(f"Created topic {args.name}.")
     return 0
 
 
@@ -169,6 +182,8 @@ def _topics_describe(args: argparse.Namespace) -> int:
     metadata = _admin(args).list_topics(timeout=30)
     topic = metadata.topics.get(args.name)
     if topic is None or topic.error is not None:
+        if args.if_exists:
+            return 0
         raise CliError(f"topic {args.name!r} does not exist (list topics with `pylog topics list`)")
     configs = _topic_overrides(args, args.name)
     consumer = Consumer({"bootstrap.servers": _bootstrap(args), "group.id": "pylog-cli-describe", "enable.auto.commit": False})
@@ -212,6 +227,8 @@ def _topics_alter(args: argparse.Namespace) -> int:
 
     if args.partitions is None and not args.config and not args.delete_config:
         raise CliError("nothing to alter: give --partitions N, --config NAME=VALUE or --delete-config NAME")
+    if args.if_exists and not _topic_exists(args):
+        return 0
     admin = _admin(args)
     if args.partitions is not None:
         _wait(admin.create_partitions([NewPartitions(args.name, args.partitions)], operation_timeout=30),
@@ -230,8 +247,9 @@ def _topics_alter(args: argparse.Namespace) -> int:
 
 def _topics_delete(args: argparse.Namespace) -> int:
     admin = _admin(args)
-    _wait(admin.delete_topics([args.name], operation_timeout=30), "delete topic")
-    print(f"Deleted topic {args.name}.")
+    if _wait(admin.delete_topics([args.name], operation_timeout=30), "delete topic",
+             tolerate="UNKNOWN_TOPIC_OR_PART" if args.if_exists else None):
+        print(f"Deleted topic {args.name}.")
     return 0
 
 
@@ -626,10 +644,12 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--partitions", type=int, default=1)
     create.add_argument("--replication-factor", type=int, default=1)
     create.add_argument("--config", action="append", metavar="NAME=VALUE", help="topic config, e.g. cleanup.policy=compact")
+    create.add_argument("--if-not-exists", action="store_true", help="do nothing if the topic exists already")
     create.set_defaults(func=_topics_create)
     client(topic_commands.add_parser("list", help="list topics")).set_defaults(func=_topics_list)
     describe = client(topic_commands.add_parser("describe", help="partitions, offsets and configs of a topic"))
     describe.add_argument("name")
+    describe.add_argument("--if-exists", action="store_true", help="do nothing if the topic does not exist")
     describe.set_defaults(func=_topics_describe)
     alter = client(topic_commands.add_parser(
         "alter", help="add partitions to a topic, set or remove its configs (kafka-topics/kafka-configs --alter)"))
@@ -637,9 +657,11 @@ def build_parser() -> argparse.ArgumentParser:
     alter.add_argument("--partitions", type=int, help="the new total number of partitions (only grows)")
     alter.add_argument("--config", action="append", metavar="NAME=VALUE", help="set a topic config, e.g. retention.ms=3600000")
     alter.add_argument("--delete-config", action="append", metavar="NAME", help="remove a topic config (back to the default)")
+    alter.add_argument("--if-exists", action="store_true", help="do nothing if the topic does not exist")
     alter.set_defaults(func=_topics_alter)
     delete = client(topic_commands.add_parser("delete", help="delete a topic"))
     delete.add_argument("name")
+    delete.add_argument("--if-exists", action="store_true", help="do nothing if the topic does not exist")
     delete.set_defaults(func=_topics_delete)
 
     produce = client(commands.add_parser("produce", help="produce stdin lines as records"))
@@ -661,7 +683,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--progress", action="store_true", help="show progress and rate even when not on a terminal")
     consume.set_defaults(func=_consume)
 
-    groups = commands.add_parser("groups", help="list consumer groups, describe their offsets and lag, reset offsets")
+    groups = commands.add_parser("groups", help="list consumer groups, describe their offsets and lag, reset or delete offsets, delete groups")
     group_commands = groups.add_subparsers(dest="action", required=True)
     client(group_commands.add_parser("list", help="list consumer groups")).set_defaults(func=_groups_list)
     describe_group = client(group_commands.add_parser(

@@ -131,3 +131,22 @@ def test_describe_works_against_a_cluster_that_does_not_describe_configs(tmp_pat
         described = pylog("topics", "describe", "elsewhere", "--bootstrap-server", mock, env=env).stdout.decode()
     assert "Configs: (not available: " in described
     assert "Partition: 0" in described and "LogEndOffset: 1" in described
+
+
+def test_if_exists_and_if_not_exists_make_scripts_idempotent(running_broker):
+    """kafka-topics' --if-not-exists / --if-exists: setup and teardown scripts that run twice."""
+    _, bootstrap, env = running_broker
+    target = ("--bootstrap-server", bootstrap)
+    assert b"Created topic setup" in pylog("topics", "create", "setup", "--partitions", "2", *target, env=env).stdout
+    again = pylog("topics", "create", "setup", "--partitions", "2", "--if-not-exists", *target, env=env)
+    assert again.returncode == 0 and again.stdout == b""
+    refused = pylog("topics", "create", "setup", *target, env=env, check=False)
+    assert refused.returncode == 1 and b"already exists" in refused.stderr.lower()
+
+    assert b"Deleted topic setup" in pylog("topics", "delete", "setup", *target, env=env).stdout
+    for command in (["delete", "setup"], ["describe", "setup"], ["alter", "setup", "--partitions", "3"]):
+        quiet = pylog("topics", *command, "--if-exists", *target, env=env)
+        assert quiet.returncode == 0 and quiet.stdout == b"", command
+        loud = pylog("topics", *command, *target, env=env, check=False)
+        assert loud.returncode == 1 and b"setup" in loud.stderr, command
+    assert b"setup" not in pylog("topics", "list", *target, env=env).stdout.split()  # --if-exists created nothing
