@@ -61,6 +61,9 @@ def _broker_start(args: argparse.Namespace) -> int:
     broker.start()
     print(f"bootstrap.servers={broker.bootstrap_servers}", flush=True)
     print(f"log.dirs={log_dir}", file=sys.stderr, flush=True)
+    if broker.config.sasl_users:
+        print(f"security.protocol=SASL_PLAINTEXT sasl.mechanism=PLAIN ({len(broker.config.sasl_users)} user(s))",
+              file=sys.stderr, flush=True)
     try:
         while not stop.wait(0.5):
             pass
@@ -129,10 +132,30 @@ def _bootstrap(args: argparse.Namespace) -> str:
     return info.bootstrap_servers
 
 
+def _client_config(args: argparse.Namespace, **settings: Any) -> dict[str, Any]:
+    """librdkafka settings of a client command: the bootstrap servers, the ``--command-config``
+    file (Kafka client properties, Java's SASL/TLS names translated), then ``settings``."""
+    config: dict[str, Any] = {}
+    path = getattr(args, "command_config", None)
+    if path:
+        from kafka_spark.broker.properties import read_properties
+        from kafka_spark.jaas import JaasConfigError, librdkafka_config
+
+        try:
+            config.update(librdkafka_config(read_properties(path), prefix=""))
+        except OSError as error:
+            raise CliError(f"cannot read --command-config {path}: {error.strerror}") from None
+        except JaasConfigError as error:
+            raise CliError(f"--command-config {path}: {error}") from None
+    config["bootstrap.servers"] = _bootstrap(args)  # --bootstrap-server wins over the file
+    config.update(settings)
+    return config
+
+
 def _admin(args: argparse.Namespace) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": _bootstrap(args)})
+    return AdminClient(_client_config(args))
 
 
 def _wait(futures: dict[Any, Any], what: str, tolerate: str | None = None) -> bool:
@@ -186,7 +209,7 @@ def _topics_describe(args: argparse.Namespace) -> int:
             return 0
         raise CliError(f"topic {args.name!r} does not exist (list topics with `pylog topics list`)")
     configs = _topic_overrides(args, args.name)
-    consumer = Consumer({"bootstrap.servers": _bootstrap(args), "group.id": "pylog-cli-describe", "enable.auto.commit": False})
+    consumer = Consumer(_client_config(args, **{"group.id": "pylog-cli-describe", "enable.auto.commit": False}))
     try:
         print(f"Topic: {args.name}\tPartitionCount: {len(topic.partitions)}\tConfigs: {configs}")
         for index in sorted(topic.partitions):
@@ -256,7 +279,7 @@ def _topics_delete(args: argparse.Namespace) -> int:
 def _produce(args: argparse.Namespace) -> int:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": _bootstrap(args), "linger.ms": 5, "enable.idempotence": True})
+    producer = Producer(_client_config(args, **{"linger.ms": 5, "enable.idempotence": True}))
     failures: list[str] = []
 
     def on_delivery(error: Any, message: Any) -> None:
@@ -299,15 +322,13 @@ def _produce(args: argparse.Namespace) -> int:
 def _consume(args: argparse.Namespace) -> int:
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
 
-    bootstrap = _bootstrap(args)
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
+        _client_config(args, **{
             "group.id": args.group or "pylog-console-consumer",
             "enable.auto.commit": bool(args.group),
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest" if args.from_beginning else "latest",
-        }
+        })
     )
     metadata = consumer.list_topics(timeout=30)
     topic = metadata.topics.get(args.topic)
@@ -425,7 +446,7 @@ def _groups_describe(args: argparse.Namespace) -> int:
         for tp in member.assignment.topic_partitions if member.assignment else []:
             owners[(tp.topic, tp.partition)] = member
     partitions = sorted(set(committed) | set(owners))
-    consumer = Consumer({"bootstrap.servers": _bootstrap(args), "group.id": "pylog-cli-groups",
+    consumer = Consumer({**_client_config(args), "group.id": "pylog-cli-groups",
                          "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
     try:
         ends = {tp: consumer.get_watermark_offsets(KafkaTopicPartition(*tp), timeout=30)[1] for tp in partitions}
@@ -468,7 +489,7 @@ def _groups_reset_offsets(args: argparse.Namespace) -> int:
                        "only be reset while it has none: stop its consumers first")
     topic, partitions = _topic_partitions(admin, args.topic)
 
-    consumer = Consumer({"bootstrap.servers": _bootstrap(args), "group.id": "pylog-cli-groups", "enable.auto.commit": False})
+    consumer = Consumer({**_client_config(args), "group.id": "pylog-cli-groups", "enable.auto.commit": False})
     try:
         bounds = {p: consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=30) for p in partitions}
         by_time: dict[int, int] = {}
@@ -545,7 +566,12 @@ def _groups_delete_offsets(args: argparse.Namespace) -> int:
         delete_group_offsets,
     )
 
+    from kafka_spark.options import secured_connection
+
     group = args.group
+    if secured_connection(_client_config(args)):
+        raise CliError("delete-offsets speaks to the group coordinator over plaintext connections only; against a "
+                       "cluster that needs TLS or SASL use kafka-consumer-groups --delete-offsets")
     topic, partitions = _topic_partitions(_admin(args), args.topic)
     try:
         results = delete_group_offsets(_bootstrap(args), group, topic, partitions)
@@ -615,6 +641,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def client(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
         sub.add_argument("--bootstrap-server", help="HOST:PORT of any Kafka cluster (default: the local pylog broker)")
+        sub.add_argument("--command-config", metavar="FILE",
+                         help="Kafka client properties, e.g. security.protocol, sasl.mechanism, sasl.jaas.config")
         return sub
 
     broker = commands.add_parser("broker", help="run or manage the local embedded broker")

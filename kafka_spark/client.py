@@ -154,7 +154,16 @@ class OffsetReader:
         self.bootstrap_servers = bootstrap_servers
         self.timeout_s = timeout_s
         self._admin: AdminClient | None = None
+        self._refused: Any = None  # a KafkaError: the cluster refused our credentials or TLS
         log.info("pylog source: using bootstrap servers %s", bootstrap_servers)
+
+    def _on_error(self, error: Any) -> None:
+        """librdkafka's error callback: an authentication or TLS failure only shows up here (the
+        request itself just fails with a transport error), and retrying cannot cure it."""
+        from confluent_kafka import KafkaError
+
+        if error.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+            self._refused = error
 
     def _client(self) -> AdminClient:
         if self._admin is None:
@@ -163,7 +172,8 @@ class OffsetReader:
             from confluent_kafka import KafkaException
 
             try:
-                self._admin = AdminClient(admin_config(self.options, self.bootstrap_servers))
+                self._admin = AdminClient({**admin_config(self.options, self.bootstrap_servers),
+                                           "error_cb": self._on_error})
             except (KafkaException, ValueError, TypeError) as e:  # a bad kafka.* property
                 raise PylogOptionError(
                     f"cannot create a Kafka client from the kafka.* options: {e}. kafka.* options "
@@ -181,6 +191,14 @@ class OffsetReader:
                 raise
             except Exception as e:  # noqa: BLE001 - any client failure is retried, then reported
                 last = e
+                if self._admin is not None:
+                    self._admin.poll(0)  # serves the error callback (_on_error)
+                if self._refused is not None:
+                    raise OffsetFetchError(
+                        f"{what} failed: {self.bootstrap_servers} refused the connection's credentials or TLS "
+                        f"settings ({self._refused.str()}). Check kafka.security.protocol, kafka.sasl.mechanism "
+                        f"and kafka.sasl.jaas.config (or kafka.sasl.username / kafka.sasl.password), kafka.ssl.*."
+                    ) from e
                 log.warning(
                     "pylog source: %s failed (attempt %d of %d) against %s: %s",
                     what, attempt + 1, attempts, self.bootstrap_servers, e,

@@ -42,6 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Union
 
+from kafka_spark.jaas import JaasConfigError, librdkafka_config
 from kafka_spark.offsets import (
     EARLIEST,
     LATEST,
@@ -326,6 +327,10 @@ def _kafka_params(opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     for key, advice in _REJECTED_KAFKA_PARAMS.items():
         if key in params:
             raise PylogOptionError(advice)
+    try:  # Spark's Java-only settings (kafka.sasl.jaas.config, ...) in librdkafka's terms
+        params = librdkafka_config(params)
+    except JaasConfigError as error:
+        raise PylogOptionError(str(error)) from None
     return tuple(sorted(params.items()))
 
 

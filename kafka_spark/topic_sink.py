@@ -146,6 +146,12 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> TopicS
     avro = parse_avro_options({low: value for low, (_, value) in lowered.items()})
     validate_schema(schema, topic, avro_roles=set(avro))
     bootstrap = resolve_bootstrap_servers(lowered.get("kafka.bootstrap.servers", ("", None))[1])
+    from kafka_spark.jaas import JaasConfigError, librdkafka_config
+
+    try:  # Spark's Java-only settings (kafka.sasl.jaas.config, ...) in librdkafka's terms
+        kafka = librdkafka_config(kafka)
+    except JaasConfigError as error:
+        raise TopicSinkError(str(error)) from None
     return TopicSinkOptions(
         bootstrap_servers=bootstrap,
         topic=topic,

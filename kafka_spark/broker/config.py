@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from kafka_spark.broker.protocol.frames import MAX_FRAME_BYTES
 from kafka_spark.broker.storage.config import LogConfig
@@ -46,6 +47,13 @@ class BrokerConfig:
     # a partition is forgotten once its last batch is this old and no transaction of it is open.
     producer_id_expiration_ms: int = 24 * 3_600_000
     producer_id_expiration_check_interval_ms: int = 600_000
+    # SASL/PLAIN users (name -> password): when given, the listener is SASL_PLAINTEXT and every
+    # connection authenticates first (sasl.py). Never logged, never written to disk.
+    sasl_users: Mapping[str, str] | None = field(default=None, repr=False)
+
+    @property
+    def security_protocol(self) -> str:
+        return "SASL_PLAINTEXT" if self.sasl_users else "PLAINTEXT"
 
     @property
     def advertised(self) -> str:

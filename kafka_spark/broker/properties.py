@@ -6,6 +6,10 @@ the keys about what a one-node broker does not have (replication, KRaft controll
 pools) are accepted and reported as ignored; any other key is an error naming it, so a typo never
 passes silently.
 
+A SASL_PLAINTEXT listener authenticates clients with SASL/PLAIN (``sasl.enabled.mechanisms=PLAIN``),
+its users given as Kafka gives them: ``listener.name.sasl_plaintext.plain.sasl.jaas.config`` with
+``user_NAME="password"`` options.
+
 One key is pylog's own: ``log.flush.on.ack.all`` (default true) fsyncs a partition before an
 acks=all produce is acknowledged, since a single node has no replica to lean on. Set it to false
 for Kafka's own policy, where the operating system decides when data reaches the disk
@@ -45,8 +49,11 @@ _BROKER_KEYS = {
     "broker.id": ("node_id", int),
 }
 
-_HANDLED_BELOW = frozenset({"log.dirs", "log.dir", "listeners", "advertised.listeners"}
+_HANDLED_BELOW = frozenset({"log.dirs", "log.dir", "listeners", "advertised.listeners", "sasl.enabled.mechanisms"}
                            | {key for key, _ in _RETENTION_KEYS + _ROLL_KEYS})
+
+# Kafka's per-listener SASL/PLAIN users: user_NAME="password" options of PlainLoginModule.
+_LISTENER_JAAS = re.compile(r"listener\.name\.([a-z0-9_]+)\.plain\.sasl\.jaas\.config")
 
 # Kafka broker keys that mean nothing on one pylog node: replication and its quorum, KRaft
 # controllers, thread pools and socket buffers the event loop does not have.
@@ -62,6 +69,7 @@ IGNORED = frozenset({
     "unclean.leader.election.enable", "auto.leader.rebalance.enable", "delete.topic.enable",
     "zookeeper.connect", "zookeeper.connection.timeout.ms", "group.coordinator.rebalance.protocols",
     "log.preallocate", "log.segment.delete.delay.ms", "compression.type", "metadata.log.dir",
+    "sasl.mechanism.inter.broker.protocol", "security.inter.broker.protocol", "sasl.mechanism.controller.protocol",
 })
 
 
@@ -125,7 +133,7 @@ def broker_options(properties: Mapping[str, str]) -> BrokerOptions:
             options.settings[name] = _parse_bool(key, value) if parse == "bool" else _parse_int(key, value)
         elif key in _LOG_DEFAULTS:
             log_changes[_LOG_DEFAULTS[key]] = value
-        elif key in _HANDLED_BELOW:
+        elif key in _HANDLED_BELOW or _LISTENER_JAAS.fullmatch(key):
             continue
         elif key == FLUSH_ON_ACK_ALL:
             flush_on_ack_all = _parse_bool(key, value)
@@ -195,16 +203,19 @@ def _apply_listeners(properties: Mapping[str, str], options: BrokerOptions) -> N
             if name in controllers:
                 continue
             protocol = protocols.get(name)
-            if protocol != "PLAINTEXT":
+            if protocol not in ("PLAINTEXT", "SASL_PLAINTEXT"):
                 raise InvalidConfigError(
                     f"{key}: listener {name} uses {protocol or 'an unknown security protocol'}; pylog serves "
-                    "PLAINTEXT only (no TLS or SASL): give one PLAINTEXT://HOST:PORT listener")
+                    "PLAINTEXT or SASL_PLAINTEXT (SASL/PLAIN), not TLS: put a TLS proxy in front of it if you need one")
+            if key == "listeners" and protocol == "SASL_PLAINTEXT":
+                options.settings["sasl_users"] = _sasl_users(properties, name)
             host, sep, port = address.rpartition(":")
             if not sep or not port.isdigit():
                 raise InvalidConfigError(f"{key}: {entry.strip()!r} has no port; write {name}://HOST:PORT")
             endpoints.append((host.strip("[]"), int(port)))
         if len(endpoints) != 1:
-            raise InvalidConfigError(f"{key}={properties[key]!r}: pylog serves exactly one PLAINTEXT listener")
+            raise InvalidConfigError(f"{key}={properties[key]!r}: pylog serves exactly one listener (besides "
+                                     "controller listeners)")
         host, port = endpoints[0]
         if key == "listeners":
             # Kafka's meaning: an empty host binds every interface.
@@ -218,6 +229,30 @@ def _apply_listeners(properties: Mapping[str, str], options: BrokerOptions) -> N
                     "the port it listens on (forwarding one port to another is not supported)")
             if host:
                 options.settings["advertised_host"] = host
+
+
+def _sasl_users(properties: Mapping[str, str], listener: str) -> dict[str, str]:
+    """The users of a SASL_PLAINTEXT listener, from its PlainLoginModule's user_NAME options."""
+    from kafka_spark.jaas import JaasConfigError, parse_jaas
+
+    mechanisms = [m.strip().upper() for m in properties.get("sasl.enabled.mechanisms", "GSSAPI").split(",") if m.strip()]
+    if mechanisms != ["PLAIN"]:
+        raise InvalidConfigError(
+            f"sasl.enabled.mechanisms={','.join(mechanisms)}: pylog authenticates with SASL/PLAIN only; set "
+            "sasl.enabled.mechanisms=PLAIN")
+    key = f"listener.name.{listener.lower()}.plain.sasl.jaas.config"
+    if key not in properties:
+        raise InvalidConfigError(
+            f"listener {listener} is SASL_PLAINTEXT but {key} is not set; give it the users, e.g. "
+            f'{key}=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";')
+    try:
+        module, options = parse_jaas(properties[key], key)
+    except JaasConfigError as error:
+        raise InvalidConfigError(str(error)) from None
+    users = {name[len("user_"):]: password for name, password in options.items() if name.startswith("user_")}
+    if module != "org.apache.kafka.common.security.plain.PlainLoginModule" or not users:
+        raise InvalidConfigError(f"{key} must be PlainLoginModule with at least one user_NAME=\"password\" option")
+    return users
 
 
 def _parse_int(key: str, value: str) -> int:

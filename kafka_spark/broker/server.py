@@ -23,6 +23,8 @@ from typing import Any
 from kafka_spark.broker.broker import Broker
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.protocol import FrameDecoder, FrameError, Request, UnsupportedRequest, decode_request, encode_response_parts
+from kafka_spark.broker.protocol.versions import SASL_VERSIONS, ApiKey
+from kafka_spark.broker.sasl import SaslSession
 
 logger = logging.getLogger("kafka_spark.broker")
 
@@ -82,7 +84,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._writing_paused = False
         self._closed = False
+        self._close_when_answered = False  # a failed SASL authentication: answer, then close
         self.tasks: set[asyncio.Future[Any]] = set()  # handlers still running (parked fetches)
+        users = self.broker.config.sasl_users
+        self.sasl: SaslSession | None = SaslSession(users) if users else None
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -131,7 +136,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         loop = asyncio.get_running_loop()
         while self._inbox and not self._muted and not self._closed:
             frame = self._inbox.popleft()
+            if self.sasl is not None and self.sasl.legacy and not self.sasl.authenticated:
+                self._legacy_sasl_token(frame)
+                continue
             try:
+                self._check_sasl_state(frame)
                 request = decode_request(frame, self.client_host)
             except UnsupportedRequest as error:
                 self._flush()  # answers already decided still go out before the close
@@ -139,6 +148,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             future: asyncio.Future[Any] = loop.create_future()
             self._outbox.append((request, future))
+            if request.api_key in SASL_VERSIONS:
+                future.set_result(self._sasl_step(request))
+                if self._close_when_answered:
+                    self._flush()  # answers, then closes
+                    return
+                continue
             try:
                 result = self.broker.dispatch(request)
             except Exception:  # a handler bug must cost one connection, not the broker
@@ -154,6 +169,40 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 future.set_result(result)
         self._flush()
         self._update_reading()
+
+    # -- SASL (sasl.py) ------------------------------------------------------------------------
+
+    def _check_sasl_state(self, frame: memoryview) -> None:
+        """Refuse what this connection may not send yet: before authentication only ApiVersions
+        and the SASL requests, and the SASL requests only on a SASL listener."""
+        if len(frame) < 2:
+            return  # decode_request names the problem
+        api_key = int.from_bytes(frame[:2], "big", signed=True)
+        if self.sasl is None:
+            if api_key in SASL_VERSIONS:
+                raise UnsupportedRequest(f"api key {api_key} (SASL) on a PLAINTEXT listener")
+        elif not self.sasl.authenticated and api_key not in SASL_VERSIONS and api_key != ApiKey.API_VERSIONS:
+            raise UnsupportedRequest(f"api key {api_key} before SASL authentication")
+
+    def _sasl_step(self, request: Request) -> dict[str, Any]:
+        assert self.sasl is not None
+        if request.api_key == ApiKey.SASL_HANDSHAKE:
+            response = self.sasl.handshake(request.body.mechanism, request.api_version)
+        else:
+            response = self.sasl.authenticate(request.body.auth_bytes)
+        if self.sasl.failed:
+            logger.warning("SASL authentication of %s failed", self.peer)
+            self._close_when_answered = True
+        return response
+
+    def _legacy_sasl_token(self, frame: memoryview) -> None:
+        """SaslHandshake v0's flow: the PLAIN token as a bare frame, answered by an empty one."""
+        assert self.sasl is not None and self.transport is not None
+        self._flush()  # the handshake's answer goes first
+        if self.sasl.check_plain(bytes(frame)) is None:
+            self._abort("SASL authentication failed")
+            return
+        self.transport.write(b"\0\0\0\0")
 
     def _chain(self, task: asyncio.Future[Any], future: asyncio.Future[Any], unmute: bool = False) -> None:
         self.tasks.add(task)
@@ -189,6 +238,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 assert self.transport is not None
                 for part in encode_response_parts(request, response):
                     self.transport.write(part)
+        if self._close_when_answered and not self._outbox:
+            self.close()  # after the answer is written: the client learns why
 
     def _update_reading(self) -> None:
         if self.transport is None or self._closed:

@@ -87,9 +87,9 @@ def test_kafka_names_map_to_the_broker_settings():
     ({"log.retention.bytes": "lots"}, "invalid value 'lots' for log.retention.bytes:"),
     ({"log.flush.on.ack.all": "maybe"}, "log.flush.on.ack.all='maybe' is invalid: use true or false"),
     ({"log.dirs": "/a,/b"}, "give exactly one"),
-    ({"listeners": "SSL://:9093"}, "listener SSL uses SSL; pylog serves PLAINTEXT only"),
+    ({"listeners": "SSL://:9093"}, "listener SSL uses SSL; pylog serves PLAINTEXT or SASL_PLAINTEXT"),
     ({"listeners": "PLAINTEXT://:9092,INTERNAL://:9093",
-      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"}, "exactly one PLAINTEXT listener"),
+      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"}, "exactly one listener"),
     ({"listeners": "PLAINTEXT://localhost"}, "has no port"),
     ({"listeners": "PLAINTEXT://:9092", "advertised.listeners": "PLAINTEXT://h:9093"}, "differs from the listener"),
 ])

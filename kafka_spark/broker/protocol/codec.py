@@ -22,7 +22,7 @@ from kio.serial.errors import SerialError
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
 from kafka_spark.broker.protocol import produce_request
-from kafka_spark.broker.protocol.versions import SUPPORTED_VERSIONS, ApiKey
+from kafka_spark.broker.protocol.versions import SASL_VERSIONS, SUPPORTED_VERSIONS, ApiKey
 
 _HEADER = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
@@ -58,7 +58,7 @@ def decode_request(frame: bytes | memoryview, client_host: str = "") -> Request:
     if len(frame) < 8:
         raise UnsupportedRequest("request shorter than its fixed header")
     api_key, api_version, correlation_id = _HEADER.unpack_from(frame, 0)
-    served = SUPPORTED_VERSIONS.get(api_key)
+    served = SUPPORTED_VERSIONS.get(api_key) or SASL_VERSIONS.get(api_key)  # the connection gates SASL
     if served is None:
         raise UnsupportedRequest(f"api key {api_key} is not served")
     # Header v1 and v2 both carry client_id as a classic (int16-length) nullable string.

@@ -25,6 +25,7 @@ class ApiKey(enum.IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -37,6 +38,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -81,4 +83,11 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     # expects v1's endpoint_type). No client's broker-version inference looks at key 60
     # (checked: kafka-python 3.0's list, the protocol reference's §1.2).
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+}
+
+#: Served (and advertised) only on a SASL listener: a PLAINTEXT broker's ApiVersions stays Kafka
+#: 2.3's set without them, so no client infers anything new from it (reference §0).
+SASL_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
 }

@@ -1,0 +1,122 @@
+"""Kafka's Java-only security settings, read for librdkafka and for the embedded broker.
+
+Spark's Kafka connector and Kafka's own brokers take SASL credentials as a JAAS line::
+
+    kafka.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required
+                             username="alice" password="alice-secret";
+
+librdkafka has no JAAS: it takes ``sasl.username`` / ``sasl.password`` (PLAIN, SCRAM) and
+``sasl.kerberos.keytab`` / ``sasl.kerberos.principal`` (GSSAPI). :func:`librdkafka_config` turns
+the Java settings a Spark job already has into those, so that moving a job to pylog stays a change
+of format name; what has no librdkafka equivalent fails with what to set instead. Errors never
+repeat a value: these settings hold passwords.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+_PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+_SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
+_KERBEROS = "com.sun.security.auth.module.Krb5LoginModule"
+_OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+_FLAGS = ("required", "requisite", "sufficient", "optional")
+_OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s;"]+)')
+
+
+class JaasConfigError(ValueError):
+    """A JAAS line that cannot be read or has no librdkafka equivalent (the message names the
+    setting and the fix, never a value)."""
+
+
+def parse_jaas(text: str, setting: str = "sasl.jaas.config") -> tuple[str, dict[str, str]]:
+    """``(login module class, options)`` of one JAAS entry ``Module flag k="v" k2=v2;``.
+    Databricks' shaded class names (``kafkashaded.org.apache...``) read as the plain ones."""
+    body = text.strip()
+    if body.endswith(";"):
+        body = body[:-1]
+    parts = body.split(None, 2)
+    if len(parts) < 2 or parts[1] not in _FLAGS:
+        raise JaasConfigError(
+            f"{setting} is not a JAAS entry of the form "
+            "'<LoginModule class> required key=\"value\" ...;' (its value is not shown: it may hold a password)")
+    module = parts[0].removeprefix("kafkashaded.")
+    rest = parts[2] if len(parts) == 3 else ""
+    options: dict[str, str] = {}
+    position = 0
+    while position < len(rest):
+        if rest[position:].strip() == "":
+            break
+        match = _OPTION.match(rest, position)
+        if match is None:
+            raise JaasConfigError(f"{setting}: cannot read the options of {module} after position {position} "
+                                  "(write them as key=\"value\"; the value is not shown)")
+        value = match.group(2)
+        if value.startswith('"'):
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        options[match.group(1)] = value
+        position = match.end()
+    return module, options
+
+
+def librdkafka_config(config: Mapping[str, str], prefix: str = "kafka.") -> dict[str, str]:
+    """``config`` (Kafka client settings, named without ``prefix``) with the Java-only ones
+    replaced by librdkafka's: ``sasl.jaas.config`` by the credentials it holds, a PEM
+    ``ssl.truststore.location`` by ``ssl.ca.location``, Java's empty
+    ``ssl.endpoint.identification.algorithm`` by ``none``."""
+    out = dict(config)
+    jaas = out.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        out.update(_jaas_credentials(jaas, out, prefix))
+    truststore = out.pop("ssl.truststore.location", None)
+    truststore_type = out.pop("ssl.truststore.type", None)
+    out.pop("ssl.truststore.password", None)  # a PEM file has none; a JKS one is refused below
+    if truststore is not None:
+        if (truststore_type or "").upper() != "PEM" and not truststore.lower().endswith((".pem", ".crt")):
+            raise JaasConfigError(
+                f"{prefix}ssl.truststore.location names a Java trust store, which librdkafka cannot read: export "
+                f"its CA certificates to a PEM file (keytool -exportcert -rfc) and set {prefix}ssl.ca.location "
+                "to it, or leave both unset to trust the system's CAs")
+        if "ssl.ca.location" in out:
+            raise JaasConfigError(f"set {prefix}ssl.ca.location or {prefix}ssl.truststore.location, not both")
+        out["ssl.ca.location"] = truststore
+    if out.get("ssl.endpoint.identification.algorithm") == "":
+        out["ssl.endpoint.identification.algorithm"] = "none"
+    return out
+
+
+def _jaas_credentials(jaas: str, config: Mapping[str, str], prefix: str) -> dict[str, str]:
+    module, options = parse_jaas(jaas, f"{prefix}sasl.jaas.config")
+    mechanism = (config.get("sasl.mechanism") or config.get("sasl.mechanisms") or "").upper()
+    if module in (_PLAIN, _SCRAM):
+        if "username" not in options or "password" not in options:
+            raise JaasConfigError(f"{prefix}sasl.jaas.config: {module.rsplit('.', 1)[1]} needs username=\"...\" "
+                                  "and password=\"...\"")
+        if module == _SCRAM and not mechanism.startswith("SCRAM-"):
+            raise JaasConfigError(f"{prefix}sasl.jaas.config uses ScramLoginModule: set {prefix}sasl.mechanism to "
+                                  "SCRAM-SHA-256 or SCRAM-SHA-512")
+        if module == _PLAIN and mechanism not in ("", "PLAIN"):
+            raise JaasConfigError(f"{prefix}sasl.jaas.config uses PlainLoginModule but {prefix}sasl.mechanism is "
+                                  f"{mechanism}: set it to PLAIN")
+        for key in ("sasl.username", "sasl.password"):
+            if key in config:
+                raise JaasConfigError(f"set {prefix}sasl.jaas.config or {prefix}{key}, not both")
+        out = {"sasl.username": options["username"], "sasl.password": options["password"]}
+        if not mechanism:
+            out["sasl.mechanism"] = "PLAIN"
+        return out
+    if module == _KERBEROS:
+        out = {}
+        if "keyTab" in options:
+            out["sasl.kerberos.keytab"] = options["keyTab"]
+        if "principal" in options:
+            out["sasl.kerberos.principal"] = options["principal"]
+        return out
+    if module == _OAUTH:
+        raise JaasConfigError(
+            f"{prefix}sasl.jaas.config uses OAuthBearerLoginModule, which librdkafka configures differently: set "
+            f"{prefix}sasl.oauthbearer.method=oidc with {prefix}sasl.oauthbearer.client.id, "
+            f"{prefix}sasl.oauthbearer.client.secret and {prefix}sasl.oauthbearer.token.endpoint.url instead")
+    raise JaasConfigError(f"{prefix}sasl.jaas.config uses {module}, which pylog cannot translate for librdkafka; "
+                          f"use PlainLoginModule, ScramLoginModule or Krb5LoginModule, or set {prefix}sasl.* directly")
