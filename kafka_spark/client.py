@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kafka_spark.jaas import CredentialsRefused, RefusalWatch, list_topics_watching
 from kafka_spark.offsets import (
     EARLIEST,
     LATEST,
@@ -154,16 +155,8 @@ class OffsetReader:
         self.bootstrap_servers = bootstrap_servers
         self.timeout_s = timeout_s
         self._admin: AdminClient | None = None
-        self._refused: Any = None  # a KafkaError: the cluster refused our credentials or TLS
+        self._refusal = RefusalWatch()
         log.info("pylog source: using bootstrap servers %s", bootstrap_servers)
-
-    def _on_error(self, error: Any) -> None:
-        """librdkafka's error callback: an authentication or TLS failure only shows up here (the
-        request itself just fails with a transport error), and retrying cannot cure it."""
-        from confluent_kafka import KafkaError
-
-        if error.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
-            self._refused = error
 
     def _client(self) -> AdminClient:
         if self._admin is None:
@@ -173,7 +166,7 @@ class OffsetReader:
 
             try:
                 self._admin = AdminClient({**admin_config(self.options, self.bootstrap_servers),
-                                           "error_cb": self._on_error})
+                                           "error_cb": self._refusal})
             except (KafkaException, ValueError, TypeError) as e:  # a bad kafka.* property
                 raise PylogOptionError(
                     f"cannot create a Kafka client from the kafka.* options: {e}. kafka.* options "
@@ -189,16 +182,13 @@ class OffsetReader:
                 return fn(self._client())
             except PylogOptionError:
                 raise
+            except CredentialsRefused as e:  # no retry cures it
+                raise OffsetFetchError(f"{what} failed: {e}.") from None
             except Exception as e:  # noqa: BLE001 - any client failure is retried, then reported
                 last = e
-                if self._admin is not None:
-                    self._admin.poll(0)  # serves the error callback (_on_error)
-                if self._refused is not None:
-                    raise OffsetFetchError(
-                        f"{what} failed: {self.bootstrap_servers} refused the connection's credentials or TLS "
-                        f"settings ({self._refused.str()}). Check kafka.security.protocol, kafka.sasl.mechanism "
-                        f"and kafka.sasl.jaas.config (or kafka.sasl.username / kafka.sasl.password), kafka.ssl.*."
-                    ) from e
+                refused = self._refusal.explain(self._admin, self.bootstrap_servers) if self._admin else None
+                if refused is not None:
+                    raise OffsetFetchError(f"{what} failed: {refused}.") from e
                 log.warning(
                     "pylog source: %s failed (attempt %d of %d) against %s: %s",
                     what, attempt + 1, attempts, self.bootstrap_servers, e,
@@ -226,7 +216,7 @@ class OffsetReader:
             return set(sub.partitions)
 
         def fetch(admin: AdminClient) -> dict[str, int]:
-            metadata = admin.list_topics(timeout=self.timeout_s)
+            metadata = list_topics_watching(admin, self._refusal, self.bootstrap_servers, self.timeout_s)
             return {
                 name: len(topic.partitions)
                 for name, topic in metadata.topics.items()

@@ -430,9 +430,15 @@ def ensure_marker_topic(options: TopicSinkOptions) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": options.bootstrap_servers, **dict(_security(options))})
+    from kafka_spark.jaas import CredentialsRefused, RefusalWatch, list_topics_watching
+
+    refusal = RefusalWatch()
+    admin = AdminClient({"bootstrap.servers": options.bootstrap_servers, **dict(_security(options)),
+                         "error_cb": refusal})
     try:
-        metadata = admin.list_topics(timeout=15)
+        metadata = list_topics_watching(admin, refusal, options.bootstrap_servers, 15)
+    except CredentialsRefused as error:
+        raise TopicSinkError(str(error)) from None
     except KafkaException as error:
         raise TopicSinkError(
             f"cannot reach Kafka at {options.bootstrap_servers} ({error.args[0].str()}); "
