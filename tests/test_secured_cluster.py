@@ -1,6 +1,7 @@
-"""A Spark job against a cluster that requires SASL, configured as Spark's Kafka connector is
-(kafka.sasl.jaas.config): the source reads, the sinks write, and the password is in none of the
-files the job leaves (checkpoints, outputs, the broker's data)."""
+"""A Spark job against a cluster that requires SASL/SCRAM-SHA-512 (as managed Kafka services
+do), configured as Spark's Kafka connector is (kafka.sasl.jaas.config): the source reads, the
+sinks write, and the password is in none of the files the job leaves (checkpoints, outputs, the
+broker's data)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ from partition_reads import read_to_end
 from kafka_spark.broker import EmbeddedBroker
 
 SECRET = "Spark-s3cret-9f2"
-JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="etl" password="{SECRET}";'
+JAAS = f'org.apache.kafka.common.security.scram.ScramLoginModule required username="etl" password="{SECRET}";'
 
 
 def librdkafka(bootstrap: str) -> dict:
-    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
             "sasl.username": "etl", "sasl.password": SECRET}
 
 
@@ -38,7 +39,7 @@ def test_source_and_sinks_work_against_a_sasl_cluster_and_keep_the_password_out_
             producer.produce("orders", key=b"k%d" % (i % 5), value=b"order-%d" % i)
         assert producer.flush(10) == 0
         secured = {"kafka.bootstrap.servers": bootstrap, "kafka.security.protocol": "SASL_PLAINTEXT",
-                   "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": JAAS}
+                   "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config": JAAS}
 
         batch = spark.read.format("pylog").options(**secured).option("subscribe", "orders").load()
         assert batch.count() == 200

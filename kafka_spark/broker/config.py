@@ -47,9 +47,11 @@ class BrokerConfig:
     # a partition is forgotten once its last batch is this old and no transaction of it is open.
     producer_id_expiration_ms: int = 24 * 3_600_000
     producer_id_expiration_check_interval_ms: int = 600_000
-    # SASL/PLAIN users (name -> password): when given, the listener is SASL_PLAINTEXT and every
-    # connection authenticates first (sasl.py). Never logged, never written to disk.
+    # SASL users (name -> password): when given, the listener is SASL_PLAINTEXT and every
+    # connection authenticates first, by one of ``sasl_mechanisms`` (sasl.py). Never logged,
+    # never written to disk.
     sasl_users: Mapping[str, str] | None = field(default=None, repr=False)
+    sasl_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # sasl.enabled.mechanisms
 
     @property
     def security_protocol(self) -> str:

@@ -6,9 +6,10 @@ the keys about what a one-node broker does not have (replication, KRaft controll
 pools) are accepted and reported as ignored; any other key is an error naming it, so a typo never
 passes silently.
 
-A SASL_PLAINTEXT listener authenticates clients with SASL/PLAIN (``sasl.enabled.mechanisms=PLAIN``),
-its users given as Kafka gives them: ``listener.name.sasl_plaintext.plain.sasl.jaas.config`` with
-``user_NAME="password"`` options.
+A SASL_PLAINTEXT listener authenticates clients with the ``sasl.enabled.mechanisms`` among PLAIN,
+SCRAM-SHA-256 and SCRAM-SHA-512, its users given as Kafka gives PLAIN's:
+``listener.name.sasl_plaintext.plain.sasl.jaas.config`` with ``user_NAME="password"`` options
+(pylog derives the SCRAM credentials from them; Kafka keeps those in its metadata instead).
 
 One key is pylog's own: ``log.flush.on.ack.all`` (default true) fsyncs a partition before an
 acks=all produce is acknowledged, since a single node has no replica to lean on. Set it to false
@@ -209,6 +210,8 @@ def _apply_listeners(properties: Mapping[str, str], options: BrokerOptions) -> N
                     "PLAINTEXT or SASL_PLAINTEXT (SASL/PLAIN), not TLS: put a TLS proxy in front of it if you need one")
             if key == "listeners" and protocol == "SASL_PLAINTEXT":
                 options.settings["sasl_users"] = _sasl_users(properties, name)
+                options.settings["sasl_mechanisms"] = tuple(
+                    m.strip().upper() for m in properties["sasl.enabled.mechanisms"].split(",") if m.strip())
             host, sep, port = address.rpartition(":")
             if not sep or not port.isdigit():
                 raise InvalidConfigError(f"{key}: {entry.strip()!r} has no port; write {name}://HOST:PORT")
@@ -235,16 +238,19 @@ def _sasl_users(properties: Mapping[str, str], listener: str) -> dict[str, str]:
     """The users of a SASL_PLAINTEXT listener, from its PlainLoginModule's user_NAME options."""
     from kafka_spark.jaas import JaasConfigError, parse_jaas
 
+    from kafka_spark.broker.sasl import MECHANISMS
+
     mechanisms = [m.strip().upper() for m in properties.get("sasl.enabled.mechanisms", "GSSAPI").split(",") if m.strip()]
-    if mechanisms != ["PLAIN"]:
+    if not mechanisms or set(mechanisms) - set(MECHANISMS):
         raise InvalidConfigError(
-            f"sasl.enabled.mechanisms={','.join(mechanisms)}: pylog authenticates with SASL/PLAIN only; set "
-            "sasl.enabled.mechanisms=PLAIN")
+            f"sasl.enabled.mechanisms={','.join(mechanisms)}: pylog authenticates with {', '.join(MECHANISMS)}; "
+            "set sasl.enabled.mechanisms to those you want, e.g. PLAIN,SCRAM-SHA-512")
     key = f"listener.name.{listener.lower()}.plain.sasl.jaas.config"
     if key not in properties:
         raise InvalidConfigError(
-            f"listener {listener} is SASL_PLAINTEXT but {key} is not set; give it the users, e.g. "
-            f'{key}=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";')
+            f"listener {listener} is SASL_PLAINTEXT but {key} is not set; give it the users (for every "
+            f'mechanism: pylog derives SCRAM credentials from them), e.g. {key}='
+            'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";')
     try:
         module, options = parse_jaas(properties[key], key)
     except JaasConfigError as error:

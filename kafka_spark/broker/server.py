@@ -24,7 +24,7 @@ from kafka_spark.broker.broker import Broker
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.protocol import FrameDecoder, FrameError, Request, UnsupportedRequest, decode_request, encode_response_parts
 from kafka_spark.broker.protocol.versions import SASL_VERSIONS, ApiKey
-from kafka_spark.broker.sasl import SaslSession
+from kafka_spark.broker.sasl import SaslSession, ScramCredentials
 
 logger = logging.getLogger("kafka_spark.broker")
 
@@ -39,6 +39,8 @@ class BrokerServer:
         self.broker = broker
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[KafkaConnection] = set()
+        users = broker.config.sasl_users
+        self.scram = ScramCredentials(users) if users else None  # shared: derived once per user
 
     async def start(self) -> int:
         """Bind and listen; return the bound port."""
@@ -86,8 +88,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closed = False
         self._close_when_answered = False  # a failed SASL authentication: answer, then close
         self.tasks: set[asyncio.Future[Any]] = set()  # handlers still running (parked fetches)
-        users = self.broker.config.sasl_users
-        self.sasl: SaslSession | None = SaslSession(users) if users else None
+        config = self.broker.config
+        self.sasl: SaslSession | None = SaslSession(
+            config.sasl_users, config.sasl_mechanisms, server.scram) if config.sasl_users else None
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -196,13 +199,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return response
 
     def _legacy_sasl_token(self, frame: memoryview) -> None:
-        """SaslHandshake v0's flow: the PLAIN token as a bare frame, answered by an empty one."""
+        """SaslHandshake v0's flow: the tokens as bare frames, answered by bare frames."""
         assert self.sasl is not None and self.transport is not None
         self._flush()  # the handshake's answer goes first
-        if self.sasl.check_plain(bytes(frame)) is None:
+        answer = self.sasl.step(bytes(frame))
+        if self.sasl.failed:
             self._abort("SASL authentication failed")
             return
-        self.transport.write(b"\0\0\0\0")
+        self.transport.write(len(answer).to_bytes(4, "big") + answer)
 
     def _chain(self, task: asyncio.Future[Any], future: asyncio.Future[Any], unmute: bool = False) -> None:
         self.tasks.add(task)

@@ -88,6 +88,46 @@ def test_kafka_clients_authenticate_and_work_unchanged(sasl_broker):
     assert read_all(client(sasl_broker), "authenticated", 102)[-2:] == [b"kp", b"aio"]
 
 
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_with_each_client_and_refusals_that_do_not_tell_user_from_password(sasl_broker, mechanism):
+    from aiokafka import AIOKafkaProducer
+    from kafka import KafkaProducer
+
+    topic = f"scram-{mechanism.lower()}"
+    sasl_broker.create_topic(topic, partitions=1)
+    producer = Producer(client(sasl_broker, **{"sasl.mechanism": mechanism}))
+    producer.produce(topic, b"confluent")
+    assert producer.flush(10) == 0
+    settings = dict(bootstrap_servers=sasl_broker.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
+                    sasl_mechanism=mechanism, sasl_plain_username="bob", sasl_plain_password="bob-pw")
+    kp = KafkaProducer(**settings)
+    kp.send(topic, b"kafka-python").get(10)
+    kp.close()
+
+    async def aio() -> None:
+        aio_producer = AIOKafkaProducer(**settings)
+        await aio_producer.start()
+        await aio_producer.send_and_wait(topic, b"aiokafka")
+        await aio_producer.stop()
+
+    asyncio.run(aio())
+    assert read_all(client(sasl_broker, **{"sasl.mechanism": mechanism}), topic, 3) == [
+        b"confluent", b"kafka-python", b"aiokafka"]
+
+    for user, password in (("alice", "guess"), ("mallory", SECRET)):
+        errors: list[KafkaError] = []
+        refused = Consumer({**client(sasl_broker, **{"sasl.mechanism": mechanism}), "sasl.username": user,
+                            "sasl.password": password, "group.id": "refused", "error_cb": errors.append})
+        with pytest.raises(Exception):
+            refused.list_topics(timeout=2)
+        refused.poll(0)
+        refused.close()
+        messages = {error.str().split(": ", 1)[-1].split(" (after")[0] for error in errors
+                    if error.code() == KafkaError._AUTHENTICATION}
+        assert messages == {f"SASL authentication error: Authentication failed: Invalid username or password "
+                            f"({mechanism})"}, errors
+
+
 def test_a_wrong_password_is_refused_and_nothing_is_served_before_authentication(sasl_broker):
     sasl_broker.create_topic("guarded", partitions=1)
     errors: list[KafkaError] = []
@@ -129,8 +169,8 @@ def test_the_pre_kafka_1_0_flow_handshake_v0_then_a_bare_token(sasl_broker):
         return struct.unpack_from(">ih", body, 0)[1], body
 
     with socket.create_connection(("127.0.0.1", sasl_broker.port), timeout=5) as raw:
-        code, body = handshake(raw, b"SCRAM-SHA-256")
-        assert code == 33 and b"PLAIN" in body  # UNSUPPORTED_SASL_MECHANISM, naming what is served
+        code, body = handshake(raw, b"GSSAPI")
+        assert code == 33 and b"PLAIN" in body and b"SCRAM-SHA-512" in body  # UNSUPPORTED_SASL_MECHANISM
     with socket.create_connection(("127.0.0.1", sasl_broker.port), timeout=5) as raw:
         assert handshake(raw, b"PLAIN")[0] == 0
         token = b"\0alice\0" + SECRET.encode()
@@ -140,11 +180,11 @@ def test_the_pre_kafka_1_0_flow_handshake_v0_then_a_bare_token(sasl_broker):
         raw.sendall(struct.pack(">i", len(api_versions)) + api_versions)
         body = _frame(raw)
         assert struct.unpack_from(">ih", body, 0) == (8, 0)  # served once authenticated
-    with socket.create_connection(("127.0.0.1", sasl_broker.port), timeout=5) as raw:
-        assert handshake(raw, b"PLAIN")[0] == 0
-        token = b"\0alice\0wrong"
-        raw.sendall(struct.pack(">i", len(token)) + token)
-        assert raw.recv(4) == b""  # closed
+    for mechanism, token in ((b"PLAIN", b"\0alice\0wrong"), (b"SCRAM-SHA-256", b"\xffnot a scram message")):
+        with socket.create_connection(("127.0.0.1", sasl_broker.port), timeout=5) as raw:
+            assert handshake(raw, mechanism)[0] == 0
+            raw.sendall(struct.pack(">i", len(token)) + token)
+            assert raw.recv(4) == b""  # closed
 
 
 def test_a_plaintext_broker_neither_advertises_nor_serves_sasl(tmp_path):
@@ -197,10 +237,11 @@ def test_server_properties_configure_a_sasl_listener():
         "security.inter.broker.protocol": "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol": "PLAIN",
     }).settings
     assert settings["sasl_users"] == {"admin": "admin-pw", "alice": "alice-pw"}
+    assert settings["sasl_mechanisms"] == ("PLAIN",)
     for properties, message in [
         ({"listeners": "SASL_PLAINTEXT://:9092", "sasl.enabled.mechanisms": "PLAIN"}, "is not set; give it the users"),
         ({"listeners": "SASL_PLAINTEXT://:9092", "listener.name.sasl_plaintext.plain.sasl.jaas.config": users},
-         "set sasl.enabled.mechanisms=PLAIN"),
+         "sasl.enabled.mechanisms=GSSAPI: pylog authenticates with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
         ({"listeners": "SASL_SSL://:9092"}, "not TLS"),
     ]:
         with pytest.raises(InvalidConfigError, match=message) as error:
