@@ -61,9 +61,10 @@ def _broker_start(args: argparse.Namespace) -> int:
     broker.start()
     print(f"bootstrap.servers={broker.bootstrap_servers}", flush=True)
     print(f"log.dirs={log_dir}", file=sys.stderr, flush=True)
-    if broker.config.sasl_users:
-        print(f"security.protocol=SASL_PLAINTEXT sasl.mechanism=PLAIN ({len(broker.config.sasl_users)} user(s))",
-              file=sys.stderr, flush=True)
+    config = broker.config
+    if config.security_protocol != "PLAINTEXT":
+        mechanisms = f" sasl.enabled.mechanisms={','.join(config.sasl_mechanisms)}" if config.sasl_users else ""
+        print(f"security.protocol={config.security_protocol}{mechanisms}", file=sys.stderr, flush=True)
     try:
         while not stop.wait(0.5):
             pass

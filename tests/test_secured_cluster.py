@@ -1,7 +1,7 @@
-"""A Spark job against a cluster that requires SASL/SCRAM-SHA-512 (as managed Kafka services
-do), configured as Spark's Kafka connector is (kafka.sasl.jaas.config): the source reads, the
-sinks write, and the password is in none of the files the job leaves (checkpoints, outputs, the
-broker's data)."""
+"""A Spark job against a cluster that requires TLS and SASL/SCRAM-SHA-512 (as managed Kafka
+services do), configured as Spark's Kafka connector is (kafka.sasl.jaas.config, a PEM
+kafka.ssl.truststore.location): the source reads, the sinks write, and the password is in none of
+the files the job leaves (checkpoints, outputs, the broker's data)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import time
 import pytest
 from confluent_kafka import Producer
 from partition_reads import read_to_end
+from tls_certs import make_pki
 
 from kafka_spark.broker import EmbeddedBroker
 
@@ -18,28 +19,31 @@ SECRET = "Spark-s3cret-9f2"
 JAAS = f'org.apache.kafka.common.security.scram.ScramLoginModule required username="etl" password="{SECRET}";'
 
 
-def librdkafka(bootstrap: str) -> dict:
-    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.username": "etl", "sasl.password": SECRET}
+def librdkafka(bootstrap: str, ca: str) -> dict:
+    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "etl", "sasl.password": SECRET, "ssl.ca.location": ca}
 
 
-def committed_values(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
-    sasl = {k: v for k, v in librdkafka(bootstrap).items() if k != "bootstrap.servers"}
+def committed_values(bootstrap: str, ca: str, topic: str, partitions: int) -> list[bytes]:
+    sasl = {k: v for k, v in librdkafka(bootstrap, ca).items() if k != "bootstrap.servers"}
     return [message.value() for partition in range(partitions)
             for message in read_to_end(bootstrap, topic, partition, **sasl, **{"isolation.level": "read_committed"})]
 
 
 def test_source_and_sinks_work_against_a_sasl_cluster_and_keep_the_password_out_of_files(spark, tmp_path):
-    with EmbeddedBroker(log_dir=tmp_path / "broker", register=False, sasl_users={"etl": SECRET}) as broker:
-        bootstrap = broker.bootstrap_servers
+    pki = make_pki(tmp_path / "pki")
+    with EmbeddedBroker(log_dir=tmp_path / "broker", register=False, sasl_users={"etl": SECRET},
+                        ssl_certfile=str(pki.broker)) as broker:
+        bootstrap, ca = broker.bootstrap_servers, str(pki.ca)
         broker.create_topic("orders", partitions=2)
         broker.create_topic("orders-copy", partitions=2)
-        producer = Producer(librdkafka(bootstrap))
+        producer = Producer(librdkafka(bootstrap, ca))
         for i in range(200):
             producer.produce("orders", key=b"k%d" % (i % 5), value=b"order-%d" % i)
         assert producer.flush(10) == 0
-        secured = {"kafka.bootstrap.servers": bootstrap, "kafka.security.protocol": "SASL_PLAINTEXT",
-                   "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config": JAAS}
+        secured = {"kafka.bootstrap.servers": bootstrap, "kafka.security.protocol": "SASL_SSL",
+                   "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config": JAAS,
+                   "kafka.ssl.truststore.location": ca, "kafka.ssl.truststore.type": "PEM"}
 
         batch = spark.read.format("pylog").options(**secured).option("subscribe", "orders").load()
         assert batch.count() == 200
@@ -56,7 +60,7 @@ def test_source_and_sinks_work_against_a_sasl_cluster_and_keep_the_password_out_
         to_files.awaitTermination(180)
         assert to_files.exception() is None
 
-        assert sorted(committed_values(bootstrap, "orders-copy", 2)) == sorted(b"order-%d" % i for i in range(200))
+        assert sorted(committed_values(bootstrap, ca, "orders-copy", 2)) == sorted(b"order-%d" % i for i in range(200))
         assert spark.read.parquet(str(tmp_path / "out")).count() == 200
 
         wrong = {**secured, "kafka.sasl.jaas.config": JAAS.replace(SECRET, "guess")}

@@ -52,10 +52,27 @@ class BrokerConfig:
     # never written to disk.
     sasl_users: Mapping[str, str] | None = field(default=None, repr=False)
     sasl_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # sasl.enabled.mechanisms
+    # TLS: with a certificate (PEM chain; the key in it or in ssl_keyfile) the listener is SSL, or
+    # SASL_SSL with users. ssl_client_auth is Kafka's ssl.client.auth: none, requested or
+    # required, client certificates chaining to ssl_cafile.
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_key_password: str | None = field(default=None, repr=False)
+    ssl_cafile: str | None = None
+    ssl_client_auth: str = "none"
+
+    def __post_init__(self) -> None:
+        if self.ssl_client_auth not in ("none", "requested", "required"):
+            raise ValueError(f"ssl_client_auth={self.ssl_client_auth!r}: use none, requested or required")
+        if self.ssl_client_auth != "none" and not self.ssl_cafile:
+            raise ValueError("ssl_client_auth needs ssl_cafile: the CAs that client certificates must chain to")
 
     @property
     def security_protocol(self) -> str:
-        return "SASL_PLAINTEXT" if self.sasl_users else "PLAINTEXT"
+        tls = bool(self.ssl_certfile)
+        if self.sasl_users:
+            return "SASL_SSL" if tls else "SASL_PLAINTEXT"
+        return "SSL" if tls else "PLAINTEXT"
 
     @property
     def advertised(self) -> str:

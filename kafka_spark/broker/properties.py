@@ -9,7 +9,10 @@ passes silently.
 A SASL_PLAINTEXT listener authenticates clients with the ``sasl.enabled.mechanisms`` among PLAIN,
 SCRAM-SHA-256 and SCRAM-SHA-512, its users given as Kafka gives PLAIN's:
 ``listener.name.sasl_plaintext.plain.sasl.jaas.config`` with ``user_NAME="password"`` options
-(pylog derives the SCRAM credentials from them; Kafka keeps those in its metadata instead).
+(pylog derives the SCRAM credentials from them; Kafka keeps those in its metadata instead). An
+SSL or SASL_SSL listener takes its key and certificates as PEM files (``ssl.keystore.type=PEM``,
+``ssl.keystore.location``, ``ssl.key.password``; ``ssl.truststore.*`` and ``ssl.client.auth`` for
+client certificates).
 
 One key is pylog's own: ``log.flush.on.ack.all`` (default true) fsyncs a partition before an
 acks=all produce is acknowledged, since a single node has no replica to lean on. Set it to false
@@ -50,8 +53,10 @@ _BROKER_KEYS = {
     "broker.id": ("node_id", int),
 }
 
+_TLS_KEYS = frozenset({"ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+                       "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.client.auth"})
 _HANDLED_BELOW = frozenset({"log.dirs", "log.dir", "listeners", "advertised.listeners", "sasl.enabled.mechanisms"}
-                           | {key for key, _ in _RETENTION_KEYS + _ROLL_KEYS})
+                           | {key for key, _ in _RETENTION_KEYS + _ROLL_KEYS} | _TLS_KEYS)
 
 # Kafka's per-listener SASL/PLAIN users: user_NAME="password" options of PlainLoginModule.
 _LISTENER_JAAS = re.compile(r"listener\.name\.([a-z0-9_]+)\.plain\.sasl\.jaas\.config")
@@ -71,6 +76,7 @@ IGNORED = frozenset({
     "zookeeper.connect", "zookeeper.connection.timeout.ms", "group.coordinator.rebalance.protocols",
     "log.preallocate", "log.segment.delete.delay.ms", "compression.type", "metadata.log.dir",
     "sasl.mechanism.inter.broker.protocol", "security.inter.broker.protocol", "sasl.mechanism.controller.protocol",
+    "ssl.endpoint.identification.algorithm", "ssl.enabled.protocols", "ssl.protocol",
 })
 
 
@@ -204,14 +210,16 @@ def _apply_listeners(properties: Mapping[str, str], options: BrokerOptions) -> N
             if name in controllers:
                 continue
             protocol = protocols.get(name)
-            if protocol not in ("PLAINTEXT", "SASL_PLAINTEXT"):
+            if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
                 raise InvalidConfigError(
-                    f"{key}: listener {name} uses {protocol or 'an unknown security protocol'}; pylog serves "
-                    "PLAINTEXT or SASL_PLAINTEXT (SASL/PLAIN), not TLS: put a TLS proxy in front of it if you need one")
-            if key == "listeners" and protocol == "SASL_PLAINTEXT":
+                    f"{key}: listener {name} has no security protocol; map it in listener.security.protocol.map "
+                    "to PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+            if key == "listeners" and protocol.startswith("SASL_"):
                 options.settings["sasl_users"] = _sasl_users(properties, name)
                 options.settings["sasl_mechanisms"] = tuple(
                     m.strip().upper() for m in properties["sasl.enabled.mechanisms"].split(",") if m.strip())
+            if key == "listeners" and protocol.endswith("SSL"):
+                options.settings.update(_tls_settings(properties, name))
             host, sep, port = address.rpartition(":")
             if not sep or not port.isdigit():
                 raise InvalidConfigError(f"{key}: {entry.strip()!r} has no port; write {name}://HOST:PORT")
@@ -232,6 +240,35 @@ def _apply_listeners(properties: Mapping[str, str], options: BrokerOptions) -> N
                     "the port it listens on (forwarding one port to another is not supported)")
             if host:
                 options.settings["advertised_host"] = host
+
+
+def _tls_settings(properties: Mapping[str, str], listener: str) -> dict[str, Any]:
+    """The TLS settings of an SSL or SASL_SSL listener: PEM key stores, as Kafka's
+    ``ssl.keystore.type=PEM`` reads them (a JKS or PKCS12 store must be converted first)."""
+    settings: dict[str, Any] = {}
+    for store in ("keystore", "truststore"):
+        kind = properties.get(f"ssl.{store}.type", "JKS").strip().upper()
+        if f"ssl.{store}.location" in properties and kind != "PEM":
+            raise InvalidConfigError(
+                f"ssl.{store}.type={kind}: pylog reads PEM files only; convert the store (openssl pkcs12 -in "
+                f"store.p12 -nodes -out store.pem, after keytool -importkeystore for JKS) and set "
+                f"ssl.{store}.type=PEM")
+    if "ssl.keystore.location" not in properties:
+        raise InvalidConfigError(
+            f"listener {listener} uses TLS but ssl.keystore.location is not set; give the broker's key and "
+            "certificate chain as one PEM file, with ssl.keystore.type=PEM")
+    settings["ssl_certfile"] = properties["ssl.keystore.location"].strip()
+    if "ssl.key.password" in properties:
+        settings["ssl_key_password"] = properties["ssl.key.password"]
+    if "ssl.truststore.location" in properties:
+        settings["ssl_cafile"] = properties["ssl.truststore.location"].strip()
+    client_auth = properties.get("ssl.client.auth", "none").strip().lower()
+    if client_auth not in ("none", "requested", "required"):
+        raise InvalidConfigError(f"ssl.client.auth={client_auth!r} is invalid: use none, requested or required")
+    if client_auth != "none" and "ssl_cafile" not in settings:
+        raise InvalidConfigError("ssl.client.auth needs ssl.truststore.location (PEM): the CAs of client certificates")
+    settings["ssl_client_auth"] = client_auth
+    return settings
 
 
 def _sasl_users(properties: Mapping[str, str], listener: str) -> dict[str, str]:

@@ -18,6 +18,7 @@ import collections
 import inspect
 import logging
 import socket
+import ssl
 from typing import Any
 
 from kafka_spark.broker.broker import Broker
@@ -47,7 +48,8 @@ class BrokerServer:
         config = self.broker.config
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: KafkaConnection(self), host=config.host, port=config.port, reuse_address=True
+            lambda: KafkaConnection(self), host=config.host, port=config.port, reuse_address=True,
+            ssl=tls_context(config),
         )
         port = self._server.sockets[0].getsockname()[1]
         self.broker.port = port
@@ -65,6 +67,20 @@ class BrokerServer:
             await asyncio.gather(*tasks, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+
+
+def tls_context(config: Any) -> ssl.SSLContext | None:
+    """The listener's TLS context (an SSL or SASL_SSL listener), or None for plaintext: the
+    broker's certificate chain and key (PEM), and with ``ssl_client_auth`` "requested" or
+    "required" the CAs that client certificates must chain to (Kafka's ssl.client.auth)."""
+    if not config.ssl_certfile:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=config.ssl_cafile)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile, password=config.ssl_key_password)
+    context.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
+                           "required": ssl.CERT_REQUIRED}[config.ssl_client_auth]
+    return context
 
 
 class KafkaConnection(asyncio.BufferedProtocol):

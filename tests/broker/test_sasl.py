@@ -242,7 +242,7 @@ def test_server_properties_configure_a_sasl_listener():
         ({"listeners": "SASL_PLAINTEXT://:9092", "sasl.enabled.mechanisms": "PLAIN"}, "is not set; give it the users"),
         ({"listeners": "SASL_PLAINTEXT://:9092", "listener.name.sasl_plaintext.plain.sasl.jaas.config": users},
          "sasl.enabled.mechanisms=GSSAPI: pylog authenticates with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
-        ({"listeners": "SASL_SSL://:9092"}, "not TLS"),
+        ({"listeners": "SASL_SSL://:9092", "sasl.enabled.mechanisms": "PLAIN"}, "is not set; give it the users"),
     ]:
         with pytest.raises(InvalidConfigError, match=message) as error:
             broker_options(properties)
