@@ -425,10 +425,12 @@ def _committed_batch(metadata: str | None) -> int | None:
         return None
 
 
-def ensure_marker_topic(options: TopicSinkOptions) -> None:
-    """Create the marker topic if missing; fails fast (at query start) if the broker is unreachable."""
+def connect_admin(options: TopicSinkOptions) -> tuple[Any, Any]:
+    """An admin client of the sink's cluster and the cluster's metadata. Called when a query is
+    defined, so that an unreachable cluster or refused credentials fail it then, with the reason,
+    rather than tasks after librdkafka's message timeout."""
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
 
     from kafka_spark.jaas import CredentialsRefused, RefusalWatch, list_topics_watching
 
@@ -436,7 +438,7 @@ def ensure_marker_topic(options: TopicSinkOptions) -> None:
     admin = AdminClient({"bootstrap.servers": options.bootstrap_servers, **dict(_security(options)),
                          "error_cb": refusal})
     try:
-        metadata = list_topics_watching(admin, refusal, options.bootstrap_servers, 15)
+        return admin, list_topics_watching(admin, refusal, options.bootstrap_servers, 15)
     except CredentialsRefused as error:
         raise TopicSinkError(str(error)) from None
     except KafkaException as error:
@@ -444,6 +446,14 @@ def ensure_marker_topic(options: TopicSinkOptions) -> None:
             f"cannot reach Kafka at {options.bootstrap_servers} ({error.args[0].str()}); "
             "check kafka.bootstrap.servers"
         ) from None
+
+
+def ensure_marker_topic(options: TopicSinkOptions) -> None:
+    """Create the marker topic if missing; fails fast (at query start) if the broker is unreachable."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    admin, metadata = connect_admin(options)
     if options.marker_topic in metadata.topics:
         return
     futures = admin.create_topics([NewTopic(options.marker_topic, num_partitions=1,
@@ -463,6 +473,8 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
         if options.delivery == EXACTLY_ONCE:
             ensure_marker_topic(options)
+        else:
+            connect_admin(options)  # fails the query now if the cluster is unreachable or refuses us
 
     def write(self, iterator: Iterator[Any]) -> TopicSinkCommitMessage:
         if self.options.delivery == AT_LEAST_ONCE:
@@ -490,6 +502,8 @@ class TopicBatchWriter(DataSourceArrowWriter):
         self.write_id = f"batch-{uuid.uuid4()}"  # one per job, shared by every task attempt
         if options.delivery == EXACTLY_ONCE:
             ensure_marker_topic(options)
+        else:
+            connect_admin(options)  # fails the query now if the cluster is unreachable or refuses us
 
     def write(self, iterator: Iterator[Any]) -> TopicSinkCommitMessage:
         if self.options.delivery == AT_LEAST_ONCE:

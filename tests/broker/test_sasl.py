@@ -292,7 +292,7 @@ def test_refused_credentials_are_reported_at_once_by_the_source_and_the_topic_si
 
     from kafka_spark.client import OffsetFetchError, OffsetReader
     from kafka_spark.options import parse_source_options
-    from kafka_spark.topic_sink import TopicSinkError, ensure_marker_topic, parse_sink_options
+    from kafka_spark.topic_sink import TopicSinkError, TopicStreamWriter, ensure_marker_topic, parse_sink_options
 
     secured = {"kafka.bootstrap.servers": sasl_broker.bootstrap_servers, "kafka.security.protocol": "SASL_PLAINTEXT",
                "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": JAAS.replace(SECRET, "guess")}
@@ -300,9 +300,11 @@ def test_refused_credentials_are_reported_at_once_by_the_source_and_the_topic_si
     started = time.monotonic()
     with pytest.raises(TopicSinkError, match="refused the connection's credentials") as sink_error:
         ensure_marker_topic(parse_sink_options({**secured, "topic": "t"}, schema))
+    with pytest.raises(TopicSinkError, match="refused the connection's credentials"):  # no marker topic either
+        TopicStreamWriter(parse_sink_options({**secured, "topic": "t", "deliveryGuarantee": "at-least-once"}, schema))
     reader = OffsetReader(parse_source_options({**secured, "subscribe": "t"}), sasl_broker.bootstrap_servers)
     with pytest.raises(OffsetFetchError, match="Invalid username or password") as source_error:
         reader.topic_partitions()
-    assert time.monotonic() - started < 10  # not two 15-30 s timeouts
+    assert time.monotonic() - started < 10  # not three 15-30 s timeouts
     assert "guess" not in str(sink_error.value) + str(source_error.value)
     ensure_marker_topic(parse_sink_options({**secured, "kafka.sasl.jaas.config": JAAS, "topic": "t"}, schema))
