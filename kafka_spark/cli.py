@@ -719,11 +719,17 @@ def build_parser() -> argparse.ArgumentParser:
         "describe", help="members, assignment, committed offset, log end offset and lag per partition"))
     describe_group.add_argument("group")
     describe_group.set_defaults(func=_groups_describe)
-    reset = client(group_commands.add_parser(
-        "reset-offsets", help="set a group's committed offsets (kafka-consumer-groups --reset-offsets); "
-                              "a dry run unless --execute"))
-    reset.add_argument("group")
-    reset.add_argument("--topic", required=True, metavar="TOPIC[:P,P...]", help="the topic, or some of its partitions")
+
+    def offsets_command(name: str, help_text: str) -> argparse.ArgumentParser:
+        """A ``groups`` command on a group's offsets of one topic (or some of its partitions)."""
+        command = client(group_commands.add_parser(name, help=help_text))
+        command.add_argument("group")
+        command.add_argument("--topic", required=True, metavar="TOPIC[:P,P...]",
+                             help="the topic, or some of its partitions")
+        return command
+
+    reset = offsets_command("reset-offsets", "set a group's committed offsets (kafka-consumer-groups "
+                                             "--reset-offsets); a dry run unless --execute")
     target = reset.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-earliest", action="store_true", help="the log start offset")
     target.add_argument("--to-latest", action="store_true", help="the log end offset")
@@ -732,12 +738,8 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (negative: back)")
     reset.add_argument("--execute", action="store_true", help="commit the offsets (without it: show them only)")
     reset.set_defaults(func=_groups_reset_offsets)
-    delete_offsets = client(group_commands.add_parser(
-        "delete-offsets", help="forget a group's committed offsets of a topic no member subscribes to "
-                               "(kafka-consumer-groups --delete-offsets)"))
-    delete_offsets.add_argument("group")
-    delete_offsets.add_argument("--topic", required=True, metavar="TOPIC[:P,P...]", help="the topic, or some of its partitions")
-    delete_offsets.set_defaults(func=_groups_delete_offsets)
+    offsets_command("delete-offsets", "forget a group's committed offsets of a topic no member subscribes to "
+                                      "(kafka-consumer-groups --delete-offsets)").set_defaults(func=_groups_delete_offsets)
     delete_group = client(group_commands.add_parser(
         "delete", help="delete a group that has no active members, with its committed offsets"))
     delete_group.add_argument("group")

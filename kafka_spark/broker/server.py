@@ -159,8 +159,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._legacy_sasl_token(frame)
                 continue
             try:
-                self._check_sasl_state(frame)
+                if self.sasl is not None and not self.sasl.authenticated:
+                    self._check_unauthenticated(frame)
                 request = decode_request(frame, self.client_host)
+                if self.sasl is None and request.api_key in SASL_VERSIONS:
+                    raise UnsupportedRequest(f"api key {request.api_key} (SASL) on a {self.broker.config.security_protocol} listener")
             except UnsupportedRequest as error:
                 self._flush()  # answers already decided still go out before the close
                 self._abort(str(error))
@@ -191,16 +194,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # -- SASL (sasl.py) ------------------------------------------------------------------------
 
-    def _check_sasl_state(self, frame: memoryview) -> None:
-        """Refuse what this connection may not send yet: before authentication only ApiVersions
-        and the SASL requests, and the SASL requests only on a SASL listener."""
+    @staticmethod
+    def _check_unauthenticated(frame: memoryview) -> None:
+        """Before authentication a connection may send only ApiVersions and the SASL requests
+        (checked on the raw header, before anything else of the frame is read)."""
         if len(frame) < 2:
             return  # decode_request names the problem
         api_key = int.from_bytes(frame[:2], "big", signed=True)
-        if self.sasl is None:
-            if api_key in SASL_VERSIONS:
-                raise UnsupportedRequest(f"api key {api_key} (SASL) on a PLAINTEXT listener")
-        elif not self.sasl.authenticated and api_key not in SASL_VERSIONS and api_key != ApiKey.API_VERSIONS:
+        if api_key not in SASL_VERSIONS and api_key != ApiKey.API_VERSIONS:
             raise UnsupportedRequest(f"api key {api_key} before SASL authentication")
 
     def _sasl_step(self, request: Request) -> dict[str, Any]:
