@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs what pylog needs on a fresh Debian machine: Java 17 (Spark), kcat (client
-# compatibility tests and benchmarks) and a virtualenv with the package and its test extras.
+# Installs what pylog needs on a fresh Debian machine: Java 17 (Spark; the JDK, since the interop
+# tests compile small Java clients), Maven and kcat (client compatibility tests and benchmarks), a
+# virtualenv with the package and its test extras, and Apache Kafka and Spark's Kafka connector
+# from Maven Central (scripts/fetch_references.sh).
 # Idempotent: each step is skipped when its result is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +14,8 @@ apt_install() {
 }
 
 need=()
-if ! command -v java >/dev/null 2>&1; then need+=(openjdk-17-jre-headless); fi
+if ! command -v javac >/dev/null 2>&1; then need+=(openjdk-17-jdk-headless); fi
+if ! command -v mvn >/dev/null 2>&1; then need+=(maven); fi
 if ! command -v kcat >/dev/null 2>&1; then need+=(kcat); fi
 if [ "${#need[@]}" -gt 0 ]; then
   echo "bootstrap: installing ${need[*]} with apt"
@@ -32,3 +35,5 @@ if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e '.[test]' --config-settings editable_mode=compat
   touch "$stamp"
 fi
+
+bash scripts/fetch_references.sh
