@@ -286,6 +286,7 @@ def test_describe_reports_members_and_an_unknown_group_as_dead(connect, group):
     (only,) = described.members
     assert (only.member_id, only.client_id, only.member_metadata, only.member_assignment) == (
         member, "wire-test", b"range", b"mine")
+    assert only.client_host == "/127.0.0.1"  # as Kafka spells the peer (InetAddress.toString())
     unknown = describe(client, group + "-unknown")
     assert (unknown.error_code, unknown.group_state, unknown.members) == (0, "Dead", ())
 

@@ -16,7 +16,7 @@ def handle(broker: Any, request: Any) -> Any:
     result = broker.groups.join(
         body.group_id, body.member_id,
         client_id=request.client_id or "",
-        client_host=_client_host(request),
+        client_host=request.client_host,  # "/127.0.0.1", as Kafka spells the peer
         session_timeout_ms=_millis(body.session_timeout),
         rebalance_timeout_ms=_millis(getattr(body, "rebalance_timeout", None)),  # v1+
         protocol_type=body.protocol_type,
@@ -40,9 +40,3 @@ def _millis(value: datetime.timedelta | int | None) -> int:
         return int(value / datetime.timedelta(milliseconds=1))
     return int(value)
 
-
-def _client_host(request: Any) -> str:
-    """The client's address as Kafka prints it ("/127.0.0.1"); empty until the server records
-    the peer on the request (``Request.client_host``)."""
-    host = getattr(request, "client_host", None)
-    return f"/{host}" if host else ""
