@@ -1,0 +1,141 @@
+"""Kafka's Java clients (kafka-clients 4.3) against pylog's broker, and against Apache Kafka as
+the reference: a transactional producer read by read_committed and read_uncommitted consumers,
+and a consumer group of three members with the cooperative-sticky assignor."""
+
+from __future__ import annotations
+
+import collections
+import queue
+import threading
+import time
+
+from conftest import Cluster, JavaClients, table
+
+
+def records(lines: list[str]) -> list[tuple[int, int, str]]:
+    """(partition, offset, value) of the RECORD lines of InteropClients read."""
+    found = []
+    for line in lines:
+        kind, *fields = line.split(" ")
+        if kind == "RECORD":
+            found.append((int(fields[0]), int(fields[1]), fields[2]))
+    return found
+
+
+def test_transactional_producer_is_read_once_by_read_committed_and_aborts_are_skipped(
+        cluster: Cluster, java_clients: JavaClients):
+    topic = cluster.topic(partitions=2)
+    produced = java_clients.run("txn-produce", cluster.bootstrap_servers, topic, f"txn-{topic}", "v", "6", "4")
+    assert produced == ["COMMITTED 6", "ABORTED 4", "COMMITTED 6"]
+
+    committed = records(java_clients.run("read", cluster.bootstrap_servers, topic, "read_committed", "60000"))
+    values = [value for _, _, value in committed]
+    assert sorted(values) == sorted([f"v-c-{i}" for i in range(6)] + [f"v-d-{i}" for i in range(6)])
+    for partition in (0, 1):  # each partition in produce order
+        in_partition = [value for p, _, value in committed if p == partition]
+        assert in_partition == sorted(in_partition, key=lambda v: (v[2], int(v[4:])))
+
+    everything = records(java_clients.run("read", cluster.bootstrap_servers, topic, "read_uncommitted", "60000"))
+    assert sorted(value for _, _, value in everything) == sorted(values + [f"v-a-{i}" for i in range(4)])
+    # Offsets are shared: the aborted records and the transaction markers take offsets too.
+    assert {(p, o) for p, o, _ in committed} < {(p, o) for p, o, _ in everything}
+
+
+class GroupProcess:
+    """InteropClients group: three members in one JVM, their rebalance events as they come."""
+
+    def __init__(self, java_clients: JavaClients, bootstrap: str, topic: str, group: str) -> None:
+        self.process = java_clients.start("group", bootstrap, topic, group, "3")
+        self.events: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.events.put(line.strip())
+
+    def until(self, condition, timeout: float = 120) -> None:
+        """Collect events until ``condition(self)`` holds."""
+        deadline = time.monotonic() + timeout
+        while not condition(self):
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"group did not get there; events: {self.seen}"
+            try:
+                self.seen.append(self.events.get(timeout=min(remaining, 1)))
+            except queue.Empty:
+                pass
+
+    def owned(self) -> dict[int, set[int]]:
+        """Each member's partitions, from the assign/revoke events so far."""
+        owned: dict[int, set[int]] = collections.defaultdict(set)
+        for event in self.seen:
+            kind, *fields = event.split(" ")
+            if kind in ("ASSIGNED", "REVOKED", "LOST") and len(fields) == 2:
+                partitions = {int(p) for p in fields[1].split(",") if p}
+                if kind == "ASSIGNED":
+                    owned[int(fields[0])] |= partitions
+                else:
+                    owned[int(fields[0])] -= partitions
+        return owned
+
+    def consumed(self) -> collections.Counter:
+        return collections.Counter((int(e.split()[2]), int(e.split()[3])) for e in self.seen if e.startswith("RECORD"))
+
+    def send(self, command: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.send("quit")
+            try:
+                self.process.wait(60)
+            except Exception:  # noqa: BLE001 - a hung JVM is killed
+                self.process.kill()
+                self.process.wait(30)
+
+
+def test_cooperative_sticky_group_of_three_shares_partitions_and_moves_only_a_leavers(
+        cluster: Cluster, java_clients: JavaClients):
+    topic = cluster.topic(partitions=6)
+    group = f"coop-{topic}"
+    members = GroupProcess(java_clients, cluster.bootstrap_servers, topic, group)
+    try:
+        def balanced(g: GroupProcess) -> bool:
+            owned = g.owned()
+            return sorted(len(owned[m]) for m in range(3)) == [2, 2, 2] and set().union(*owned.values()) == set(range(6))
+
+        members.until(balanced)
+        before = {m: set(p) for m, p in members.owned().items()}
+
+        rows = table(cluster.tool("kafka-consumer-groups", "--describe", "--group", group).stdout)
+        assert len(rows) == 6 and {row["HOST"] for row in rows} == {"/127.0.0.1"}, rows
+        assert {row["CLIENT-ID"] for row in rows} == {"member-0", "member-1", "member-2"}
+        state = table(cluster.tool("kafka-consumer-groups", "--describe", "--group", group, "--state").stdout)
+        assert [(row["ASSIGNMENT-STRATEGY"], row["STATE"], row["#MEMBERS"]) for row in state] == [
+            ("cooperative-sticky", "Stable", "3")]
+
+        cluster.tool("kafka-console-producer", "--topic", topic, "--command-property", "partitioner.class="
+                     "org.apache.kafka.clients.producer.RoundRobinPartitioner",
+                     input="".join(f"m{i}\n" for i in range(60)))
+        members.until(lambda g: sum(g.consumed().values()) >= 60)
+
+        members.send("stop 1")
+        members.until(lambda g: "STOPPED 1" in g.seen and len(g.owned()[0] | g.owned()[2]) == 6)
+        after = members.owned()
+        # Cooperative: the survivors keep what they had and only take over member 1's partitions.
+        assert before[0] <= after[0] and before[2] <= after[2]
+        assert after[0] | after[2] == set(range(6)) and not after[0] & after[2]
+        revoked_from_survivors = [e for e in members.seen if e.startswith(("REVOKED 0", "REVOKED 2", "LOST"))]
+        assert revoked_from_survivors == [], members.seen
+
+        cluster.tool("kafka-console-producer", "--topic", topic, "--command-property", "partitioner.class="
+                     "org.apache.kafka.clients.producer.RoundRobinPartitioner",
+                     input="".join(f"n{i}\n" for i in range(60)))
+        members.until(lambda g: sum(g.consumed().values()) >= 120)
+        consumed = members.consumed()
+        assert len(consumed) == 120 and set(consumed.values()) == {1}, consumed  # each record once
+    finally:
+        members.close()
