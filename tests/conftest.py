@@ -26,12 +26,25 @@ def _stop_on_demand_broker():
     discovery.stop_running()
 
 
+def _spark_kafka_jars() -> str:
+    """Spark's own Kafka connector (format("kafka"), resolved by scripts/fetch_references.sh),
+    for the interop tests that run it beside format("pylog") in this session. Only on the
+    classpath, it costs nothing until used; without it those tests fail and name the script."""
+    from interop.references import ReferencesMissing, spark_kafka_jars
+
+    try:
+        return ",".join(spark_kafka_jars())
+    except ReferencesMissing:
+        return ""
+
+
 @pytest.fixture(scope="session")
 def spark():
     from pyspark.sql import SparkSession
 
     session = (
         SparkSession.builder.master("local[2]")
+        .config("spark.jars", _spark_kafka_jars())
         .appName("pylog-tests")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")

@@ -9,17 +9,7 @@ import queue
 import threading
 import time
 
-from conftest import Cluster, JavaClients, table
-
-
-def records(lines: list[str]) -> list[tuple[int, int, str]]:
-    """(partition, offset, value) of the RECORD lines of InteropClients read."""
-    found = []
-    for line in lines:
-        kind, *fields = line.split(" ")
-        if kind == "RECORD":
-            found.append((int(fields[0]), int(fields[1]), fields[2]))
-    return found
+from interop.harness import Cluster, JavaClients, records, table
 
 
 def test_transactional_producer_is_read_once_by_read_committed_and_aborts_are_skipped(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 
-from conftest import Cluster, table
+from interop.harness import Cluster, table
 
 
 def consume(cluster: Cluster, topic: str, count: int, *args: str) -> list[str]:

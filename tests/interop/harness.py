@@ -1,0 +1,78 @@
+"""What the interop tests share besides fixtures (tests/interop/conftest.py has those)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from interop.references import ToolRunner, java_command, kafka_tool
+
+_names = itertools.count()
+
+
+@dataclass
+class Cluster:
+    """A broker the same test runs against: pylog's or Apache Kafka (the reference)."""
+
+    name: str
+    bootstrap_servers: str
+    runner: ToolRunner
+
+    def topic(self, partitions: int = 1, prefix: str = "interop") -> str:
+        """A new topic, created with Kafka's own kafka-topics tool."""
+        name = f"{prefix}-{next(_names)}-{int(time.time() * 1000) % 100000}"
+        self.tool("kafka-topics", "--create", "--topic", name, "--partitions", str(partitions))
+        return name
+
+    def tool(self, tool: str, *args: str, bootstrap: bool = True, **options) -> subprocess.CompletedProcess:
+        """Kafka's ``tool`` with ``--bootstrap-server`` of this broker first (``bootstrap``), in
+        the session's tool runner JVM."""
+        first = ("--bootstrap-server", self.bootstrap_servers) if bootstrap else ()
+        return kafka_tool(tool, *first, *args, runner=self.runner, **options)
+
+
+@dataclass
+class JavaClients:
+    """tests/interop/java/InteropClients.java, compiled against Kafka's kafka-clients."""
+
+    classes: Path
+
+    def command(self, *args: str) -> list[str]:
+        return java_command("InteropClients", *args, extra_classpath=[str(self.classes)])
+
+    def run(self, *args: str, timeout: float = 180) -> list[str]:
+        """Run to completion; its stdout lines (raises with stderr when it fails)."""
+        result = subprocess.run(self.command(*args), capture_output=True, text=True, timeout=timeout)
+        if result.returncode != 0:
+            raise AssertionError(f"InteropClients {' '.join(args)} exited {result.returncode}:\n"
+                                 f"{result.stdout}\n{result.stderr}")
+        return result.stdout.splitlines()
+
+    def start(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen(self.command(*args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, bufsize=1)
+
+
+def records(lines: list[str]) -> list[tuple[int, int, str]]:
+    """(partition, offset, value) of the RECORD lines of InteropClients read."""
+    found = []
+    for line in lines:
+        kind, *fields = line.split(" ")
+        if kind == "RECORD":
+            found.append((int(fields[0]), int(fields[1]), fields[2]))
+    return found
+
+
+def table(output: str) -> list[dict[str, str]]:
+    """The rows of a Kafka tool's table output (a header line of upper-case column names),
+    as dicts by column name."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    for index, line in enumerate(lines):
+        if re.match(r"^GROUP\s+[A-Z]", line) or re.match(r"^TOPIC\s+PARTITION", line):
+            header = line.split()
+            return [dict(zip(header, row.split())) for row in lines[index + 1:]]
+    return []
