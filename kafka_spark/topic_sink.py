@@ -51,6 +51,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
@@ -372,7 +373,7 @@ def write_exactly_once(options: TopicSinkOptions, batches: Iterator[Any], write_
                       **dict(_security(options))})
     try:
         marker_partition = TopicPartition(options.marker_topic, 0)
-        committed = index.committed([marker_partition], timeout=60)[0]
+        committed = committed_offset(index, marker_partition, timeout=60)
         last_batch = _committed_batch(committed.metadata)
         if last_batch is not None and last_batch >= batch_id:
             log.info("pylog topic sink: %s batch %d already committed; skipping its rows", transactional_id, batch_id)
@@ -396,6 +397,27 @@ def write_exactly_once(options: TopicSinkOptions, batches: Iterator[Any], write_
     producer.send_offsets_to_transaction(offsets, group_metadata, 60)
     producer.commit_transaction(60)
     return TopicSinkCommitMessage(partition_id, count, skipped=False)
+
+
+# Answers of a group coordinator that is moving or still loading its offsets (Kafka's Java
+# consumer retries them; librdkafka's committed() hands them to the caller).
+_COORDINATOR_BUSY = frozenset({"NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE"})
+
+
+def committed_offset(consumer: Any, partition: Any, timeout: float) -> Any:
+    """``consumer.committed([partition])[0]``, asked again while the group coordinator is
+    moving or loading (Apache Kafka answers so while it creates and loads __consumer_offsets,
+    e.g. for the first groups after it starts), until ``timeout`` seconds have passed."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.committed([partition], timeout=max(deadline - time.monotonic(), 1))[0]
+        except KafkaException as error:
+            if error.args[0].name() not in _COORDINATOR_BUSY or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
 
 
 class _MarkerDelivery:

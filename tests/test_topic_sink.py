@@ -101,3 +101,28 @@ def test_unreachable_broker_fails_at_start_naming_it(spark):
     with pytest.raises(PySparkException, match="cannot reach Kafka at 127.0.0.1:1"):
         (df.write.format("pylog").option("kafka.bootstrap.servers", "127.0.0.1:1")
            .option("topic", "t").mode("append").save())
+
+
+def test_marker_lookup_waits_while_the_group_coordinator_loads(pylog_broker, pylog_topic, monkeypatch):
+    """Apache Kafka answers OffsetFetch with NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while
+    it loads __consumer_offsets (the first groups after it starts): the sink's lookup of its
+    last committed batch asks again instead of failing the task."""
+    from kafka_spark.broker.apis import HANDLERS
+    from kafka_spark.broker.protocol.versions import ApiKey
+    from kafka_spark.topic_sink import committed_offset
+
+    answers = iter([16, 14])  # NOT_COORDINATOR, then COORDINATOR_LOAD_IN_PROGRESS, then served
+    served = HANDLERS[ApiKey.OFFSET_FETCH]
+
+    def loading(broker, request):
+        code = next(answers, 0)
+        return {"throttle_time": 0, "topics": [], "error_code": code} if code else served(broker, request)
+
+    monkeypatch.setitem(HANDLERS, ApiKey.OFFSET_FETCH, loading)
+    topic = pylog_topic()
+    consumer = Consumer({"bootstrap.servers": pylog_broker.bootstrap_servers, "group.id": f"loading-{topic}"})
+    try:
+        committed = committed_offset(consumer, TopicPartition(topic, 0), timeout=30)
+    finally:
+        consumer.close()
+    assert committed.offset < 0 and next(answers, None) is None
