@@ -20,6 +20,9 @@ kills are random:
         --aim files-written,sidecar-written,manifest-published
     python scripts/chaos_pipeline.py --sink topic --kills 10 --aim transaction-open,transaction-committed
 
+``--bootstrap-server HOST:PORT`` runs the pipeline against that cluster (e.g. Apache Kafka)
+instead of a pylog broker process of its own; its topics get names of their own there.
+
 Prints ``chaos: sink=... kills=... input=N output=N duplicates=0 missing=0 OK`` and exits 0, or
 the same line with FAILED and exits 1; with --aim, the line also lists where each kill struck and
 is FAILED if a driver ran ``--max-seconds`` without reaching its phase.
@@ -28,6 +31,7 @@ is FAILED if a driver ran ``--max-seconds`` without reaching its phase.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import signal
@@ -36,7 +40,9 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
+from typing import Iterator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bench"))
@@ -91,6 +97,7 @@ def aimed_env(phase: str, counter: str, at: int) -> dict[str, str]:
 
 
 def read_output(sink: str, bootstrap: str, output: str) -> list[int]:
+    """The sequence numbers in the output: stock Spark's parquet reader, or a read_committed consumer."""
     if sink == "files":
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         from pyspark.sql import SparkSession
@@ -119,35 +126,49 @@ def read_output(sink: str, bootstrap: str, output: str) -> list[int]:
     return values
 
 
-def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.0,
-        aim: list[str] | None = None) -> bool:
+@contextlib.contextmanager
+def cluster(bootstrap: str | None) -> Iterator[tuple[str, str, str]]:
+    """(bootstrap servers, input topic, output topic): a pylog broker process of our own, or the
+    cluster given with fresh topic names."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    rng = random.Random(seed)
-    work = tempfile.mkdtemp(prefix=f"pylog-chaos-{sink}-")
-    with pylog_broker_process(partitions=3) as bootstrap:
+    with contextlib.ExitStack() as stack:
+        suffix = ""
+        if bootstrap is None:
+            bootstrap = stack.enter_context(pylog_broker_process(partitions=3))
+        else:
+            suffix = f"-{uuid.uuid4().hex[:8]}"
+        source, output = f"chaos-in{suffix}", f"chaos-out{suffix}"
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        topics = [NewTopic("chaos-in", num_partitions=3), NewTopic("chaos-out", num_partitions=2)]
+        topics = [NewTopic(source, num_partitions=3), NewTopic(output, num_partitions=2)]
         for future in admin.create_topics(topics).values():
             future.result(timeout=30)
-        output = os.path.join(work, "out") if sink == "files" else "chaos-out"
+        yield bootstrap, source, output
+
+
+def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.0,
+        aim: list[str] | None = None, bootstrap_server: str | None = None) -> bool:
+    rng = random.Random(seed)
+    work = tempfile.mkdtemp(prefix=f"pylog-chaos-{sink}-")
+    with cluster(bootstrap_server) as (bootstrap, source, output_topic):
+        output = os.path.join(work, "out") if sink == "files" else output_topic
         checkpoint = os.path.join(work, "checkpoint")
         acknowledged: list[int] = []
         stop = threading.Event()
-        writer = threading.Thread(target=produce_forever, args=(bootstrap, "chaos-in", stop, acknowledged), daemon=True)
+        writer = threading.Thread(target=produce_forever, args=(bootstrap, source, stop, acknowledged), daemon=True)
         writer.start()
         struck: list[str] = []
         try:
             for kill in range(kills):
                 if kill >= len(aim or ()):
-                    process = driver(bootstrap, "chaos-in", sink, output, checkpoint, "run")
+                    process = driver(bootstrap, source, sink, output, checkpoint, "run")
                     time.sleep(rng.uniform(min_s, max_s))
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
                     continue
                 phase = aim[kill]
                 counter = os.path.join(work, f"kill-{kill}")
-                process = driver(bootstrap, "chaos-in", sink, output, checkpoint, "run",
+                process = driver(bootstrap, source, sink, output, checkpoint, "run",
                                  aimed_env(phase, counter, rng.randint(1, 3)))
                 try:
                     process.wait(timeout=AIM_TIMEOUT_S)
@@ -162,7 +183,7 @@ def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.
         finally:
             stop.set()
             writer.join(60)
-        drained = driver(bootstrap, "chaos-in", sink, output, checkpoint, "drain")
+        drained = driver(bootstrap, source, sink, output, checkpoint, "drain")
         if drained.wait(timeout=600) != 0:
             print(f"chaos: sink={sink} kills={kills} the final drain run failed FAILED")
             return False
@@ -190,6 +211,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--min-seconds", type=float, default=4.0, help="shortest life of a driver before its kill")
     parser.add_argument("--max-seconds", type=float, default=12.0, help="longest life of a driver before its kill")
+    parser.add_argument("--bootstrap-server", help="run against this cluster instead of a pylog broker process")
     parser.add_argument("--aim", help="comma-separated phases (see scripts/chaos_hooks): the first kills strike "
                                       "inside them, one each; a driver gets up to 120 s to reach its phase")
     args = parser.parse_args()
@@ -199,7 +221,8 @@ def main() -> int:
         parser.error(f"--aim: unknown phase(s) {sorted(unknown)}; the phases are {', '.join(_hook_phases())}")
     if aim and len(aim) > args.kills:
         parser.error(f"--aim names {len(aim)} phases but --kills is {args.kills}")
-    return 0 if run(args.sink, args.kills, args.seed, args.min_seconds, args.max_seconds, aim) else 1
+    return 0 if run(args.sink, args.kills, args.seed, args.min_seconds, args.max_seconds, aim,
+                    args.bootstrap_server) else 1
 
 
 if __name__ == "__main__":

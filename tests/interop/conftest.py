@@ -13,10 +13,8 @@ from typing import Iterator
 
 import pytest
 
-from interop.harness import Cluster, JavaClients
-from interop.references import ApacheKafka, ToolRunner, kafka_clients_jar
-
-SCRAM_USER, SCRAM_PASSWORD = "alice", "alice-secret"
+from interop.harness import SCRAM_PASSWORD, SCRAM_USER, Cluster, JavaClients
+from interop.references import SPARK_CONNECTOR_VERSION, ApacheKafka, ReferencesMissing, ToolRunner, kafka_clients_jar
 
 _report: list[str] = []
 
@@ -70,3 +68,13 @@ def java_clients(tmp_path_factory: pytest.TempPathFactory) -> JavaClients:
     subprocess.run(["javac", "-d", str(classes), "-cp", str(kafka_clients_jar()), str(source)],
                    check=True, capture_output=True, timeout=180)
     return JavaClients(classes)
+
+
+@pytest.fixture(scope="session")
+def spark_kafka(spark):
+    """The shared session, with Spark's Kafka connector on its classpath."""
+    jars = spark.sparkContext.getConf().get("spark.jars", "")
+    if f"spark-sql-kafka-0-10_2.13-{SPARK_CONNECTOR_VERSION}.jar" not in jars:
+        raise ReferencesMissing("Spark's Kafka connector is not in the test session's spark.jars: run "
+                                "`bash scripts/fetch_references.sh` (make bootstrap does)")
+    return spark

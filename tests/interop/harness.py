@@ -9,7 +9,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka import Producer
+from pyspark.sql import DataFrame
+
 from interop.references import ToolRunner, java_command, kafka_tool
+
+SCRAM_USER, SCRAM_PASSWORD = "alice", "alice-secret"
 
 _names = itertools.count()
 
@@ -76,3 +81,39 @@ def table(output: str) -> list[dict[str, str]]:
             header = line.split()
             return [dict(zip(header, row.split())) for row in lines[index + 1:]]
     return []
+
+
+# Recent: record timestamps older than retention.ms (7 days) have their segments deleted by
+# Apache Kafka's next retention check, whatever the time they were written.
+BASE_TS = (int(time.time()) // 3600 - 1) * 3_600_000
+
+
+def fill(cluster: Cluster, topic: str, partitions: int, per_partition: int) -> None:
+    """Records with keys, headers and increasing timestamps, a null key and a null value among them."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5})
+    for i in range(per_partition):
+        for partition in range(partitions):
+            key = None if i == 3 else f"k{partition}-{i}".encode()
+            value = None if i == 5 else f"v{partition}-{i}".encode()
+            producer.produce(topic, key=key, value=value, partition=partition, timestamp=BASE_TS + i * 1000,
+                             headers=[("h", f"{i}".encode()), ("empty", None)] if i % 2 else None)
+    assert producer.flush(30) == 0
+
+
+def rows(frame: DataFrame) -> list[tuple]:
+    """The rows in a comparable form, sorted (headers as tuples, None for no headers)."""
+    out = []
+    for row in frame.collect():
+        values = row.asDict()
+        if values.get("headers") is not None:
+            values["headers"] = tuple((h["key"], h["value"]) for h in values["headers"])
+        out.append(tuple(values[name] for name in sorted(values)))
+    return sorted(out, key=repr)
+
+
+def read(reader, fmt: str, bootstrap: str, **options: str) -> DataFrame:
+    """``reader`` (``spark.read`` or ``spark.readStream``) of ``fmt`` with ``options``."""
+    reader = reader.format(fmt).option("kafka.bootstrap.servers", bootstrap)
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load()

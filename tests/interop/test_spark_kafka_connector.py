@@ -7,56 +7,9 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
-from confluent_kafka import Producer
-from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import functions as F
 
-from interop.harness import Cluster, JavaClients, records
-from interop.references import ReferencesMissing, SPARK_CONNECTOR_VERSION
-
-BASE_TS = 1_700_000_000_000
-
-
-@pytest.fixture(scope="session")
-def spark_kafka(spark):
-    """The shared session, with Spark's Kafka connector on its classpath."""
-    jars = spark.sparkContext.getConf().get("spark.jars", "")
-    if f"spark-sql-kafka-0-10_2.13-{SPARK_CONNECTOR_VERSION}.jar" not in jars:
-        raise ReferencesMissing("Spark's Kafka connector is not in the test session's spark.jars: run "
-                                "`bash scripts/fetch_references.sh` (make bootstrap does)")
-    return spark
-
-
-def fill(cluster: Cluster, topic: str, partitions: int, per_partition: int) -> None:
-    """Records with keys, headers and increasing timestamps, a null key and a null value among them."""
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5})
-    for i in range(per_partition):
-        for partition in range(partitions):
-            key = None if i == 3 else f"k{partition}-{i}".encode()
-            value = None if i == 5 else f"v{partition}-{i}".encode()
-            producer.produce(topic, key=key, value=value, partition=partition, timestamp=BASE_TS + i * 1000,
-                             headers=[("h", f"{i}".encode()), ("empty", None)] if i % 2 else None)
-    assert producer.flush(30) == 0
-
-
-def rows(frame: DataFrame) -> list[tuple]:
-    """The rows in a comparable form, sorted (headers as tuples, None for no headers)."""
-    out = []
-    for row in frame.collect():
-        values = row.asDict()
-        if values.get("headers") is not None:
-            values["headers"] = tuple((h["key"], h["value"]) for h in values["headers"])
-        out.append(tuple(values[name] for name in sorted(values)))
-    return sorted(out, key=repr)
-
-
-def read(reader, fmt: str, bootstrap: str, **options: str) -> DataFrame:
-    """``reader`` (``spark.read`` or ``spark.readStream``) of ``fmt`` with ``options``."""
-    reader = reader.format(fmt).option("kafka.bootstrap.servers", bootstrap)
-    for name, value in options.items():
-        reader = reader.option(name, value)
-    return reader.load()
-
+from interop.harness import Cluster, JavaClients, fill, read, records, rows
 
 def test_spark_kafka_source_and_pylog_source_read_the_same_rows(spark_kafka, cluster: Cluster):
     topic = cluster.topic(partitions=3)
