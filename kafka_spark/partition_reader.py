@@ -345,14 +345,21 @@ def plan_input_partitions(
     and options always give the same partitions, which is what makes a replay read the same
     records.
 
-    Empty ranges are dropped; ``minPartitions`` / ``maxRecordsPerPartition`` split ranges (Spark's
-    KafkaOffsetRangeCalculator); ``maxPartitions`` then groups them into at most that many tasks
-    with the ``assignmentStrategy`` assignor.
+    Empty ranges are dropped. With none of ``minPartitions``, ``maxRecordsPerPartition`` and
+    ``maxPartitions``, tasks are planned by work (:mod:`kafka_spark.work_planner`: large ranges
+    split, small ones grouped). With any of them, Spark's planning: ``minPartitions`` /
+    ``maxRecordsPerPartition`` split ranges (Spark's KafkaOffsetRangeCalculator), a task per
+    range, and ``maxPartitions`` then groups them into at most that many tasks with the
+    ``assignmentStrategy`` assignor.
     """
     from kafka_spark.assignment import plan_tasks, split_ranges
+    from kafka_spark.work_planner import plan_by_work
 
-    split = split_ranges(ranges, min_partitions, max_records_per_partition)
-    tasks = plan_tasks(split, strategy=assignment_strategy, num_tasks=max_partitions)
+    if min_partitions is None and max_records_per_partition is None and max_partitions is None:
+        tasks = plan_by_work(ranges)
+    else:
+        split = split_ranges(ranges, min_partitions, max_records_per_partition)
+        tasks = plan_tasks(split, strategy=assignment_strategy, num_tasks=max_partitions)
     return [
         KafkaInputPartition(
             ranges=task,

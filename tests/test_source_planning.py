@@ -46,9 +46,12 @@ def test_planned_partitions_follow_the_assignment_strategy(kafka_cluster, two_to
     ]
 
 
-def test_default_plan_is_one_task_per_partition_and_min_partitions_splits(kafka_cluster, two_topics):
+def test_default_plan_groups_small_ranges_and_spark_options_plan_as_spark(kafka_cluster, two_topics):
     a, _ = two_topics
-    assert _plan(kafka_cluster, subscribe=a) == [[f"{a}-{p}[0, 10)"] for p in range(4)]
+    # By work (kafka_spark.work_planner): four 10-record ranges are one task's work.
+    assert _plan(kafka_cluster, subscribe=a) == [[f"{a}-{p}[0, 10)" for p in range(4)]]
+    # Any of Spark's planning options gives Spark's plan: a task per partition range.
+    assert _plan(kafka_cluster, subscribe=a, minPartitions="1") == [[f"{a}-{p}[0, 10)"] for p in range(4)]
     assert _plan(kafka_cluster, assign=f'{{"{a}":[0]}}', minPartitions="3") == [
         [f"{a}-0[0, 3)"], [f"{a}-0[3, 6)"], [f"{a}-0[6, 10)"],
     ]
