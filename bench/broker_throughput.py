@@ -1,26 +1,24 @@
-"""kcat against the pylog broker and against librdkafka's mock cluster, side by side in one run.
+"""pylog's broker against Apache Kafka on the same machine, in the same run, with the same clients.
 
-Produce: kcat -P writes N messages of 100 bytes into a 4-partition topic of each broker
-(pylog persists to disk with its default flush policy: fsync per acks=all produce).
-Consume: kcat -C -e reads a data set the mock can hold in full (it keeps only about the newest
-5 MB per partition): 4 partitions x 40k messages. Two figures:
-- "consume": kcat as it comes. About 0.5 s of its ~0.6 s is one idle long poll at the end: kcat
-  learns it has reached the end of a partition from a Fetch at the high watermark, which any
-  broker (Kafka too) holds for fetch.wait.max.ms (500 ms) when no data arrives. That wait is
-  the same for both brokers, so this ratio sits near 1.0 whatever either broker does.
-- "consume-data": the same reads with -X fetch.wait.max.ms=10, done three times per round, so
-  the time measured is the brokers serving data rather than the wait.
+Clients: kcat (librdkafka) and Kafka's own kafka-producer-perf-test / kafka-consumer-perf-test
+(Java, each in a fresh JVM; their own records/s figures, which leave out the JVM start).
+Messages of 100 bytes into 4-partition topics; N per run.
 
-Where produce time goes: a second pylog broker started with `--override log.flush.on.ack.all=false`
-(Kafka's own flush policy: the operating system writes the data out, no fsync before the answer)
-is measured in the same rounds ("produce-no-fsync"), and the CPU seconds of kcat and of each broker
-during the produce runs are printed. kcat needs well over one of the machine's cores for itself,
-so a broker's own CPU time competes with the producer it serves.
+Two flush policies, each paired like for like (ratios pylog/Kafka, >= 1.0 means pylog is at least
+as fast):
+- "os-flush": Kafka's default (the operating system writes data out; no fsync before an
+  acknowledgement) against pylog with ``log.flush.on.ack.all=false`` (a second pylog broker);
+- "fsync-each": a flush before every acknowledgement: Kafka with the topic config
+  ``flush.messages=1`` against pylog's default (an acks=all produce is answered once fsynced).
+Consume (kcat -C with fetch.wait.max.ms=10 so the end-of-log long poll does not dominate, and
+kafka-consumer-perf-test's fetch rate) reads the os-flush topics of both.
 
-Prints messages/s for both and the ratio pylog/mock (>= 1.0 means pylog is at least as fast): the
-median of the per-round ratios, each round running both brokers back to back, so that the machine's
-speed drifting between rounds (it does, by a third at times on shared machines) cancels out; the
-range of the per-round ratios follows it.
+Rounds are interleaved (each round runs every broker back to back, so the machine's drift hits
+both) and the ratio printed is the median of the per-round ratios with their range. The old
+anchor, librdkafka's in-memory mock cluster (which keeps only ~5 MB per partition), stays as a
+secondary kcat line. Apache Kafka runs from .cache/kafka (scripts/fetch_references.sh) with
+Kafka's JVM settings and a 1 GiB heap, as kafka-server-start.sh gives it.
+
 Usage: python bench/broker_throughput.py [--messages 2000000] [--rounds 3]
 """
 
@@ -29,19 +27,19 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(__file__))
-from _harness import (  # noqa: E402
-    children_cpu_seconds,
-    mock_cluster,
-    process_cpu_seconds,
-    pylog_broker_process,
-    timed,
-)
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+from _harness import mock_cluster, pylog_broker_process, timed  # noqa: E402
+from interop.references import ApacheKafka, kafka_tool  # noqa: E402
+
+PARTITIONS = 4
 
 
 def make_input(path: str, count: int) -> None:
@@ -53,121 +51,123 @@ def make_input(path: str, count: int) -> None:
         out.write(line * (count % 10_000))
 
 
-def kcat_produce(bootstrap: str, topic: str, path: str, partition: int | None = None) -> float:
-    command = ["kcat", "-P", "-b", bootstrap, "-t", topic, "-X", "linger.ms=5"]
-    if partition is not None:
-        command += ["-p", str(partition)]
-    return timed(command, stdin_path=path)
-
-
-def kcat_consume(bootstrap: str, topic: str, expected: int, *options: str) -> float:
-    seconds = timed(["kcat", "-C", "-b", bootstrap, "-t", topic, "-e", "-q", "-o", "beginning", *options])
-    count = subprocess.run(
-        ["kcat", "-C", "-b", bootstrap, "-t", topic, "-e", "-q", "-o", "beginning", "-f", "x"],
-        check=True, capture_output=True,
-    ).stdout.count(b"x")
-    if count != expected:
-        raise RuntimeError(f"{bootstrap} {topic}: consumed {count}, expected {expected}")
-    return seconds
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, config: dict[str, str] | None = None) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(timeout=30)
+    admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, config=config or {})])[topic].result(timeout=60)
 
 
 def delete_topics(bootstrap: str, topics: list[str]) -> None:
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the futures resolve
     for future in admin.delete_topics(topics).values():
-        future.result(timeout=30)
+        future.result(timeout=60)
 
 
-def measure_produce(bootstrap: str, topic: str, path: str, messages: int, broker_pid: int | None,
-                    results: dict[str, list[float]], phase: str) -> None:
-    """kcat -P of ``path`` into ``topic``: messages/s, and the CPU seconds of kcat and of the
-    broker (``broker_pid``, or the mock inside this process) while it ran."""
-    kcat_before, broker_before = children_cpu_seconds(), process_cpu_seconds(broker_pid)
-    results[phase].append(messages / kcat_produce(bootstrap, topic, path))
-    results[f"{phase} cpu kcat"].append(children_cpu_seconds() - kcat_before)
-    results[f"{phase} cpu broker"].append(process_cpu_seconds(broker_pid) - broker_before)
+def kcat_produce(bootstrap: str, topic: str, path: str, messages: int) -> float:
+    return messages / timed(["kcat", "-P", "-b", bootstrap, "-t", topic, "-X", "linger.ms=5"], stdin_path=path)
 
 
-def measure_round(name: str, bootstrap: str, round_index: int, messages: int, produce_input: str,
-                  consume_input: str, consume_total: int, results: dict[str, list[float]]) -> None:
-    produce_topic = f"produce-{round_index}"
-    consume_topic = f"consume-{round_index}"
-    if name == "pylog":  # the mock auto-creates topics with 4 partitions
-        create_topic(bootstrap, produce_topic, 4)
-        create_topic(bootstrap, consume_topic, 4)
-    measure_produce(bootstrap, produce_topic, produce_input, messages, getattr(bootstrap, "pid", None), results,
-                    "produce")
-    for partition in range(4):  # exactly 40k per partition: within the mock's window
-        kcat_produce(bootstrap, consume_topic, consume_input, partition)
-    results["consume"].append(consume_total / kcat_consume(bootstrap, consume_topic, consume_total))
-    seconds = sum(kcat_consume(bootstrap, consume_topic, consume_total, "-X", "fetch.wait.max.ms=10")
-                  for _ in range(3))
-    results["consume-data"].append(3 * consume_total / seconds)
-    if name == "pylog":  # each round starts from an empty disk, not 200 MB of dirty pages
-        delete_topics(bootstrap, [produce_topic, consume_topic])
+def kcat_consume(bootstrap: str, topic: str, expected: int) -> float:
+    command = ["kcat", "-C", "-b", bootstrap, "-t", topic, "-e", "-q", "-o", "beginning", "-X", "fetch.wait.max.ms=10"]
+    seconds = timed(command)
+    count = subprocess.run(command + ["-f", "x"], check=True, capture_output=True).stdout.count(b"x")
+    if count != expected:
+        raise RuntimeError(f"{bootstrap} {topic}: consumed {count}, expected {expected}")
+    return expected / seconds
+
+
+def java_produce(bootstrap: str, topic: str, messages: int) -> float:
+    """kafka-producer-perf-test (acks=all, the Java producer's default) in a fresh JVM: its rate."""
+    result = kafka_tool("kafka-producer-perf-test", "--topic", topic, "--num-records", str(messages), "--record-size",
+                        "100", "--throughput", "-1", "--command-property", f"bootstrap.servers={bootstrap}",
+                        "linger.ms=5", fast_start=False, timeout=900)
+    match = re.search(rf"^{messages} records sent, ([\d.]+) records/sec", result.stdout, re.MULTILINE)
+    if not match:
+        raise RuntimeError(f"kafka-producer-perf-test printed no summary: {result.stdout[-500:]}")
+    return float(match.group(1))
+
+
+def java_consume(bootstrap: str, topic: str, messages: int) -> float:
+    """kafka-consumer-perf-test in a fresh JVM: its fetch rate (messages/s after joining the group)."""
+    result = kafka_tool("kafka-consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic, "--messages",
+                        str(messages), "--timeout", "120000", fast_start=False, timeout=900)
+    header, values = result.stdout.strip().splitlines()[-2:]
+    stats = dict(zip((h.strip() for h in header.split(",")), (v.strip() for v in values.split(","))))
+    if int(stats["data.consumed.in.nMsg"]) != messages:
+        raise RuntimeError(f"kafka-consumer-perf-test read {stats['data.consumed.in.nMsg']} of {messages}")
+    return float(stats["fetch.nMsg.sec"])
+
+
+# (name, what it is) of the brokers measured each round, in the order they run.
+BROKERS = ("pylog-fsync", "kafka-fsync", "pylog-os", "kafka-os")
+PAIRS = (("os-flush", "pylog-os", "kafka-os"), ("fsync-each", "pylog-fsync", "kafka-fsync"))
+
+
+def measure(name: str, bootstrap: str, round_index: int, messages: int, path: str,
+            results: dict[str, dict[str, list[float]]]) -> list[str]:
+    """One broker's produce runs (and consume runs for the os-flush ones); returns its topics."""
+    config = {"flush.messages": "1"} if name == "kafka-fsync" else None
+    kcat_topic, java_topic = f"kcat-{name}-{round_index}", f"java-{name}-{round_index}"
+    create_topic(bootstrap, kcat_topic, config)
+    create_topic(bootstrap, java_topic, config)
+    results[name]["produce kcat"].append(kcat_produce(bootstrap, kcat_topic, path, messages))
+    results[name]["produce java"].append(java_produce(bootstrap, java_topic, messages))
+    if name.endswith("-os"):
+        results[name]["consume kcat"].append(kcat_consume(bootstrap, kcat_topic, messages))
+        results[name]["consume java"].append(java_consume(bootstrap, java_topic, messages))
+    return [kcat_topic, java_topic]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=2_000_000)
-    parser.add_argument("--consume-per-partition", type=int, default=40_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--kafka-heap", default="1g")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="pylog-bench-input-")
-    produce_input = os.path.join(workdir, "produce.txt")
-    consume_input = os.path.join(workdir, "consume.txt")
-    consume_total = 4 * args.consume_per_partition
-    make_input(produce_input, args.messages)
-    make_input(consume_input, args.consume_per_partition)
-
-    phases = ("produce", "consume", "consume-data")
-    results: dict[str, dict[str, list[float]]] = {
-        name: collections.defaultdict(list) for name in ("pylog", "mock")}
-    with pylog_broker_process(partitions=4) as pylog, \
-            pylog_broker_process(partitions=4, overrides=("log.flush.on.ack.all=false",)) as pylog_no_fsync:
+    path = os.path.join(workdir, "input.txt")
+    make_input(path, args.messages)
+    results: dict[str, dict[str, list[float]]] = {name: collections.defaultdict(list) for name in (*BROKERS, "mock")}
+    with pylog_broker_process(partitions=PARTITIONS) as pylog_fsync, \
+            pylog_broker_process(partitions=PARTITIONS, overrides=("log.flush.on.ack.all=false",)) as pylog_os, \
+            ApacheKafka(heap=args.kafka_heap) as kafka:
+        bootstrap = {"pylog-fsync": pylog_fsync, "pylog-os": pylog_os,
+                     "kafka-fsync": kafka.bootstrap_servers, "kafka-os": kafka.bootstrap_servers}
         for round_index in range(args.rounds):
-            # A new mock cluster every round: it cannot delete topics, and one that has kept every
-            # earlier round's topics grows slower round after round, which would flatter pylog.
-            with mock_cluster() as mock:
-                for name, bootstrap in (("pylog", pylog), ("mock", mock)):  # interleaved: drift hits both
-                    measure_round(name, bootstrap, round_index, args.messages, produce_input, consume_input,
-                                  consume_total, results[name])
-                    print(f"round {round_index + 1} {name:5s} " + "  ".join(
-                        f"{phase} {results[name][phase][-1]:12,.0f} msg/s" for phase in phases), flush=True)
-                    if name == "pylog":  # the same data into pylog without fsync, between the two
-                        topic = f"no-fsync-{round_index}"
-                        create_topic(pylog_no_fsync, topic, 4)
-                        measure_produce(pylog_no_fsync, topic, produce_input, args.messages, pylog_no_fsync.pid,
-                                        results["pylog"], "produce-no-fsync")
-                        delete_topics(pylog_no_fsync, [topic])
-                        print(f"round {round_index + 1} pylog produce without fsync "
-                              f"{results['pylog']['produce-no-fsync'][-1]:12,.0f} msg/s", flush=True)
+            for name in BROKERS:
+                topics = measure(name, bootstrap[name], round_index, args.messages, path, results)
+                print(f"round {round_index + 1} {name:12s} " + "  ".join(
+                    f"{phase} {values[-1]:12,.0f} msg/s" for phase, values in results[name].items()), flush=True)
+                delete_topics(bootstrap[name], topics)  # each run starts from an empty disk
+            with mock_cluster() as mock:  # the old anchor: kcat only, data within its window
+                mock_messages = min(args.messages, 100_000)  # ~2.5 MB a partition: inside its ~5 MB
+                results["mock"]["produce kcat"].append(kcat_produce(mock, f"mock-{round_index}", path, args.messages))
+                kcat_topic = f"mock-consume-{round_index}"
+                with open(path, "rb") as source, open(os.path.join(workdir, "mock.txt"), "wb") as out:
+                    out.write(source.read(101 * mock_messages))
+                kcat_produce(mock, kcat_topic, os.path.join(workdir, "mock.txt"), mock_messages)
+                results["mock"]["consume kcat"].append(kcat_consume(mock, kcat_topic, mock_messages))
     subprocess.run(["rm", "-rf", workdir], check=False)
-    results["mock"]["produce-no-fsync"] = results["mock"]["produce"]  # the mock never fsyncs
 
-    print(f"kcat, 100-byte messages; produce {args.messages:,} msgs, consume {consume_total:,} msgs; "
-          f"median of {args.rounds} interleaved rounds")
-    for phase in ("produce", "consume", "consume-data", "produce-no-fsync"):
-        pylog_rate = statistics.median(results["pylog"][phase])
-        mock_rate = statistics.median(results["mock"][phase])
-        ratios = [p / m for p, m in zip(results["pylog"][phase], results["mock"][phase])]
-        print(f"{phase:12s} pylog {pylog_rate:12,.0f} msg/s   mock {mock_rate:12,.0f} msg/s   "
-              f"ratio pylog/mock {statistics.median(ratios):5.2f}   (rounds {min(ratios):.2f} to {max(ratios):.2f})")
-    print("(produce-no-fsync: pylog with log.flush.on.ack.all=false, not its default; for where the time goes)")
     median = statistics.median
-    print(f"CPU seconds per produce run (median): kcat {median(results['pylog']['produce cpu kcat']):.2f} "
-          f"into pylog, {median(results['mock']['produce cpu kcat']):.2f} into the mock; "
-          f"brokers: pylog {median(results['pylog']['produce cpu broker']):.2f}, "
-          f"pylog without fsync {median(results['pylog']['produce-no-fsync cpu broker']):.2f}, "
-          f"mock {median(results['mock']['produce cpu broker']):.2f}")
+    print(f"100-byte messages, {args.messages:,} per run, {PARTITIONS} partitions; median of {args.rounds} "
+          f"interleaved rounds; ratio = pylog / Apache Kafka (range over rounds)")
+    for pair, pylog_name, kafka_name in PAIRS:
+        for phase in ("produce kcat", "produce java", "consume kcat", "consume java"):
+            if phase not in results[pylog_name]:
+                continue
+            ratios = [p / k for p, k in zip(results[pylog_name][phase], results[kafka_name][phase])]
+            print(f"{pair:10s} {phase:12s} pylog {median(results[pylog_name][phase]):12,.0f} msg/s   "
+                  f"kafka {median(results[kafka_name][phase]):12,.0f} msg/s   ratio pylog/kafka "
+                  f"{median(ratios):5.2f}   (rounds {min(ratios):.2f} to {max(ratios):.2f})")
+    for phase in ("produce kcat", "consume kcat"):
+        pylog_name = "pylog-os"
+        ratios = [p / m for p, m in zip(results[pylog_name][phase], results["mock"][phase])]
+        print(f"secondary  {phase:12s} pylog {median(results[pylog_name][phase]):12,.0f} msg/s   "
+              f"librdkafka mock {median(results['mock'][phase]):12,.0f} msg/s   ratio pylog/mock {median(ratios):5.2f}")
     return 0
 
 

@@ -12,6 +12,14 @@ in two Spark tasks (exactly-once: one transaction per task; and at-least-once), 
 confluent-kafka producer loop in each of two processes writing the same rows, into a separate
 pylog broker process. Prints rows/s and ratios (target >= 0.7 of the plain producer).
 
+Against Spark's own Kafka sink (``--parts kafka``): the same ``--topic-rows`` rows written to
+Apache Kafka (run from .cache/kafka) by pylog's exactly-once topic sink (a transaction per task)
+and by Spark's built-in, at-least-once ``df.write.format("kafka")`` (spark-sql-kafka-0-10 from
+.cache/spark-kafka, in the same session), alternating, after a warm-up of each. Prints rows/s
+and the ratio pylog/Spark (target >= 0.8).
+
+    .venv/bin/python bench/sink_throughput.py [--parts files,topic,kafka]
+
 The input is staged once as ``--files`` Parquet files and read by a streaming file source with
 ``maxFilesPerTrigger``, so both sinks see byte-identical micro-batches (files / files-per-batch of
 them, which includes the per-batch commit cost) and the query ends by itself (AvailableNow).
@@ -150,36 +158,101 @@ def bench_topic_sink(spark: SparkSession, rows: int, repeats: int) -> dict[str, 
     return {name: statistics.median(rates) for name, rates in results.items()}
 
 
+def bench_kafka_sink(spark: SparkSession, rows: int, repeats: int) -> dict[str, list[float]]:
+    """rows/s of pylog's exactly-once topic sink and of Spark's Kafka sink, into Apache Kafka."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    from interop.references import ApacheKafka
+
+    df = spark.range(0, rows, numPartitions=2).selectExpr("cast(id as string) as key",
+                                                         "cast(repeat('x', 100) as binary) as value").cache()
+    df.count()
+    results: dict[str, list[float]] = {"pylog": [], "spark": []}
+    with ApacheKafka(heap="1g") as kafka:
+        bootstrap = kafka.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        check = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-check"})
+        for run in range(repeats + 1):  # the first round warms up and is not counted
+            topics = {name: f"sink-{name}-{run}" for name in results}
+            for future in admin.create_topics([NewTopic(t, num_partitions=2) for t in topics.values()]).values():
+                future.result(timeout=60)
+            for name, fmt in (("pylog", "pylog"), ("spark", "kafka")):
+                start = time.perf_counter()
+                (df.write.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("topic", topics[name])
+                   .mode("append").save())
+                took = time.perf_counter() - start
+                ends = sum(check.get_watermark_offsets(TopicPartition(topics[name], p), timeout=30)[1] for p in range(2))
+                if ends < rows:  # transaction markers take offsets too: at least rows
+                    raise RuntimeError(f"{name} wrote {ends} offsets for {rows} rows")
+                if run:
+                    results[name].append(rows / took)
+        check.close()
+    df.unpersist()
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--files", type=int, default=8, help="input files (Spark tasks read one each)")
     parser.add_argument("--files-per-batch", type=int, default=2, help="maxFilesPerTrigger")
     parser.add_argument("--repeats", type=int, default=3, help="runs per sink; the median is reported")
-    parser.add_argument("--topic-rows", type=int, default=1_000_000, help="rows for the topic-sink half")
+    parser.add_argument("--topic-rows", type=int, default=1_000_000, help="rows for the topic-sink halves")
+    parser.add_argument("--parts", default="files,topic,kafka", help="files, topic, kafka (comma-separated)")
     args = parser.parse_args()
-    spark = (
+    parts = set(args.parts.split(","))
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("pylog-sink-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "2g")
-        .getOrCreate()
     )
+    if "kafka" in parts:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+        from interop.references import spark_kafka_jars
+
+        builder = builder.config("spark.jars", ",".join(spark_kafka_jars()))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     workdir = tempfile.mkdtemp(prefix="pylog-sink-bench-")
+    results = topic_results = kafka_results = None
     try:
-        results = bench_file_sink(spark, args.rows, args.files, args.files_per_batch, args.repeats, workdir)
-        topic_results = bench_topic_sink(spark, args.topic_rows, args.repeats)
+        if "files" in parts:
+            results = bench_file_sink(spark, args.rows, args.files, args.files_per_batch, args.repeats, workdir)
+        if "topic" in parts:
+            topic_results = bench_topic_sink(spark, args.topic_rows, args.repeats)
+        if "kafka" in parts:
+            kafka_results = bench_kafka_sink(spark, args.topic_rows, args.repeats)
     finally:
         spark.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+    if results is not None:
+        print_file_sink(results, args)
+    if topic_results is not None:
+        print_topic_sink(topic_results, args)
+    if kafka_results is not None:
+        ratios = [p / s for p, s in zip(kafka_results["pylog"], kafka_results["spark"])]
+        print(f"topic sinks on Apache Kafka, {args.topic_rows:,} rows x 100-byte values, 2 tasks, "
+              f"median of {args.repeats} alternating runs")
+        print(f"  pylog exactly-once        {statistics.median(kafka_results['pylog']):12,.0f} rows/s")
+        print(f"  spark format(kafka)       {statistics.median(kafka_results['spark']):12,.0f} rows/s (at-least-once)")
+        print(f"  ratio pylog/spark         {statistics.median(ratios):12.2f}  (rounds {min(ratios):.2f} to "
+              f"{max(ratios):.2f}; target >= 0.80)")
+
+
+def print_file_sink(results: dict[str, float], args: argparse.Namespace) -> None:
     ours, theirs = results["pylog-files"], results["spark parquet"]
     batches = -(-args.files // args.files_per_batch)
     print(f"file sink, {args.rows:,} rows x 96-byte payload, Parquet/snappy, local[2], {batches} micro-batches")
     print(f"  pylog-files               {ours:12,.0f} rows/s (median of {args.repeats})")
     print(f"  spark writeStream parquet {theirs:12,.0f} rows/s (median of {args.repeats})")
     print(f"  ratio pylog/spark         {ours / theirs:12.2f}  (target >= 0.80)")
+
+
+def print_topic_sink(topic_results: dict[str, float], args: argparse.Namespace) -> None:
     plain = topic_results["plain"]
     print(f"topic sink, {args.topic_rows:,} rows x 100-byte values, 2 tasks vs 2 producer processes")
     print(f"  plain producer loop       {plain:12,.0f} rows/s (median of {args.repeats})")

@@ -1,4 +1,15 @@
-"""The pylog source against the ceiling of Spark's Python data source path, in one run.
+"""The pylog source against Spark's own Kafka source on Apache Kafka, and against the ceiling of
+Spark's Python data source path, in one run.
+
+Against Spark's JVM source (``--parts kafka``): N messages of 100 bytes in 8 partitions of
+Apache Kafka (run from .cache/kafka), read with ``spark.read.format("pylog")`` and with
+``spark.read.format("kafka")`` (spark-sql-kafka-0-10 from .cache/spark-kafka, in spark.jars) in
+the same Spark session, rounds interleaved; ratio pylog/Spark (target >= 1.0).
+
+Cost as the work grows (``--parts sweep``): the same ``--sweep-rows`` rows spread over 1, 8, 64,
+256 and 1,000 partitions of Apache Kafka, each read by both sources. Spark's source makes a task
+per partition; pylog plans by work (kafka_spark.work_planner). Prints rows/s of both, the ratio,
+and pylog's rate as a fraction of its best across the sweep (target >= 0.8 everywhere).
 
 Throughput: N messages of 100 bytes in 8 partitions of the embedded broker (a separate broker
 process, data on disk) read with ``spark.read.format("pylog")``, and the same number of rows from
@@ -9,6 +20,7 @@ Latency: a streaming query with a 0-second processing-time trigger; a producer s
 time into each value, foreachBatch notes when the row is visible; p50 and p95 of the difference.
 
 Usage: python bench/source_throughput.py [--messages 4000000] [--rounds 3] [--latency-messages 2000]
+           [--sweep-rows 1000000] [--parts synthetic,kafka,sweep]
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -83,18 +96,24 @@ def _synthetic_batch(partition: int):  # noqa: ANN202
     return _BATCHES[partition]
 
 
-def fill(bootstrap: str, topic: str, messages: int) -> None:
+def fill(bootstrap: str, topic: str, messages: int, partitions: int = PARTITIONS, spread: bool = False) -> int:
+    """Create ``topic`` and write ``messages`` 100-byte messages: the same number into each
+    partition, or (``spread``) in one kcat run that spreads them at random (for many partitions).
+    Returns the number written."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS)])[topic].result(timeout=30)
+    admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(timeout=60)
+    per_run = messages if spread else messages // partitions
     with tempfile.NamedTemporaryFile(suffix=".txt") as data:
-        data.write((b"x" * 100 + b"\n") * (messages // PARTITIONS))
+        data.write((b"x" * 100 + b"\n") * per_run)
         data.flush()
-        for partition in range(PARTITIONS):
+        for partition in ([None] if spread else range(partitions)):
+            where = [] if partition is None else ["-p", str(partition)]
             with open(data.name, "rb") as stdin:
-                subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, "-p", str(partition),
-                                "-X", "linger.ms=5"], stdin=stdin, check=True)
+                subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, *where, "-X", "linger.ms=5"],
+                               stdin=stdin, check=True)
+    return per_run if spread else per_run * partitions
 
 
 def timed_count(df) -> float:  # noqa: ANN001
@@ -137,24 +156,12 @@ def latency(spark, bootstrap: str, count: int) -> tuple[float, float]:  # noqa: 
     return ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.95)]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--messages", type=int, default=4_000_000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--latency-messages", type=int, default=2000)
-    args = parser.parse_args()
-    from pyspark.sql import SparkSession
-
+def synthetic_part(spark, args) -> None:  # noqa: ANN001
+    spark.dataSource.register(SyntheticKafka)
     with pylog_broker_process(partitions=PARTITIONS) as bootstrap:
-        fill(bootstrap, "bench", args.messages)
-        spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-                 .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")
-        spark.dataSource.register(SyntheticKafka)
-        pylog = (spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap)
-                 .option("subscribe", "bench"))
-        synthetic = spark.read.format("synthetic_kafka").option("rows", args.messages)
-        rows = args.messages // PARTITIONS * PARTITIONS
+        rows = fill(bootstrap, "bench", args.messages)
+        pylog = spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap).option("subscribe", "bench")
+        synthetic = spark.read.format("synthetic_kafka").option("rows", rows)
         rates: dict[str, list[float]] = {"pylog": [], "synthetic": []}
         timed_count(pylog.load())  # warm-up: Python workers, consumer pool, page cache
         timed_count(synthetic.load())
@@ -162,14 +169,90 @@ def main() -> int:
             rates["pylog"].append(rows / timed_count(pylog.load()))
             rates["synthetic"].append(rows / timed_count(synthetic.load()))
         p50, p95 = latency(spark, bootstrap, args.latency_messages)
-        spark.stop()
     pylog_rate, synthetic_rate = statistics.median(rates["pylog"]), statistics.median(rates["synthetic"])
     print(f"spark.read, {rows:,} rows of 100-byte values in {PARTITIONS} partitions; median of {args.rounds} "
           f"interleaved rounds, local[2]")
     print(f"read     pylog {pylog_rate:12,.0f} rows/s   synthetic {synthetic_rate:12,.0f} rows/s   "
           f"ratio pylog/synthetic {pylog_rate / synthetic_rate:5.2f}")
     print(f"latency  produce -> visible in a 0-second-trigger streaming sink: p50 {p50 * 1000:.0f} ms, "
-          f"p95 {p95 * 1000:.0f} ms ({args.latency_messages} records)")
+          f"p95 {p95 * 1000:.0f} ms ({args.latency_messages} records)", flush=True)
+
+
+def interleaved(spark, bootstrap: str, topic: str, rows: int, rounds: int) -> dict[str, list[float]]:  # noqa: ANN001
+    """rows/s of both sources reading ``topic``, a warm-up each, then ``rounds`` interleaved."""
+    readers = {fmt: spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+               for fmt in ("pylog", "kafka")}
+    for reader in readers.values():
+        timed_count(reader.load())
+    rates: dict[str, list[float]] = {"pylog": [], "kafka": []}
+    for _ in range(rounds):
+        for fmt, reader in readers.items():
+            rates[fmt].append(rows / timed_count(reader.load()))
+    return rates
+
+
+def kafka_parts(spark, args, parts: set[str]) -> None:  # noqa: ANN001
+    from interop.references import ApacheKafka
+
+    median = statistics.median
+    with ApacheKafka(heap="1g") as kafka:
+        bootstrap = kafka.bootstrap_servers
+        if "kafka" in parts:
+            rows = fill(bootstrap, "bench", args.messages)
+            rates = interleaved(spark, bootstrap, "bench", rows, args.rounds)
+            ratios = [p / k for p, k in zip(rates["pylog"], rates["kafka"])]
+            print(f"spark.read on Apache Kafka, {rows:,} rows of 100-byte values in {PARTITIONS} partitions; "
+                  f"median of {args.rounds} interleaved rounds, local[2], one session")
+            print(f"kafka-read pylog {median(rates['pylog']):12,.0f} rows/s   spark-kafka {median(rates['kafka']):12,.0f} "
+                  f"rows/s   ratio pylog/spark {median(ratios):5.2f}   (rounds {min(ratios):.2f} to {max(ratios):.2f})",
+                  flush=True)
+        if "sweep" in parts:
+            sweep: dict[int, dict[str, float]] = {}
+            for partitions in args.sweep_partitions:
+                topic = f"sweep-{partitions}"
+                rows = fill(bootstrap, topic, args.sweep_rows, partitions, spread=partitions > PARTITIONS)
+                rates = interleaved(spark, bootstrap, topic, rows, args.rounds)
+                sweep[partitions] = {fmt: median(values) for fmt, values in rates.items()}
+                print(f"sweep {partitions:5d} partitions: pylog {sweep[partitions]['pylog']:12,.0f} rows/s   "
+                      f"spark-kafka {sweep[partitions]['kafka']:12,.0f} rows/s", flush=True)
+            best = max(rates["pylog"] for rates in sweep.values())
+            print(f"cost as the work grows: {args.sweep_rows:,} rows over 1 to {max(sweep)} partitions "
+                  f"(pylog plans by work; Spark's source makes a task per partition)")
+            for partitions, rates in sweep.items():
+                print(f"sweep {partitions:5d} partitions  pylog {rates['pylog']:12,.0f} rows/s   spark-kafka "
+                      f"{rates['kafka']:12,.0f} rows/s   ratio pylog/spark {rates['pylog'] / rates['kafka']:5.2f}   "
+                      f"pylog/best {rates['pylog'] / best:4.2f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=4_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency-messages", type=int, default=2000)
+    parser.add_argument("--sweep-rows", type=int, default=1_000_000)
+    parser.add_argument("--sweep-partitions", type=lambda text: [int(p) for p in text.split(",")],
+                        default=[1, 8, 64, 256, 1000])
+    parser.add_argument("--parts", default="synthetic,kafka,sweep",
+                        help="which comparisons to run: synthetic, kafka, sweep (comma-separated)")
+    args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false"))
+    if parts & {"kafka", "sweep"}:
+        from interop.references import spark_kafka_jars
+
+        builder = builder.config("spark.jars", ",".join(spark_kafka_jars()))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        if "synthetic" in parts:
+            synthetic_part(spark, args)
+        if parts & {"kafka", "sweep"}:
+            kafka_parts(spark, args, parts)
+    finally:
+        spark.stop()
     return 0
 
 

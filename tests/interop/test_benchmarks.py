@@ -1,0 +1,53 @@
+"""The benchmarks against Apache Kafka and Spark's JVM connector run end to end at tiny sizes
+(the figures mean nothing here; the full runs are the scripts, see README "Benchmarks")."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+RATE = r"([\d,]+) (?:msg|rows)/s"
+
+
+def run(script: str, *args: str) -> str:
+    result = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def positive(*rates: str) -> bool:
+    return all(int(rate.replace(",", "")) > 0 for rate in rates)
+
+
+def test_broker_benchmark_pairs_pylog_with_apache_kafka_under_both_flush_policies():
+    out = run("broker_throughput.py", "--messages", "20000", "--rounds", "1", "--kafka-heap", "512m")
+    for pair, phases in (("os-flush", ("produce kcat", "produce java", "consume kcat", "consume java")),
+                         ("fsync-each", ("produce kcat", "produce java"))):
+        for phase in phases:
+            match = re.search(rf"^{pair}\s+{phase}\s+pylog\s+{RATE}\s+kafka\s+{RATE}\s+ratio pylog/kafka\s+([\d.]+)",
+                              out, re.MULTILINE)
+            assert match and positive(match.group(1), match.group(2)) and float(match.group(3)) > 0, (pair, phase, out)
+    assert re.search(rf"^secondary\s+produce kcat\s+pylog\s+{RATE}\s+librdkafka mock\s+{RATE}", out, re.MULTILINE), out
+
+
+def test_source_benchmark_reads_with_both_sources_and_sweeps_partition_counts():
+    out = run("source_throughput.py", "--parts", "kafka,sweep", "--messages", "20000", "--rounds", "1",
+              "--sweep-rows", "10000", "--sweep-partitions", "1,8")
+    match = re.search(rf"^kafka-read pylog\s+{RATE}\s+spark-kafka\s+{RATE}\s+ratio pylog/spark\s+([\d.]+)",
+                      out, re.MULTILINE)
+    assert match and positive(match.group(1), match.group(2)), out
+    for partitions in (1, 8):
+        sweep = re.search(rf"^sweep\s+{partitions} partitions\s+pylog\s+{RATE}\s+spark-kafka\s+{RATE}\s+"
+                          rf"ratio pylog/spark\s+([\d.]+)\s+pylog/best\s+([\d.]+)$", out, re.MULTILINE)
+        assert sweep and positive(sweep.group(1), sweep.group(2)) and 0 < float(sweep.group(4)) <= 1, out
+
+
+def test_sink_benchmark_compares_pylog_topic_sink_with_spark_kafka_sink():
+    out = run("sink_throughput.py", "--parts", "kafka", "--topic-rows", "10000", "--repeats", "1")
+    assert re.search(rf"^\s+pylog exactly-once\s+{RATE}", out, re.MULTILINE), out
+    assert re.search(rf"^\s+spark format\(kafka\)\s+{RATE}", out, re.MULTILINE), out
+    ratio = re.search(r"^\s+ratio pylog/spark\s+([\d.]+)", out, re.MULTILINE)
+    assert ratio and float(ratio.group(1)) > 0, out
