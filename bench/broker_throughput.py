@@ -143,13 +143,15 @@ def main() -> int:
                     f"{phase} {values[-1]:12,.0f} msg/s" for phase, values in results[name].items()), flush=True)
                 delete_topics(bootstrap[name], topics)  # each run starts from an empty disk
             with mock_cluster() as mock:  # the old anchor: kcat only, data within its window
-                mock_messages = min(args.messages, 100_000)  # ~2.5 MB a partition: inside its ~5 MB
-                results["mock"]["produce kcat"].append(kcat_produce(mock, f"mock-{round_index}", path, args.messages))
+                # The consume data first, into a mock that holds nothing else (~2.5 MB a
+                # partition, inside the ~5 MB it keeps), then the produce run.
+                mock_messages = min(args.messages, 100_000)
                 kcat_topic = f"mock-consume-{round_index}"
                 with open(path, "rb") as source, open(os.path.join(workdir, "mock.txt"), "wb") as out:
                     out.write(source.read(101 * mock_messages))
                 kcat_produce(mock, kcat_topic, os.path.join(workdir, "mock.txt"), mock_messages)
                 results["mock"]["consume kcat"].append(kcat_consume(mock, kcat_topic, mock_messages))
+                results["mock"]["produce kcat"].append(kcat_produce(mock, f"mock-{round_index}", path, args.messages))
     subprocess.run(["rm", "-rf", workdir], check=False)
 
     median = statistics.median

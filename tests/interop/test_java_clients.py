@@ -116,7 +116,7 @@ def test_cooperative_sticky_group_of_three_shares_partitions_and_moves_only_a_le
         members.until(lambda g: "STOPPED 1" in g.seen and len(g.owned()[0] | g.owned()[2]) == 6)
         after = members.owned()
         # Cooperative: the survivors keep what they had and only take over member 1's partitions.
-        assert before[0] <= after[0] and before[2] <= after[2]
+        assert before[0] <= after[0] and before[2] <= after[2], members.seen
         assert after[0] | after[2] == set(range(6)) and not after[0] & after[2]
         revoked_from_survivors = [e for e in members.seen if e.startswith(("REVOKED 0", "REVOKED 2", "LOST"))]
         assert revoked_from_survivors == [], members.seen
