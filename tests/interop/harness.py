@@ -37,7 +37,7 @@ class Cluster:
         """Kafka's ``tool`` with ``--bootstrap-server`` of this broker first (``bootstrap``), in
         the session's tool runner JVM."""
         first = ("--bootstrap-server", self.bootstrap_servers) if bootstrap else ()
-        return kafka_tool(tool, *first, *args, runner=self.runner, **options)
+        return kafka_tool(tool, *first, *args, **{"runner": self.runner, **options})
 
 
 @dataclass

@@ -132,9 +132,9 @@ def test_producer_and_consumer_perf_tests_move_every_record(cluster: Cluster):
     topic = cluster.topic(partitions=2)
     produced = cluster.tool("kafka-producer-perf-test", "--topic", topic, "--num-records", "20000", "--record-size",
                             "100", "--throughput", "-1", "--command-property", f"bootstrap.servers={cluster.bootstrap_servers}",
-                            "acks=all", "linger.ms=5", bootstrap=False)
+                            "acks=all", "linger.ms=5", bootstrap=False, runner=None)  # a JVM of its own
     assert re.search(r"^20000 records sent, [\d.]+ records/sec", produced.stdout, re.MULTILINE), produced.stdout
-    consumed = cluster.tool("kafka-consumer-perf-test", "--topic", topic, "--messages", "20000", "--timeout", "60000")
+    consumed = cluster.tool("kafka-consumer-perf-test", "--topic", topic, "--messages", "20000", "--timeout", "60000", runner=None)
     header, values = consumed.stdout.strip().splitlines()[-2:]
     stats = dict(zip((name.strip() for name in header.split(",")), (value.strip() for value in values.split(","))))
     assert stats["data.consumed.in.nMsg"] == "20000", consumed.stdout
