@@ -5,6 +5,8 @@ Public API:
 * ``register(spark)`` registers the ``pylog`` data source explicitly (Spark also finds it
   on its own through the top-level ``pyspark_pylog`` module).
 * ``EmbeddedBroker`` runs a Kafka-compatible broker in this process.
+* ``lag_metrics(progress)`` and ``LagListener``: Spark's ``minOffsetsBehindLatest`` /
+  ``maxOffsetsBehindLatest`` / ``avgOffsetsBehindLatest`` of a pylog source (kafka_spark.lag).
 """
 
 from __future__ import annotations
@@ -16,7 +18,13 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:  # pragma: no cover
     from kafka_spark.broker import EmbeddedBroker
 
-__all__ = ["EmbeddedBroker", "register", "__version__"]
+__all__ = ["EmbeddedBroker", "LagListener", "lag_metrics", "register", "__version__"]
+
+_LAZY = {
+    "EmbeddedBroker": "kafka_spark.broker",
+    "LagListener": "kafka_spark.lag",
+    "lag_metrics": "kafka_spark.lag",
+}
 
 
 def register(spark: Any) -> None:
@@ -28,8 +36,8 @@ def register(spark: Any) -> None:
 
 def __getattr__(name: str) -> Any:
     # Imported lazily so that `pylog broker start` does not pay for importing pyspark.
-    if name == "EmbeddedBroker":
-        from kafka_spark.broker import EmbeddedBroker
+    if name in _LAZY:
+        import importlib
 
-        return EmbeddedBroker
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(name)
