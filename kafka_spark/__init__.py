@@ -7,6 +7,8 @@ Public API:
 * ``EmbeddedBroker`` runs a Kafka-compatible broker in this process.
 * ``lag_metrics(progress)`` and ``LagListener``: Spark's ``minOffsetsBehindLatest`` /
   ``maxOffsetsBehindLatest`` / ``avgOffsetsBehindLatest`` of a pylog source (kafka_spark.lag).
+* ``topic_writer(**options)``: a ``foreachBatch`` function writing each micro-batch to a topic
+  exactly once, for Update output mode (kafka_spark.update_mode).
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:  # pragma: no cover
     from kafka_spark.broker import EmbeddedBroker
 
-__all__ = ["EmbeddedBroker", "LagListener", "lag_metrics", "register", "__version__"]
+__all__ = ["EmbeddedBroker", "LagListener", "lag_metrics", "register", "topic_writer", "__version__"]
 
 _LAZY = {
     "EmbeddedBroker": "kafka_spark.broker",
     "LagListener": "kafka_spark.lag",
     "lag_metrics": "kafka_spark.lag",
+    "topic_writer": "kafka_spark.update_mode",
 }
 
 
