@@ -661,7 +661,9 @@ def _in_commit_runner() -> bool:
     # write (pyspark/sql/worker/python_streaming_sink_runner.py).
     import sys
 
-    return "pyspark.sql.worker.python_streaming_sink_runner" in sys.modules
+    runner = "pyspark.sql.worker.python_streaming_sink_runner"
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return runner in sys.modules or getattr(main_spec, "name", None) == runner
 
 
 def batch_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> TopicBatchWriter:
