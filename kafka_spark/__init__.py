@@ -5,6 +5,10 @@ Public API:
 * ``register(spark)`` registers the ``pylog`` data source explicitly (Spark also finds it
   on its own through the top-level ``pyspark_pylog`` module).
 * ``EmbeddedBroker`` runs a Kafka-compatible broker in this process.
+* ``lag_metrics(progress)`` and ``LagListener``: Spark's ``minOffsetsBehindLatest`` /
+  ``maxOffsetsBehindLatest`` / ``avgOffsetsBehindLatest`` of a pylog source (kafka_spark.lag).
+* ``topic_writer(**options)``: a ``foreachBatch`` function writing each micro-batch to a topic
+  exactly once, for Update output mode (kafka_spark.update_mode).
 """
 
 from __future__ import annotations
@@ -16,7 +20,14 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:  # pragma: no cover
     from kafka_spark.broker import EmbeddedBroker
 
-__all__ = ["EmbeddedBroker", "register", "__version__"]
+__all__ = ["EmbeddedBroker", "LagListener", "lag_metrics", "register", "topic_writer", "__version__"]
+
+_LAZY = {
+    "EmbeddedBroker": "kafka_spark.broker",
+    "LagListener": "kafka_spark.lag",
+    "lag_metrics": "kafka_spark.lag",
+    "topic_writer": "kafka_spark.update_mode",
+}
 
 
 def register(spark: Any) -> None:
@@ -28,8 +39,8 @@ def register(spark: Any) -> None:
 
 def __getattr__(name: str) -> Any:
     # Imported lazily so that `pylog broker start` does not pay for importing pyspark.
-    if name == "EmbeddedBroker":
-        from kafka_spark.broker import EmbeddedBroker
+    if name in _LAZY:
+        import importlib
 
-        return EmbeddedBroker
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(name)

@@ -103,6 +103,9 @@ __all__ = [
 ]
 
 MODES = ("FAILFAST", "PERMISSIVE")
+#: The options of Avro columns, shared by the source and the topic sink (plus ``schemaRegistry.*``).
+AVRO_OPTIONS = ("valueFormat", "keyFormat", "avroSchema", "keyAvroSchema", "avroWriterSchema", "keyAvroWriterSchema",
+                "avroWireFormat", "keyAvroWireFormat", "schemaRegistryUrl", "avroMode")
 WIRE_FORMATS = ("plain", "confluent")
 _MAGIC = 0
 _HEADER = 5

@@ -1,10 +1,12 @@
 """Batch reads: ``spark.read.format("pylog")`` (Spark's ``KafkaRelation`` / ``KafkaBatch``).
 
-Planning (``partitions()``) runs once, in Spark's planner worker on the driver: it lists the
-subscribed topic-partitions, resolves ``startingOffsets`` / ``endingOffsets`` (and the timestamp
-variants) to concrete offsets — -2/-1 become the log start / end *now* — and plans the ranges into
-input partitions. The reader object is then pickled to executors, where ``read()`` reads each
-partition's ranges.
+Planning (``partitions()``) runs in Spark's planner worker on the driver: it lists the subscribed
+topic-partitions, resolves ``startingOffsets`` / ``endingOffsets`` (and the timestamp variants) to
+concrete offsets — -2/-1 become the log start / end *now* — checks them as Spark does, and plans
+the ranges into input partitions. PySpark keeps that plan for every execution of the DataFrame,
+so each task resolves the moving bounds again when it runs (kafka_spark.late_binding): a reused
+DataFrame sees the records produced since, as in Spark. The reader object is pickled to executors,
+where ``read()`` reads each partition's ranges.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from pyspark.sql.datasource import DataSourceReader
 
 from kafka_spark.assignment import OffsetRange
 from kafka_spark.client import OffsetReader, consumer_config
-from kafka_spark.options import PylogOptionError, SourceOptions
-from kafka_spark.partition_reader import KafkaInputPartition, plan_for_options, read_partition
+from kafka_spark.late_binding import ResolvedStartAfterEnd, late_bound_partitions
+from kafka_spark.offsets import SpecificOffsets, SpecificTimestamps
+from kafka_spark.options import SourceOptions
+from kafka_spark.partition_reader import KafkaInputPartition, plan_for_options, read_partition, resolve_fetcher
 
 __all__ = ["PylogBatchReader"]
 
@@ -40,38 +44,35 @@ class PylogBatchReader(DataSourceReader):
         """The input partitions of this read (resolving offsets with ``reader``)."""
         opts = self.options
         tps = reader.topic_partitions()
-        if not tps:
-            log.warning("pylog source: %s matches no topic-partitions; the batch is empty", opts.subscription)
-            return []
+        explicit = isinstance(opts.starting, (SpecificOffsets, SpecificTimestamps)) or isinstance(
+            opts.ending, (SpecificOffsets, SpecificTimestamps))
+        if not tps and not explicit:
+            log.warning("pylog source: %s matches no topic-partitions yet; the batch is empty", opts.subscription)
+        # Explicit positions are checked against the partitions even when there are none (a
+        # topic that does not exist), as Spark checks them before reading.
         start = reader.starting_offsets(tps, streaming=False)
         end = reader.resolve(opts.ending_for_batch(), tps, option=opts.ending_option, is_start=False)
         ranges = []
         for tp in sorted(tps):
             if end[tp] < start[tp]:
-                raise PylogOptionError(
-                    f"Beginning offset {start[tp]} is after the ending offset {end[tp]} for topic "
-                    f"{tp.topic} partition {tp.partition} ({opts.starting_option} / "
-                    f"{opts.ending_option}). You either provided an invalid starting offset, or "
-                    f"the topic has been damaged."
-                )
+                raise ResolvedStartAfterEnd(tp, start[tp], end[tp], opts)
             ranges.append(OffsetRange(tp, start[tp], end[tp]))
-        log.info("pylog source: batch reads %s", ", ".join(map(str, ranges)))
-        return plan_for_options(
-            ranges, opts, consumer_config(opts, self.bootstrap_servers, f"{self.group_id}-executor")
-        )
+        log.info("pylog source: batch reads %s", ", ".join(map(str, ranges)) or "nothing yet")
+        config = consumer_config(opts, self.bootstrap_servers, f"{self.group_id}-executor")
+        planned = plan_for_options(ranges, opts, config)
+        if not planned:  # one task all the same: it finds what appears before the DataFrame runs again
+            planned = [KafkaInputPartition(
+                ranges=(), config=config, fail_on_data_loss=opts.fail_on_data_loss,
+                include_headers=opts.include_headers, poll_timeout_ms=opts.poll_timeout_ms,
+                avro=opts.avro_columns, fetcher=resolve_fetcher(opts.fetcher, dict(config)))]
+        return late_bound_partitions(planned, opts, self.bootstrap_servers, start, end)
 
     def partitions(self) -> list[KafkaInputPartition]:
         reader = OffsetReader(self.options, self.bootstrap_servers)
         try:
-            planned = self.plan(reader)
+            return self.plan(reader)
         finally:
             reader.close()
-        # Spark turns an empty plan into one InputPartition(None); say "nothing" explicitly.
-        return planned or [
-            KafkaInputPartition(
-                ranges=(), config=(), fail_on_data_loss=True, include_headers=False, poll_timeout_ms=0
-            )
-        ]
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaInputPartition), partition

@@ -68,6 +68,10 @@ _CONSUMER_ONLY = {
 }
 
 
+#: How long a driver-side metadata or offset call may take unless kafka.default.api.timeout.ms says.
+DEFAULT_API_TIMEOUT_MS = 30_000
+
+
 class OffsetFetchError(RuntimeError):
     """The broker did not answer an offset or metadata request within the configured retries."""
 
@@ -120,6 +124,21 @@ def admin_config(options: SourceOptions, bootstrap_servers: str) -> dict[str, st
     return config
 
 
+def check_client_configs(options: SourceOptions) -> None:
+    """Create the source's consumer and admin client from the ``kafka.*`` options once, without
+    connecting, so that a setting librdkafka refuses fails where the query is defined, naming the
+    option, and never in a task (kafka_spark.java_properties)."""
+    from kafka_spark.java_properties import KafkaConfigError, check_client_config
+
+    origin = dict(options.kafka_origin)
+    try:
+        check_client_config(dict(consumer_config(options, "", "pylog-config-check")), "consumer", origin,
+                            "pylog source")
+        check_client_config(admin_config(options, ""), "admin", origin, "pylog source")
+    except KafkaConfigError as error:
+        raise PylogOptionError(str(error)) from None
+
+
 def isolation_level(options: SourceOptions) -> Any:
     """``kafka.isolation.level`` as confluent-kafka's enum (default read_uncommitted, as Java)."""
     from confluent_kafka import IsolationLevel
@@ -150,9 +169,11 @@ class OffsetReader:
     after a failure. Not thread-safe; not picklable (holds a client): create it where it is used.
     """
 
-    def __init__(self, options: SourceOptions, bootstrap_servers: str, timeout_s: float = 30.0):
+    def __init__(self, options: SourceOptions, bootstrap_servers: str, timeout_s: float | None = None):
         self.options = options
         self.bootstrap_servers = bootstrap_servers
+        if timeout_s is None:  # kafka.default.api.timeout.ms, as the Java client's API calls
+            timeout_s = (options.default_api_timeout_ms or DEFAULT_API_TIMEOUT_MS) / 1000.0
         self.timeout_s = timeout_s
         self._admin: AdminClient | None = None
         self._refusal = RefusalWatch()
@@ -197,9 +218,10 @@ class OffsetReader:
                 if attempt + 1 < attempts:
                     time.sleep(self.options.fetch_offset_retry_interval_ms / 1000.0)
         raise OffsetFetchError(
-            f"{what} failed after {attempts} attempts against {self.bootstrap_servers}: {last}. "
-            f"Check kafka.bootstrap.servers; fetchOffset.numRetries and "
-            f"fetchOffset.retryIntervalMs control the retries."
+            f"{what} failed after {attempts} attempts of at most {int(self.timeout_s * 1000)} ms each "
+            f"against {self.bootstrap_servers}: {last}. Check kafka.bootstrap.servers; "
+            f"fetchOffset.numRetries and fetchOffset.retryIntervalMs control the retries, "
+            f"kafka.default.api.timeout.ms the time each attempt may take."
         ) from last
 
     def topic_partitions(self) -> set[TopicPartition]:
@@ -207,13 +229,11 @@ class OffsetReader:
 
         ``subscribe``: every partition of the listed topics that exist (a missing topic has no
         partitions yet); ``subscribePattern``: of every non-internal topic whose whole name
-        matches; ``assign``: the assigned partitions, as given.
+        matches; ``assign``: the assigned partitions that exist.
         """
         from kafka_spark.options import Assign, Subscribe
 
         sub = self.options.subscription
-        if isinstance(sub, Assign):
-            return set(sub.partitions)
 
         def fetch(admin: AdminClient) -> dict[str, int]:
             metadata = list_topics_watching(admin, self._refusal, self.bootstrap_servers, self.timeout_s)
@@ -224,6 +244,12 @@ class OffsetReader:
             }
 
         topics = self._with_retries("listing topics", fetch)
+        if isinstance(sub, Assign):  # only the assigned partitions that exist, as Spark's AssignStrategy
+            existing = {tp for tp in sub.partitions if tp.partition < topics.get(tp.topic, 0)}
+            if len(existing) < len(sub.partitions):
+                log.warning("pylog source: assigned %s do not exist (yet); they are read once they do",
+                            ", ".join(str(tp) for tp in sorted(set(sub.partitions) - existing)))
+            return existing
         if isinstance(sub, Subscribe):
             wanted = [t for t in sub.topics if t in topics]
         else:
@@ -299,16 +325,9 @@ class OffsetReader:
         if isinstance(spec, GlobalTimestamp):
             spec = SpecificTimestamps({tp: spec.timestamp for tp in tps})
         elif isinstance(spec, (SpecificOffsets, SpecificTimestamps)):
-            given = set(spec.offsets if isinstance(spec, SpecificOffsets) else spec.timestamps)
-            if given != set(tps):
-                raise PylogOptionError(
-                    f"If {option} contains specific offsets, you must specify all "
-                    f"TopicPartitions. Use -1 for latest, -2 for earliest. Specified: "
-                    f"{', '.join(map(str, sorted(given)))}; assigned: "
-                    f"{', '.join(map(str, tps))}."
-                )
+            check_specified_partitions(spec, tps, option)
         if isinstance(spec, SpecificOffsets):
-            offsets = dict(spec.offsets)
+            offsets = spec.expand(tps)
             earliest = self.earliest_offsets([tp for tp, o in offsets.items() if o == EARLIEST])
             latest = self.latest_offsets([tp for tp, o in offsets.items() if o == LATEST])
             return {tp: earliest.get(tp, latest.get(tp, o)) for tp, o in offsets.items()}
@@ -325,6 +344,17 @@ class OffsetReader:
             )
         latest = self.latest_offsets(missing)
         return {tp: (offset if offset is not None else latest[tp]) for tp, offset in found.items()}
+
+    def resolve_some(self, spec: OffsetSpec, tps: Iterable[TopicPartition], *, option: str,
+                     is_start: bool) -> dict[TopicPartition, int]:
+        """:meth:`resolve` for some of the partitions a spec covers (a task re-resolving the
+        bounds of its own ranges): explicit specs are narrowed to ``tps`` first."""
+        tps = sorted(set(tps))
+        if isinstance(spec, SpecificOffsets):
+            spec = SpecificOffsets({tp: spec.expand(tps)[tp] for tp in tps})
+        elif isinstance(spec, SpecificTimestamps):
+            spec = SpecificTimestamps({tp: spec.timestamps[tp] for tp in tps})
+        return self.resolve(spec, tps, option=option, is_start=is_start)
 
     def starting_offsets(self, tps: Iterable[TopicPartition], *, streaming: bool) -> dict[TopicPartition, int]:
         """Where a new read starts: the offsets committed with ``startingOffsetsFromOutput``'s
@@ -370,6 +400,30 @@ class OffsetReader:
 
     def close(self) -> None:
         self._admin = None
+
+
+def check_specified_partitions(spec: OffsetSpec, tps: Iterable[TopicPartition], option: str) -> None:
+    """Explicit offsets or timestamps must name exactly the partitions the subscription has now
+    (Spark's ``fetchSpecificOffsets`` assertion); a topic they name that does not exist is
+    said so."""
+    tps = sorted(set(tps))
+    if isinstance(spec, SpecificOffsets):
+        given = set(spec.expand(tps))
+        named_topics = {tp.topic for tp in spec.offsets} | set(spec.topics)
+    else:
+        given = set(spec.timestamps)
+        named_topics = {tp.topic for tp in given}
+    existing_topics = {tp.topic for tp in tps}
+    missing_topics = sorted(named_topics - existing_topics)
+    if given == set(tps) and not missing_topics:
+        return
+    gone = (f" Topic(s) {', '.join(missing_topics)} do not exist or are not subscribed."
+            if missing_topics else "")
+    raise PylogOptionError(
+        f"If {option} contains specific offsets, you must specify all TopicPartitions (and only "
+        f"those of the subscription). Use -1 for latest, -2 for earliest. Specified: "
+        f"{', '.join(map(str, sorted(given))) or '-'}; assigned: {', '.join(map(str, tps)) or '-'}.{gone}"
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -64,7 +64,9 @@ def parse_jaas(text: str, setting: str = "sasl.jaas.config") -> tuple[str, dict[
 def librdkafka_config(config: Mapping[str, str], prefix: str = "kafka.") -> dict[str, str]:
     """``config`` (Kafka client settings, named without ``prefix``) with the Java-only ones
     replaced by librdkafka's: ``sasl.jaas.config`` by the credentials it holds, a PEM
-    ``ssl.truststore.location`` by ``ssl.ca.location``, Java's empty
+    ``ssl.truststore.location`` by ``ssl.ca.location``, a PKCS#12 or PEM key store by
+    librdkafka's key settings, inline PEM text (``ssl.truststore.certificates``,
+    ``ssl.keystore.key``, ``ssl.keystore.certificate.chain``) by ``ssl.*.pem``, Java's empty
     ``ssl.endpoint.identification.algorithm`` by ``none``."""
     out = dict(config)
     jaas = out.pop("sasl.jaas.config", None)
@@ -82,9 +84,35 @@ def librdkafka_config(config: Mapping[str, str], prefix: str = "kafka.") -> dict
         if "ssl.ca.location" in out:
             raise JaasConfigError(f"set {prefix}ssl.ca.location or {prefix}ssl.truststore.location, not both")
         out["ssl.ca.location"] = truststore
+    _keystore(out, prefix)
+    for java, pem in (("ssl.truststore.certificates", "ssl.ca.pem"), ("ssl.keystore.key", "ssl.key.pem"),
+                      ("ssl.keystore.certificate.chain", "ssl.certificate.pem")):
+        if java in out:  # PEM text given inline
+            out[pem] = out.pop(java)
     if out.get("ssl.endpoint.identification.algorithm") == "":
         out["ssl.endpoint.identification.algorithm"] = "none"
     return out
+
+
+def _keystore(out: dict[str, str], prefix: str) -> None:
+    """Java's client key store: a PKCS#12 file is librdkafka's ``ssl.keystore.location`` too, a
+    PEM file (key and certificate chain) its ``ssl.key.location`` + ``ssl.certificate.location``;
+    a JKS store is refused with how to convert it."""
+    store_type = (out.pop("ssl.keystore.type", None) or "").strip().upper()
+    location = out.get("ssl.keystore.location")
+    if location is None:
+        return
+    if store_type == "PEM" or (not store_type and location.lower().endswith(".pem")):
+        out.pop("ssl.keystore.location")
+        out.pop("ssl.keystore.password", None)  # a PEM key's password is ssl.key.password
+        out["ssl.certificate.location"] = location
+        out["ssl.key.location"] = location
+    elif not (store_type == "PKCS12" or (not store_type and location.lower().endswith((".p12", ".pfx")))):
+        raise JaasConfigError(
+            f"{prefix}ssl.keystore.location names a {store_type or 'Java'} key store, which librdkafka cannot "
+            f"read: convert it to PKCS#12 (keytool -importkeystore -deststoretype PKCS12) and set "
+            f"{prefix}ssl.keystore.type=PKCS12, or to PEM files for {prefix}ssl.key.location and "
+            f"{prefix}ssl.certificate.location")
 
 
 def _jaas_credentials(jaas: str, config: Mapping[str, str], prefix: str) -> dict[str, str]:

@@ -44,6 +44,7 @@ __all__ = [
     "SpecificTimestamps",
     "offsets_from_dict",
     "offsets_from_json",
+    "offset_spec_from_json",
     "offsets_to_dict",
     "offsets_to_json",
     "partitions_from_json",
@@ -114,9 +115,18 @@ class LatestOffsets:
 
 @dataclass(frozen=True)
 class SpecificOffsets:
-    """Offset JSON: an offset (or -2/-1 sentinel) per topic-partition."""
+    """Offset JSON: an offset (or -2/-1 sentinel) per topic-partition, and, for topics given a
+    whole-topic ``"earliest"`` / ``"latest"`` (``{"topicA":"earliest","topicB":{"0":23}}``,
+    SPARK-58774), -2/-1 per topic in ``topics``: every partition the topic has when the spec is
+    resolved."""
 
     offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    topics: Mapping[str, int] = field(default_factory=dict)
+
+    def expand(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The per-partition offsets, whole-topic entries expanded over those of ``tps``."""
+        expanded = {tp: self.topics[tp.topic] for tp in tps if tp.topic in self.topics}
+        return {**expanded, **self.offsets}
 
 
 @dataclass(frozen=True)
@@ -203,6 +213,34 @@ def offsets_from_json(text: str, *, example: str = _OFFSETS_EXAMPLE) -> Partitio
     except (TypeError, ValueError):
         raise OffsetJsonError(f"Expected e.g. {example}, got {text}") from None
     return offsets_from_dict(data, source_text=text, example=example)
+
+
+_SPEC_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":"earliest"}'
+
+
+def offset_spec_from_json(text: str) -> SpecificOffsets:
+    """Parse ``startingOffsets`` / ``endingOffsets`` JSON: per topic either ``{"0":23,...}``
+    (-2 earliest, -1 latest) or, for the whole topic, ``"earliest"`` / ``"latest"``."""
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError):
+        data = None
+    if not isinstance(data, dict):
+        raise OffsetJsonError(f"Expected e.g. {_SPEC_EXAMPLE}, got {text}")
+    topics: dict[str, int] = {}
+    per_partition: dict[str, Any] = {}
+    for topic, value in data.items():
+        if isinstance(value, str):
+            position = {"earliest": EARLIEST, "latest": LATEST}.get(value.strip().lower())
+            if position is None:
+                raise OffsetJsonError(
+                    f"Expected e.g. {_SPEC_EXAMPLE}: a topic's value is 'earliest', 'latest' or its "
+                    f"partitions' offsets; got {json.dumps(value)} for topic {topic!r}")
+            topics[topic] = position
+        else:
+            per_partition[topic] = value
+    offsets = offsets_from_dict(per_partition, source_text=text, example=_SPEC_EXAMPLE)
+    return SpecificOffsets(offsets, topics)
 
 
 def partitions_from_json(text: str) -> list[TopicPartition]:

@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Union
 
-from kafka_spark.jaas import JaasConfigError, librdkafka_config
+from kafka_spark.java_properties import CONSUMER, ClientConfig, KafkaConfigError, translate
 from kafka_spark.offsets import (
     EARLIEST,
     LATEST,
@@ -53,9 +53,11 @@ from kafka_spark.offsets import (
     OffsetSpec,
     SpecificOffsets,
     SpecificTimestamps,
+    offset_spec_from_json,
     offsets_from_json,
     partitions_from_json,
 )
+from kafka_spark.option_names import one_of, unknown_options
 from kafka_spark.topic_partition import TopicPartition
 
 __all__ = [
@@ -122,8 +124,8 @@ class SourceOptions:
 
     ``starting`` / ``ending`` are ``None`` when the user set none of the corresponding options;
     the default then depends on the query type (:meth:`starting_for`). ``kafka_params`` are the
-    ``kafka.*`` options with the prefix removed, sorted, as given (confluent-kafka / librdkafka
-    property names).
+    ``kafka.*`` options with the prefix removed, in librdkafka's terms (Java client properties
+    translated by kafka_spark.java_properties), sorted.
     """
 
     subscription: Subscription
@@ -153,6 +155,10 @@ class SourceOptions:
     #: Read path of the executors: "auto", "arrow" (own Fetch client, compiled Arrow decoding)
     #: or "librdkafka" (confluent-kafka consumers); see kafka_spark.partition_reader.resolve_fetcher.
     fetcher: str = "auto"
+    #: librdkafka name -> the kafka.* option (without the prefix) it came from, for messages.
+    kafka_origin: tuple[tuple[str, str], ...] = ()
+    #: kafka.default.api.timeout.ms: the timeout of the driver's metadata and offset calls.
+    default_api_timeout_ms: int | None = None
 
     @property
     def kafka_config(self) -> dict[str, str]:
@@ -174,32 +180,6 @@ class SourceOptions:
         """The end spec of a batch query, defaulting to latest."""
         return self.ending if self.ending is not None else LatestOffsets()
 
-
-# Spark's advice for the Kafka parameters its source rejects (KafkaSourceProvider).
-_REJECTED_KAFKA_PARAMS = {
-    "auto.offset.reset": (
-        "Kafka option 'auto.offset.reset' is not supported. Instead set the source option "
-        "'startingOffsets' to 'earliest' or 'latest' to specify where to start. Structured "
-        "Streaming manages which offsets are consumed internally, rather than relying on the "
-        "kafkaConsumer. This will ensure that no data is missed when new topics/partitions are "
-        "dynamically subscribed. Note that 'startingOffsets' only applies when a new Streaming "
-        "query is started, and that resuming will always pick up from where the query left off."
-    ),
-    "key.deserializer": (
-        "Kafka option 'key.deserializer' is not supported, as keys are always deserialized as "
-        "byte arrays. Use DataFrame operations to explicitly deserialize the keys."
-    ),
-    "value.deserializer": (
-        "Kafka option 'value.deserializer' is not supported, as values are always deserialized as "
-        "byte arrays. Use DataFrame operations to explicitly deserialize the values."
-    ),
-    "enable.auto.commit": (
-        "Kafka option 'enable.auto.commit' is not supported: the source tracks offsets in the "
-        "query's checkpoint. To publish progress to a consumer group for lag monitoring, set "
-        "commitOffsetsToGroup=true together with kafka.group.id."
-    ),
-    "interceptor.classes": "Kafka option 'interceptor.classes' is not supported.",
-}
 
 _KNOWN_OPTIONS = {
     name.lower(): name
@@ -257,7 +237,7 @@ def _non_negative_int(name: str, text: str) -> int:
 def _bool(name: str, text: str) -> bool:
     value = text.strip().lower()
     if value not in ("true", "false"):
-        raise PylogOptionError(f"{name} must be 'true' or 'false', got {text!r}")
+        raise PylogOptionError(one_of(name, text, ["true", "false"]))
     return value == "true"
 
 
@@ -322,16 +302,14 @@ def _subscription(opts: Mapping[str, str]) -> Subscription:
     return Assign(tuple(partitions))
 
 
-def _kafka_params(opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+def _kafka_params(opts: Mapping[str, str]) -> ClientConfig:
+    """The ``kafka.*`` options for the source's consumers: Java client properties translated
+    (kafka_spark.java_properties), Spark's rejected ones refused with its advice."""
     params = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
-    for key, advice in _REJECTED_KAFKA_PARAMS.items():
-        if key in params:
-            raise PylogOptionError(advice)
-    try:  # Spark's Java-only settings (kafka.sasl.jaas.config, ...) in librdkafka's terms
-        params = librdkafka_config(params)
-    except JaasConfigError as error:
+    try:
+        return translate(params, CONSUMER)
+    except KafkaConfigError as error:
         raise PylogOptionError(str(error)) from None
-    return tuple(sorted(params.items()))
 
 
 def _spec(
@@ -356,14 +334,20 @@ def _spec(
             return EarliestOffsets(), offsets_name
         if text.lower() == "latest":
             return LatestOffsets(), offsets_name
-        offsets = _offsets_json(offsets_name, text)
-        for tp, offset in offsets.items():
+        if not text.startswith("{"):
+            raise PylogOptionError(one_of(offsets_name, text, ["earliest", "latest"],
+                                          ' or offset JSON such as {"topicA":{"0":23,"1":-1},"topicB":"earliest"}'))
+        try:
+            spec = offset_spec_from_json(text)
+        except OffsetJsonError as e:
+            raise PylogOptionError(f"{offsets_name}: {e}") from None
+        for tp, offset in spec.offsets.items():
             if offset < EARLIEST:
                 raise PylogOptionError(
                     f"{offsets_name} for {tp} is {offset}; use an offset >= 0, -2 (earliest) or "
                     f"-1 (latest)"
                 )
-        return SpecificOffsets(offsets), offsets_name
+        return spec, offsets_name
     return None, offsets_name
 
 
@@ -373,29 +357,34 @@ def secured_connection(config: Mapping[str, str]) -> bool:
     return protocol != "plaintext" or any(k.startswith(("sasl.", "ssl.")) for k in config)
 
 
-def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
+def parse_source_options(options: Mapping[str, str], *, warn: bool = False) -> SourceOptions:
     """Parse and validate the options of ``spark.read(Stream).format("pylog")``.
 
     ``options`` may be PySpark's case-insensitive dict (lower-cased keys) or any mapping; keys are
-    compared case-insensitively. Raises :class:`PylogOptionError`. Unknown non-``kafka.*`` options
-    are logged as warnings (Spark ignores them; a typo such as ``startingOffset`` would otherwise
-    go unnoticed).
+    compared case-insensitively. Raises :class:`PylogOptionError`. An unknown option close to a
+    known one (``startingOffset``) is a probable typo and raises "did you mean"; other unknown
+    options and ignored ``kafka.*`` properties are logged, once each, when ``warn`` is set (the
+    source sets it where the query is defined, not on every re-parse on executors).
     """
+    from kafka_spark.avro import AVRO_OPTIONS
+    from kafka_spark.java_properties import warn_ignored
+
     opts = {str(k).lower(): str(v) for k, v in options.items()}
-    for key in opts:
-        if not key.startswith("kafka.") and key not in _KNOWN_OPTIONS:
-            log.warning("pylog source: ignoring unknown option %r", key)
+    known = {**_KNOWN_OPTIONS, **{name.lower(): name for name in AVRO_OPTIONS}}
+    unknown_options(opts, known, what="the pylog source", error=PylogOptionError, warn=warn,
+                    ignore=("kafka.", "schemaregistry."))
 
     subscription = _subscription(opts)
-    kafka_params = _kafka_params(opts)
+    client = _kafka_params(opts)
+    if warn:
+        warn_ignored(client, "pylog source")
+    kafka_params = tuple(sorted(client.librdkafka.items()))
     starting, starting_option = _spec(opts, "starting")
     ending, ending_option = _spec(opts, "ending")
 
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
-        raise PylogOptionError(
-            f"startingOffsetsByTimestampStrategy must be 'error' or 'latest', got {strategy!r}"
-        )
+        raise PylogOptionError(one_of("startingOffsetsByTimestampStrategy", strategy, ["error", "latest"]))
 
     def opt_int(name: str) -> int | None:
         return _positive_int(name, opts[name.lower()]) if name.lower() in opts else None
@@ -418,9 +407,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
 
     assignment_strategy = opts.get("assignmentstrategy", "range").strip().lower()
     if assignment_strategy not in ("range", "roundrobin"):
-        raise PylogOptionError(
-            f"assignmentStrategy must be 'range' or 'roundrobin', got {assignment_strategy!r}"
-        )
+        raise PylogOptionError(one_of("assignmentStrategy", assignment_strategy, ["range", "roundrobin"]))
 
     commit_to_group = _bool("commitOffsetsToGroup", opts.get("commitoffsetstogroup", "false"))
     if commit_to_group and "group.id" not in dict(kafka_params):
@@ -431,7 +418,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
 
     fetcher = opts.get("fetcher", "auto").strip().lower()
     if fetcher not in ("auto", "arrow", "librdkafka"):
-        raise PylogOptionError(f"fetcher must be 'auto', 'arrow' or 'librdkafka', got {fetcher!r}")
+        raise PylogOptionError(one_of("fetcher", fetcher, ["auto", "arrow", "librdkafka"]))
     if fetcher == "arrow" and secured_connection(dict(kafka_params)):
         raise PylogOptionError(
             "fetcher=arrow reads over plaintext connections only, and this source sets "
@@ -470,7 +457,16 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         starting_offsets_from_output=from_output.strip() if from_output else None,
         avro_columns=_avro_columns(opts),
         fetcher=fetcher,
+        kafka_origin=tuple(sorted(client.origin.items())),
+        default_api_timeout_ms=_honoured_ms(client, "default.api.timeout.ms"),
     )
+
+
+def _honoured_ms(client: ClientConfig, name: str) -> int | None:
+    """A Java timeout pylog applies itself (kafka.default.api.timeout.ms, ...), in ms."""
+    if name not in client.honoured:
+        return None
+    return _positive_int(f"kafka.{name}", client.honoured[name])
 
 
 def _avro_columns(opts: Mapping[str, str]) -> tuple:
@@ -481,19 +477,21 @@ def _avro_columns(opts: Mapping[str, str]) -> tuple:
     return tuple(columns[role] for role in ("key", "value") if role in columns)
 
 
-def check_batch(options: SourceOptions) -> None:
+def check_batch(options: SourceOptions, *, warn: bool = True) -> None:
     """The batch-only rules (``spark.read``): no latest start, no earliest end (also per
-    partition in JSON); rate-limit options do not apply and are logged as ignored."""
+    partition or topic in JSON); start and end JSON must name the same topic-partitions and
+    no start may lie past its end (Spark's ``checkOffsetLimitValidity``). Rate-limit options do
+    not apply and are logged as ignored when ``warn``."""
     if isinstance(options.starting, LatestOffsets):
         raise PylogOptionError(
             "starting offset can't be latest for batch queries; set startingOffsets to "
             "'earliest' or to per-partition JSON offsets"
         )
     if isinstance(options.starting, SpecificOffsets):
-        for tp, offset in sorted(options.starting.offsets.items()):
+        for where, offset in _json_positions(options.starting):
             if offset == LATEST:
                 raise PylogOptionError(
-                    f"startingOffsets for {tp} can't be latest (-1) for batch queries; use -2 "
+                    f"startingOffsets for {where} can't be latest (-1) for batch queries; use -2 "
                     f"(earliest) or a concrete offset"
                 )
     if isinstance(options.ending, EarliestOffsets):
@@ -502,18 +500,52 @@ def check_batch(options: SourceOptions) -> None:
             "to per-partition JSON offsets"
         )
     if isinstance(options.ending, SpecificOffsets):
-        for tp, offset in sorted(options.ending.offsets.items()):
+        for where, offset in _json_positions(options.ending):
             if offset == EARLIEST:
                 raise PylogOptionError(
-                    f"endingOffsets for {tp} can't be earliest (-2) for batch queries; use -1 "
+                    f"endingOffsets for {where} can't be earliest (-2) for batch queries; use -1 "
                     f"(latest) or a concrete offset"
                 )
+    _check_start_not_after_end(options.starting, options.ending)
     for name, value in (
         ("maxOffsetsPerTrigger", options.max_offsets_per_trigger),
         ("minOffsetsPerTrigger", options.min_offsets_per_trigger),
     ):
-        if value is not None:
+        if value is not None and warn:
             log.warning("%s option ignored in batch queries", name)
+
+
+def _json_positions(spec: SpecificOffsets) -> list[tuple[str, int]]:
+    return [(str(tp), o) for tp, o in sorted(spec.offsets.items())] + [
+        (f"topic {topic}", o) for topic, o in sorted(spec.topics.items())
+    ]
+
+
+def _check_start_not_after_end(start: OffsetSpec | None, end: OffsetSpec | None) -> None:
+    """Spark's checks of explicit start and end positions before anything is read: the same
+    topic-partitions on both sides, and no start offset (timestamp) after its end."""
+    pairs = [(SpecificOffsets, "offsets", "offset"), (SpecificTimestamps, "timestamps", "timestamp")]
+    for kind, attr, word in pairs:
+        if not (isinstance(start, kind) and isinstance(end, kind)):
+            continue
+        starts, ends = getattr(start, attr), getattr(end, attr)
+        start_topics = getattr(start, "topics", {})
+        end_topics = getattr(end, "topics", {})
+        if set(starts) != set(ends) or set(start_topics) != set(end_topics):
+            def names(parts: Mapping[TopicPartition, int], topics: Mapping[str, int]) -> str:
+                return ", ".join([*map(str, sorted(parts)), *(f"{t} (whole topic)" for t in sorted(topics))])
+
+            raise PylogOptionError(
+                "The specified start offset and end offset should have the same topic-partitions. "
+                f"Topic-partitions for start offset: {names(starts, start_topics)}, topic-partitions "
+                f"for end offset: {names(ends, end_topics)}."
+            )
+        for tp in sorted(starts):
+            if starts[tp] > ends[tp] and starts[tp] >= 0 and ends[tp] >= 0:
+                raise PylogOptionError(
+                    f"The specified start {word} {starts[tp]} is greater than the end {word} {ends[tp]} "
+                    f"for topic {tp.topic} partition {tp.partition}."
+                )
 
 
 def check_streaming(options: SourceOptions) -> None:

@@ -21,7 +21,7 @@ comprehensions, with no per-record Python objects besides the client's ``Message
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import logging
 import time
@@ -66,6 +66,8 @@ class KafkaInputPartition(InputPartition):
     poll_timeout_ms: int
     avro: tuple = ()  # kafka_spark.avro.AvroColumn per decoded column (key first)
     fetcher: str = "librdkafka"  # "arrow": kafka_spark.arrow_reader; "librdkafka": confluent-kafka
+    #: Batch reads: the bounds to resolve again when the task runs (kafka_spark.late_binding).
+    late: Any = None
 
     def __repr__(self) -> str:  # the client config is long and may hold credentials
         return f"KafkaInputPartition({', '.join(str(r) for r in self.ranges)})"
@@ -100,8 +102,14 @@ def records_to_batch(
 
 
 def read_partition(partition: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
-    """Yield the records of every range of ``partition`` (see the module docstring)."""
-    for offset_range in partition.ranges:
+    """Yield the records of every range of ``partition`` (see the module docstring); a batch
+    read's moving bounds are resolved first (kafka_spark.late_binding)."""
+    ranges = partition.ranges
+    if partition.late is not None:
+        from kafka_spark.late_binding import current_ranges
+
+        ranges = current_ranges(ranges, partition.late)
+    for offset_range in ranges:
         if offset_range.size <= 0:
             continue
         if partition.fetcher == "arrow":

@@ -1,8 +1,10 @@
 """Options of the ``pylog-files`` sink, parsed and validated once when a query or job starts.
 
 Names are spelled as Spark users expect (``path``, ``checkpointLocation``, ``compression``,
-``partitionBy``, ``failOnDataLoss``) plus ``fileFormat``. Unknown options are errors, and option
-values are never echoed in messages (a secret passed by mistake stays out of logs).
+``partitionBy``, ``failOnDataLoss``) plus ``fileFormat``, case-insensitive. Unknown options are
+errors (naming the known option a typo is close to), and option values are never echoed in
+messages (a secret passed by mistake stays out of logs), except the closed sets of formats and
+codecs.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kafka_spark import sink_formats
+from kafka_spark.option_names import did_you_mean, one_of
 from kafka_spark.sink_fs import FileSinkError
 
 SINK_NAME = "pylog-files"
@@ -46,23 +49,21 @@ class FileSinkOptions:
             if key not in _KNOWN_OPTIONS:
                 # The value is not echoed: it may be a secret passed by mistake.
                 raise FileSinkOptionError(
-                    f"unknown option {key!r} for format {SINK_NAME!r}; known options: "
+                    f"unknown option {key!r} for format {SINK_NAME!r}."
+                    f"{did_you_mean(key, _KNOWN_OPTIONS.values())} Known options: "
                     + ", ".join(sorted(_KNOWN_OPTIONS.values()))
                 )
         file_format = lowered.get("fileformat", "parquet").lower()
         if file_format not in sink_formats.FORMATS:
-            raise FileSinkOptionError(
-                f"option 'fileFormat'={file_format!r} is not one of {', '.join(sink_formats.FORMATS)}"
-            )
+            raise FileSinkOptionError(one_of("option 'fileFormat'", file_format, list(sink_formats.FORMATS)))
         compression = lowered.get("compression", sink_formats.DEFAULT_COMPRESSION[file_format]).lower()
         if compression not in sink_formats.COMPRESSION[file_format]:
-            raise FileSinkOptionError(
-                f"option 'compression'={compression!r} is not valid for fileFormat={file_format}; "
-                f"use one of {', '.join(sink_formats.COMPRESSION[file_format])}"
-            )
+            raise FileSinkOptionError(one_of("option 'compression'", compression,
+                                             list(sink_formats.COMPRESSION[file_format]),
+                                             f" for fileFormat={file_format}"))
         fail_on_data_loss = lowered.get("failondataloss", "true").lower()
         if fail_on_data_loss not in ("true", "false"):
-            raise FileSinkOptionError(f"option 'failOnDataLoss' must be true or false, got {fail_on_data_loss!r}")
+            raise FileSinkOptionError(one_of("option 'failOnDataLoss'", fail_on_data_loss, ["true", "false"]))
         checkpoint = lowered.get("checkpointlocation")
         if streaming and not checkpoint:
             raise FileSinkOptionError(

@@ -22,7 +22,7 @@ from pyspark.sql.types import (
 )
 
 from kafka_spark.batch_reader import PylogBatchReader
-from kafka_spark.client import resolve_bootstrap_servers
+from kafka_spark.client import check_client_configs, resolve_bootstrap_servers
 from kafka_spark.options import (
     PylogOptionError,
     SourceOptions,
@@ -64,11 +64,15 @@ class PylogDataSource(DataSource):
     def name(cls) -> str:
         return "pylog"
 
-    def _source_options(self) -> SourceOptions:
-        return parse_source_options(self.options)
+    def _source_options(self, *, warn: bool = False) -> SourceOptions:
+        return parse_source_options(self.options, warn=warn)
 
     def schema(self) -> StructType:
-        options = self._source_options()
+        """Called once where ``load()`` defines the DataFrame: every check that does not depend on
+        batch or streaming runs here (PySpark does not say which one ``load()`` is), and ignored
+        options are logged, once."""
+        options = self._source_options(warn=True)
+        check_client_configs(options)
         resolve_bootstrap_servers(options)
         return source_schema(options.include_headers, options.avro_columns)
 

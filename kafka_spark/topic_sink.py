@@ -61,27 +61,31 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType, TimestampType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from kafka_spark.bootstrap import resolve_bootstrap_servers
+from kafka_spark.java_properties import ROUND_ROBIN
 
 log = logging.getLogger("kafka_spark")
 
 EXACTLY_ONCE = "exactly-once"
+#: Java's max.block.ms default: the longest a task waits for queue room or a transaction call.
+DEFAULT_MAX_BLOCK_MS = 60_000
 AT_LEAST_ONCE = "at-least-once"
 
 _SINK_OPTIONS = {
-    "topic", "deliveryguarantee", "markertopic", "transactionalidprefix", "transactiontimeoutms",
-    "includeheaders", "path", "checkpointlocation",
-    # Avro (kafka_spark.avro): the value / key column is a struct encoded with the schema
-    "valueformat", "keyformat", "avroschema", "keyavroschema", "avrowireformat", "keyavrowireformat",
-    "schemaregistryurl", "avromode",
-}
-_REJECTED_KAFKA = {
-    "key.serializer": "the sink writes the key column's bytes as they are",
-    "value.serializer": "the sink writes the value column's bytes as they are",
-    "transactional.id": "exactly-once mode derives one per query and task; use transactionalIdPrefix",
-    "enable.idempotence": "the sink always uses an idempotent producer",
+    name.lower(): name for name in (
+        "topic", "deliveryGuarantee", "markerTopic", "transactionalIdPrefix", "transactionTimeoutMs",
+        "includeHeaders", "path", "checkpointLocation", "queryId", "batchId",
+    )
 }
 _HEADER_TYPE = ArrayType(StructType().add("key", StringType()).add("value", BinaryType()))
 
@@ -100,6 +104,16 @@ class TopicSinkOptions:
     transaction_timeout_ms: int
     kafka: tuple[tuple[str, str], ...]
     avro: tuple = ()  # kafka_spark.avro.AvroColumn per encoded column
+    #: kafka.max.block.ms: how long a task waits for room in the queue and for transaction calls.
+    max_block_ms: int = DEFAULT_MAX_BLOCK_MS
+    #: kafka.partitioner.class=...RoundRobinPartitioner: keyless rows dealt to partitions in turn.
+    round_robin: bool = False
+    #: The input's ``timestamp`` column is a timestamp: it becomes each record's CreateTime.
+    use_timestamp: bool = True
+    #: queryId / batchId options (kafka_spark.update_mode): a batch write that is batch
+    #: ``batch_id`` of streaming query ``query_id``, exactly once however often it is replayed.
+    query_id: str | None = None
+    batch_id: int | None = None
 
     def avro_column(self, role: str) -> Any:
         return next((column for column in self.avro if column.role == role), None)
@@ -114,60 +128,120 @@ class TopicSinkOptions:
         config.update(dict(self.kafka))
         return config
 
+    def transactional_config(self, transactional_id: str) -> dict[str, Any]:
+        """The producer config of one exactly-once task."""
+        return {**self.producer_config(), "transactional.id": transactional_id,
+                "transaction.timeout.ms": self.transaction_timeout_ms}
 
-def parse_sink_options(options: Mapping[str, str], schema: StructType) -> TopicSinkOptions:
-    """Validate options and the input schema; raise TopicSinkError naming what is wrong."""
+
+def parse_sink_options(options: Mapping[str, str], schema: StructType, *, define: bool = True) -> TopicSinkOptions:
+    """Validate options and the input schema; raise TopicSinkError naming what is wrong.
+
+    Unknown options are ignored as Spark's Kafka sink ignores them (one warning each), unless one
+    is close to a known option: a probable typo, refused with "did you mean". ``kafka.*`` options
+    are Java producer properties or librdkafka's (kafka_spark.java_properties). Where the write is
+    defined (``define``), ignored settings are logged and the producer is created once, without
+    connecting, so a refused setting fails the query now, naming the option.
+    """
+    warn = define
+    from kafka_spark.avro import AVRO_OPTIONS, parse_avro_options
+    from kafka_spark.java_properties import PRODUCER, KafkaConfigError, translate, warn_ignored
+    from kafka_spark.option_names import one_of, unknown_options
+
     lowered = {key.lower(): (key, value) for key, value in options.items()}
-    kafka: dict[str, str] = {}
-    for low, (key, value) in lowered.items():
-        if low.startswith("kafka."):
-            name = key[len("kafka."):]
-            if name in _REJECTED_KAFKA:
-                raise TopicSinkError(f"option kafka.{name} is not supported: {_REJECTED_KAFKA[name]}")
-            if name != "bootstrap.servers":
-                kafka[name] = value
-        elif low not in _SINK_OPTIONS and not low.startswith("schemaregistry."):
-            raise TopicSinkError(
-                f"unknown option {key!r} for the pylog topic sink; known options: topic, deliveryGuarantee, "
-                "markerTopic, transactionalIdPrefix, transactionTimeoutMs, kafka.* (producer settings)"
-            )
-    delivery = lowered.get("deliveryguarantee", ("", EXACTLY_ONCE))[1].strip().lower()
-    if delivery not in (EXACTLY_ONCE, AT_LEAST_ONCE):
-        raise TopicSinkError(f"deliveryGuarantee must be {EXACTLY_ONCE!r} or {AT_LEAST_ONCE!r}, got {delivery!r}")
-    timeout_text = lowered.get("transactiontimeoutms", ("", "600000"))[1]
+    known = {**_SINK_OPTIONS, **{name.lower(): name for name in AVRO_OPTIONS}}
+    unknown_options([key for key, _ in lowered.values()], known, what="the pylog topic sink", error=TopicSinkError,
+                    warn=warn, ignore=("kafka.", "schemaregistry."))
+    java = {low[len("kafka."):]: value for low, (_, value) in lowered.items()
+            if low.startswith("kafka.") and low != "kafka.bootstrap.servers"}
     try:
-        timeout_ms = int(timeout_text)
-    except ValueError:
-        raise TopicSinkError(f"transactionTimeoutMs must be a number of milliseconds, got {timeout_text!r}") from None
+        client = translate(java, PRODUCER)
+    except KafkaConfigError as error:
+        raise TopicSinkError(str(error)) from None
+    if warn:
+        warn_ignored(client, "pylog topic sink")
+
+    def value(name: str, default: str | None = None) -> str | None:
+        return lowered.get(name.lower(), ("", default))[1]
+
+    delivery = value("deliveryGuarantee", EXACTLY_ONCE).strip().lower()
+    if delivery not in (EXACTLY_ONCE, AT_LEAST_ONCE):
+        raise TopicSinkError(one_of("deliveryGuarantee", delivery, [EXACTLY_ONCE, AT_LEAST_ONCE]))
+    timeout_ms = _ms("transactionTimeoutMs", value("transactionTimeoutMs", client.honoured.get(
+        "transaction.timeout.ms", "600000")))
     if not 1000 <= timeout_ms <= 900_000:
         raise TopicSinkError("transactionTimeoutMs must be between 1000 and 900000 (the broker's maximum)")
-    topic = lowered.get("topic", ("", None))[1]
-    from kafka_spark.avro import parse_avro_options
-
-    avro = parse_avro_options({low: value for low, (_, value) in lowered.items()})
-    validate_schema(schema, topic, avro_roles=set(avro))
-    bootstrap = resolve_bootstrap_servers(lowered.get("kafka.bootstrap.servers", ("", None))[1])
-    from kafka_spark.jaas import JaasConfigError, librdkafka_config
-
-    try:  # Spark's Java-only settings (kafka.sasl.jaas.config, ...) in librdkafka's terms
-        kafka = librdkafka_config(kafka)
-    except JaasConfigError as error:
-        raise TopicSinkError(str(error)) from None
-    return TopicSinkOptions(
-        bootstrap_servers=bootstrap,
+    idempotence = client.honoured.get("enable.idempotence", "true").strip().lower()
+    if idempotence not in ("true", "false"):
+        raise TopicSinkError(one_of("kafka.enable.idempotence", idempotence, ["true", "false"]))
+    if idempotence == "false":
+        if delivery == EXACTLY_ONCE:
+            raise TopicSinkError("kafka.enable.idempotence=false cannot be exactly once (transactions need an "
+                                 "idempotent producer): remove it, or set deliveryGuarantee=at-least-once")
+        client.librdkafka["enable.idempotence"] = "false"
+    topic = value("topic")
+    avro = parse_avro_options({low: v for low, (_, v) in lowered.items()})
+    use_timestamp = validate_schema(schema, topic, avro_roles=set(avro), warn=warn)
+    query_id, batch_id = value("queryId"), value("batchId")
+    if (query_id is None) != (batch_id is None):
+        raise TopicSinkError("set queryId and batchId together (kafka_spark.topic_writer sets both)")
+    sink = TopicSinkOptions(
+        bootstrap_servers=resolve_bootstrap_servers(value("kafka.bootstrap.servers")),
         topic=topic,
         delivery=delivery,
-        marker_topic=lowered.get("markertopic", ("", "pylog-sink-markers"))[1],
-        transactional_id_prefix=lowered.get("transactionalidprefix", ("", "pylog-sink"))[1],
+        marker_topic=value("markerTopic", "pylog-sink-markers"),
+        transactional_id_prefix=value("transactionalIdPrefix", "pylog-sink"),
         transaction_timeout_ms=timeout_ms,
-        kafka=tuple(sorted(kafka.items())),
+        kafka=tuple(sorted(client.librdkafka.items())),
         avro=tuple(avro[role] for role in ("key", "value") if role in avro),
+        max_block_ms=_ms("kafka.max.block.ms", client.honoured.get("max.block.ms", str(DEFAULT_MAX_BLOCK_MS))),
+        round_robin=client.honoured.get("partitioner.class") == ROUND_ROBIN,
+        use_timestamp=use_timestamp,
+        query_id=query_id,
+        batch_id=_batch_id(batch_id),
     )
+    if define:
+        _check_producer(sink, client.origin)
+    return sink
 
 
-def validate_schema(schema: StructType, topic_option: str | None, avro_roles: set[str] = frozenset()) -> None:
-    """Spark's KafkaWriter.validateQuery, plus the timestamp column; an Avro-encoded key or value
-    (keyFormat/valueFormat=avro) is a struct column."""
+def _ms(name: str, text: str) -> int:
+    try:
+        ms = int(str(text).strip())
+    except ValueError:
+        raise TopicSinkError(f"{name} must be a number of milliseconds, got {text!r}") from None
+    if ms < 0:
+        raise TopicSinkError(f"{name} must be >= 0, got {ms}")
+    return ms
+
+
+def _batch_id(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise TopicSinkError(f"batchId must be a micro-batch id (an integer), got {text!r}") from None
+
+
+def _check_producer(options: TopicSinkOptions, origin: Mapping[str, str]) -> None:
+    from kafka_spark.java_properties import KafkaConfigError, check_client_config
+
+    config = (options.transactional_config("pylog-config-check") if options.delivery == EXACTLY_ONCE
+              else options.producer_config())
+    origin = {**origin, "transaction.timeout.ms": "transaction.timeout.ms (or the transactionTimeoutMs option)"}
+    try:
+        check_client_config(config, "producer", origin, "pylog topic sink")
+    except KafkaConfigError as error:
+        raise TopicSinkError(str(error)) from None
+
+
+def validate_schema(schema: StructType, topic_option: str | None, avro_roles: set[str] = frozenset(),
+                    warn: bool = False) -> bool:
+    """Spark's KafkaWriter.validateQuery; an Avro-encoded key or value (keyFormat/valueFormat=avro)
+    is a struct column. Returns whether the rows' ``timestamp`` column is a timestamp, which pylog
+    (unlike Spark, which ignores the column) writes as each record's CreateTime; a ``timestamp``
+    column of another type is ignored, as Spark ignores it, with a warning when ``warn``."""
     fields = {field.name.lower(): field for field in schema.fields}
     allowed = {
         "value": (StringType(), BinaryType()),
@@ -175,7 +249,6 @@ def validate_schema(schema: StructType, topic_option: str | None, avro_roles: se
         "topic": (StringType(),),
         "partition": (IntegerType(),),
         "headers": (_HEADER_TYPE,),
-        "timestamp": (TimestampType(),),
     }
     if "value" not in fields:
         raise TopicSinkError(
@@ -198,6 +271,18 @@ def validate_schema(schema: StructType, topic_option: str | None, avro_roles: se
             raise TopicSinkError(
                 f"column '{field.name}' has type {field.dataType.simpleString()}, the pylog topic sink needs {wanted}"
             )
+    stamp = fields.get("timestamp")
+    if stamp is None:
+        return False
+    if isinstance(stamp.dataType, (TimestampType, TimestampNTZType)):
+        return True
+    if warn:
+        from kafka_spark.option_names import warn_once
+
+        warn_once(f"pylog topic sink: column '{stamp.name}' has type {stamp.dataType.simpleString()}, not a "
+                  "timestamp: ignored (as Spark's Kafka sink ignores it); records get the time they are produced. "
+                  "Cast it to timestamp to set their CreateTime.")
+    return False
 
 
 def _same_type(actual: Any, expected: Any) -> bool:
@@ -280,7 +365,7 @@ def _records(options: TopicSinkOptions, batches: Iterator[Any]) -> Iterator[tupl
         topics = [options.topic] * count if options.topic is not None else column("topic")
         partitions = column("partition")
         headers = column("headers")
-        timestamps = column("timestamp")
+        timestamps = column("timestamp") if options.use_timestamp else [None] * count
         for row in range(count):
             topic = topics[row]
             if topic is None:
@@ -312,25 +397,43 @@ def _avro_or_column(options: TopicSinkOptions, role: str, batch: Any, names: dic
     return encoder.encode(batch.column(names[role]))
 
 
-def _produce_all(producer: Any, rows: Iterator[tuple[str, Any, Any, int | None, Any, int]], errors: list[Any]) -> int:
+class QueueFull(RuntimeError):
+    """The producer's queue stayed full for longer than ``kafka.max.block.ms``."""
+
+
+def _produce_all(producer: Any, rows: Iterator[tuple[str, Any, Any, int | None, Any, int]], errors: list[Any],
+                 options: TopicSinkOptions) -> int:
     def on_delivery(error: Any, _message: Any) -> None:
         if error is not None:
             errors.append(error)
 
+    deal = _RoundRobin(producer, options.max_block_ms) if options.round_robin else None
     count = 0
     for topic, key, value, partition, headers, timestamp in rows:
         kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
+        if partition is None and deal is not None:
+            partition = deal.next(topic)
         if partition is not None:
             kwargs["partition"] = partition
         if headers:
             kwargs["headers"] = headers
         if timestamp:
             kwargs["timestamp"] = timestamp
+        blocked_since = None
         while True:
             try:
                 producer.produce(topic, **kwargs)
                 break
             except BufferError:
+                # Java's send() blocks up to max.block.ms for room in buffer.memory, then fails.
+                now = time.monotonic()
+                blocked_since = blocked_since or now
+                if (now - blocked_since) * 1000 > options.max_block_ms:
+                    raise QueueFull(
+                        f"pylog topic sink: the producer's queue stayed full for kafka.max.block.ms="
+                        f"{options.max_block_ms} ms while writing to {topic}: the cluster takes records slower "
+                        "than the task produces them. Raise kafka.buffer.memory or kafka.max.block.ms, or check "
+                        "the cluster") from None
                 producer.poll(0.05)
         count += 1
         if count % 10_000 == 0:
@@ -338,11 +441,33 @@ def _produce_all(producer: Any, rows: Iterator[tuple[str, Any, Any, int | None, 
     return count
 
 
+class _RoundRobin:
+    """Kafka's RoundRobinPartitioner: rows without a partition dealt to a topic's partitions in
+    turn, keys ignored (per task; Java's counter is per producer)."""
+
+    def __init__(self, producer: Any, timeout_ms: int) -> None:
+        self.producer = producer
+        self.timeout_s = max(timeout_ms / 1000.0, 1.0)
+        self.counters: dict[str, list[int]] = {}
+
+    def next(self, topic: str) -> int:
+        state = self.counters.get(topic)
+        if state is None:
+            metadata = self.producer.list_topics(topic, timeout=self.timeout_s)
+            partitions = len(metadata.topics[topic].partitions)
+            if partitions == 0:
+                raise TopicSinkError(f"topic {topic!r} has no partitions to deal rows to (does it exist?)")
+            state = self.counters[topic] = [0, partitions]
+        partition = state[0] % state[1]
+        state[0] += 1
+        return partition
+
+
 def write_at_least_once(options: TopicSinkOptions, batches: Iterator[Any]) -> TopicSinkCommitMessage:
     _, _, partition_id, _ = _task_ids()
     producer, _ = _PRODUCERS.get(options.producer_config())
     errors: list[Any] = []
-    count = _produce_all(producer, _records(options, batches), errors)
+    count = _produce_all(producer, _records(options, batches), errors, options)
     remaining = producer.flush(options.transaction_timeout_ms / 1000)
     if errors or remaining:
         raise RuntimeError(f"pylog topic sink: {len(errors) + remaining} of {count} records not delivered: {errors[:3]}")
@@ -364,10 +489,9 @@ def write_exactly_once(options: TopicSinkOptions, batches: Iterator[Any], write_
 
     _, _, partition_id, _ = _task_ids()
     transactional_id = f"{options.transactional_id_prefix}-{write_id}-p{partition_id}"
-    config = options.producer_config()
-    config.update({"transactional.id": transactional_id, "transaction.timeout.ms": options.transaction_timeout_ms})
-    producer = Producer(config)
-    producer.init_transactions(60)  # fences older holders, aborts what they left open
+    producer = Producer(options.transactional_config(transactional_id))
+    block_s = options.max_block_ms / 1000.0  # Java bounds the transaction calls by max.block.ms
+    producer.init_transactions(block_s)  # fences older holders, aborts what they left open
     index = Consumer({"bootstrap.servers": options.bootstrap_servers, "group.id": transactional_id,
                       "enable.auto.commit": False, "isolation.level": "read_committed",
                       **dict(_security(options))})
@@ -383,19 +507,19 @@ def write_exactly_once(options: TopicSinkOptions, batches: Iterator[Any], write_
         index.close()
     producer.begin_transaction()
     errors: list[Any] = []
-    count = _produce_all(producer, _records(options, batches), errors)
+    count = _produce_all(producer, _records(options, batches), errors, options)
     marker = _MarkerDelivery()
     payload = json.dumps({"queryId": write_id, "batchId": batch_id, "partitionId": partition_id, "rows": count})
     producer.produce(options.marker_topic, key=f"{write_id}/{partition_id}".encode(), value=payload.encode(),
                      partition=0, on_delivery=marker)
     producer.flush(options.transaction_timeout_ms / 1000)
     if errors or marker.offset is None:
-        producer.abort_transaction(60)
+        producer.abort_transaction(block_s)
         raise RuntimeError(f"pylog topic sink: {len(errors)} of {count} records failed in {transactional_id}: "
                            f"{(errors or [marker.error])[:3]}")
     offsets = [TopicPartition(options.marker_topic, 0, marker.offset + 1, metadata=json.dumps({"batchId": batch_id}))]
-    producer.send_offsets_to_transaction(offsets, group_metadata, 60)
-    producer.commit_transaction(60)
+    producer.send_offsets_to_transaction(offsets, group_metadata, block_s)
+    producer.commit_transaction(block_s)
     return TopicSinkCommitMessage(partition_id, count, skipped=False)
 
 
@@ -491,8 +615,10 @@ def ensure_marker_topic(options: TopicSinkOptions) -> None:
 
 
 class TopicStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, options: TopicSinkOptions) -> None:
+    def __init__(self, options: TopicSinkOptions, define: bool = True) -> None:
         self.options = options
+        if not define:
+            return
         if options.delivery == EXACTLY_ONCE:
             ensure_marker_topic(options)
         else:
@@ -521,7 +647,10 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
 class TopicBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: TopicSinkOptions) -> None:
         self.options = options
-        self.write_id = f"batch-{uuid.uuid4()}"  # one per job, shared by every task attempt
+        # One write id per job, shared by every task attempt; a micro-batch written through
+        # foreachBatch (kafka_spark.update_mode) is its query's batch, skipped when replayed.
+        self.write_id = options.query_id or f"batch-{uuid.uuid4()}"
+        self.batch_id = options.batch_id if options.batch_id is not None else 0
         if options.delivery == EXACTLY_ONCE:
             ensure_marker_topic(options)
         else:
@@ -530,7 +659,7 @@ class TopicBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[Any]) -> TopicSinkCommitMessage:
         if self.options.delivery == AT_LEAST_ONCE:
             return write_at_least_once(self.options, iterator)
-        return write_exactly_once(self.options, iterator, self.write_id, 0)
+        return write_exactly_once(self.options, iterator, self.write_id, self.batch_id)
 
     def commit(self, messages: list[Any]) -> None:
         log.info("pylog topic sink: batch write %s committed (%d rows)", self.write_id,
@@ -541,7 +670,21 @@ class TopicBatchWriter(DataSourceArrowWriter):
 
 
 def stream_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> TopicStreamWriter:
-    return TopicStreamWriter(parse_sink_options(options, schema))
+    """The streaming writer. PySpark creates it again for every micro-batch: to plan the batch's
+    write (where it is checked, and its warnings logged once per process) and to commit it, in
+    its streaming sink runner, where only ``commit`` / ``abort`` run and nothing is checked."""
+    define = not _in_commit_runner()
+    return TopicStreamWriter(parse_sink_options(options, schema, define=define), define=define)
+
+
+def _in_commit_runner() -> bool:
+    # The runner module is loaded only in the Python workers PySpark starts to commit a streaming
+    # write (pyspark/sql/worker/python_streaming_sink_runner.py).
+    import sys
+
+    runner = "pyspark.sql.worker.python_streaming_sink_runner"
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return runner in sys.modules or getattr(main_spec, "name", None) == runner
 
 
 def batch_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> TopicBatchWriter:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import time
 
 import fastavro
@@ -50,6 +51,16 @@ def test_unknown_option_fails_naming_it_without_its_value(spark, tmp_path):
         (sample(spark).write.format("pylog-files").option("kafka.sasl.password", "hunter2")
          .mode("append").save(str(tmp_path / "out")))
     assert "hunter2" not in str(info.value)
+
+
+def test_a_mistyped_option_or_value_names_what_was_meant(spark, tmp_path):
+    with pytest.raises(Exception, match=re.escape("unknown option 'checkpointlocaton' for format 'pylog-files'. "
+                                                  "Did you mean checkpointLocation?")):
+        (sample(spark).write.format("pylog-files").option("checkpointLocaton", str(tmp_path / "c"))
+         .mode("append").save(str(tmp_path / "out")))
+    with pytest.raises(Exception, match=re.escape("option 'fileFormat' must be 'parquet', 'avro' or 'json', got "
+                                                  "'parket'. Did you mean 'parquet'?")):
+        sample(spark).write.format("pylog-files").option("fileFormat", "parket").mode("append").save(str(tmp_path / "o"))
 
 
 def test_unwritable_path_fails_naming_it(spark, tmp_path):

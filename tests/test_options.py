@@ -173,10 +173,48 @@ def test_pylog_options_parse():
     assert o.starting_offsets_from_output == "/data/out"
 
 
-def test_unknown_option_is_logged_as_a_probable_typo(caplog):
+@pytest.mark.parametrize("typo,meant", [
+    ("startingOffset", "startingOffsets"), ("maxOffsetPerTrigger", "maxOffsetsPerTrigger"),
+    ("FAILONDATALOS", "failOnDataLoss"), ("includeHeader", "includeHeaders"), ("subscribes", "subscribe"),
+])
+def test_unknown_option_close_to_a_known_one_fails_with_did_you_mean(typo, meant):
+    with pytest.raises(PylogOptionError, match=f"unknown option '{typo.lower()}' for the pylog source: did "
+                                              f"you mean {meant}\?"):
+        parse_source_options(lowered({**BASE, "subscribe": "a", typo: "x"}))
+
+
+def test_unknown_option_far_from_any_is_ignored_with_one_warning_where_defined(caplog, monkeypatch):
+    from kafka_spark import option_names
+
+    monkeypatch.setattr(option_names, "_warned", set())
     with caplog.at_level(logging.WARNING, logger="kafka_spark"):
-        parse(subscribe="a", startingOffset="earliest")
-    assert "ignoring unknown option 'startingoffset'" in caplog.text
+        parse_source_options({**BASE, "subscribe": "a", "queryLabel": "nightly"}, warn=True)
+        parse_source_options({**BASE, "subscribe": "a", "queryLabel": "nightly"})  # executors: silent
+    warnings = [r.getMessage() for r in caplog.records if "querylabel" in r.getMessage().lower()]
+    assert warnings == ["the pylog source: ignoring unknown option 'querylabel' (not one of its options; Spark "
+                        "ignores it too)"]
+
+
+def test_avro_and_schema_registry_options_are_known(caplog):
+    with caplog.at_level(logging.WARNING, logger="kafka_spark"):
+        parse_source_options({**BASE, "subscribe": "a", "valueFormat": "binary", "avroMode": "PERMISSIVE",
+                              "schemaRegistry.basic.auth.user.info": "u:p"}, warn=True)
+    assert "unknown option" not in caplog.text
+
+
+@pytest.mark.parametrize("options,valid", [
+    ({"startingOffsets": "earlist"}, ["'earliest' or 'latest'", "offset JSON", "Did you mean 'earliest'"]),
+    ({"endingOffsets": "lastest"}, ["'earliest' or 'latest'", "Did you mean 'latest'"]),
+    ({"failOnDataLoss": "ture"}, ["'true' or 'false'", "Did you mean 'true'"]),
+    ({"assignmentStrategy": "round-robin"}, ["'range' or 'roundrobin'", "Did you mean 'roundrobin'"]),
+    ({"fetcher": "arow"}, ["'auto', 'arrow' or 'librdkafka'", "Did you mean 'arrow'"]),
+    ({"startingOffsetsByTimestampStrategy": "lates"}, ["'error' or 'latest'"]),
+])
+def test_an_invalid_value_lists_the_valid_ones(options, valid):
+    with pytest.raises(PylogOptionError) as error:
+        parse(subscribe="a", **options)
+    for text in valid:
+        assert text in str(error.value)
 
 
 @pytest.mark.parametrize(
@@ -248,3 +286,36 @@ def test_fetcher_auto_reads_secured_clusters_through_confluent_kafka(kafka, expe
     config = consumer_config(opts, "h:9092", "g")
     (task,) = plan_for_options([OffsetRange(TP("a", 0), 0, 5)], opts, config)
     assert task.fetcher == expected
+
+
+def test_topic_level_offsets_json_parses_whole_topics_beside_partitions():
+    o = parse(subscribe="a,b", startingOffsets='{"a":"earliest","b":{"0":23,"1":-2}}',
+              endingOffsets='{"a":"LATEST","b":{"0":30,"1":-1}}')
+    assert o.starting == SpecificOffsets({TP("b", 0): 23, TP("b", 1): -2}, {"a": -2})
+    assert o.ending == SpecificOffsets({TP("b", 0): 30, TP("b", 1): -1}, {"a": -1})
+    assert o.starting.expand([TP("a", 0), TP("a", 1), TP("b", 0)]) == {TP("a", 0): -2, TP("a", 1): -2,
+                                                                        TP("b", 0): 23, TP("b", 1): -2}
+    check_batch(o)
+    with pytest.raises(PylogOptionError, match="a topic's value is 'earliest', 'latest' or its partitions' offsets"):
+        parse(subscribe="a", startingOffsets='{"a":"first"}')
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"startingOffsets": '{"a":"latest"}'}, "startingOffsets for topic a can't be latest \\(-1\\)"),
+    ({"endingOffsets": '{"a":"earliest"}'}, "endingOffsets for topic a can't be earliest \\(-2\\)"),
+    ({"startingOffsets": '{"a":{"0":1,"1":1}}', "endingOffsets": '{"a":{"0":5}}'},
+     "The specified start offset and end offset should have the same topic-partitions. Topic-partitions for start "
+     "offset: a-0, a-1, topic-partitions for end offset: a-0."),
+    ({"startingOffsets": '{"a":{"0":7}}', "endingOffsets": '{"a":{"0":5}}'},
+     "The specified start offset 7 is greater than the end offset 5 for topic a partition 0."),
+    ({"startingOffsetsByTimestamp": '{"a":{"0":2000}}', "endingOffsetsByTimestamp": '{"a":{"0":1000}}'},
+     "The specified start timestamp 2000 is greater than the end timestamp 1000 for topic a partition 0."),
+])
+def test_batch_checks_explicit_positions_before_reading(options, message):
+    with pytest.raises(PylogOptionError, match=message):
+        check_batch(parse(subscribe="a", **options))
+
+
+def test_batch_allows_sentinels_on_either_side_of_explicit_positions():
+    check_batch(parse(subscribe="a", startingOffsets='{"a":{"0":7}}', endingOffsets='{"a":{"0":-1}}'))
+    check_batch(parse(subscribe="a", startingOffsets='{"a":{"0":-2}}', endingOffsets='{"a":{"0":3}}'))

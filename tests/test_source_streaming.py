@@ -277,3 +277,25 @@ def test_commit_offsets_to_group_publishes_progress_for_lag_monitors(spark, kafk
     finally:
         consumer.close()
     assert committed[0].offset in (4, 5)
+
+
+@pytest.mark.parametrize("option,value,message", [
+    ("startingOffsets", "earlist", "startingOffsets must be 'earliest' or 'latest' or offset JSON"),
+    ("startingOffset", "earliest", "did you mean startingOffsets\\?"),
+    ("kafka.fetch.min.bytes", "lots", "kafka.fetch.min.bytes refused by the Kafka client"),
+    ("kafka.auto.offset.reset", "earliest", "Kafka option 'auto.offset.reset' is not supported"),
+])
+def test_option_errors_fail_at_load_before_the_query_starts(spark, option, value, message):
+    reader = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", "127.0.0.1:1")
+              .option("subscribe", "t").option(option, value))
+    with pytest.raises(Exception, match=message):
+        reader.load()
+
+
+def test_streaming_only_rules_fail_at_start_as_pyspark_tells_the_source_no_sooner(spark, tmp_path):
+    df = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", "127.0.0.1:1")
+          .option("subscribe", "t").option("endingOffsets", "latest").load())  # batch or stream? not known yet
+    query = (df.writeStream.format("memory").queryName("ending_offsets_in_a_stream")
+             .option("checkpointLocation", str(tmp_path / "c")).start())
+    with pytest.raises(Exception, match="ending offset not valid in streaming queries"):
+        query.awaitTermination(120)

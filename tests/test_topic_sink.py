@@ -126,3 +126,31 @@ def test_marker_lookup_waits_while_the_group_coordinator_loads(pylog_broker, pyl
     finally:
         consumer.close()
     assert committed.offset < 0 and next(answers, None) is None
+
+
+
+def test_a_timestamp_column_that_is_not_a_timestamp_is_ignored_as_spark_does(spark, pylog_broker, pylog_topic):
+    out = pylog_topic()
+    before = int(time.time() * 1000)
+    df = spark.createDataFrame([(f"v{i}", f"2020-01-0{i + 1}") for i in range(3)], "value string, timestamp string")
+    (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+       .option("topic", out).mode("append").save())
+    rows = read_topic(pylog_broker.bootstrap_servers, out, 1)
+    assert sorted(r[1] for r in rows) == [b"v0", b"v1", b"v2"]
+    assert all(r[3] >= before for r in rows), "CreateTime is when the record was produced, not the string column"
+
+
+def test_unknown_sink_options_are_ignored_unless_close_to_a_known_one(spark, pylog_broker, pylog_topic):
+    out = pylog_topic()
+    df = spark.createDataFrame([("x",)], "value string")
+    (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+       .option("topic", out).option("queryLabel", "nightly").mode("append").save())
+    assert [r[1] for r in read_topic(pylog_broker.bootstrap_servers, out, 1)] == [b"x"]
+    with pytest.raises(PySparkException, match="unknown option 'deliveryguarante' for the pylog topic sink: did you "
+                                               "mean deliveryGuarantee\\?"):
+        (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+           .option("topic", out).option("deliveryGuarante", "at-least-once").mode("append").save())
+    with pytest.raises(PySparkException, match="deliveryGuarantee must be 'exactly-once' or 'at-least-once', got "
+                                               "'exactly_once'. Did you mean 'exactly-once'\\?"):
+        (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+           .option("topic", out).option("deliveryGuarantee", "exactly_once").mode("append").save())

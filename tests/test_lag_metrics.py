@@ -1,0 +1,90 @@
+"""Consumer lag as Spark's Kafka source reports it (min/max/avgOffsetsBehindLatest), computed for
+the pylog source from its progress: the latest offsets it reports and the offsets each batch read
+up to (KafkaMicroBatchSourceSuite's "test custom metrics" scenarios)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from confluent_kafka import Producer
+from pyspark.sql import functions as F
+
+import kafka_spark
+from kafka_spark.lag import lag_metrics
+
+
+def produce(bootstrap: str, topic: str, per_partition: list[int]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for partition, count in enumerate(per_partition):
+        for i in range(count):
+            producer.produce(topic, value=b"%d" % i, partition=partition)
+    assert producer.flush(30) == 0
+
+
+def run(spark, bootstrap: str, topic: str, tmp_path, **options):
+    """An AvailableNow query; returns it and, per batch, the offsets it read up to per partition
+    (taken from the rows themselves, independently of the progress)."""
+    read_up_to: dict[int, dict[int, int]] = {}
+
+    def record(df, batch_id):
+        rows = df.groupBy("partition").agg(F.max("offset").alias("last")).collect()
+        read_up_to[batch_id] = {r.partition: r.last + 1 for r in rows}
+
+    reader = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+              .option("startingOffsets", "earliest"))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    query = (reader.load().writeStream.foreachBatch(record).option("checkpointLocation", str(tmp_path / "c"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    return query, read_up_to
+
+
+def test_lag_with_max_offsets_per_trigger_is_latest_minus_end_per_partition(spark, pylog_broker, pylog_topic, tmp_path):
+    bootstrap, topic = pylog_broker.bootstrap_servers, pylog_topic(partitions=3)
+    produce(bootstrap, topic, [60, 30, 10])
+    query, read_up_to = run(spark, bootstrap, topic, tmp_path, maxOffsetsPerTrigger=25)
+    progresses = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    assert len(progresses) >= 4, "100 offsets, at most 25 (+1 per partition) a batch"
+    position = {0: 0, 1: 0, 2: 0}
+    for progress in progresses:
+        source = progress["sources"][0]
+        assert json.loads(source["latestOffset"]) if isinstance(source["latestOffset"], str) else source["latestOffset"]
+        position.update(read_up_to[progress["batchId"]])
+        behind = [end - position[p] for p, end in enumerate([60, 30, 10])]
+        assert lag_metrics(progress) == {
+            "minOffsetsBehindLatest": str(min(behind)),
+            "maxOffsetsBehindLatest": str(max(behind)),
+            "avgOffsetsBehindLatest": repr(sum(behind) / 3),
+        }
+    assert lag_metrics(progresses[0])["maxOffsetsBehindLatest"] != "0", "a rate-limited batch leaves a lag"
+    assert lag_metrics(progresses[-1]) == {"minOffsetsBehindLatest": "0", "maxOffsetsBehindLatest": "0",
+                                           "avgOffsetsBehindLatest": "0.0"}
+
+
+def test_lag_without_a_rate_limit_is_zero_as_in_spark(spark, pylog_broker, pylog_topic, tmp_path):
+    bootstrap, topic = pylog_broker.bootstrap_servers, pylog_topic(partitions=2)
+    produce(bootstrap, topic, [7, 3])
+    query, _ = run(spark, bootstrap, topic, tmp_path)
+    assert lag_metrics(query.lastProgress) == {"minOffsetsBehindLatest": "0", "maxOffsetsBehindLatest": "0",
+                                               "avgOffsetsBehindLatest": "0.0"}
+    assert query.lastProgress["sources"][0]["metrics"] == {}, "PySpark's Python sources report no metrics"
+
+
+def test_lag_listener_reports_every_batch(spark, pylog_broker, pylog_topic, tmp_path):
+    bootstrap, topic = pylog_broker.bootstrap_servers, pylog_topic(partitions=2)
+    produce(bootstrap, topic, [30, 10])
+    published = []
+    listener = kafka_spark.LagListener(publish=lambda qid, batch, name, metrics: published.append((batch, metrics)))
+    spark.streams.addListener(listener)
+    try:
+        query, _ = run(spark, bootstrap, topic, tmp_path, maxOffsetsPerTrigger=8)
+        deadline = time.monotonic() + 60
+        while len(published) < len(query.recentProgress) and time.monotonic() < deadline:
+            time.sleep(0.1)  # listener events arrive asynchronously
+    finally:
+        spark.streams.removeListener(listener)
+    expected = {p["batchId"]: lag_metrics(p) for p in query.recentProgress if lag_metrics(p)}
+    assert dict(published) == expected and len(expected) == 5
+    assert listener.latest[str(query.id)] == expected[max(expected)]
