@@ -20,6 +20,7 @@ for Kafka's own policy, where the operating system decides when data reaches the
 (``log.flush.interval.messages`` / ``log.flush.interval.ms`` still apply).
 ``log.flush.timeout.ms`` takes a partition whose fsync hangs offline after that long, and
 ``log.flush.io.uring.entries`` sizes the ring the fsyncs go through (durability.py).
+``queued.max.request.bytes`` is Kafka's, with a bounded default here (memory_pool.py).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ _BROKER_KEYS = {
     "auto.create.topics.enable": ("auto_create_topics", "bool"),
     "log.retention.check.interval.ms": ("retention_check_interval_ms", int),
     "socket.request.max.bytes": ("socket_request_max_bytes", int),
+    "queued.max.request.bytes": ("queued_max_request_bytes", int),
     "log.flush.timeout.ms": ("log_flush_timeout_ms", int),
     "log.flush.io.uring.entries": ("log_flush_io_uring_entries", int),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", int),
@@ -59,6 +61,8 @@ _BROKER_KEYS = {
 
 # The broker keys with a range: (lowest, highest or None, what the value means).
 _BOUNDS = {
+    "socket.request.max.bytes": (8, None, "the largest request accepted, in bytes"),
+    "queued.max.request.bytes": (-1, None, "bytes of requests held in memory, or -1 for no bound"),
     "log.flush.timeout.ms": (1, None, "milliseconds an fsync may take before its partition goes offline"),
     "log.flush.io.uring.entries": (1, 32768, "entries of the fsync ring (io_uring takes 1 to 32768)"),
 }
@@ -319,9 +323,10 @@ def _parse_int(key: str, value: str) -> int:
 
 def _check_bounds(key: str, value: int) -> None:
     lowest, highest, meaning = _BOUNDS[key]
-    if value < lowest or (highest is not None and value > highest):
+    if value < lowest or (highest is not None and value > highest) or (key == "queued.max.request.bytes" and value == 0):
         allowed = f"{lowest} to {highest}" if highest is not None else f"at least {lowest}"
-        raise InvalidConfigError(f"{key}={value} is invalid: {meaning}; use {allowed}")
+        raise InvalidConfigError(f"{key}={value} is invalid: {meaning}; use {allowed}"
+                                 + (" (not 0)" if key == "queued.max.request.bytes" else ""))
 
 
 def _parse_bool(key: str, value: str) -> bool:
