@@ -347,3 +347,22 @@ def test_hand_written_produce_responses_match_kios_encoding_byte_for_byte():
             request = Request(ApiKey.PRODUCE, version, rng.randrange(2**31), "c", object())
             parts = codec.encode_response_parts(request, response)
             assert len(parts) == 1 and parts[0] == codec._encode_with_kio(request, response), (version, response)
+
+
+def test_a_starved_decoder_still_gives_a_read_room_when_asked():
+    """asyncio may ask for a buffer once more before a paused connection stops reading: it gets
+    room beyond the pool rather than an empty buffer (which would be a fatal error)."""
+    import asyncio
+
+    from kafka_spark.broker.memory_pool import MemoryPool
+
+    loop = asyncio.new_event_loop()
+    try:
+        pool = MemoryPool(1, loop)  # exhausted by the first byte
+        decoder = FrameDecoder(pool=pool)
+        decoder.feed(struct.pack(">i", 10_000_000) + b"s" * (4 * FrameDecoder.CHUNK - 4))
+        assert decoder.starved
+        assert len(decoder.get_buffer()) > 0 and not decoder.starved
+        assert decoder.buffered == 4 * FrameDecoder.CHUNK
+    finally:
+        loop.close()

@@ -177,8 +177,8 @@ class FrameDecoder:
             else:
                 fresh = self._pool.allocate(size)
                 if fresh is None and force:
-                    # The bytes must go somewhere: only as many as are held (starved from here).
-                    fresh = self._pool.allocate(max(-(-held // self.CHUNK) * self.CHUNK, self.CHUNK), force=True)
+                    # The bytes must go somewhere: room for them and a little more, never an empty read.
+                    fresh = self._pool.allocate(-(-(held + 1) // self.CHUNK) * self.CHUNK, force=True)
                 if fresh is None:
                     return False
         fresh[:held] = memoryview(old)[self._start : self._end]
