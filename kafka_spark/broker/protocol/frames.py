@@ -31,10 +31,12 @@ class FrameDecoder:
     Memory follows the bytes received, never the size a frame declares: a frame starts in a
     64 KiB chunk, and each time its buffer fills the rest moves to one that holds what has
     arrived of it — here and, if ``pending`` tells, waiting in the socket — or, if the frame
-    needs more, up to GROWTH times what is here (capped at the frame). So a client streaming a
-    large request, whose bytes are waiting already, gets its whole frame's buffer after the first
+    needs more, up to GROWTH times what is here (capped at the frame). While the pool is less than
+    half used, a connection may also have at once as much as the largest frame it has sent whole
+    before. So a client streaming large requests gets its whole frame's buffer after the first
     chunk (one copy of 64 KiB, as if the declared size had been trusted), while a connection that
-    declares 100 MB and stalls holds a few times what it sent. Buffers
+    declares 100 MB and stalls holds at most twice what it sent (or, with memory to spare, what
+    it sent in one piece before). Buffers
     above the chunk come from the broker's :class:`~kafka_spark.broker.memory_pool.MemoryPool`
     (queued.max.request.bytes); when it refuses, the decoder is :attr:`starved` — no room for the
     next read — until :meth:`make_room` succeeds, and the connection stops reading meanwhile.
@@ -49,7 +51,7 @@ class FrameDecoder:
     :meth:`feed` is the same for callers that already hold the bytes (it copies them in).
     """
 
-    __slots__ = ("_buffer", "_start", "_end", "_max_frame_bytes", "_spares", "_pool", "_pending")
+    __slots__ = ("_buffer", "_start", "_end", "_max_frame_bytes", "_spares", "_pool", "_pending", "_proven")
 
     #: Receive buffer size between frames: a read of many small requests at once.
     CHUNK = 64 * 1024
@@ -72,6 +74,7 @@ class FrameDecoder:
         self._spares: list[bytearray] = []  # the previous buffers, reused once no view of them is left
         self._pool = pool
         self._pending = pending
+        self._proven = 0  # the largest frame this connection has sent whole, size prefix included
 
     def get_buffer(self) -> memoryview:
         """Where the next read goes (never empty: a starved decoder takes memory beyond the pool
@@ -96,6 +99,8 @@ class FrameDecoder:
             view = view or memoryview(buffer).toreadonly()  # handlers read requests, never write them
             frames.append(view[position + 4 : position + 4 + size])
             position += 4 + size
+            if size >= self._proven:
+                self._proven = size + 4
         self._start = position
         if frames:
             self._move(self._capacity(), force=True)  # the handed-out frames keep this buffer
@@ -153,6 +158,8 @@ class FrameDecoder:
         wanted = self._frame_bytes()
         here = self._end - self._start
         allowed = self.GROWTH * here
+        if wanted > allowed and self._proven > allowed and not (self._pool is not None and self._pool.tight):
+            allowed = self._proven  # it has sent this much whole before, and memory is plentiful
         if wanted > allowed and wanted > self.CHUNK and self._pending is not None:
             allowed = max(allowed, here + self._pending())
         return max(min(wanted, allowed), self.CHUNK)
