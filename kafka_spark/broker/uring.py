@@ -185,6 +185,8 @@ class FsyncRing:
         """
         if self._closed:
             raise OSError("the fsync ring is closed")
+        if self.overflowing:  # completions wait beyond the CQ: take them before adding more work
+            self.reap()
         taken = 0
         refusals = 0
         while taken < len(jobs):
