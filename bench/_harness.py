@@ -21,17 +21,21 @@ class BrokerAddress(str):
 
 @contextmanager
 def pylog_broker_process(log_dir: str | None = None, partitions: int = 4,
-                         overrides: tuple[str, ...] = ()) -> Iterator[BrokerAddress]:
+                         overrides: tuple[str, ...] = (), stderr_path: str | None = None) -> Iterator[BrokerAddress]:
     """A `pylog broker start` process on a free port with data on disk; yields its bootstrap
-    servers. ``overrides``: broker settings as ``KEY=VALUE`` (``--override``)."""
+    servers. ``overrides``: broker settings as ``KEY=VALUE`` (``--override``); ``stderr_path``:
+    a file that receives the broker's log (discarded by default)."""
     own_dir = log_dir is None
     log_dir = log_dir or tempfile.mkdtemp(prefix="pylog-bench-")
     env = dict(os.environ, PYLOG_HOME=tempfile.mkdtemp(prefix="pylog-bench-home-"))
+    stderr = open(stderr_path, "ab") if stderr_path else subprocess.DEVNULL
     process = subprocess.Popen(
         [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", "0", "--log-dir", log_dir,
          "--partitions", str(partitions), *(arg for item in overrides for arg in ("--override", item))],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=stderr, env=env, text=True,
     )
+    if stderr_path:
+        stderr.close()  # the broker holds its own copy
     try:
         assert process.stdout is not None
         line = process.stdout.readline().strip()
@@ -42,7 +46,11 @@ def pylog_broker_process(log_dir: str | None = None, partitions: int = 4,
         yield address
     finally:
         process.terminate()
-        process.wait(30)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:  # a wedged broker must not outlive its run
+            process.kill()
+            process.wait(30)
         if own_dir:
             subprocess.run(["rm", "-rf", log_dir], check=False)
 

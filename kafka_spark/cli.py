@@ -69,7 +69,9 @@ def _broker_start(args: argparse.Namespace) -> int:
         while not stop.wait(0.5):
             pass
     finally:
+        group_commit = broker.broker.group_commit
         broker.close()
+        print(group_commit.stats, file=sys.stderr, flush=True)  # e.g. for scripts/soak_acks_all.py
         print("broker stopped", file=sys.stderr, flush=True)
     return 0
 

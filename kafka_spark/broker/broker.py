@@ -39,7 +39,8 @@ class Broker:
         self.port = config.port  # replaced by the bound port once the server listens
         self.logs = LogManager(config.log_dir, config.log)
         self.notifier = DataNotifier(loop)
-        self.group_commit = GroupCommit(loop)
+        self.group_commit = GroupCommit(loop, ring_entries=config.log_flush_io_uring_entries,
+                                        flush_timeout_ms=config.log_flush_timeout_ms)
         self.started_ms = int(time.time() * 1000)
         self.producer_ids = ProducerIdManager(config.log_dir)
         self._producer_states: dict[TopicPartition, PartitionProducerState] = {}

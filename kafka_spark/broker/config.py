@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from kafka_spark.broker.durability import DEFAULT_FLUSH_TIMEOUT_MS, DEFAULT_RING_ENTRIES
+from kafka_spark.broker.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kafka_spark.broker.protocol.frames import MAX_FRAME_BYTES
 from kafka_spark.broker.storage.config import LogConfig
 
@@ -37,7 +39,15 @@ class BrokerConfig:
     num_partitions: int = 1  # partitions of auto-created topics, as Kafka's num.partitions
     log: LogConfig = field(default_factory=LogConfig)
     log_retention_check_interval_ms: int = 300_000
+    # Kafka's socket.request.max.bytes: a request declaring more closes its connection.
     socket_request_max_bytes: int = MAX_FRAME_BYTES
+    # Kafka's queued.max.request.bytes: what all connections' partly received and queued requests
+    # may hold together before the broker stops reading sockets (memory_pool.py); -1 unbounded.
+    queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES
+    # log.flush.timeout.ms: an fsync not done after this long takes its partition offline
+    # (durability.py); log.flush.io.uring.entries: the size of the fsync ring (uring.py).
+    log_flush_timeout_ms: int = DEFAULT_FLUSH_TIMEOUT_MS
+    log_flush_io_uring_entries: int = DEFAULT_RING_ENTRIES
     # Kafka waits 3 s for more members before the first rebalance of an empty group; on one
     # machine members start within milliseconds of each other, so a short delay is enough.
     group_initial_rebalance_delay_ms: int = 100
@@ -62,6 +72,16 @@ class BrokerConfig:
     ssl_client_auth: str = "none"
 
     def __post_init__(self) -> None:
+        if self.socket_request_max_bytes < 8:
+            raise ValueError(f"socket_request_max_bytes={self.socket_request_max_bytes}: a request takes at least 8 bytes")
+        if self.queued_max_request_bytes == 0 or self.queued_max_request_bytes < -1:
+            raise ValueError(f"queued_max_request_bytes={self.queued_max_request_bytes}: give a positive size, or -1 "
+                             "for no bound")
+        if self.log_flush_timeout_ms <= 0:
+            raise ValueError(f"log_flush_timeout_ms={self.log_flush_timeout_ms}: give a positive number of milliseconds")
+        if not 1 <= self.log_flush_io_uring_entries <= 32768:
+            raise ValueError(f"log_flush_io_uring_entries={self.log_flush_io_uring_entries}: io_uring takes 1 to 32768 "
+                             "entries")
         if self.ssl_client_auth not in ("none", "requested", "required"):
             raise ValueError(f"ssl_client_auth={self.ssl_client_auth!r}: use none, requested or required")
         if self.ssl_client_auth != "none" and not self.ssl_cafile:

@@ -218,6 +218,14 @@ class EmbeddedBroker:
             raise RuntimeError("the broker is not started")
         return self._broker
 
+    @property
+    def server(self) -> BrokerServer:
+        """The listener and its connections (their memory: ``server.memory``), for tests and tools
+        in this process."""
+        if self._server is None:
+            raise RuntimeError("the broker is not started")
+        return self._server
+
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         if self._loop is None or self._thread is None:
             coroutine.close()

@@ -14,10 +14,13 @@ SSL or SASL_SSL listener takes its key and certificates as PEM files (``ssl.keys
 ``ssl.keystore.location``, ``ssl.key.password``; ``ssl.truststore.*`` and ``ssl.client.auth`` for
 client certificates).
 
-One key is pylog's own: ``log.flush.on.ack.all`` (default true) fsyncs a partition before an
+Three keys are pylog's own: ``log.flush.on.ack.all`` (default true) fsyncs a partition before an
 acks=all produce is acknowledged, since a single node has no replica to lean on. Set it to false
 for Kafka's own policy, where the operating system decides when data reaches the disk
 (``log.flush.interval.messages`` / ``log.flush.interval.ms`` still apply).
+``log.flush.timeout.ms`` takes a partition whose fsync hangs offline after that long, and
+``log.flush.io.uring.entries`` sizes the ring the fsyncs go through (durability.py).
+``queued.max.request.bytes`` is Kafka's, with a bounded default here (memory_pool.py).
 """
 
 from __future__ import annotations
@@ -45,12 +48,23 @@ _BROKER_KEYS = {
     "auto.create.topics.enable": ("auto_create_topics", "bool"),
     "log.retention.check.interval.ms": ("retention_check_interval_ms", int),
     "socket.request.max.bytes": ("socket_request_max_bytes", int),
+    "queued.max.request.bytes": ("queued_max_request_bytes", int),
+    "log.flush.timeout.ms": ("log_flush_timeout_ms", int),
+    "log.flush.io.uring.entries": ("log_flush_io_uring_entries", int),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", int),
     "transactional.id.expiration.ms": ("transactional_id_expiration_ms", int),
     "producer.id.expiration.ms": ("producer_id_expiration_ms", int),
     "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", int),
     "node.id": ("node_id", int),
     "broker.id": ("node_id", int),
+}
+
+# The broker keys with a range: (lowest, highest or None, what the value means).
+_BOUNDS = {
+    "socket.request.max.bytes": (8, None, "the largest request accepted, in bytes"),
+    "queued.max.request.bytes": (-1, None, "bytes of requests held in memory, or -1 for no bound"),
+    "log.flush.timeout.ms": (1, None, "milliseconds an fsync may take before its partition goes offline"),
+    "log.flush.io.uring.entries": (1, 32768, "entries of the fsync ring (io_uring takes 1 to 32768)"),
 }
 
 _TLS_KEYS = frozenset({"ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
@@ -138,6 +152,8 @@ def broker_options(properties: Mapping[str, str]) -> BrokerOptions:
         if key in _BROKER_KEYS:
             name, parse = _BROKER_KEYS[key]
             options.settings[name] = _parse_bool(key, value) if parse == "bool" else _parse_int(key, value)
+            if key in _BOUNDS:
+                _check_bounds(key, options.settings[name])
         elif key in _LOG_DEFAULTS:
             log_changes[_LOG_DEFAULTS[key]] = value
         elif key in _HANDLED_BELOW or _LISTENER_JAAS.fullmatch(key):
@@ -303,6 +319,14 @@ def _parse_int(key: str, value: str) -> int:
         return int(value.strip())
     except ValueError:
         raise InvalidConfigError(f"{key}={value!r} is invalid: expected a whole number") from None
+
+
+def _check_bounds(key: str, value: int) -> None:
+    lowest, highest, meaning = _BOUNDS[key]
+    if value < lowest or (highest is not None and value > highest) or (key == "queued.max.request.bytes" and value == 0):
+        allowed = f"{lowest} to {highest}" if highest is not None else f"at least {lowest}"
+        raise InvalidConfigError(f"{key}={value} is invalid: {meaning}; use {allowed}"
+                                 + (" (not 0)" if key == "queued.max.request.bytes" else ""))
 
 
 def _parse_bool(key: str, value: str) -> bool:

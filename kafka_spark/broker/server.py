@@ -1,8 +1,15 @@
 """The socket shell: accepts connections, splits frames, hands requests to the broker, writes
 responses back in request order. It interprets nothing.
 
-A connection that sends a malformed, truncated or oversized frame, an unknown API key or an
-unsupported version is closed — that connection only; every other client keeps being served.
+A connection that sends a malformed, truncated or oversized frame (above socket.request.max.bytes),
+an unknown API key or an unsupported version is closed — that connection only; every other client
+keeps being served.
+
+Memory: a connection's receive buffers grow with the bytes it sends, not with the sizes it
+declares (protocol/frames.py), and buffers beyond the first chunk come from one pool for all
+connections (queued.max.request.bytes, memory_pool.py). A connection that needs more than the
+pool has left stops being read until memory comes back: back-pressure, as Kafka mutes a channel,
+rather than an error to a healthy client.
 
 Ordering: requests on a connection are dispatched in arrival order and responses leave in that
 order. A handler that must wait before deciding (a long-polling Fetch, a coroutine) mutes the
@@ -15,19 +22,26 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import fcntl
 import inspect
 import logging
 import socket
 import ssl
+import struct
+import termios
 from typing import Any
 
 from kafka_spark.broker.broker import Broker
 from kafka_spark.broker.deferred import Deferred
+from kafka_spark.broker.memory_pool import MemoryPool
 from kafka_spark.broker.protocol import FrameDecoder, FrameError, Request, UnsupportedRequest, decode_request, encode_response_parts
 from kafka_spark.broker.protocol.versions import SASL_VERSIONS, ApiKey
 from kafka_spark.broker.sasl import SaslSession, ScramCredentials
 
 logger = logging.getLogger("kafka_spark.broker")
+
+_PENDING = struct.Struct("i")
+_PENDING_ARG = bytes(_PENDING.size)
 
 #: Responses owed on one connection before it stops reading (back-pressure on pipelining clients).
 MAX_IN_FLIGHT = 64
@@ -40,6 +54,7 @@ class BrokerServer:
         self.broker = broker
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[KafkaConnection] = set()
+        self.memory = MemoryPool(broker.config.queued_max_request_bytes, broker.loop)
         users = broker.config.sasl_users
         self.scram = ScramCredentials(users) if users else None  # shared: derived once per user
 
@@ -54,6 +69,11 @@ class BrokerServer:
         port = self._server.sockets[0].getsockname()[1]
         self.broker.port = port
         return port
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received of requests not complete yet, over every connection."""
+        return sum(connection.decoder.buffered for connection in self.connections)
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -92,7 +112,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, server: BrokerServer) -> None:
         self.server = server
         self.broker = server.broker
-        self.decoder = FrameDecoder(self.broker.config.socket_request_max_bytes)
+        self.decoder = FrameDecoder(self.broker.config.socket_request_max_bytes, server.memory, self._socket_pending)
+        self._socket_fd = -1
         self.transport: asyncio.Transport | None = None
         self.peer: Any = None
         self.client_host = ""
@@ -101,6 +122,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._muted = False  # a coroutine handler is running: do not dispatch more
         self._reading_paused = False
         self._writing_paused = False
+        self._waiting_for_memory = False
         self._closed = False
         self._close_when_answered = False  # a failed SASL authentication: answer, then close
         self.tasks: set[asyncio.Future[Any]] = set()  # handlers still running (parked fetches)
@@ -118,6 +140,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._socket_fd = sock.fileno()
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -129,6 +152,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
             future.cancel()
         self._outbox.clear()
         self._inbox.clear()
+        self.server.memory.cancel(id(self))
+        self.decoder.release()
+
+    def _socket_pending(self) -> int:
+        """Bytes received by the kernel and not read yet (0 when unknown)."""
+        if self._socket_fd < 0:
+            return 0
+        try:
+            return _PENDING.unpack(fcntl.ioctl(self._socket_fd, termios.FIONREAD, _PENDING_ARG))[0]
+        except OSError:
+            return 0
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.decoder.get_buffer()
@@ -262,10 +296,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._close_when_answered and not self._outbox:
             self.close()  # after the answer is written: the client learns why
 
+    def _memory_available(self) -> None:
+        self._waiting_for_memory = False
+        if not self._closed:
+            self.decoder.make_room()
+            self._update_reading()
+
     def _update_reading(self) -> None:
         if self.transport is None or self._closed:
             return
-        should_pause = self._writing_paused or len(self._outbox) >= MAX_IN_FLIGHT or len(self._inbox) >= MAX_IN_FLIGHT
+        starved = self.decoder.starved  # the memory pool refused this connection's next buffer
+        if starved and not self._waiting_for_memory:
+            self._waiting_for_memory = True
+            self.server.memory.wait(id(self), self._memory_available)
+        should_pause = (starved or self._writing_paused or len(self._outbox) >= MAX_IN_FLIGHT
+                        or len(self._inbox) >= MAX_IN_FLIGHT)
         if should_pause and not self._reading_paused:
             self.transport.pause_reading()
             self._reading_paused = True

@@ -62,13 +62,16 @@ def test_kafka_names_map_to_the_broker_settings():
         "log.retention.hours": "5", "log.roll.hours": "2", "log.segment.bytes": "1048576",
         "log.cleanup.policy": "compact", "message.max.bytes": "2000000", "log.flush.on.ack.all": "false",
         "log.flush.interval.messages": "1000", "transactional.id.expiration.ms": "60000",
-        "min.insync.replicas": "2",
+        "min.insync.replicas": "2", "socket.request.max.bytes": "2000000", "queued.max.request.bytes": "-1",
+        "log.flush.timeout.ms": "30000", "log.flush.io.uring.entries": "64",
     })
     settings = options.settings
     log = settings.pop("log_config")
     assert settings == {"log_dir": "/data/pylog", "host": "0.0.0.0", "port": 19092,
                         "advertised_host": "broker.example", "num_partitions": 6, "auto_create_topics": False,
-                        "node_id": 7, "transactional_id_expiration_ms": 60000}
+                        "node_id": 7, "transactional_id_expiration_ms": 60000, "socket_request_max_bytes": 2_000_000,
+                        "queued_max_request_bytes": -1, "log_flush_timeout_ms": 30000,
+                        "log_flush_io_uring_entries": 64}
     assert log.retention_ms == 90 * 60_000  # the finer unit wins, as in Kafka
     assert log.segment_ms == 2 * 3_600_000 and log.segment_bytes == 1048576
     assert log.cleanup_policy == "compact" and log.max_message_bytes == 2_000_000
@@ -87,6 +90,10 @@ def test_kafka_names_map_to_the_broker_settings():
     ({"log.retention.bytes": "lots"}, "invalid value 'lots' for log.retention.bytes:"),
     ({"log.flush.on.ack.all": "maybe"}, "log.flush.on.ack.all='maybe' is invalid: use true or false"),
     ({"log.dirs": "/a,/b"}, "give exactly one"),
+    ({"socket.request.max.bytes": "4"}, "socket.request.max.bytes=4 is invalid: the largest request accepted"),
+    ({"queued.max.request.bytes": "0"}, "queued.max.request.bytes=0 is invalid"),
+    ({"log.flush.timeout.ms": "0"}, "log.flush.timeout.ms=0 is invalid"),
+    ({"log.flush.io.uring.entries": "65536"}, "log.flush.io.uring.entries=65536 is invalid: entries of the fsync ring"),
     ({"listeners": "SSL://:9093"}, "uses TLS but ssl.keystore.location is not set"),
     ({"listeners": "SSL://:9093", "ssl.keystore.location": "/ks.jks"}, "ssl.keystore.type=JKS: pylog reads PEM"),
     ({"listeners": "SSL://:9093", "ssl.keystore.type": "PEM", "ssl.keystore.location": "/ks.pem",

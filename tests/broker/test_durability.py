@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafka_spark.broker import EmbeddedBroker
+from kafka_spark.broker.storage.batch import build_record_batch
+from kafka_spark.broker.uring import FsyncRing
 
 
 def start_broker(log_dir: Path, home: Path) -> tuple[subprocess.Popen, str]:
@@ -118,6 +125,51 @@ def test_a_batch_cut_in_half_is_truncated_and_writes_continue_at_the_right_offse
         broker.wait(30)
 
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from wire import WireClient  # noqa: E402
+
+BATCH = build_record_batch([(b"k", b"v", [], 1_700_000_000_000)])
+
+
+def choose_fsync_path(monkeypatch: pytest.MonkeyPatch, fsync_path: str) -> None:
+    """Brokers started from here on fsync through io_uring or on threads."""
+    if fsync_path == "threads":
+        monkeypatch.setenv("PYLOG_NO_IO_URING", "1")
+    else:
+        ring = FsyncRing.create(lambda *_: None)
+        if ring is None:
+            pytest.skip("this kernel or sandbox offers no io_uring; the thread path is tested alone")
+        ring.close()
+
+
+def produce(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+    """(error, base offset) per partition of an acks=all produce of one record to partitions 0 and 1."""
+    with WireClient(bootstrap, timeout=120) as client:
+        response = client.call(0, 7, {"transactional_id": None, "acks": -1, "timeout": 5000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": BATCH}, {"index": 1, "records": BATCH}]}]})
+    return {p.index: (int(p.error_code), p.base_offset) for p in response.responses[0].partition_responses}
+
+
+def fetch_errors(bootstrap: str, topic: str) -> dict[int, int]:
+    with WireClient(bootstrap) as client:
+        response = client.call(1, 11, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                                       "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+            {"topic": topic, "partitions": [{"partition": p, "current_leader_epoch": -1, "fetch_offset": 0,
+                                             "log_start_offset": -1, "partition_max_bytes": 1 << 20}
+                                            for p in (0, 1)]}], "forgotten_topics_data": [], "rack_id": ""})
+    return {p.partition_index: int(p.error_code) for p in response.responses[0].partitions}
+
+
+def metadata(bootstrap: str, topic: str) -> dict[int, tuple[int, int, list[int]]]:
+    """(error, leader, offline replicas) per partition, as clients learn them."""
+    with WireClient(bootstrap) as client:
+        response = client.call(3, 8, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
+                                      "include_cluster_authorized_operations": False,
+                                      "include_topic_authorized_operations": False})
+    return {p.partition_index: (int(p.error_code), p.leader_id, list(p.offline_replicas))
+            for p in response.topics[0].partitions}
+
+
 @pytest.mark.parametrize("fsync_path", ["io_uring", "threads"])
 def test_a_failed_fsync_takes_its_partition_offline_until_a_restart(monkeypatch, tmp_path, fsync_path):
     """acks=all is answered only once the data is on disk: when the fsync fails the partition
@@ -126,46 +178,7 @@ def test_a_failed_fsync_takes_its_partition_offline_until_a_restart(monkeypatch,
     fsync succeeding would not prove the failed pages reached the disk. A restart recovers it from
     disk. Both ways the broker fsyncs are covered; the failure is real (the fsync is given a
     pipe, which cannot be fsynced: EINVAL)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from wire import WireClient
-
-    from kafka_spark.broker import EmbeddedBroker
-    from kafka_spark.broker.storage.batch import build_record_batch
-    from kafka_spark.broker.uring import FsyncRing
-
-    if fsync_path == "threads":
-        monkeypatch.setenv("PYLOG_NO_IO_URING", "1")
-    else:
-        ring = FsyncRing.create(lambda *_: None)
-        if ring is None:
-            pytest.skip("this kernel or sandbox offers no io_uring; the thread path is tested alone")
-        ring.close()
-    batch = build_record_batch([(b"k", b"v", [], 1_700_000_000_000)])
-
-    def produce(bootstrap: str) -> dict[int, tuple[int, int]]:
-        with WireClient(bootstrap) as client:
-            response = client.call(0, 7, {"transactional_id": None, "acks": -1, "timeout": 5000, "topic_data": [
-                {"name": "disk", "partition_data": [{"index": 0, "records": batch}, {"index": 1, "records": batch}]}]})
-        return {p.index: (int(p.error_code), p.base_offset) for p in response.responses[0].partition_responses}
-
-    def fetch_errors(bootstrap: str) -> dict[int, int]:
-        with WireClient(bootstrap) as client:
-            response = client.call(1, 11, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
-                                           "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
-                {"topic": "disk", "partitions": [{"partition": p, "current_leader_epoch": -1, "fetch_offset": 0,
-                                                  "log_start_offset": -1, "partition_max_bytes": 1 << 20}
-                                                 for p in (0, 1)]}], "forgotten_topics_data": [], "rack_id": ""})
-        return {p.partition_index: int(p.error_code) for p in response.responses[0].partitions}
-
-    def metadata(bootstrap: str) -> dict[int, tuple[int, int, list[int]]]:
-        """(error, leader, offline replicas) per partition, as clients learn them."""
-        with WireClient(bootstrap) as client:
-            response = client.call(3, 8, {"topics": [{"name": "disk"}], "allow_auto_topic_creation": False,
-                                          "include_cluster_authorized_operations": False,
-                                          "include_topic_authorized_operations": False})
-        return {p.partition_index: (int(p.error_code), p.leader_id, list(p.offline_replicas))
-                for p in response.topics[0].partitions}
-
+    choose_fsync_path(monkeypatch, fsync_path)
     with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
         assert broker.broker.group_commit.uses_io_uring == (fsync_path == "io_uring")
         broker.create_topic("disk", partitions=2)
@@ -180,20 +193,91 @@ def test_a_failed_fsync_takes_its_partition_offline_until_a_restart(monkeypatch,
             return read_end, end
 
         monkeypatch.setattr(log, "open_sync_handle", open_sync_handle)
-        assert produce(broker.bootstrap_servers) == {0: (0, 0), 1: (56, -1)}
+        assert produce(broker.bootstrap_servers, "disk") == {0: (0, 0), 1: (56, -1)}
         monkeypatch.undo()  # fsync works again, but partition 1 stays offline
         assert log.failure is not None and "fsync failed" in log.failure
-        assert produce(broker.bootstrap_servers) == {0: (0, 1), 1: (56, -1)}
-        assert fetch_errors(broker.bootstrap_servers) == {0: 0, 1: 56}
+        assert produce(broker.bootstrap_servers, "disk") == {0: (0, 1), 1: (56, -1)}
+        assert fetch_errors(broker.bootstrap_servers, "disk") == {0: 0, 1: 56}
         node = broker.broker.config.node_id
         # Metadata says so too (Kafka's answer for a replica in a failed log directory), so
         # clients hold partition 1's messages instead of retrying them into errors.
-        assert metadata(broker.bootstrap_servers) == {0: (0, node, []), 1: (5, -1, [node])}
+        assert metadata(broker.bootstrap_servers, "disk") == {0: (0, node, []), 1: (5, -1, [node])}
 
     with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
         # Recovered from disk: the unacknowledged first append is there (it reached the page
         # cache), so a producer retrying without idempotence has it twice, as when any ack is lost.
-        assert fetch_errors(broker.bootstrap_servers) == {0: 0, 1: 0}
+        assert fetch_errors(broker.bootstrap_servers, "disk") == {0: 0, 1: 0}
         node = broker.broker.config.node_id
-        assert metadata(broker.bootstrap_servers) == {0: (0, node, []), 1: (0, node, [])}
-        assert produce(broker.bootstrap_servers) == {0: (0, 2), 1: (0, 1)}
+        assert metadata(broker.bootstrap_servers, "disk") == {0: (0, node, []), 1: (0, node, [])}
+        assert produce(broker.bootstrap_servers, "disk") == {0: (0, 2), 1: (0, 1)}
+
+
+@pytest.mark.parametrize("fsync_path", ["io_uring", "threads"])
+def test_an_fsync_that_never_completes_takes_its_partition_offline_and_answers_the_producer(
+        monkeypatch, tmp_path, caplog, fsync_path):
+    """An fsync of partition 1 that does not return (a disk or driver that hangs; simulated: on
+    threads ``os.fsync`` blocks for that file, with io_uring its submission is held back from the
+    kernel) is given up on after log.flush.timeout.ms: logged with the partition and the wait,
+    the partition offline as after a failed fsync, the producer waiting on it answered
+    KAFKA_STORAGE_ERROR (56) rather than left hanging, partition 0 served throughout. When the
+    fsync finally returns, the partition stays offline and the broker closes normally."""
+    choose_fsync_path(monkeypatch, fsync_path)
+    release = threading.Event()
+    with EmbeddedBroker(log_dir=tmp_path, register=False, log_flush_timeout_ms=1500) as broker:
+        commit = broker.broker.group_commit
+        assert commit.uses_io_uring == (fsync_path == "io_uring")
+        broker.create_topic("hang", partitions=2)
+        hanging_dir = str(broker.broker.logs.get_log("hang", 1).directory)
+
+        def of_hanging_partition(fd: int) -> bool:
+            return os.readlink(f"/proc/self/fd/{fd}").startswith(hanging_dir + os.sep)
+
+        if fsync_path == "threads":
+            real_fsync = os.fsync
+
+            def fsync(fd: int) -> None:
+                if of_hanging_partition(fd):
+                    release.wait(120)
+                real_fsync(fd)
+
+            monkeypatch.setattr(os, "fsync", fsync)
+        else:
+            ring = commit._ring
+            real_submit = ring.submit_fsyncs
+            held: list[tuple[int, int]] = []
+
+            def submit_fsyncs(jobs: list[tuple[int, int]]) -> int:
+                held.extend(job for job in jobs if of_hanging_partition(job[0]))
+                assert real_submit([job for job in jobs if not of_hanging_partition(job[0])]) == len(jobs) - len(
+                    [job for job in jobs if of_hanging_partition(job[0])])
+                return len(jobs)
+
+            monkeypatch.setattr(ring, "submit_fsyncs", submit_fsyncs)
+
+        started = time.monotonic()
+        with caplog.at_level(logging.ERROR, logger="kafka_spark.broker"):
+            assert produce(broker.bootstrap_servers, "hang") == {0: (0, 0), 1: (56, -1)}
+        assert time.monotonic() - started >= 1.5  # answered once the fsync was given up on, not before
+        messages = [record.getMessage() for record in caplog.records]
+        assert any(message.startswith("fsync of hang-1 has not completed after ") and
+                   "log.flush.timeout.ms=1500" in message for message in messages), messages
+        log = broker.broker.logs.get_log("hang", 1)
+        assert log.failure is not None and "log.flush.timeout.ms" in log.failure
+        node = broker.broker.config.node_id
+        assert metadata(broker.bootstrap_servers, "hang") == {0: (0, node, []), 1: (5, -1, [node])}
+        assert produce(broker.bootstrap_servers, "hang") == {0: (0, 1), 1: (56, -1)}  # offline at once now
+        assert commit.stats.stuck == 1
+
+        release.set()  # the fsync returns at last: the partition stays offline
+        if fsync_path == "io_uring":
+            monkeypatch.undo()
+
+            async def submit_held() -> int:  # on the broker's loop, the ring's one thread
+                return ring.submit_fsyncs(held)
+
+            assert asyncio.run_coroutine_threadsafe(submit_held(), broker.broker.loop).result(30) == len(held) == 1
+        deadline = time.monotonic() + 60
+        while commit.stats.fsyncs < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert commit.stats.fsyncs == 3  # partition 0 twice, and the one given up on
+        assert fetch_errors(broker.bootstrap_servers, "hang") == {0: 0, 1: 56}

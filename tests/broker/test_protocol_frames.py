@@ -23,7 +23,7 @@ def test_frames_split_across_reads_are_reassembled_in_order():
 
 def test_oversized_frame_is_rejected_before_buffering_it():
     decoder = FrameDecoder(max_frame_bytes=1024)
-    with pytest.raises(FrameError, match="outside"):
+    with pytest.raises(FrameError, match="request of 1025 bytes is larger than socket.request.max.bytes=1024"):
         decoder.feed(struct.pack(">i", 1025))
 
 
@@ -211,7 +211,7 @@ def test_a_large_frame_is_received_into_one_buffer_not_reused_while_it_is_held()
         position += count
         frames += decoder.received(count)
     assert [bytes(f) for f in frames] == [big, b"small-request", b"x" * 100]
-    # Allocated once at its declared size (rounded up to the next 64 KiB), not grown as it arrived.
+    # It ends in one buffer of its size (rounded up to the next 64 KiB): no join of pieces.
     assert len(big) + 4 <= len(frames[0].obj) < len(big) + 4 + FrameDecoder.CHUNK
     for _ in range(3):  # more traffic never lands in a buffer a frame was handed out of
         decoder.feed(frame(b"y" * 5000))
@@ -248,14 +248,93 @@ def test_buffers_are_reused_once_their_frames_are_dropped_and_held_frames_stay_i
     assert len(buffers) < 20, len(buffers)
 
 
-def test_a_frame_above_the_eager_size_grows_with_the_bytes_not_the_declared_size():
+def test_a_declared_size_costs_nothing_a_frame_grows_with_the_bytes_received():
+    """A frame declaring 80 MiB holds a 64 KiB chunk after its first kilobyte, and at most GROWTH
+    (2) times what has arrived after that, until it is whole."""
     decoder = FrameDecoder()
     declared = 80 * 1024 * 1024
     decoder.feed(struct.pack(">i", declared) + b"z" * 1000)
-    assert len(decoder.get_buffer().obj) == FrameDecoder.EAGER_BYTES  # not 80 MiB up front
-    payload = b"z" * (declared - 1000)
-    frames = decoder.feed(payload)
+    assert len(decoder.get_buffer().obj) == FrameDecoder.CHUNK
+    received = 1004
+    for piece in (100_000, 1_000_000, 7_000_000):
+        decoder.feed(b"z" * piece)
+        received += piece
+        assert decoder.buffered == received
+        assert len(decoder.get_buffer().obj) <= FrameDecoder.GROWTH * received + FrameDecoder.CHUNK
+    frames = decoder.feed(b"z" * (declared + 4 - received))
     assert len(frames) == 1 and len(frames[0]) == declared
+
+
+def test_a_pool_that_is_exhausted_starves_the_decoder_until_its_memory_comes_back():
+    """Buffers above the chunk come from the pool: once it is used up, a decoder needing a larger
+    one is starved (no room to read into) and gets it when another decoder's buffers are freed."""
+    import asyncio
+
+    from kafka_spark.broker.memory_pool import MemoryPool
+
+    loop = asyncio.new_event_loop()
+    try:
+        pool = MemoryPool(1024 * 1024, loop)
+        first, second = FrameDecoder(pool=pool), FrameDecoder(pool=pool)
+        first.feed(struct.pack(">i", 50_000_000) + b"a" * 600_000)  # grows to 1 MiB: the whole pool
+        assert 1024 * 1024 <= pool.used < 2 * 1024 * 1024 and not first.starved
+        second.feed(struct.pack(">i", 50_000_000) + b"b" * (FrameDecoder.CHUNK - 4))  # its chunk is full
+        assert second.starved and not second.make_room() and pool.refusals >= 1
+        woken = []
+        pool.wait(1, lambda: woken.append(second.make_room()))
+        first.release()  # the connection is gone: its buffers are freed, the pool wakes its waiters
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+        assert woken == [True] and not second.starved
+        assert pool.used == 2 * FrameDecoder.CHUNK  # what second holds now, and nothing of first
+        second.release()
+        assert pool.used == 0 and pool.peak >= 1024 * 1024
+    finally:
+        loop.close()
+
+
+def test_a_frame_whose_bytes_wait_in_the_socket_gets_its_whole_buffer_after_the_first_chunk():
+    """What the socket holds already has arrived: the frame moves once, to a buffer its size."""
+    waiting = [0]
+    decoder = FrameDecoder(pending=lambda: waiting[0])
+    declared = 3 * 1024 * 1024
+    data = struct.pack(">i", declared) + b"w" * declared
+    target = decoder.get_buffer()
+    target[:] = data[: len(target)]
+    waiting[0] = len(data) - len(target)  # the rest is in the socket's receive queue
+    assert decoder.received(len(target)) == []
+    buffer = decoder.get_buffer().obj
+    assert declared + 4 <= len(buffer) < declared + 4 + FrameDecoder.CHUNK
+    (frame,) = decoder.feed(data[FrameDecoder.CHUNK :])
+    assert frame.obj is buffer and len(frame) == declared
+
+
+def test_a_connection_that_sent_a_large_frame_whole_gets_the_next_ones_buffer_at_once_while_memory_is_plentiful():
+    """Once a 2 MiB frame has come whole, the next one moves out of the first chunk straight into
+    a buffer its size (as a streaming producer's requests do); with the pool over half used it
+    grows with its bytes again."""
+    import asyncio
+
+    from kafka_spark.broker.memory_pool import MemoryPool
+
+    loop = asyncio.new_event_loop()
+    try:
+        size = 2 * 1024 * 1024
+        for tight in (False, True):
+            pool = MemoryPool(64 * size, loop)
+            taken = pool.allocate(40 * size) if tight else None  # someone else holds over half the pool
+            decoder = FrameDecoder(pool=pool)
+            assert len(decoder.feed(frame(b"p" * size))) == 1
+            current = len(decoder.get_buffer().obj)
+            decoder.feed(struct.pack(">i", size) + b"q" * (current - 4))  # fills the buffer it is in
+            grown = len(decoder.get_buffer().obj)
+            if tight:
+                assert grown <= FrameDecoder.GROWTH * current + FrameDecoder.CHUNK < size + 4
+            else:
+                assert grown >= size + 4
+            del taken
+    finally:
+        loop.close()
 
 
 def test_frames_are_read_only():
@@ -296,3 +375,22 @@ def test_hand_written_produce_responses_match_kios_encoding_byte_for_byte():
             request = Request(ApiKey.PRODUCE, version, rng.randrange(2**31), "c", object())
             parts = codec.encode_response_parts(request, response)
             assert len(parts) == 1 and parts[0] == codec._encode_with_kio(request, response), (version, response)
+
+
+def test_a_starved_decoder_still_gives_a_read_room_when_asked():
+    """asyncio may ask for a buffer once more before a paused connection stops reading: it gets
+    room beyond the pool rather than an empty buffer (which would be a fatal error)."""
+    import asyncio
+
+    from kafka_spark.broker.memory_pool import MemoryPool
+
+    loop = asyncio.new_event_loop()
+    try:
+        pool = MemoryPool(1, loop)  # exhausted by the first byte
+        decoder = FrameDecoder(pool=pool)
+        decoder.feed(struct.pack(">i", 10_000_000) + b"s" * (4 * FrameDecoder.CHUNK - 4))
+        assert decoder.starved
+        assert len(decoder.get_buffer()) > 0 and not decoder.starved
+        assert decoder.buffered == 4 * FrameDecoder.CHUNK
+    finally:
+        loop.close()
