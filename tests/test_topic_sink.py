@@ -128,7 +128,6 @@ def test_marker_lookup_waits_while_the_group_coordinator_loads(pylog_broker, pyl
     assert committed.offset < 0 and next(answers, None) is None
 
 
-
 def test_a_timestamp_column_that_is_not_a_timestamp_is_ignored_as_spark_does(spark, pylog_broker, pylog_topic):
     out = pylog_topic()
     before = int(time.time() * 1000)
