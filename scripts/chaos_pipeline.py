@@ -9,7 +9,15 @@ restarted from its checkpoint each time. At the end the producer stops, the pipe
 and the output must hold every acknowledged input exactly once: read with stock
 ``spark.read.parquet`` (files) or a read_committed consumer (topic).
 
-    python scripts/chaos_pipeline.py --sink files|topic --kills 50 --seed 1
+    python scripts/chaos_pipeline.py --sink files|files-nokafka|topic --kills 50 --seed 1
+
+``files`` writes the Quickstart's shape (partition, offset, seq10: no topic column),
+``files-nokafka`` an output with no Kafka column at all (seq10, label).
+
+With ``--new-query-at K`` (file sinks), before the K-th driver the pipeline's checkpoint is
+"lost": first a new query with a fresh checkpoint and the same options (startingOffsets
+earliest) must be refused by the sink without committing anything, then the checkpoint is
+deleted and every later driver starts from the output's offsets (startingOffsetsFromOutput).
 
 Random moments hit the short windows of the commit protocols only now and then. With ``--aim``,
 the first kills strike inside the windows given, one each, in order (scripts/chaos_hooks, loaded
@@ -17,7 +25,7 @@ into the driver's Python processes, does the killing and records where it struck
 kills are random:
 
     python scripts/chaos_pipeline.py --sink files --kills 10 \
-        --aim files-written,sidecar-written,manifest-published
+        --aim files-written,sidecar-written,manifest-published,batch-planned,spark-committed
     python scripts/chaos_pipeline.py --sink topic --kills 10 --aim transaction-open,transaction-committed
 
 Prints ``chaos: sink=... kills=... input=N output=N duplicates=0 missing=0 OK`` and exits 0, or
@@ -63,10 +71,28 @@ def produce_forever(bootstrap: str, topic: str, stop: threading.Event, acknowled
 
 
 def driver(bootstrap: str, source: str, sink: str, output: str, checkpoint: str, mode: str,
-           env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, os.path.join(HERE, "chaos_driver.py"), bootstrap, source, sink,
-                             output, checkpoint, mode], start_new_session=True, env=env,
+           env: dict[str, str] | None = None, from_output: bool = False) -> subprocess.Popen:
+    args = [sys.executable, os.path.join(HERE, "chaos_driver.py"), bootstrap, source, sink, output, checkpoint, mode]
+    return subprocess.Popen(args + (["from-output"] if from_output else []), start_new_session=True, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def manifest_ids(output: str) -> list[str]:
+    directory = os.path.join(output, "_spark_metadata")
+    return sorted(n for n in os.listdir(directory) if not n.startswith(".")) if os.path.isdir(directory) else []
+
+
+def new_query_on_the_output(bootstrap: str, sink: str, output: str, checkpoint: str, work: str) -> str:
+    """A fresh checkpoint with the same options must be refused, committing nothing; then the
+    pipeline's checkpoint is lost. Returns what happened, for the summary line."""
+    before = manifest_ids(output)
+    probe = driver(bootstrap, "chaos-in", sink, output, os.path.join(work, "probe-checkpoint"), "probe")
+    code = probe.wait(timeout=600)
+    after = manifest_ids(output)
+    if code != 3 or after != before:
+        return f"new-query=NOT-REFUSED(exit {code}, manifests {len(before)}->{len(after)})"
+    subprocess.run(["rm", "-rf", checkpoint], check=True)
+    return "new-query=refused,checkpoint-lost"
 
 
 AIM_TIMEOUT_S = 120.0  # how long an aimed driver may take to reach its phase
@@ -91,7 +117,7 @@ def aimed_env(phase: str, counter: str, at: int) -> dict[str, str]:
 
 
 def read_output(sink: str, bootstrap: str, output: str) -> list[int]:
-    if sink == "files":
+    if sink.startswith("files"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         from pyspark.sql import SparkSession
 
@@ -120,7 +146,7 @@ def read_output(sink: str, bootstrap: str, output: str) -> list[int]:
 
 
 def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.0,
-        aim: list[str] | None = None) -> bool:
+        aim: list[str] | None = None, new_query_at: int | None = None) -> bool:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     rng = random.Random(seed)
@@ -130,17 +156,22 @@ def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.
         topics = [NewTopic("chaos-in", num_partitions=3), NewTopic("chaos-out", num_partitions=2)]
         for future in admin.create_topics(topics).values():
             future.result(timeout=30)
-        output = os.path.join(work, "out") if sink == "files" else "chaos-out"
+        output = os.path.join(work, "out") if sink.startswith("files") else "chaos-out"
         checkpoint = os.path.join(work, "checkpoint")
         acknowledged: list[int] = []
         stop = threading.Event()
         writer = threading.Thread(target=produce_forever, args=(bootstrap, "chaos-in", stop, acknowledged), daemon=True)
         writer.start()
         struck: list[str] = []
+        new_query = ""
+        from_output = False
         try:
             for kill in range(kills):
+                if kill == new_query_at:
+                    new_query = new_query_on_the_output(bootstrap, sink, output, checkpoint, work) + " "
+                    from_output = True
                 if kill >= len(aim or ()):
-                    process = driver(bootstrap, "chaos-in", sink, output, checkpoint, "run")
+                    process = driver(bootstrap, "chaos-in", sink, output, checkpoint, "run", from_output=from_output)
                     time.sleep(rng.uniform(min_s, max_s))
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
@@ -148,7 +179,7 @@ def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.
                 phase = aim[kill]
                 counter = os.path.join(work, f"kill-{kill}")
                 process = driver(bootstrap, "chaos-in", sink, output, checkpoint, "run",
-                                 aimed_env(phase, counter, rng.randint(1, 3)))
+                                 aimed_env(phase, counter, rng.randint(1, 3)), from_output=from_output)
                 try:
                     process.wait(timeout=AIM_TIMEOUT_S)
                 except subprocess.TimeoutExpired:
@@ -162,7 +193,7 @@ def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.
         finally:
             stop.set()
             writer.join(60)
-        drained = driver(bootstrap, "chaos-in", sink, output, checkpoint, "drain")
+        drained = driver(bootstrap, "chaos-in", sink, output, checkpoint, "drain", from_output=from_output)
         if drained.wait(timeout=600) != 0:
             print(f"chaos: sink={sink} kills={kills} the final drain run failed FAILED")
             return False
@@ -172,12 +203,13 @@ def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.
     missing = len(set(acknowledged) - set(counts))
     extra = len(set(counts) - set(acknowledged))
     ok = duplicates == 0 and missing == 0 and extra == 0 and len(acknowledged) > 0
+    ok = ok and "NOT-REFUSED" not in new_query and (new_query_at is None or new_query_at >= kills or bool(new_query))
     where = ""
     if aim:
         ok = ok and not any(s.endswith("MISSED") for s in struck)
         where = f"struck=[{'; '.join(struck)}] "
     print(f"chaos: sink={sink} kills={kills} seed={seed} input={len(acknowledged)} output={len(values)} "
-          f"duplicates={duplicates} missing={missing} unexpected={extra} {where}{'OK' if ok else 'FAILED'}",
+          f"duplicates={duplicates} missing={missing} unexpected={extra} {new_query}{where}{'OK' if ok else 'FAILED'}",
           flush=True)
     subprocess.run(["rm", "-rf", work], check=False)
     return ok
@@ -185,13 +217,16 @@ def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sink", choices=["files", "topic"], default="files")
+    parser.add_argument("--sink", choices=["files", "files-nokafka", "topic"], default="files")
     parser.add_argument("--kills", type=int, default=50)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--min-seconds", type=float, default=4.0, help="shortest life of a driver before its kill")
     parser.add_argument("--max-seconds", type=float, default=12.0, help="longest life of a driver before its kill")
     parser.add_argument("--aim", help="comma-separated phases (see scripts/chaos_hooks): the first kills strike "
                                       "inside them, one each; a driver gets up to 120 s to reach its phase")
+    parser.add_argument("--new-query-at", type=int, help="before this driver (0-based), lose the checkpoint: a new "
+                                                             "query from earliest must be refused, later drivers "
+                                                             "start from the output (file sinks)")
     args = parser.parse_args()
     aim = args.aim.split(",") if args.aim else None
     unknown = set(aim or ()) - set(_hook_phases())
@@ -199,7 +234,9 @@ def main() -> int:
         parser.error(f"--aim: unknown phase(s) {sorted(unknown)}; the phases are {', '.join(_hook_phases())}")
     if aim and len(aim) > args.kills:
         parser.error(f"--aim names {len(aim)} phases but --kills is {args.kills}")
-    return 0 if run(args.sink, args.kills, args.seed, args.min_seconds, args.max_seconds, aim) else 1
+    if args.new_query_at is not None and not args.sink.startswith("files"):
+        parser.error("--new-query-at needs a file sink")
+    return 0 if run(args.sink, args.kills, args.seed, args.min_seconds, args.max_seconds, aim, args.new_query_at) else 1
 
 
 if __name__ == "__main__":
