@@ -237,3 +237,24 @@ def test_pylog_with_the_rate_source_cannot_be_continued_by_a_new_query(spark, em
     assert len(rows) == len(set(rows))
     shutil.rmtree(tmp_path / "ck2")
     assert _write(mixed(), out, tmp_path / "ck1") is None  # the query that wrote them goes on
+
+
+def test_trigger_once_cannot_continue_an_output_it_did_not_start(spark, embedded_kafka, tmp_path):
+    """Trigger.Once has no start batch (one batch only), so where its first batch starts is not
+    recorded: on an output holding its topic the sink refuses it and recommends AvailableNow."""
+    topic = embedded_kafka.new_topic("once-on-output")
+    embedded_kafka.produce_values(topic, 0, 3)
+    out = tmp_path / "out"
+    assert _write(_pylog(spark, embedded_kafka, topic), out, tmp_path / "ck1") is None
+    embedded_kafka.produce_values(topic, 0, 2, start=3)
+    query = (_pylog(spark, embedded_kafka, topic, startingOffsetsFromOutput=str(out)).writeStream
+             .format("pylog-files").option("checkpointLocation", str(tmp_path / "ck2")).trigger(once=True)
+             .start(str(out)))
+    with pytest.raises(StreamingQueryException) as refused:
+        query.awaitTermination(180)
+    assert f"wrote rows of topic(s) {topic}, but where it started reading them is recorded nowhere" in str(refused.value)
+    assert "Trigger.AvailableNow" in str(refused.value)
+    shutil.rmtree(tmp_path / "ck2")
+    assert _write(_pylog(spark, embedded_kafka, topic, startingOffsetsFromOutput=str(out)), out,
+                  tmp_path / "ck2") is None
+    assert sorted(r.v for r in spark.read.parquet(str(out)).collect()) == [f"v{i}" for i in range(5)]
