@@ -30,7 +30,7 @@ kills are random:
 
 Prints ``chaos: sink=... kills=... input=N output=N duplicates=0 missing=0 OK`` and exits 0, or
 the same line with FAILED and exits 1; with --aim, the line also lists where each kill struck and
-is FAILED if a driver ran ``--max-seconds`` without reaching its phase.
+is FAILED if a driver did not reach its phase (the line says whether it exited or ran out of time).
 """
 
 from __future__ import annotations
@@ -71,10 +71,16 @@ def produce_forever(bootstrap: str, topic: str, stop: threading.Event, acknowled
 
 
 def driver(bootstrap: str, source: str, sink: str, output: str, checkpoint: str, mode: str,
-           env: dict[str, str] | None = None, from_output: bool = False) -> subprocess.Popen:
+           env: dict[str, str] | None = None, from_output: bool = False, log: str | None = None) -> subprocess.Popen:
+    """Start a driver in its own process group; its output goes to ``log`` (kept when a run fails)."""
     args = [sys.executable, os.path.join(HERE, "chaos_driver.py"), bootstrap, source, sink, output, checkpoint, mode]
-    return subprocess.Popen(args + (["from-output"] if from_output else []), start_new_session=True, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = open(log, "ab") if log else subprocess.DEVNULL
+    try:
+        return subprocess.Popen(args + (["from-output"] if from_output else []), start_new_session=True, env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
+    finally:
+        if log:
+            out.close()
 
 
 def manifest_ids(output: str) -> list[str]:
@@ -86,8 +92,9 @@ def new_query_on_the_output(bootstrap: str, sink: str, output: str, checkpoint: 
     """A fresh checkpoint with the same options must be refused, committing nothing; then the
     pipeline's checkpoint is lost. Returns what happened, for the summary line."""
     before = manifest_ids(output)
-    probe = driver(bootstrap, "chaos-in", sink, output, os.path.join(work, "probe-checkpoint"), "probe")
-    code = probe.wait(timeout=600)
+    probe = driver(bootstrap, "chaos-in", sink, output, os.path.join(work, "probe-checkpoint"), "probe",
+                   log=os.path.join(work, "probe.log"))
+    code = probe.wait(timeout=DRAIN_TIMEOUT_S)
     after = manifest_ids(output)
     if code != 3 or after != before:
         return f"new-query=NOT-REFUSED(exit {code}, manifests {len(before)}->{len(after)})"
@@ -95,7 +102,8 @@ def new_query_on_the_output(bootstrap: str, sink: str, output: str, checkpoint: 
     return "new-query=refused,checkpoint-lost"
 
 
-AIM_TIMEOUT_S = 120.0  # how long an aimed driver may take to reach its phase
+AIM_TIMEOUT_S = 600.0  # how long an aimed driver may take to reach its phase (Spark starts slowly under load)
+DRAIN_TIMEOUT_S = 3600.0  # how long the final drain (and the new-query probe) may take
 
 
 def _hook_phases() -> tuple[str, ...]:
@@ -170,8 +178,10 @@ def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.
                 if kill == new_query_at:
                     new_query = new_query_on_the_output(bootstrap, sink, output, checkpoint, work) + " "
                     from_output = True
+                log = os.path.join(work, f"driver-{kill}.log")
                 if kill >= len(aim or ()):
-                    process = driver(bootstrap, "chaos-in", sink, output, checkpoint, "run", from_output=from_output)
+                    process = driver(bootstrap, "chaos-in", sink, output, checkpoint, "run", from_output=from_output,
+                                     log=log)
                     time.sleep(rng.uniform(min_s, max_s))
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
@@ -179,23 +189,31 @@ def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.
                 phase = aim[kill]
                 counter = os.path.join(work, f"kill-{kill}")
                 process = driver(bootstrap, "chaos-in", sink, output, checkpoint, "run",
-                                 aimed_env(phase, counter, rng.randint(1, 3)), from_output=from_output)
+                                 aimed_env(phase, counter, rng.randint(1, 3)), from_output=from_output, log=log)
                 try:
-                    process.wait(timeout=AIM_TIMEOUT_S)
+                    why = f"exited with {process.wait(timeout=AIM_TIMEOUT_S)}, see {log}"
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
+                    why = f"not reached in {AIM_TIMEOUT_S:.0f} s"
                 if os.path.exists(counter + ".killed"):
                     with open(counter + ".killed") as killed:
                         struck.append(killed.read().strip())
                 else:
-                    struck.append(f"{phase} MISSED")
+                    struck.append(f"{phase} MISSED ({why})")
         finally:
             stop.set()
             writer.join(60)
-        drained = driver(bootstrap, "chaos-in", sink, output, checkpoint, "drain", from_output=from_output)
-        if drained.wait(timeout=600) != 0:
-            print(f"chaos: sink={sink} kills={kills} the final drain run failed FAILED")
+        drain_log = os.path.join(work, "drain.log")
+        drained = driver(bootstrap, "chaos-in", sink, output, checkpoint, "drain", from_output=from_output, log=drain_log)
+        try:
+            code = drained.wait(timeout=DRAIN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(drained.pid, signal.SIGKILL)
+            code = f"not done in {DRAIN_TIMEOUT_S:.0f} s"
+        if code != 0:
+            print(f"chaos: sink={sink} kills={kills} the final drain run failed ({code}, see {drain_log}) FAILED",
+                  flush=True)
             return False
         values = read_output(sink, bootstrap, output)
     counts = Counter(values)
@@ -206,12 +224,15 @@ def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.
     ok = ok and "NOT-REFUSED" not in new_query and (new_query_at is None or new_query_at >= kills or bool(new_query))
     where = ""
     if aim:
-        ok = ok and not any(s.endswith("MISSED") for s in struck)
+        ok = ok and not any(" MISSED" in s for s in struck)
         where = f"struck=[{'; '.join(struck)}] "
     print(f"chaos: sink={sink} kills={kills} seed={seed} input={len(acknowledged)} output={len(values)} "
           f"duplicates={duplicates} missing={missing} unexpected={extra} {new_query}{where}{'OK' if ok else 'FAILED'}",
           flush=True)
-    subprocess.run(["rm", "-rf", work], check=False)
+    if ok:
+        subprocess.run(["rm", "-rf", work], check=False)
+    else:
+        print(f"chaos: driver logs and the output are kept in {work}", flush=True)
     return ok
 
 
@@ -223,7 +244,7 @@ def main() -> int:
     parser.add_argument("--min-seconds", type=float, default=4.0, help="shortest life of a driver before its kill")
     parser.add_argument("--max-seconds", type=float, default=12.0, help="longest life of a driver before its kill")
     parser.add_argument("--aim", help="comma-separated phases (see scripts/chaos_hooks): the first kills strike "
-                                      "inside them, one each; a driver gets up to 120 s to reach its phase")
+                                      "inside them, one each; a driver gets up to 600 s to reach its phase")
     parser.add_argument("--new-query-at", type=int, help="before this driver (0-based), lose the checkpoint: a new "
                                                              "query from earliest must be refused, later drivers "
                                                              "start from the output (file sinks)")

@@ -26,7 +26,6 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from kafka_spark.file_sink import committed_source_offsets
 from kafka_spark.metadata_log import MetadataLog
 from pyarrow.fs import LocalFileSystem
 from tests.source_fixtures import Record, embedded_kafka  # noqa: F401
@@ -133,7 +132,9 @@ class _Input:
 
     def __init__(self, cluster, shape: str) -> None:
         self.cluster = cluster
-        self.topic = cluster.new_topic(f"matrix-{shape}")
+        # Event times are in 2023: without retention.ms=-1 the broker's 7-day retention by record
+        # timestamp would delete the records while the test runs.
+        self.topic = cluster.new_topic(f"matrix-{shape}", config={"retention.ms": "-1"})
         self.ids: list[int] = []
         self.next_offsets = {str(p): 0 for p in range(embedded_partitions(cluster))}
         self.chunks = 0

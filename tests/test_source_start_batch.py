@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 import uuid
+from dataclasses import dataclass
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
+from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
+from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from kafka_spark.offsets import DataLossError
@@ -28,6 +33,9 @@ from kafka_spark.stream_reader import (
     PylogStreamReader,
 )
 from tests.source_fixtures import embedded_kafka  # noqa: F401
+
+# Spark ships the test sink to Python workers, which cannot import this test module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _stream(spark, cluster, **options):
@@ -93,26 +101,90 @@ def test_default_read_limit_tells_trigger_once_apart():
     assert reader.getDefaultReadLimit() == ReadMaxRows(2**63 - 1)
 
 
+class CollectWriter(DataSourceStreamWriter):
+    """Keeps each committed batch's rows in ``<path>/batch-<id>.json``; fails the commit of batch
+    ``failBatch``; at the commit of batch ``recreateAtBatch`` deletes topic ``recreateTopic`` and
+    creates it again with two records. (A Python sink, not foreachBatch: foreachBatch calls back
+    into the driver through py4j, whose select() fails once a long test run holds 1024 fds.)"""
+
+    def __init__(self, options: dict) -> None:
+        self.options = options
+
+    def write(self, iterator):  # noqa: ANN001, ANN201
+        return _Rows([(r.partition, r.offset, r.v) for r in iterator])
+
+    def commit(self, messages, batchId: int) -> None:  # noqa: ANN001
+        if str(batchId) == self.options.get("failBatch"):
+            raise RuntimeError(f"injected failure of batch {batchId}")
+        rows = [row for m in messages if m is not None for row in m.rows]
+        with open(os.path.join(self.options["path"], f"batch-{batchId}.json"), "w") as out:
+            json.dump(rows, out)
+        if str(batchId) == self.options.get("recreateAtBatch"):
+            _recreate(self.options["bootstrap"], self.options["recreateTopic"])
+
+
+@dataclass
+class _Rows(WriterCommitMessage):
+    rows: list
+
+
+def _recreate(bootstrap: str, topic: str) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            admin.create_topics([NewTopic(topic, num_partitions=4)])[topic].result(30)
+            break
+        except Exception:  # noqa: BLE001 - the deletion may still be under way
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(2):
+        producer.produce(topic, value=b"new-%d" % i, partition=0)
+    assert producer.flush(30) == 0
+
+
+class CollectSink(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "pylog-test-collect"
+
+    def streamWriter(self, schema, overwrite):  # noqa: ANN001
+        return CollectWriter(self.options)
+
+
 class _Batches:
-    """A foreachBatch function: fails batch ``fail_batch`` (if given), else collects rows."""
+    """What the collect sink committed, per batch id."""
 
-    def __init__(self, fail_batch: int | None = None) -> None:
-        self.fail_batch = fail_batch
-        self.rows: list[tuple] = []
-        self.sizes: dict[int, int] = {}
+    def __init__(self, directory) -> None:
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
 
-    def __call__(self, df, batch_id: int) -> None:
-        if batch_id == self.fail_batch:
-            raise RuntimeError(f"injected failure of batch {batch_id}")
-        collected = [(r.partition, r.offset, r.v) for r in df.collect()]
-        self.sizes[batch_id] = len(collected)
-        self.rows.extend(collected)
+    @property
+    def sizes(self) -> dict[int, int]:
+        return {int(n[6:-5]): len(json.load(open(os.path.join(self.directory, n))))
+                for n in os.listdir(self.directory) if n.startswith("batch-")}
+
+    @property
+    def rows(self) -> list[tuple]:
+        return [tuple(r) for n in os.listdir(self.directory) if n.startswith("batch-")
+                for r in json.load(open(os.path.join(self.directory, n)))]
 
 
-def _run_foreach(df, checkpoint, batches: _Batches, trigger: dict):
-    query = df.writeStream.foreachBatch(batches).option("checkpointLocation", checkpoint).trigger(**trigger).start()
+def _run_collect(spark, df, checkpoint, batches: _Batches, trigger: dict, **options):
+    spark.dataSource.register(CollectSink)
+    writer = (df.writeStream.format("pylog-test-collect").option("path", batches.directory)
+              .option("checkpointLocation", checkpoint).trigger(**trigger))
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    query = writer.start()
     try:
-        query.awaitTermination(180)
+        assert query.awaitTermination(600), "the query did not end"
     except StreamingQueryException as exc:
         return exc
     return query.exception()
@@ -133,7 +205,8 @@ def test_failed_first_batch_replays_from_the_recorded_start_after_partitions_wer
     embedded_kafka.produce_values(topic, 0, 3)  # before the query starts: never read (latest)
     checkpoint = str(tmp_path / "ck")
     df = _stream(spark, embedded_kafka, subscribe=topic)
-    failure = _run_foreach(df, checkpoint, _Batches(fail_batch=0), {"availableNow": True})
+    failure = _run_collect(spark, df, checkpoint, _Batches(str(tmp_path / "failed")), {"availableNow": True},
+                           failBatch="0")
     assert failure is not None and "injected failure of batch 0" in str(failure)
     recorded = _source_offsets(checkpoint, 0)
     assert recorded == {topic: {"0": 3, "1": 0, "2": 0, "3": 0}}
@@ -142,8 +215,8 @@ def test_failed_first_batch_replays_from_the_recorded_start_after_partitions_wer
     embedded_kafka.produce_values(topic, 0, 2, start=3)
     _add_partitions(embedded_kafka, topic, 5)
     embedded_kafka.produce_values(topic, 4, 2, start=5)
-    batches = _Batches()
-    assert _run_foreach(df, checkpoint, batches, {"availableNow": True}) is None
+    batches = _Batches(str(tmp_path / "rows"))
+    assert _run_collect(spark, df, checkpoint, batches, {"availableNow": True}) is None
     assert batches.sizes[0] == 0  # the replayed start batch read nothing
     assert sorted(batches.rows) == [(0, 3, "v3"), (0, 4, "v4"), (4, 0, "v5"), (4, 1, "v6")]
 
@@ -155,30 +228,16 @@ def test_failed_first_batch_that_read_data_replays_it_once(spark, embedded_kafka
     embedded_kafka.produce_values(topic, 1, 3)
     checkpoint = str(tmp_path / "ck")
     df = _stream(spark, embedded_kafka, subscribe=topic, startingOffsets="earliest")
-    failure = _run_foreach(df, checkpoint, _Batches(fail_batch=0), {"once": True})
+    failure = _run_collect(spark, df, checkpoint, _Batches(str(tmp_path / "failed")), {"once": True}, failBatch="0")
     assert failure is not None and "injected failure of batch 0" in str(failure)
     assert _source_offsets(checkpoint, 0) == {topic: {"0": 0, "1": 3, "2": 0, "3": 0}}
 
     _add_partitions(embedded_kafka, topic, 5)
     embedded_kafka.produce_values(topic, 4, 1, start=3)
-    batches = _Batches()
-    assert _run_foreach(df, checkpoint, batches, {"availableNow": True}) is None
+    batches = _Batches(str(tmp_path / "rows"))
+    assert _run_collect(spark, df, checkpoint, batches, {"availableNow": True}) is None
     assert batches.sizes[0] == 3
     assert sorted(batches.rows) == [(1, 0, "v0"), (1, 1, "v1"), (1, 2, "v2"), (4, 0, "v3")]
-
-
-class _RecreateTopic:
-    """foreachBatch: at batch 1, delete the topic and recreate it with fewer records."""
-
-    def __init__(self, cluster, topic: str) -> None:
-        self.cluster, self.topic = cluster, topic
-
-    def __call__(self, df, batch_id: int) -> None:
-        df.count()
-        if batch_id == 1:
-            self.cluster.broker.delete_topic(self.topic)
-            self.cluster.broker.create_topic(self.topic, partitions=4)
-            self.cluster.produce_values(self.topic, 0, 2, start=100)
 
 
 @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
@@ -187,12 +246,13 @@ def test_available_now_fails_when_the_topic_is_recreated_under_it(spark, embedde
     embedded_kafka.produce_values(topic, 0, 12)
     df = _stream(spark, embedded_kafka, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="4",
                  failOnDataLoss=fail_on_data_loss)
-    query = (df.writeStream.foreachBatch(_RecreateTopic(embedded_kafka, topic))
-             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
-    with pytest.raises(StreamingQueryException) as failure:
-        query.awaitTermination(180)
+    batches = _Batches(str(tmp_path / "rows"))
+    failure = _run_collect(spark, df, str(tmp_path / "ck"), batches, {"availableNow": True}, recreateAtBatch="1",
+                           recreateTopic=topic, bootstrap=embedded_kafka.bootstrap_servers)
+    assert failure is not None
     assert (f"Trigger.AvailableNow: {topic}-0 now ends at offset 2, before the planned end 8: the topic was "
-            "deleted and recreated while the query ran") in str(failure.value)
+            "deleted and recreated while the query ran") in str(failure)
+    assert batches.sizes == {0: 0, 1: 4}  # nothing of the recreated topic was read
 
 
 def _planner(cluster, **options) -> PylogStreamReader:
@@ -223,12 +283,12 @@ def test_checkpoint_of_a_query_on_other_topics_is_named_as_such(spark, embedded_
     embedded_kafka.produce_values(first, 0, 2)
     embedded_kafka.produce_values(second, 0, 2)
     checkpoint = str(tmp_path / "ck")
-    batches = _Batches()
+    batches = _Batches(str(tmp_path / "rows"))
     df = _stream(spark, embedded_kafka, subscribe=first, startingOffsets="earliest")
-    assert _run_foreach(df, checkpoint, batches, {"availableNow": True}) is None
+    assert _run_collect(spark, df, checkpoint, batches, {"availableNow": True}) is None
     assert len(batches.rows) == 2
     df = _stream(spark, embedded_kafka, subscribe=second, startingOffsets="earliest")
-    failure = _run_foreach(df, checkpoint, _Batches(), {"availableNow": True})
+    failure = _run_collect(spark, df, checkpoint, _Batches(str(tmp_path / "rows2")), {"availableNow": True})
     assert failure is not None
     message = str(failure)
     assert (f"The query's checkpoint holds offsets of topic(s) {first} only, which this query does not read "
