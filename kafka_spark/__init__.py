@@ -2,8 +2,9 @@
 
 Public API:
 
-* ``register(spark)`` registers the ``pylog`` data source explicitly (Spark also finds it
-  on its own through the top-level ``pyspark_pylog`` module).
+* ``register(spark)`` registers the ``pylog`` source and topic sink and the ``pylog-files``
+  file sink explicitly (Spark also finds them on its own through the top-level
+  ``pyspark_pylog`` and ``pyspark_pylog_files`` modules).
 * ``EmbeddedBroker`` runs a Kafka-compatible broker in this process.
 * ``lag_metrics(progress)`` and ``LagListener``: Spark's ``minOffsetsBehindLatest`` /
   ``maxOffsetsBehindLatest`` / ``avgOffsetsBehindLatest`` of a pylog source (kafka_spark.lag).
@@ -31,10 +32,13 @@ _LAZY = {
 
 
 def register(spark: Any) -> None:
-    """Register the ``pylog`` source and sinks with a SparkSession."""
+    """Register the ``pylog`` source and topic sink and the ``pylog-files`` file sink with a
+    SparkSession (for Pythons where Spark's auto-registration does not find them)."""
+    from kafka_spark.file_sink import FileSinkDataSource
     from kafka_spark.source import PylogDataSource
 
     spark.dataSource.register(PylogDataSource)
+    spark.dataSource.register(FileSinkDataSource)
 
 
 def __getattr__(name: str) -> Any:

@@ -26,15 +26,18 @@ Layout of the output directory (the table)::
 
 Protocol, per micro-batch N of query q (q = the id in ``<checkpoint>/metadata``):
 
-1. Tasks (executors) read N and q from the TaskContext local properties. If q has already
-   committed a batch >= N (replay after a restart), they return at once and write nothing.
-   Otherwise they write part files under fresh names and return their path, size and mtime
-   (and, for batch 0, the smallest ``offset`` per topic-partition if the rows carry Kafka's
-   ``topic``/``partition``/``offset`` columns). A failing task deletes what it wrote.
-2. The driver's ``commit(messages, N)`` (a separate Python worker) takes the next manifest id
-   M = latest + 1 (the sink's own counter, so a new query with batch ids from 0 appends after an
-   old one instead of colliding), checks that batch N continues the offsets the output already
-   covers, writes ``_sink/offsets/M`` (end offsets copied from ``<checkpoint>/offsets/N``), then
+0. Spark creates the writer for batch N on the driver (a Python worker); it notes the last batch
+   q committed here (from ``_sink``), which travels to the tasks with the writer.
+1. Tasks (executors) read N and q from the TaskContext local properties. If the writer says q
+   has already committed a batch >= N (replay after a restart), they return at once and write
+   nothing; tasks never read ``_sink`` themselves. Otherwise they write part files under fresh
+   names and return their path, size, mtime and row count. A failing task deletes what it wrote.
+2. The driver's ``commit(messages, N)`` (a separate Python worker) checks that the newest
+   ``_spark_metadata`` file parses (the sink never builds on a log stock readers cannot read),
+   takes the next manifest id M = latest + 1 (the sink's own counter, so a new query with batch
+   ids from 0 appends after an old one instead of colliding), checks that batch N continues what
+   the output holds (kafka_spark.sink_continuity), writes ``_sink/offsets/M`` (end offsets copied
+   from ``<checkpoint>/offsets/N``, and what the output holds once M is committed), then
    publishes ``_spark_metadata/M`` with create-if-absent. **That publish is the commit point.**
    A replayed N is recognised from the sidecars (query id + batch id), and the replay's files,
    if any, are deleted.
@@ -60,11 +63,13 @@ Kill safety (a SIGKILL of any process at any instant):
 * a killed query restarted with a *new* checkpoint: :func:`committed_source_offsets` reads the
   newest *published* manifest's record, so it resumes right after the last visible batch.
 
-A new query (new or lost checkpoint) pointed at an existing output: its first commit compares
-where it starts with the offsets of the newest committed manifest and fails, naming the
-``startingOffsets`` JSON to use, on an overlap (records would be written twice) or, with
-failOnDataLoss=true, on a gap. :func:`committed_source_offsets` returns those offsets for the
-pylog source's ``startingOffsetsFromOutput``.
+A new query (new or lost checkpoint) pointed at an existing output, whatever the output's
+columns: it is committed only if it provably continues where the output left off, decided from
+the sink's records and Spark's checkpoint (kafka_spark.sink_continuity); otherwise nothing is
+committed and the error names the ``startingOffsets`` JSON to use. With the pylog source the
+check happens on the query's empty first batch, before anything is read.
+:func:`committed_source_offsets` returns those offsets for the pylog source's
+``startingOffsetsFromOutput``.
 
 Batch writes: ``mode("append")`` commits one manifest per job (query id null); ``overwrite``
 is rejected (committed files are immutable; delete the directory or write elsewhere).
@@ -73,8 +78,9 @@ Credentials: options are never written anywhere; only offsets and ids reach ``_s
 
 Modules: this one (data source, writers, :func:`committed_source_offsets`, :func:`vacuum`);
 sink_options (option parsing), sink_task (executor side), sink_commit (driver side),
-metadata_log (``_spark_metadata``), sink_offsets (``_sink`` sidecar, checkpoint, continuity),
-sink_formats (Parquet/Avro/JSON), sink_fs (pyarrow.fs, create-if-absent).
+metadata_log (``_spark_metadata``), sink_offsets (``_sink`` sidecar, checkpoint),
+sink_continuity (does a batch continue the output), sink_formats (Parquet/Avro/JSON), sink_fs
+(pyarrow.fs, create-if-absent).
 """
 
 from __future__ import annotations
@@ -103,19 +109,12 @@ from kafka_spark.sink_commit import (
     StreamCommit,
     abort_files,
     commit_batch_job,
-    newest_offsets_record,
 )
+from kafka_spark.sink_continuity import OutputCoverage
 from kafka_spark.sink_fs import FileSinkError, create_if_absent, list_names, resolve_output
-from kafka_spark.sink_offsets import SINK_DIR, KafkaOffsets, OffsetContinuityError, SinkState
+from kafka_spark.sink_offsets import SINK_DIR, Checkpoint, OffsetContinuityError, SinkState
 from kafka_spark.sink_options import SINK_NAME, FileSinkOptionError, FileSinkOptions
-from kafka_spark.sink_task import (
-    FileSinkCommitMessage,
-    TaskWrite,
-    delete_quietly,
-    has_kafka_columns,
-    tap_min_offsets,
-    task_context,
-)
+from kafka_spark.sink_task import FileSinkCommitMessage, TaskWrite, delete_quietly, task_context
 
 __all__ = [
     "ConcurrentWriterError",
@@ -153,8 +152,29 @@ class FileSinkDataSource(DataSource):
             raise FileSinkOptionError(
                 f"format {SINK_NAME!r} supports outputMode('append') only: files are never rewritten"
             )
-        options = FileSinkOptions.parse(self.options, streaming=True)
-        return FileStreamWriter(_prepare(options, schema), schema)
+        options = _prepare(FileSinkOptions.parse(self.options, streaming=True), schema)
+        return FileStreamWriter(options, schema, _last_commit(options))
+
+
+def _last_commit(options: FileSinkOptions) -> tuple[str, int] | None:
+    """(query id, last batch it committed here) for the query of ``checkpointLocation``, or None.
+
+    Read on the driver when Spark creates the writer of a micro-batch, so that tasks of a
+    replayed batch skip without reading ``_sink`` (a garbled sidecar fails here once, naming the
+    file, not in every task attempt). A lower bound is always safe: a task that does not skip
+    writes files that the commit of a replay deletes.
+    """
+    assert options.checkpoint_location is not None
+    ck = resolve_output(options.checkpoint_location, option="checkpointLocation")
+    query_id = Checkpoint(ck.fs, ck.root, options.checkpoint_location).query_id_if_started()
+    if query_id is None:
+        return None
+    loc = resolve_output(options.path)
+    latest = MetadataLog(loc.fs, loc.root).latest_id()
+    prior = SinkState(loc.fs, loc.root).last_commit_of(query_id, latest)
+    if prior is None or prior.batch_id is None:
+        return None
+    return query_id, prior.batch_id
 
 
 def _prepare(options: FileSinkOptions, schema: StructType) -> FileSinkOptions:
@@ -204,13 +224,17 @@ def _prepare(options: FileSinkOptions, schema: StructType) -> FileSinkOptions:
 class FileStreamWriter(DataSourceStreamArrowWriter):
     """Streaming writer: tasks write part files; ``commit`` publishes the manifest.
 
-    Holds only the parsed options and schema (it is pickled to executors and to the commit
-    worker, and rebuilt by Spark for every micro-batch); all state lives in the output directory.
+    Holds the parsed options, the schema and the last batch the checkpoint's query committed
+    here when Spark created it (it is pickled to executors and to the commit worker, and rebuilt
+    by Spark for every micro-batch); all other state lives in the output directory.
     """
 
-    def __init__(self, options: FileSinkOptions, schema: StructType) -> None:
+    def __init__(
+        self, options: FileSinkOptions, schema: StructType, last_commit: tuple[str, int] | None = None
+    ) -> None:
         self.options = options
         self.schema = schema
+        self.last_commit = last_commit
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FileSinkCommitMessage:
         partition_id, attempt, context = task_context()
@@ -224,21 +248,12 @@ class FileStreamWriter(DataSourceStreamArrowWriter):
                 "(micro-batch triggers only; continuous processing is not supported)"
             )
         batch_id = int(raw_batch_id)
-        loc = resolve_output(self.options.path)
-        prior = SinkState(loc.fs, loc.root).last_commit_of(query_id, MetadataLog(loc.fs, loc.root).latest_id())
-        if prior is not None and prior.batch_id is not None and prior.batch_id >= batch_id:
+        if self.last_commit is not None and self.last_commit[0] == query_id and self.last_commit[1] >= batch_id:
             # Replay of a committed batch: the input iterator is left unread on purpose.
             return FileSinkCommitMessage(query_id, batch_id, partition_id, attempt, skipped=True)
-        first_offsets: KafkaOffsets | None = None
-        if batch_id == 0 and has_kafka_columns(self.schema):
-            # Spark keeps no start offset of a Python source's first batch; the rows bound it.
-            first_offsets = {}
-            iterator = tap_min_offsets(iterator, first_offsets)
         task = TaskWrite(self.options, str(batch_id))
         task.run(iterator)
-        return FileSinkCommitMessage(
-            query_id, batch_id, partition_id, attempt, files=task.files, rows=task.rows, first_offsets=first_offsets
-        )
+        return FileSinkCommitMessage(query_id, batch_id, partition_id, attempt, files=task.files, rows=task.rows)
 
     def commit(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
         StreamCommit(self.options, messages, batchId).run()
@@ -268,17 +283,18 @@ class FileBatchWriter(DataSourceArrowWriter):
 
 
 def committed_source_offsets(path: str) -> dict[str, dict[str, int]] | None:
-    """Source offsets (``{topic: {partition: next_offset}}``) of the newest committed batch in
-    the output at ``path`` that has Kafka-style offsets; None if nothing is committed there.
+    """Where the output at ``path`` continues (``{topic: {partition: next_offset}}``): per
+    topic-partition, the end offset of the newest committed batch that read it, over every query
+    that wrote there; None if no committed batch read Kafka-style offsets.
 
     This is where a new query must start to continue the output with no duplicate and no gap
     (the pylog source's ``startingOffsetsFromOutput``). Reads only committed state, so it is
     safe while a query writes.
     """
     loc = resolve_output(path)
-    log = MetadataLog(loc.fs, loc.root)
-    record = newest_offsets_record(SinkState(loc.fs, loc.root), log.latest_id())
-    return None if record is None else record.offsets
+    latest = MetadataLog(loc.fs, loc.root).check_newest()
+    offsets = OutputCoverage.at(SinkState(loc.fs, loc.root), latest).offsets
+    return offsets or None
 
 
 def vacuum(path: str, older_than_seconds: float) -> list[str]:

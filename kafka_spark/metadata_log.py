@@ -19,6 +19,12 @@ Ids are contiguous from 0: :meth:`MetadataLog.add` only ever creates ``latest + 
 created with :func:`kafka_spark.sink_fs.create_if_absent` and never rewritten or deleted (old
 batch files stay; Spark's ``deleteExpiredLog`` is an optimisation readers do not need).
 
+Corruption: every file read is parsed strictly as Spark reads it (UTF-8, the version line, one
+JSON object per line with Spark's fields and types); a file that does not parse raises
+:class:`MalformedMetadataLogError` naming the file, the line and what is wrong. Before a writer
+appends, :meth:`MetadataLog.check_newest` parses the newest file, and a compaction parses its
+inputs, so the sink never builds on a log stock readers cannot read.
+
 Thread-safety: a MetadataLog holds no mutable state; concurrent writers are detected (the loser's
 create fails), not serialised.
 """
@@ -30,7 +36,7 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from kafka_spark.sink_fs import FileSinkError, create_if_absent, list_names, read_text
+from kafka_spark.sink_fs import FileSinkError, create_if_absent, list_names, read_bytes
 
 METADATA_DIR = "_spark_metadata"
 COMPACT_INTERVAL = 10  # spark.sql.streaming.fileSink.log.compactInterval default; readers assume it
@@ -40,6 +46,17 @@ VERSION_LINE = "v1"
 
 class MalformedMetadataLogError(FileSinkError):
     """A ``_spark_metadata`` file is missing or unreadable where the log says it must be."""
+
+
+_FIELDS = {
+    "path": str,
+    "size": int,
+    "isDir": bool,
+    "modificationTime": int,
+    "blockReplication": int,
+    "blockSize": int,
+    "action": str,
+}
 
 
 @dataclass(frozen=True)
@@ -73,7 +90,10 @@ class SinkFileStatus:
 
     @classmethod
     def from_json(cls, line: str) -> "SinkFileStatus":
-        raw = json.loads(line)
+        return cls.from_dict(json.loads(line))
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> "SinkFileStatus":
         return cls(
             path=raw["path"],
             size=int(raw["size"]),
@@ -93,11 +113,48 @@ def serialize(entries: list[SinkFileStatus]) -> bytes:
     return "\n".join([VERSION_LINE, *(e.to_json() for e in entries)]).encode("utf-8")
 
 
-def deserialize(text: str, where: str) -> list[SinkFileStatus]:
+def _entry(line: str) -> SinkFileStatus:
+    """One log line as Spark's json4s reads it; ValueError says what is wrong."""
+    try:
+        raw = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(raw, dict):
+        raise ValueError("not a JSON object")
+    for name, kind in _FIELDS.items():
+        value = raw.get(name)
+        if value is None:
+            raise ValueError(f"field {name!r} is missing")
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise ValueError(f"field {name!r} is {type(value).__name__}, not {kind.__name__}")
+    return SinkFileStatus.from_dict(raw)
+
+
+def deserialize(data: bytes | str, where: str) -> list[SinkFileStatus]:
+    """Parse one log file as Spark does; :class:`MalformedMetadataLogError` names ``where``, the
+    line and what is wrong."""
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedMetadataLogError(
+                f"{where}: not UTF-8 text (byte 0x{data[exc.start]:02x} at position {exc.start})"
+            ) from None
+    else:
+        text = data
     lines = text.split("\n")
-    if not lines or lines[0] != VERSION_LINE:
-        raise MalformedMetadataLogError(f"{where}: first line must be {VERSION_LINE!r}, got {lines[0]!r}")
-    return [SinkFileStatus.from_json(line) for line in lines[1:] if line]
+    if lines and lines[-1] == "" and len(lines) > 1:
+        lines.pop()  # a trailing newline, which Spark's line reader ignores too
+    if lines[0] != VERSION_LINE:
+        found = repr(lines[0][:40]) if lines[0] else "nothing (the file is empty)"
+        raise MalformedMetadataLogError(f"{where}: line 1 must be the version {VERSION_LINE!r}, found {found}")
+    entries = []
+    for number, line in enumerate(lines[1:], start=2):
+        try:
+            entries.append(_entry(line))
+        except ValueError as exc:
+            raise MalformedMetadataLogError(f"{where}: line {number} is {exc}") from None
+    return entries
 
 
 class MetadataLog:
@@ -131,8 +188,34 @@ class MetadataLog:
     def get(self, batch_id: int) -> list[SinkFileStatus] | None:
         """Entries of the file for ``batch_id`` (a compact file holds all entries so far)."""
         path = self.file_for(batch_id)
-        text = read_text(self.fs, path)
-        return None if text is None else deserialize(text, path)
+        data = read_bytes(self.fs, path)
+        if data is None:
+            return None
+        try:
+            return deserialize(data, path)
+        except MalformedMetadataLogError as exc:
+            raise MalformedMetadataLogError(self._corrupt_advice(batch_id, str(exc))) from None
+
+    def _corrupt_advice(self, batch_id: int, what: str) -> str:
+        holds = (
+            f"it lists every file committed up to batch {batch_id}"
+            if is_compaction_batch(batch_id)
+            else f"it lists the files of batch {batch_id}"
+        )
+        return (
+            f"{what}. This _spark_metadata file is not in Spark's file-sink log format, so stock "
+            f"Spark readers of the output fail on it too; {holds}. The sink commits nothing on "
+            f"top of it. Restore {self.file_for(batch_id)} from a backup or a copy of the output "
+            "(the part files it lists are still in place), then restart the query."
+        )
+
+    def check_newest(self) -> int | None:
+        """Parse the newest log file (raising :class:`MalformedMetadataLogError`, which names it,
+        if it is garbled) before anything is appended after it; return its id."""
+        latest = self.latest_id()
+        if latest is not None:
+            self.get(latest)
+        return latest
 
     def all_files(self, latest: int | None = None) -> list[SinkFileStatus]:
         """Every file visible at ``latest`` (default: the newest id), as Spark's ``allFiles``."""

@@ -13,15 +13,13 @@ from typing import Optional
 from pyspark.sql.datasource import WriterCommitMessage
 
 from kafka_spark.metadata_log import MetadataLog
+from kafka_spark.sink_continuity import ContinuityCheck, OutputCoverage, batch_start
 from kafka_spark.sink_fs import FileSinkError, resolve_output
 from kafka_spark.sink_offsets import (
     Checkpoint,
     CheckpointError,
     CommitRecord,
-    KafkaOffsets,
     SinkState,
-    continuity_error,
-    find_discontinuities,
     merge_kafka_offsets,
 )
 from kafka_spark.sink_options import FileSinkOptions
@@ -76,8 +74,12 @@ class StreamCommit:
                 f"tasks of batch {self.batch_id} ran for query {strangers.pop()}, but "
                 f"checkpointLocation {self.options.checkpoint_location} belongs to query {query_id}"
             )
-        latest = self.log.latest_id()
-        prior = self.state.last_commit_of(query_id, latest)
+        try:
+            latest = self.log.check_newest()  # never build on a log Spark readers cannot read
+            prior = self.state.last_commit_of(query_id, latest)
+        except FileSinkError:
+            self._discard()
+            raise
         if prior is not None and prior.batch_id is not None and prior.batch_id >= self.batch_id:
             # Replay of a committed batch: keep the committed files, drop whatever the replay wrote.
             committed = {f.path for f in self.log.all_files(latest)}
@@ -98,15 +100,30 @@ class StreamCommit:
                 "checkpointLocation option must be the query's own checkpoint directory"
             )
         end = merge_kafka_offsets(sources)
-        if end is not None and latest is not None:
-            self._check_continuity(query_id, latest, end)
+        try:
+            coverage = OutputCoverage.at(self.state, latest)
+            wrote_rows = any(m.rows > 0 or m.files for m in self.messages)
+            check = ContinuityCheck(
+                self.options.path, query_id, self.batch_id, sources, end or {}, self.options.fail_on_data_loss
+            )
+            check.verify(coverage, batch_start(self.checkpoint, self.batch_id, sources, wrote_rows))
+        except FileSinkError:
+            self._discard()
+            raise
         manifest_id = 0 if latest is None else latest + 1
         self.state.register_query(query_id, self.options.checkpoint_location or "", manifest_id)
+        after = coverage.after(query_id, sources, end)
         record = CommitRecord(
-            manifest_id, query_id, self.batch_id, sources, end, len(self.files), int(time.time() * 1000)
+            manifest_id, query_id, self.batch_id, sources, end, len(self.files), int(time.time() * 1000),
+            after.offsets, after.other_source_queries,
         )
         self.state.write_record(record)
-        if not self.log.add(manifest_id, self.files):  # the commit point
+        try:
+            published = self.log.add(manifest_id, self.files)  # the commit point
+        except FileSinkError:  # a compaction input that does not parse: nothing was published
+            self._discard()
+            raise
+        if not published:
             self._discard()
             raise ConcurrentWriterError(
                 f"{self.log.file_for(manifest_id)} appeared while batch {self.batch_id} of query "
@@ -114,51 +131,31 @@ class StreamCommit:
                 "Nothing of this batch was committed; run one query per output path."
             )
 
-    def _check_continuity(self, query_id: str, latest: int, end: KafkaOffsets) -> None:
-        committed = newest_offsets_record(self.state, latest)
-        if committed is None or committed.offsets is None:
-            return
-        exact_start = None
-        if self.batch_id > 0:
-            previous = self.checkpoint.source_offsets(self.batch_id - 1)
-            exact_start = merge_kafka_offsets(previous) if previous is not None else None
-        observed: KafkaOffsets | None = None
-        if exact_start is None and any(m.first_offsets is not None for m in self.messages):
-            observed = {}
-            for m in self.messages:
-                for topic, parts in (m.first_offsets or {}).items():
-                    for partition, low in parts.items():
-                        mine = observed.setdefault(topic, {})
-                        mine[partition] = min(low, mine.get(partition, low))
-        problems = find_discontinuities(committed.offsets, exact_start, end, observed)
-        if not self.options.fail_on_data_loss:
-            problems = [p for p in problems if p.kind != "gap"]
-        if problems:
-            self._discard()
-            raise continuity_error(problems, committed.offsets, self.options.path, self.batch_id, query_id)
-
-
-def newest_offsets_record(state: SinkState, latest: int | None) -> CommitRecord | None:
-    """The newest committed record that carries Kafka-style offsets (None if there is none)."""
-    if latest is None:
-        return None
-    for manifest_id in range(latest, -1, -1):
-        record = state.read_record(manifest_id)
-        if record.offsets is not None:
-            return record
-    return None
-
 
 def commit_batch_job(options: FileSinkOptions, messages: list[Optional[WriterCommitMessage]]) -> None:
     """Publish a batch (``df.write``) job as the next manifest; its record has no query id."""
     loc = resolve_output(options.path)
     log = MetadataLog(loc.fs, loc.root)
+    state = SinkState(loc.fs, loc.root)
     files = [f for m in task_messages(messages) for f in m.files]
-    latest = log.latest_id()
+    try:
+        latest = log.check_newest()
+        coverage = OutputCoverage.at(state, latest)
+    except FileSinkError:
+        delete_quietly(loc.fs, [loc.from_uri(f.path) for f in files])
+        raise
     manifest_id = 0 if latest is None else latest + 1
-    record = CommitRecord(manifest_id, None, None, [], None, len(files), int(time.time() * 1000))
-    SinkState(loc.fs, loc.root).write_record(record)
-    if not log.add(manifest_id, files):  # the commit point
+    record = CommitRecord(
+        manifest_id, None, None, [], None, len(files), int(time.time() * 1000),
+        coverage.offsets, coverage.other_source_queries,
+    )
+    state.write_record(record)
+    try:
+        published = log.add(manifest_id, files)  # the commit point
+    except FileSinkError:
+        delete_quietly(loc.fs, [loc.from_uri(f.path) for f in files])
+        raise
+    if not published:
         delete_quietly(loc.fs, [loc.from_uri(f.path) for f in files])
         raise ConcurrentWriterError(
             f"{log.file_for(manifest_id)} appeared while this job committed: another writer is "

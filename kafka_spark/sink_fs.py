@@ -113,13 +113,25 @@ def resolve_output(path: str, option: str = "path") -> OutputLocation:
     return OutputLocation(fs, fs_path, prefix)
 
 
-def read_text(fs: pafs.FileSystem, path: str) -> str | None:
-    """The UTF-8 content of ``path``, or None if it does not exist."""
+def read_bytes(fs: pafs.FileSystem, path: str) -> bytes | None:
+    """The content of ``path``, or None if it does not exist."""
     try:
         with fs.open_input_stream(path) as stream:
-            return stream.read().decode("utf-8")
+            return stream.read()
     except FileNotFoundError:
         return None
+
+
+def read_text(fs: pafs.FileSystem, path: str) -> str | None:
+    """The UTF-8 content of ``path``, or None if it does not exist. A file that is not UTF-8
+    raises :class:`FileSinkError` naming it."""
+    data = read_bytes(fs, path)
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileSinkError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at position {exc.start})") from None
 
 
 def exists(fs: pafs.FileSystem, path: str) -> bool:

@@ -4,12 +4,18 @@ Layout (JSON, UTF-8; credentials and Spark confs are never copied in):
 
 ``_sink/offsets/<manifestId>``
     ``{"manifestId": M, "queryId": q | null, "batchId": N | null, "sources": [<raw offset json> |
-    null, ...], "offsets": {"topic": {"0": next_offset}} | null, "files": k, "committedMs": t}``.
+    null, ...], "offsets": {"topic": {"0": next_offset}} | null, "files": k, "committedMs": t,
+    "outputOffsets": {"topic": {"0": next_offset}}, "otherSourceQueries": [q, ...]}``.
     Written (replace allowed) just *before* ``_spark_metadata/<M>`` is published; it counts only
     if that manifest exists. ``sources`` are the source lines of Spark's
     ``<checkpoint>/offsets/<N>`` (end offsets of batch N, one per source); ``offsets`` is their
     merge when they are Kafka-style (``{"topic": {"partition": next_offset}}``), as Spark's Kafka
     source and pylog's source write them. Batch (non-streaming) jobs have ``queryId`` null.
+    ``outputOffsets`` and ``otherSourceQueries`` describe the whole output once M is committed
+    (:class:`kafka_spark.sink_continuity.OutputCoverage`): per topic-partition the end offset of
+    the newest batch that read it, and the streaming queries whose batches read sources without
+    Kafka-style offsets. Records written before these two fields existed lack them; the
+    coverage is then rebuilt from all records.
 ``_sink/queries/<queryId>``
     ``{"queryId", "checkpointLocation", "firstManifestId", "createdMs"}``, created once (create-if-
     absent) before the query's first manifest. Its absence proves the query never committed, and
@@ -32,7 +38,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from kafka_spark.sink_fs import FileSinkError, create_if_absent, read_text, write_replace
+from kafka_spark.sink_fs import FileSinkError, create_if_absent, read_bytes, read_text, write_replace
 
 SINK_DIR = "_sink"
 KafkaOffsets = dict[str, dict[str, int]]
@@ -46,12 +52,26 @@ class OffsetContinuityError(FileSinkError):
     """A new query would duplicate or skip records relative to what the output already holds."""
 
 
+class SinkStateError(FileSinkError):
+    """A file under ``<out>/_sink`` cannot be read; the message names it and what to do."""
+
+
 def offsets_json(offsets: KafkaOffsets) -> str:
     """Spark's Kafka offset JSON: ``{"t":{"0":23,"1":-1}}``, topics and partitions sorted."""
     ordered = {
         topic: {p: offsets[topic][p] for p in sorted(offsets[topic], key=int)} for topic in sorted(offsets)
     }
     return json.dumps(ordered, separators=(",", ":"))
+
+
+def kafka_offsets_of(raw: str | None) -> KafkaOffsets | None:
+    """A source's offset JSON as Kafka-style offsets, or None if it has another shape."""
+    if raw is None:
+        return None
+    try:
+        return _as_kafka_offsets(json.loads(raw))
+    except json.JSONDecodeError:
+        return None
 
 
 def _as_kafka_offsets(value: Any) -> KafkaOffsets | None:
@@ -71,12 +91,7 @@ def merge_kafka_offsets(sources: list[str | None]) -> KafkaOffsets | None:
     """Merge the Kafka-style source offsets of one batch; None if no source is Kafka-style."""
     merged: KafkaOffsets = {}
     for raw in sources:
-        if raw is None:
-            continue
-        try:
-            parsed = _as_kafka_offsets(json.loads(raw))
-        except json.JSONDecodeError:
-            continue
+        parsed = kafka_offsets_of(raw)
         if parsed is None:
             continue
         for topic, parts in parsed.items():
@@ -105,6 +120,33 @@ class Checkpoint:
                 "directory Spark uses for this query"
             )
         return str(json.loads(text.splitlines()[0])["id"])
+
+    def query_id_if_started(self) -> str | None:
+        """The query id, or None while Spark has not written ``metadata`` yet."""
+        try:
+            return self.query_id()
+        except CheckpointError:
+            return None
+
+    def kafka_initial_offsets(self, source_index: int) -> KafkaOffsets | None:
+        """The start of Spark's Kafka source ``source_index``, from its initial-offset log
+        ``sources/<i>/0`` (``KafkaSourceInitialOffsetWriter``: a zero byte, ``v1\\n``, the
+        offset JSON; Spark 2.1.0 wrote the JSON alone), or None if there is no such file or it
+        does not hold Kafka-style offsets (another source's log, e.g. the rate source's)."""
+        data = read_bytes(self.fs, f"{self.root}/sources/{source_index}/0")
+        if data is None:
+            return None
+        if data[:1] == b"\x00":
+            data = data[1:]
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if text.startswith("v"):
+            version, _, text = text.partition("\n")
+            if version != "v1":
+                return None
+        return kafka_offsets_of(text)
 
     def source_offsets(self, batch_id: int) -> list[str | None] | None:
         """The source lines of ``offsets/<batch_id>`` (None per absent source), or None if the
@@ -138,6 +180,10 @@ class CommitRecord:
     offsets: KafkaOffsets | None
     files: int
     committed_ms: int
+    #: Where the output continues once this manifest is committed (None in older records).
+    output_offsets: KafkaOffsets | None = None
+    #: Streaming queries that wrote batches of non-Kafka-style sources (None in older records).
+    other_source_queries: tuple[str, ...] | None = None
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -149,6 +195,8 @@ class CommitRecord:
                 "offsets": self.offsets,
                 "files": self.files,
                 "committedMs": self.committed_ms,
+                "outputOffsets": self.output_offsets,
+                "otherSourceQueries": None if self.other_source_queries is None else list(self.other_source_queries),
             },
             sort_keys=False,
         ).encode("utf-8")
@@ -156,14 +204,23 @@ class CommitRecord:
     @classmethod
     def from_json(cls, text: str) -> "CommitRecord":
         raw = json.loads(text)
+        offsets = raw["offsets"]
+        if offsets is not None and _as_kafka_offsets(offsets) is None:
+            raise ValueError("'offsets' is not Kafka-style offsets")
+        output = raw.get("outputOffsets")
+        if output is not None and output != {} and _as_kafka_offsets(output) is None:
+            raise ValueError("'outputOffsets' is not Kafka-style offsets")
+        others = raw.get("otherSourceQueries")
         return cls(
             manifest_id=int(raw["manifestId"]),
             query_id=raw["queryId"],
-            batch_id=raw["batchId"],
+            batch_id=None if raw["batchId"] is None else int(raw["batchId"]),
             sources=list(raw["sources"]),
-            offsets=raw["offsets"],
+            offsets=offsets,
             files=int(raw["files"]),
             committed_ms=int(raw["committedMs"]),
+            output_offsets=output,
+            other_source_queries=None if others is None else tuple(str(q) for q in others),
         )
 
 
@@ -182,14 +239,32 @@ class SinkState:
         write_replace(self.fs, self.record_path(record.manifest_id), record.to_json())
 
     def read_record(self, manifest_id: int) -> CommitRecord:
-        """The record of a *committed* manifest (its absence means the output was edited)."""
-        text = read_text(self.fs, self.record_path(manifest_id))
-        if text is None:
-            raise FileSinkError(
-                f"{self.record_path(manifest_id)} is missing although manifest {manifest_id} is "
-                "committed; the output directory was edited by hand"
-            )
-        return CommitRecord.from_json(text)
+        """The record of a *committed* manifest (its absence means the output was edited).
+        Raises :class:`SinkStateError` naming the file if it cannot be read."""
+        path = self.record_path(manifest_id)
+        try:
+            text = read_text(self.fs, path)
+            if text is None:
+                raise SinkStateError(
+                    f"{path} is missing although manifest {manifest_id} is committed; the output "
+                    "directory was edited by hand. Restore the file from a backup or a copy of the "
+                    "output."
+                )
+            record = CommitRecord.from_json(text)
+            if record.manifest_id != manifest_id:
+                raise ValueError(f"it names manifest {record.manifest_id}")
+            return record
+        except SinkStateError:
+            raise
+        except (FileSinkError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            what = str(exc) if isinstance(exc, (FileSinkError, ValueError)) else f"field {exc} is missing or wrong"
+            raise SinkStateError(
+                f"{path} cannot be read ({what}). It is the sink's record of manifest "
+                f"{manifest_id}: which query committed it and the source offsets it covers. The "
+                "sink commits nothing until it is readable (the data of the manifest is intact and "
+                "visible to Spark readers). Restore the file from a backup or a copy of the "
+                "output, then restart the query."
+            ) from None
 
     def register_query(self, query_id: str, checkpoint_location: str, first_manifest_id: int) -> None:
         """Record that ``query_id`` may commit from ``first_manifest_id`` on (kept if present)."""
@@ -205,8 +280,16 @@ class SinkState:
         create_if_absent(self.fs, f"{self.directory}/queries/{query_id}", body)
 
     def first_manifest_of(self, query_id: str) -> int | None:
-        text = read_text(self.fs, f"{self.directory}/queries/{query_id}")
-        return None if text is None else int(json.loads(text)["firstManifestId"])
+        path = f"{self.directory}/queries/{query_id}"
+        try:
+            text = read_text(self.fs, path)
+            return None if text is None else int(json.loads(text)["firstManifestId"])
+        except (FileSinkError, ValueError, KeyError, TypeError) as exc:
+            raise SinkStateError(
+                f"{path} cannot be read ({exc}). It records that query {query_id} writes to this "
+                "output and from which manifest on. Restore it from a backup or a copy of the "
+                "output, then restart the query."
+            ) from None
 
     def last_commit_of(self, query_id: str, latest_manifest: int | None) -> CommitRecord | None:
         """The newest committed record of ``query_id`` (None if it never committed).
@@ -224,77 +307,3 @@ class SinkState:
             if record.query_id == query_id:
                 return record
         return None
-
-
-@dataclass(frozen=True)
-class Discontinuity:
-    topic: str
-    partition: str
-    committed: int
-    starts_at: int | None  # None: the batch read nothing from this partition
-    kind: str  # "overlap" or "gap"
-
-
-def find_discontinuities(
-    committed: KafkaOffsets,
-    exact_start: KafkaOffsets | None,
-    end: KafkaOffsets | None,
-    observed_min: KafkaOffsets | None,
-) -> list[Discontinuity]:
-    """Compare where a batch starts with the offsets the output already covers.
-
-    ``exact_start`` is known for Spark batch N > 0 (``offsets/<N-1>``). For batch 0 Spark keeps
-    no start offset of a Python source, so it is bounded by the rows' smallest ``offset`` per
-    partition (``observed_min``) and the batch's ``end``: rows below the committed offset are
-    certain duplicates; a first row above it, or an end past it with no rows, may be a gap (or
-    only transaction markers / compacted records, which is what failOnDataLoss=false accepts).
-    Partitions the new query does not read are not compared.
-    """
-    found: list[Discontinuity] = []
-    for topic, parts in sorted(committed.items()):
-        for partition, next_offset in sorted(parts.items(), key=lambda kv: int(kv[0])):
-            def add(starts_at: int | None, kind: str) -> None:
-                found.append(Discontinuity(topic, partition, next_offset, starts_at, kind))
-
-            if exact_start is not None:
-                start = exact_start.get(topic, {}).get(partition)
-                if start is not None and start != next_offset:
-                    add(start, "overlap" if start < next_offset else "gap")
-                continue
-            batch_end = (end or {}).get(topic, {}).get(partition)
-            first_row = (observed_min or {}).get(topic, {}).get(partition)
-            if first_row is not None:
-                if first_row < next_offset:
-                    add(first_row, "overlap")
-                elif first_row > next_offset:
-                    add(first_row, "gap")
-            elif batch_end is not None and batch_end < next_offset:
-                add(batch_end, "overlap")
-            elif batch_end is not None and batch_end > next_offset:
-                add(None, "gap")
-    return found
-
-
-def continuity_error(
-    problems: list[Discontinuity], committed: KafkaOffsets, output: str, batch_id: int, query_id: str
-) -> OffsetContinuityError:
-    lines = []
-    for d in problems:
-        where = f"{d.topic}-{d.partition}"
-        if d.kind == "overlap":
-            lines.append(f"  {where}: output holds records up to offset {d.committed - 1}, this batch starts at "
-                         f"{d.starts_at} ({d.committed - d.starts_at} records would be written twice)")
-        elif d.starts_at is None:
-            lines.append(f"  {where}: output continues at offset {d.committed}, this batch read no record "
-                         "of it although its end offset is past that (possible gap)")
-        else:
-            lines.append(f"  {where}: output continues at offset {d.committed}, this batch starts at "
-                         f"{d.starts_at} ({d.starts_at - d.committed} offsets would be skipped)")
-    return OffsetContinuityError(
-        f"batch {batch_id} of query {query_id} does not continue the output {output}:\n"
-        + "\n".join(lines)
-        + "\nNothing of this batch was committed. Stop the query, delete its checkpoint and restart "
-        f"the source with startingOffsets='{offsets_json(committed)}' (the pylog source does this "
-        "with option startingOffsetsFromOutput). If the skipped offsets hold only transaction "
-        "markers or compacted records, set the sink option failOnDataLoss=false."
-    )

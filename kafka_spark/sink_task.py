@@ -21,12 +21,10 @@ from typing import Optional
 import pyarrow as pa
 import pyarrow.fs as pafs
 from pyspark.sql.datasource import WriterCommitMessage
-from pyspark.sql.types import StructType
 
 from kafka_spark import sink_formats
 from kafka_spark.metadata_log import SinkFileStatus
 from kafka_spark.sink_fs import OutputLocation, resolve_output
-from kafka_spark.sink_offsets import KafkaOffsets
 from kafka_spark.sink_options import FileSinkOptions
 
 _log = logging.getLogger(__name__)
@@ -43,7 +41,6 @@ class FileSinkCommitMessage(WriterCommitMessage):
     files: list[SinkFileStatus] = field(default_factory=list)
     skipped: bool = False
     rows: int = 0
-    first_offsets: Optional[KafkaOffsets] = None  # min offset per topic-partition (batch 0 only)
 
 
 def task_context() -> tuple[int, int, object]:
@@ -53,32 +50,6 @@ def task_context() -> tuple[int, int, object]:
     if context is None:  # only outside Spark, e.g. when called by hand
         return 0, 0, None
     return context.partitionId(), context.attemptNumber(), context
-
-
-def _min_offsets(batch: pa.RecordBatch, into: KafkaOffsets) -> None:
-    """Fold the batch's smallest ``offset`` per (topic, partition) into ``into``."""
-    table = pa.Table.from_batches([batch]).select(["topic", "partition", "offset"])
-    grouped = table.group_by(["topic", "partition"]).aggregate([("offset", "min")])
-    for topic, partition, low in zip(
-        grouped["topic"].to_pylist(), grouped["partition"].to_pylist(), grouped["offset_min"].to_pylist()
-    ):
-        if topic is None or partition is None or low is None:
-            continue
-        parts = into.setdefault(topic, {})
-        key = str(partition)
-        parts[key] = min(low, parts.get(key, low))
-
-
-def has_kafka_columns(schema: StructType) -> bool:
-    """Whether rows carry the Kafka source's topic (string), partition (int), offset (long)."""
-    from pyspark.sql.types import IntegerType, LongType, StringType
-
-    types = {f.name: f.dataType for f in schema.fields}
-    return (
-        isinstance(types.get("topic"), StringType)
-        and isinstance(types.get("partition"), IntegerType)
-        and isinstance(types.get("offset"), LongType)
-    )
 
 
 _HIVE_ESCAPE = set('"#%\'*/:=?\\\x7f{[]^')
@@ -181,8 +152,3 @@ def delete_quietly(fs: pafs.FileSystem, paths: list[str]) -> list[str]:
             _log.warning("could not delete %s: %s", path, exc)
     return deleted
 
-
-def tap_min_offsets(batches: Iterator[pa.RecordBatch], into: KafkaOffsets) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        _min_offsets(batch, into)
-        yield batch

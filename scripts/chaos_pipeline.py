@@ -9,7 +9,15 @@ restarted from its checkpoint each time. At the end the producer stops, the pipe
 and the output must hold every acknowledged input exactly once: read with stock
 ``spark.read.parquet`` (files) or a read_committed consumer (topic).
 
-    python scripts/chaos_pipeline.py --sink files|topic --kills 50 --seed 1
+    python scripts/chaos_pipeline.py --sink files|files-nokafka|topic --kills 50 --seed 1
+
+``files`` writes the Quickstart's shape (partition, offset, seq10: no topic column),
+``files-nokafka`` an output with no Kafka column at all (seq10, label).
+
+With ``--new-query-at K`` (file sinks), before the K-th driver the pipeline's checkpoint is
+"lost": first a new query with a fresh checkpoint and the same options (startingOffsets
+earliest) must be refused by the sink without committing anything, then the checkpoint is
+deleted and every later driver starts from the output's offsets (startingOffsetsFromOutput).
 
 Random moments hit the short windows of the commit protocols only now and then. With ``--aim``,
 the first kills strike inside the windows given, one each, in order (scripts/chaos_hooks, loaded
@@ -17,7 +25,7 @@ into the driver's Python processes, does the killing and records where it struck
 kills are random:
 
     python scripts/chaos_pipeline.py --sink files --kills 10 \
-        --aim files-written,sidecar-written,manifest-published
+        --aim files-written,sidecar-written,manifest-published,batch-planned,spark-committed
     python scripts/chaos_pipeline.py --sink topic --kills 10 --aim transaction-open,transaction-committed
 
 ``--bootstrap-server HOST:PORT`` runs the pipeline against that cluster (e.g. Apache Kafka)
@@ -25,7 +33,7 @@ instead of a pylog broker process of its own; its topics get names of their own 
 
 Prints ``chaos: sink=... kills=... input=N output=N duplicates=0 missing=0 OK`` and exits 0, or
 the same line with FAILED and exits 1; with --aim, the line also lists where each kill struck and
-is FAILED if a driver ran ``--max-seconds`` without reaching its phase.
+is FAILED if a driver did not reach its phase (the line says whether it exited or ran out of time).
 """
 
 from __future__ import annotations
@@ -69,13 +77,39 @@ def produce_forever(bootstrap: str, topic: str, stop: threading.Event, acknowled
 
 
 def driver(bootstrap: str, source: str, sink: str, output: str, checkpoint: str, mode: str,
-           env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, os.path.join(HERE, "chaos_driver.py"), bootstrap, source, sink,
-                             output, checkpoint, mode], start_new_session=True, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+           env: dict[str, str] | None = None, from_output: bool = False, log: str | None = None) -> subprocess.Popen:
+    """Start a driver in its own process group; its output goes to ``log`` (kept when a run fails)."""
+    args = [sys.executable, os.path.join(HERE, "chaos_driver.py"), bootstrap, source, sink, output, checkpoint, mode]
+    out = open(log, "ab") if log else subprocess.DEVNULL
+    try:
+        return subprocess.Popen(args + (["from-output"] if from_output else []), start_new_session=True, env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
+    finally:
+        if log:
+            out.close()
 
 
-AIM_TIMEOUT_S = 120.0  # how long an aimed driver may take to reach its phase
+def manifest_ids(output: str) -> list[str]:
+    directory = os.path.join(output, "_spark_metadata")
+    return sorted(n for n in os.listdir(directory) if not n.startswith(".")) if os.path.isdir(directory) else []
+
+
+def new_query_on_the_output(bootstrap: str, source: str, sink: str, output: str, checkpoint: str, work: str) -> str:
+    """A fresh checkpoint with the same options must be refused, committing nothing; then the
+    pipeline's checkpoint is lost. Returns what happened, for the summary line."""
+    before = manifest_ids(output)
+    probe = driver(bootstrap, source, sink, output, os.path.join(work, "probe-checkpoint"), "probe",
+                   log=os.path.join(work, "probe.log"))
+    code = probe.wait(timeout=DRAIN_TIMEOUT_S)
+    after = manifest_ids(output)
+    if code != 3 or after != before:
+        return f"new-query=NOT-REFUSED(exit {code}, manifests {len(before)}->{len(after)})"
+    subprocess.run(["rm", "-rf", checkpoint], check=True)
+    return "new-query=refused,checkpoint-lost"
+
+
+AIM_TIMEOUT_S = 600.0  # how long an aimed driver may take to reach its phase (Spark starts slowly under load)
+DRAIN_TIMEOUT_S = 3600.0  # how long the final drain (and the new-query probe) may take
 
 
 def _hook_phases() -> tuple[str, ...]:
@@ -98,7 +132,7 @@ def aimed_env(phase: str, counter: str, at: int) -> dict[str, str]:
 
 def read_output(sink: str, bootstrap: str, output: str) -> list[int]:
     """The sequence numbers in the output: stock Spark's parquet reader, or a read_committed consumer."""
-    if sink == "files":
+    if sink.startswith("files"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         from pyspark.sql import SparkSession
 
@@ -147,21 +181,28 @@ def cluster(bootstrap: str | None) -> Iterator[tuple[str, str, str]]:
 
 
 def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.0,
-        aim: list[str] | None = None, bootstrap_server: str | None = None) -> bool:
+        aim: list[str] | None = None, bootstrap_server: str | None = None, new_query_at: int | None = None) -> bool:
     rng = random.Random(seed)
     work = tempfile.mkdtemp(prefix=f"pylog-chaos-{sink}-")
     with cluster(bootstrap_server) as (bootstrap, source, output_topic):
-        output = os.path.join(work, "out") if sink == "files" else output_topic
+        output = os.path.join(work, "out") if sink.startswith("files") else output_topic
         checkpoint = os.path.join(work, "checkpoint")
         acknowledged: list[int] = []
         stop = threading.Event()
         writer = threading.Thread(target=produce_forever, args=(bootstrap, source, stop, acknowledged), daemon=True)
         writer.start()
         struck: list[str] = []
+        new_query = ""
+        from_output = False
         try:
             for kill in range(kills):
+                if kill == new_query_at:
+                    new_query = new_query_on_the_output(bootstrap, source, sink, output, checkpoint, work) + " "
+                    from_output = True
+                log = os.path.join(work, f"driver-{kill}.log")
                 if kill >= len(aim or ()):
-                    process = driver(bootstrap, source, sink, output, checkpoint, "run")
+                    process = driver(bootstrap, source, sink, output, checkpoint, "run", from_output=from_output,
+                                     log=log)
                     time.sleep(rng.uniform(min_s, max_s))
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
@@ -169,23 +210,31 @@ def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.
                 phase = aim[kill]
                 counter = os.path.join(work, f"kill-{kill}")
                 process = driver(bootstrap, source, sink, output, checkpoint, "run",
-                                 aimed_env(phase, counter, rng.randint(1, 3)))
+                                 aimed_env(phase, counter, rng.randint(1, 3)), from_output=from_output, log=log)
                 try:
-                    process.wait(timeout=AIM_TIMEOUT_S)
+                    why = f"exited with {process.wait(timeout=AIM_TIMEOUT_S)}, see {log}"
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
+                    why = f"not reached in {AIM_TIMEOUT_S:.0f} s"
                 if os.path.exists(counter + ".killed"):
                     with open(counter + ".killed") as killed:
                         struck.append(killed.read().strip())
                 else:
-                    struck.append(f"{phase} MISSED")
+                    struck.append(f"{phase} MISSED ({why})")
         finally:
             stop.set()
             writer.join(60)
-        drained = driver(bootstrap, source, sink, output, checkpoint, "drain")
-        if drained.wait(timeout=600) != 0:
-            print(f"chaos: sink={sink} kills={kills} the final drain run failed FAILED")
+        drain_log = os.path.join(work, "drain.log")
+        drained = driver(bootstrap, source, sink, output, checkpoint, "drain", from_output=from_output, log=drain_log)
+        try:
+            code = drained.wait(timeout=DRAIN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(drained.pid, signal.SIGKILL)
+            code = f"not done in {DRAIN_TIMEOUT_S:.0f} s"
+        if code != 0:
+            print(f"chaos: sink={sink} kills={kills} the final drain run failed ({code}, see {drain_log}) FAILED",
+                  flush=True)
             return False
         values = read_output(sink, bootstrap, output)
     counts = Counter(values)
@@ -193,27 +242,34 @@ def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.
     missing = len(set(acknowledged) - set(counts))
     extra = len(set(counts) - set(acknowledged))
     ok = duplicates == 0 and missing == 0 and extra == 0 and len(acknowledged) > 0
+    ok = ok and "NOT-REFUSED" not in new_query and (new_query_at is None or new_query_at >= kills or bool(new_query))
     where = ""
     if aim:
-        ok = ok and not any(s.endswith("MISSED") for s in struck)
+        ok = ok and not any(" MISSED" in s for s in struck)
         where = f"struck=[{'; '.join(struck)}] "
     print(f"chaos: sink={sink} kills={kills} seed={seed} input={len(acknowledged)} output={len(values)} "
-          f"duplicates={duplicates} missing={missing} unexpected={extra} {where}{'OK' if ok else 'FAILED'}",
+          f"duplicates={duplicates} missing={missing} unexpected={extra} {new_query}{where}{'OK' if ok else 'FAILED'}",
           flush=True)
-    subprocess.run(["rm", "-rf", work], check=False)
+    if ok:
+        subprocess.run(["rm", "-rf", work], check=False)
+    else:
+        print(f"chaos: driver logs and the output are kept in {work}", flush=True)
     return ok
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sink", choices=["files", "topic"], default="files")
+    parser.add_argument("--sink", choices=["files", "files-nokafka", "topic"], default="files")
     parser.add_argument("--kills", type=int, default=50)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--min-seconds", type=float, default=4.0, help="shortest life of a driver before its kill")
     parser.add_argument("--max-seconds", type=float, default=12.0, help="longest life of a driver before its kill")
     parser.add_argument("--bootstrap-server", help="run against this cluster instead of a pylog broker process")
     parser.add_argument("--aim", help="comma-separated phases (see scripts/chaos_hooks): the first kills strike "
-                                      "inside them, one each; a driver gets up to 120 s to reach its phase")
+                                      "inside them, one each; a driver gets up to 600 s to reach its phase")
+    parser.add_argument("--new-query-at", type=int, help="before this driver (0-based), lose the checkpoint: a new "
+                                                             "query from earliest must be refused, later drivers "
+                                                             "start from the output (file sinks)")
     args = parser.parse_args()
     aim = args.aim.split(",") if args.aim else None
     unknown = set(aim or ()) - set(_hook_phases())
@@ -221,8 +277,10 @@ def main() -> int:
         parser.error(f"--aim: unknown phase(s) {sorted(unknown)}; the phases are {', '.join(_hook_phases())}")
     if aim and len(aim) > args.kills:
         parser.error(f"--aim names {len(aim)} phases but --kills is {args.kills}")
+    if args.new_query_at is not None and not args.sink.startswith("files"):
+        parser.error("--new-query-at needs a file sink")
     return 0 if run(args.sink, args.kills, args.seed, args.min_seconds, args.max_seconds, aim,
-                    args.bootstrap_server) else 1
+                    args.bootstrap_server, args.new_query_at) else 1
 
 
 if __name__ == "__main__":

@@ -47,5 +47,6 @@ def test_lost_checkpoint_resumes_from_output_offsets_exactly_once(spark, embedde
     # A new query that ignores the output's offsets would duplicate: its commit refuses.
     failure = stream_to_files(spark, embedded_kafka, topic, out, str(tmp_path / "ck3"), startingOffsets="earliest")
     assert failure is not None
-    assert f"""startingOffsets='{{"{topic}":{{"0":17,"1":8,"2":0,"3":5}}}}'""" in str(failure)
+    assert f""".option("startingOffsets", '{{"{topic}":{{"0":17,"1":8,"2":0,"3":5}}}}')""" in str(failure)
+    assert f"{topic}-0: the output holds offsets up to 16; this query starts at 0" in str(failure)
     assert spark.read.parquet(out).count() == 30

@@ -3,7 +3,8 @@
 The input is a small Python streaming source shaped like Spark's Kafka source (columns topic,
 partition, offset, value; offsets ``{"topic": {"partition": next}}``), so the sink's offset
 bookkeeping is exercised exactly as with the pylog source, with deterministic data: partition p
-holds records 0..endOffset-1, value "<topic>-<p>-<offset>".
+holds records 0..endOffset-1, value "<topic>-<p>-<offset>". Like the pylog source, a new query's
+first batch is an empty start batch (kafka_spark.stream_reader), unless ``firstBatchCarriesData``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class KafkaShapedReader(DataSourceStreamReader):
         self.step = int(options.get("step", "10"))
         self.starting = options.get("startingOffsets", "earliest")
         self.fail_on = options.get("failOn")  # "<partition>:<offset>": raise when reading it
+        self.start_batch = options.get("firstBatchCarriesData", "false") != "true"
+        self.planned = False
 
     def initialOffset(self) -> dict:
         if self.starting != "earliest":
@@ -51,6 +54,9 @@ class KafkaShapedReader(DataSourceStreamReader):
         return {TOPIC: {str(p): 0 for p in range(self.partitions_n)}}
 
     def latestOffset(self, start: dict, limit) -> dict:  # noqa: ANN001 (ReadLimit)
+        first, self.planned = not self.planned, True
+        if first and self.start_batch and start == self.initialOffset():
+            return start
         return {TOPIC: {p: min(o + self.step, max(self.end, o)) for p, o in start[TOPIC].items()}}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
@@ -67,6 +73,8 @@ class KafkaShapedReader(DataSourceStreamReader):
                 time.sleep(1.5)  # let the other task finish first, so abort() has files to delete
                 raise RuntimeError(f"injected failure reading {TOPIC}-{p} at {fail_offset}")
         offsets = list(range(low, high))
+        if not offsets:
+            return
         yield pa.record_batch(
             {
                 "topic": pa.array([TOPIC] * len(offsets)),
@@ -129,10 +137,12 @@ def test_restart_from_checkpoint_writes_each_record_once(kspark, tmp_path):
     assert run(kspark, out, ck, endOffset="20") is None
     assert visible(kspark, out) == expected(20)
     assert committed_source_offsets(out) == {TOPIC: {"0": 20, "1": 20}}
-    # Each Spark batch got one manifest, ids contiguous; the sidecar names the batch it came from.
-    assert manifest_ids(out) == [0, 1]
-    record = json.loads(open(os.path.join(out, "_sink", "offsets", "1")).read())
-    assert record["batchId"] == 1 and record["offsets"] == {TOPIC: {"0": 20, "1": 20}}
+    # Each Spark batch got one manifest (the empty start batch too), ids contiguous; the sidecar
+    # names the batch it came from.
+    assert manifest_ids(out) == [0, 1, 2]
+    assert MetadataLog(LocalFileSystem(), out).get(0) == []
+    record = json.loads(open(os.path.join(out, "_sink", "offsets", "2")).read())
+    assert record["batchId"] == 2 and record["offsets"] == {TOPIC: {"0": 20, "1": 20}}
 
 
 def manifest_ids(out: str) -> list[int]:
@@ -171,9 +181,9 @@ def test_commit_of_replay_deletes_the_replays_files(kspark, tmp_path):
     writer = FileStreamWriter(
         FileSinkOptions.parse({"path": out, "checkpointLocation": ck}, streaming=True), kspark_schema()
     )
-    writer.commit([FileSinkCommitMessage(query_id, 0, 0, 1, files=[status])], 0)
+    writer.commit([FileSinkCommitMessage(query_id, 1, 0, 1, files=[status])], 1)
     assert not os.path.exists(stray)
-    assert manifest_ids(out) == [0]
+    assert manifest_ids(out) == [0, 1]
     assert visible(kspark, out) == expected(10)
 
 
@@ -189,9 +199,24 @@ def test_new_query_overlapping_the_output_fails_and_names_starting_offsets(kspar
     assert run(kspark, out, str(tmp_path / "ck1"), endOffset="20") is None
     failure = run(kspark, out, str(tmp_path / "ck2"), endOffset="30")  # starts from earliest again
     assert failure is not None
-    assert "would be written twice" in str(failure)
-    assert """startingOffsets='{"orders":{"0":20,"1":20}}'""" in str(failure)
+    assert ("orders-0: the output holds offsets up to 19; this query starts at 0: offsets 0..19 "
+            "(20 records) would be written twice") in str(failure)
+    assert """.option("startingOffsets", '{"orders":{"0":20,"1":20}}')""" in str(failure)
     assert visible(kspark, out) == expected(20)
+    assert manifest_ids(out) == [0, 1, 2]  # the refused query committed nothing, not even its start batch
+
+
+def test_new_query_whose_first_batch_read_data_from_an_unrecorded_start_is_refused(kspark, tmp_path):
+    out = str(tmp_path / "out")
+    assert run(kspark, out, str(tmp_path / "ck1"), endOffset="10") is None
+    # A source without a start batch (as pylog under Trigger.Once): batch 0 carries rows, and
+    # nothing says where it started, even though it starts exactly where the output left off.
+    failure = run(kspark, out, str(tmp_path / "ck2"), endOffset="20", firstBatchCarriesData="true",
+                  startingOffsets=json.dumps(committed_source_offsets(out)))
+    assert failure is not None
+    assert "wrote rows of topic(s) orders, but where it started reading them is recorded nowhere" in str(failure)
+    assert """startingOffsets", '{"orders":{"0":10,"1":10}}')""" in str(failure)
+    assert visible(kspark, out) == expected(10)
 
 
 def test_new_query_continuing_from_committed_offsets_has_no_gap_or_duplicate(kspark, tmp_path):
@@ -203,7 +228,7 @@ def test_new_query_continuing_from_committed_offsets_has_no_gap_or_duplicate(ksp
     assert visible(kspark, out) == expected(30)
     assert committed_source_offsets(out) == {TOPIC: {"0": 30, "1": 30}}
     # The new query's batch ids restart at 0, its manifests continue after the old ones.
-    assert manifest_ids(out) == [0, 1, 2]
+    assert manifest_ids(out) == [0, 1, 2, 3, 4]
 
 
 def test_new_query_leaving_a_gap_fails(kspark, tmp_path):
@@ -212,8 +237,9 @@ def test_new_query_leaving_a_gap_fails(kspark, tmp_path):
     failure = run(kspark, out, str(tmp_path / "ck2"), endOffset="20",
                   startingOffsets=json.dumps({TOPIC: {"0": 10, "1": 13}}))
     assert failure is not None
-    assert "orders-1: output continues at offset 10, this batch starts at 13" in str(failure)
-    assert """startingOffsets='{"orders":{"0":10,"1":10}}'""" in str(failure)
+    assert ("orders-1: the output continues at offset 10; this query starts at 13: offsets 10..12 (3) "
+            "would be skipped") in str(failure)
+    assert """.option("startingOffsets", '{"orders":{"0":10,"1":10}}')""" in str(failure)
     assert visible(kspark, out) == expected(10)
 
 
@@ -263,5 +289,5 @@ def test_old_query_resuming_after_another_query_wrote_fails(kspark, tmp_path):
     # ...then the old one comes back: its next batch starts at 10, the output is at 20.
     failure = run(kspark, out, old_checkpoint, endOffset="30")
     assert failure is not None
-    assert "orders-0: output holds records up to offset 19, this batch starts at 10" in str(failure)
+    assert "orders-0: the output holds offsets up to 19; this query starts at 10" in str(failure)
     assert visible(kspark, out) == expected(20)

@@ -3,6 +3,7 @@ AvailableNow, new topics, data loss, replays and consumer-group commits."""
 
 from __future__ import annotations
 
+import sys
 import uuid
 
 import pytest
@@ -94,8 +95,9 @@ def test_available_now_stops_at_offsets_present_when_it_started(kafka_cluster):
     topic = kafka_cluster.new_topic("snapshot")
     kafka_cluster.produce_values(topic, 0, 4)
     reader = _planner(kafka_cluster, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="3")
-    start = reader.initialOffset()
     reader.prepareForTriggerAvailableNow()
+    start = reader.initialOffset()
+    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start  # the start batch
     first = reader.latestOffset(start, reader.getDefaultReadLimit())
     assert offsets_from_dict(first)[TP(topic, 0)] == 3
     kafka_cluster.produce_values(topic, 0, 10, start=4)  # arrives after the query started
@@ -110,6 +112,7 @@ def test_min_offsets_per_trigger_waits_for_enough_new_offsets(kafka_cluster):
     reader = _planner(kafka_cluster, subscribe=topic, minOffsetsPerTrigger="5", maxTriggerDelay="1h")
     assert reader.getDefaultReadLimit() == ReadMinRows(5)
     start = reader.initialOffset()
+    assert reader.latestOffset(start, ReadMinRows(5)) == start  # the start batch
     # Spark's first trigger never waits (lastTriggerMillis starts at 0).
     assert reader.latestOffset(start, ReadMinRows(5)) == start
     kafka_cluster.produce_values(topic, 0, 3)
@@ -130,6 +133,7 @@ def test_max_trigger_delay_fires_a_batch_below_min_offsets_per_trigger(kafka_clu
     reader = _planner(kafka_cluster, subscribe=topic, startingOffsets="earliest",
                       minOffsetsPerTrigger="100", maxTriggerDelay="300ms")
     start = reader.initialOffset()
+    assert reader.latestOffset(start, ReadMinRows(100)) == start  # the start batch
     reader.latestOffset(start, ReadMinRows(100))  # the first trigger fires at once
     kafka_cluster.produce_values(topic, 1, 2)
     assert reader.latestOffset(start, ReadMinRows(100)) == start
@@ -140,7 +144,8 @@ def test_max_trigger_delay_fires_a_batch_below_min_offsets_per_trigger(kafka_clu
 
 def test_default_read_limit_follows_options():
     opts = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
-    assert PylogStreamReader(parse_source_options(opts), "h:1").getDefaultReadLimit() == ReadAllAvailable()
+    # Unlimited, but never ReadAllAvailable: only Trigger.Once passes that (see the start batch).
+    assert PylogStreamReader(parse_source_options(opts), "h:1").getDefaultReadLimit() == ReadMaxRows(sys.maxsize)
     both = parse_source_options({**opts, "maxOffsetsPerTrigger": "9", "minOffsetsPerTrigger": "2"})
     assert PylogStreamReader(both, "h:1").getDefaultReadLimit() == ReadMaxRows(9)
 

@@ -12,13 +12,17 @@ Phases (see kafka_spark/file_sink.py and kafka_spark/topic_sink.py for the proto
   manifest-published   file sink: manifest M published (the commit point), Spark's commits/N not written
   transaction-open     topic sink: a task produced its rows in a transaction that is not committed
   transaction-committed  topic sink: a task's transaction committed, Spark's commits/N not written
+  batch-planned        source: Spark wrote offsets/N and asks for its partitions; nothing read yet
+                       (for batch 0 of a new query: its start batch)
+  spark-committed      source: Spark wrote commits/N and plans batch N+1 (offsets/N+1 not written)
 """
 
 import fcntl
 import os
 import signal
 
-PHASES = ("files-written", "sidecar-written", "manifest-published", "transaction-open", "transaction-committed")
+PHASES = ("files-written", "sidecar-written", "manifest-published", "transaction-open", "transaction-committed",
+          "batch-planned", "spark-committed")
 _AIM = os.environ.get("PYLOG_CHAOS_AIM")
 _COUNTER = os.environ.get("PYLOG_CHAOS_COUNTER")
 
@@ -44,6 +48,7 @@ def _install() -> None:
     from kafka_spark import sink_commit, topic_sink
     from kafka_spark.metadata_log import MetadataLog
     from kafka_spark.sink_offsets import SinkState
+    from kafka_spark.stream_reader import PylogStreamReader
 
     run = sink_commit.StreamCommit.run
 
@@ -81,6 +86,21 @@ def _install() -> None:
             _reached("transaction-committed", f"batch {batch_id}")
         return message
 
+    partitions = PylogStreamReader.partitions
+
+    def planned(self, start, end):  # noqa: ANN001, ANN202
+        _reached("batch-planned", f"end {end}")
+        return partitions(self, start, end)
+
+    latest_offset = PylogStreamReader.latestOffset
+
+    def next_batch(self, start, limit):  # noqa: ANN001, ANN202
+        if self._planned:  # not the first call of this run: Spark committed the previous batch
+            _reached("spark-committed", f"start {start}")
+        return latest_offset(self, start, limit)
+
+    PylogStreamReader.partitions = planned
+    PylogStreamReader.latestOffset = next_batch
     sink_commit.StreamCommit.run = commit_run
     SinkState.write_record = sidecar
     MetadataLog.add = publish
