@@ -62,6 +62,7 @@ class ErrorCode(enum.IntEnum):
     REBALANCE_IN_PROGRESS = 27
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
+    FENCED_INSTANCE_ID = 82
     GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 
@@ -370,15 +371,31 @@ class GroupCoordinator:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
-    def leave(self, group_id: str, member_id: str) -> ErrorCode:
+    def leave(self, group_id: str, member_id: str, group_instance_id: str | None = None) -> ErrorCode:
+        """One member leaves (LeaveGroup). From v3 a static member may be named by its
+        ``group_instance_id`` alone; naming both, they must belong together (82 FENCED_INSTANCE_ID
+        otherwise, as Kafka answers an instance id now held by a newer member)."""
         group = self._groups.get(group_id)
-        member = group.members.get(member_id) if group is not None else None
-        if group is None or member is None:
+        if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        logger.info("group %s: member %s leaves", group_id, member_id)
+        member = group.members.get(member_id) if member_id else None
+        if group_instance_id is not None:
+            static = self._static_member(group, group_instance_id)
+            if static is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if member_id and static.member_id != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+            member = static
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        logger.info("group %s: member %s leaves", group_id, member.member_id)
         self._remove_member(group, member)
-        self._after_departure(group, f"member {member_id} left")
+        self._after_departure(group, f"member {member.member_id} left")
         return ErrorCode.NONE
+
+    @staticmethod
+    def _static_member(group: Group, group_instance_id: str) -> Member | None:
+        return next((m for m in group.members.values() if m.group_instance_id == group_instance_id), None)
 
     def _member(self, group_id: str, member_id: str,
                 generation_id: int) -> tuple[Group | None, Member | None, ErrorCode]:
@@ -433,10 +450,12 @@ class GroupCoordinator:
 
     # -- offsets -------------------------------------------------------------------------------------
 
-    def validate_offset_commit(self, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
+    def validate_offset_commit(self, group_id: str, generation_id: int, member_id: str, *,
+                               transactional: bool = False) -> ErrorCode:
         """Kafka 2.x's rules: generation -1 with no member id only for Empty (or unknown) groups,
         which standalone consumers and admin tools use; otherwise a current member of the current
-        generation; never while CompletingRebalance (the assignment is not known yet)."""
+        generation; never while CompletingRebalance (the assignment is not known yet), except for a
+        transactional commit (KIP-447), which only proves the member's generation."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
         group = self._groups.get(group_id)
@@ -445,7 +464,7 @@ class GroupCoordinator:
             return ErrorCode.NONE if standalone else ErrorCode.ILLEGAL_GENERATION
         if standalone and group.state is GroupState.EMPTY:
             return ErrorCode.NONE
-        if group.state is GroupState.COMPLETING_REBALANCE:
+        if group.state is GroupState.COMPLETING_REBALANCE and not transactional:
             return ErrorCode.REBALANCE_IN_PROGRESS
         member = group.members.get(member_id)
         if member is None:

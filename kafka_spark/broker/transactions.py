@@ -331,6 +331,12 @@ class TransactionCoordinator:
         self._persist(meta)
         return ErrorCode.none
 
+    def staged_offsets(self, group_id: str) -> set[TopicPartition]:
+        """The partitions of ``group_id`` whose offsets an open transaction has staged (OffsetFetch's
+        ``require_stable`` answers them UNSTABLE_OFFSET_COMMIT until the transaction ends)."""
+        return {tp for meta in self._txns.values() if meta.state is not TxnState.EMPTY
+                for tp in meta.pending_offsets.get(group_id, ())}
+
     # -- EndTxn ----------------------------------------------------------------------------------------
 
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,

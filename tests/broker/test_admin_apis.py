@@ -149,10 +149,12 @@ def test_kafka_python_admin_grows_topics_and_alters_configs(pylog_broker, pylog_
         assert len(admin.describe_topics([topic])[0]["partitions"]) == 3
         admin.alter_configs([KpResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "120000"})])
         # By default kafka-python lists the modified configs only: it goes by config_source.
+        # DescribeConfigs v3+ adds the type (Kafka's: retention.ms is a LONG); the documentation
+        # comes only when asked for.
         described = admin.describe_configs([KpResource(ConfigResourceType.TOPIC, topic)])
         assert described == {"topic": {topic: {"retention.ms": {
             "value": "120000", "read_only": False, "config_source": "DYNAMIC_TOPIC_CONFIG",
-            "is_sensitive": False, "synonyms": []}}}}
+            "is_sensitive": False, "synonyms": [], "config_type": "LONG", "documentation": None}}}}
     finally:
         admin.close()
 

@@ -12,7 +12,7 @@ restarting the broker with others, not at run time (dynamic broker configs are n
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.storage.config import LogConfig
@@ -72,15 +72,20 @@ def handle_describe(broker: Any, request: Any) -> dict[str, Any]:
 
 
 def _topic_entries(broker: Any, name: str, synonyms: bool) -> list[dict[str, Any]]:
-    info = _topic(broker, name)
+    return topic_config_entries(broker, _topic(broker, name).configs, synonyms)
+
+
+def topic_config_entries(broker: Any, overrides: Mapping[str, str], synonyms: bool = False) -> list[dict[str, Any]]:
+    """Every topic-level setting of a topic with ``overrides``, as DescribeConfigs and
+    CreateTopics v5+ list them."""
     defaults = broker.config.log
-    effective = LogConfig.from_topic_configs(info.configs, defaults).to_topic_configs()
+    effective = LogConfig.from_topic_configs(overrides, defaults).to_topic_configs()
     broker_values = defaults.to_topic_configs()
     kafka_defaults = LogConfig().to_topic_configs()
     entries = []
     for key, value in sorted(effective.items()):
         chain = []
-        if key in info.configs:
+        if key in overrides:
             chain.append((key, value, _DYNAMIC_TOPIC_CONFIG))
         if broker_values[key] != kafka_defaults[key]:
             chain.append((BROKER_NAMES.get(key, key), broker_values[key], _STATIC_BROKER_CONFIG))
@@ -128,8 +133,36 @@ def _broker_entries(broker: Any, name: str, synonyms: bool) -> list[dict[str, An
 def _entry(name: str, value: str, source: int, *, read_only: bool,
            synonyms: Iterable[tuple[str, str, int]]) -> dict[str, Any]:
     return {"name": name, "value": value, "read_only": read_only, "config_source": source,
-            "is_sensitive": False,
+            "is_sensitive": False, "config_type": config_type(name, value),
             "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in synonyms]}
+
+
+# DescribeConfigs v3+ config types (Kafka's ConfigDef.Type as the protocol numbers it).
+_BOOLEAN, _STRING, _INT, _LONG, _DOUBLE, _LIST = 1, 2, 3, 5, 6, 7
+_TYPES = {
+    "segment.bytes": _INT, "max.message.bytes": _INT, "index.interval.bytes": _INT, "cleanup.policy": _LIST,
+    "min.cleanable.dirty.ratio": _DOUBLE, "message.timestamp.type": _STRING, "compression.type": _STRING,
+    "num.partitions": _INT, "node.id": _INT, "broker.id": _INT, "log.dirs": _STRING, "listeners": _LIST,
+    "advertised.listeners": _LIST, "socket.request.max.bytes": _INT, "offsets.topic.replication.factor": _INT,
+    "transaction.state.log.replication.factor": _INT, "min.insync.replicas": _INT,
+    "group.initial.rebalance.delay.ms": _INT, "transactional.id.expiration.ms": _INT,
+    "producer.id.expiration.ms": _INT, "group.min.session.timeout.ms": _INT, "group.max.session.timeout.ms": _INT,
+}
+
+
+def config_type(name: str, value: str) -> int:
+    """The type DescribeConfigs v3+ reports for ``name``: from Kafka's definitions where they
+    differ from the obvious; booleans as BOOLEAN; other numbers as LONG; the rest STRING."""
+    known = _TYPES.get(name) or _TYPES.get(BROKER_NAMES.get(name, ""))
+    if known is None:
+        for topic_name, broker_name in BROKER_NAMES.items():
+            if broker_name == name:
+                known = _TYPES.get(topic_name)
+    if known is not None:
+        return known
+    if value in ("true", "false"):
+        return _BOOLEAN
+    return _LONG if value.lstrip("-").isdigit() else _STRING
 
 
 # -- AlterConfigs and IncrementalAlterConfigs -------------------------------------------------------

@@ -1,10 +1,10 @@
-"""DeleteGroups (42), v0-1: delete groups that have no members, with their committed offsets.
+"""DeleteGroups (42), v0-3: delete groups that have no members, with their committed offsets.
 
 Per group, as Kafka: 68 NON_EMPTY_GROUP while members remain; 69 GROUP_ID_NOT_FOUND for a group
 with neither members nor committed offsets; 56 KAFKA_STORAGE_ERROR when the tombstones cannot be
 written or fsynced. The offsets are tombstoned in ``__consumer_offsets``, so a deleted group stays
 deleted across restarts; the response waits (without holding up the connection) for that fsync,
-as OffsetCommit's does.
+as OffsetCommit's does. v3 says why in ``error_message``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from kafka_spark.broker.storage.errors import StorageError
 logger = logging.getLogger("kafka_spark.broker.groups")
 
 _KAFKA_STORAGE_ERROR = 56
+_MESSAGES = {68: "The group {} is not empty: its members must leave (or expire) first.",
+             69: "Group {} not found."}
 
 
 def handle(broker: Any, request: Any) -> Any:
@@ -29,11 +31,13 @@ def handle(broker: Any, request: Any) -> Any:
         try:
             code, durable = coordinator.delete_group(group_id)
             result["error_code"] = int(code)
+            result["error_message"] = _MESSAGES.get(int(code), "").format(group_id) or None
             if durable is not None:
                 waits.append((result, durable))
         except StorageError as error:
             logger.error("deleting group %s failed: %s", group_id, error)
             result["error_code"] = _KAFKA_STORAGE_ERROR
+            result["error_message"] = str(error)
         results.append(result)
     response = {"throttle_time": 0, "results": results}
     if not waits:

@@ -1,4 +1,4 @@
-"""DescribeCluster (60, v0-1): the cluster id, the controller and the brokers, for admin clients'
+"""DescribeCluster (60, v0-2): the cluster id, the controller and the brokers, for admin clients'
 describe_cluster(). One node, which is also the controller. (Metadata answers the same.) v1's
 endpoint type: brokers (1) are described; controllers (2) are asked of controllers, as in Kafka."""
 
@@ -26,6 +26,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         "endpoint_type": _BROKERS,
         "cluster_id": broker.config.cluster_id,
         "controller_id": node_id,
-        "brokers": [{"broker_id": node_id, "host": broker.advertised_host, "port": broker.port, "rack": None}],
+        "brokers": [{"broker_id": node_id, "host": broker.advertised_host, "port": broker.port, "rack": None,
+                     "is_fenced": False}],  # v2: a serving node is never fenced
         "cluster_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
     }

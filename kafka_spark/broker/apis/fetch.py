@@ -11,6 +11,9 @@ the oldest open transaction, else the high watermark) and carry ``aborted_transa
 aborted transactions ``{producer_id, first_offset}`` overlapping the returned batches (ABORT
 marker at or after ``fetch_offset``, first offset at or below the last offset returned), from
 which clients drop the aborted records. read_uncommitted gets every batch and an empty list.
+
+From v13 topics are named by id (KIP-516); an id no topic has is answered UNKNOWN_TOPIC_ID (100)
+on each of its partitions, which makes clients refresh their metadata.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from kafka_spark.broker.txn_index import last_offset_of
 _READ_COMMITTED = 1
 _FETCH_SESSION_ID_NOT_FOUND = 70
 _FENCED_LEADER_EPOCH = 74
+_UNKNOWN_TOPIC_ID = 100
 
 
 async def handle(broker: Any, request: Any) -> dict[str, Any]:
@@ -48,22 +52,26 @@ def _read(broker: Any, body: Any) -> tuple[list[dict[str, Any]], int, bool]:
     has_error = False
     responses = []
     for topic in body.topics:
+        topic_id = getattr(topic, "topic_id", None)
+        name = broker.logs.topic_name(topic_id) if topic_id is not None else topic.topic
         partitions = []
         for fetch_partition in topic.partitions:
-            entry = _read_partition(broker, topic.topic, fetch_partition, read_committed, budget, total)
+            if name is None:
+                entry = _empty_entry(fetch_partition.partition)
+                entry["error_code"] = _UNKNOWN_TOPIC_ID
+            else:
+                entry = _read_partition(broker, name, fetch_partition, read_committed, budget, total)
             if entry["error_code"]:
                 has_error = True
             total += len(entry["records"])
             partitions.append(entry)
-        responses.append({"topic": topic.topic, "partitions": partitions})
+        responses.append({"topic": name, "topic_id": topic_id, "partitions": partitions})
     return responses, total, has_error
 
 
-def _read_partition(
-    broker: Any, topic: str, request: Any, read_committed: bool, budget: int, used: int
-) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "partition_index": request.partition,
+def _empty_entry(partition: int) -> dict[str, Any]:
+    return {
+        "partition_index": partition,
         "error_code": 0,
         "high_watermark": -1,
         "last_stable_offset": -1,
@@ -72,6 +80,12 @@ def _read_partition(
         "preferred_read_replica": -1,
         "records": b"",
     }
+
+
+def _read_partition(
+    broker: Any, topic: str, request: Any, read_committed: bool, budget: int, used: int
+) -> dict[str, Any]:
+    entry = _empty_entry(request.partition)
     try:
         log = broker.logs.get_log(topic, request.partition)
     except StorageError as error:

@@ -1,4 +1,6 @@
-"""LeaveGroup (13), v0-2: one member leaves; the others rebalance at once."""
+"""LeaveGroup (13): members leave; the others rebalance at once. v0-2 name one member; from v3
+(KIP-345) a request names many, each by member id and/or ``group.instance.id``, and is answered
+per member."""
 
 from __future__ import annotations
 
@@ -7,4 +9,11 @@ from typing import Any
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
-    return {"throttle_time": 0, "error_code": broker.groups.leave(body.group_id, body.member_id)}
+    if request.api_version < 3:
+        return {"throttle_time": 0, "error_code": broker.groups.leave(body.group_id, body.member_id)}
+    members = [
+        {"member_id": member.member_id, "group_instance_id": member.group_instance_id,
+         "error_code": broker.groups.leave(body.group_id, member.member_id, member.group_instance_id)}
+        for member in body.members
+    ]
+    return {"throttle_time": 0, "error_code": 0, "members": members}

@@ -6,6 +6,9 @@ I/O error (Log.mark_failed) is answered as Kafka answers a partition whose only 
 a failed log directory: LEADER_NOT_AVAILABLE (5), no leader (-1), the node among the offline
 replicas. Clients then hold its messages and stop fetching it instead of retrying into
 KAFKA_STORAGE_ERROR, and carry on with the other partitions.
+
+Topic ids (v10+) are answered for every topic; from v12 a topic may be asked for by id alone (its
+name null), and an id no topic has is answered UNKNOWN_TOPIC_ID (100) with a null name.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from typing import Any
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.broker.storage.log_manager import is_valid_topic_name
 
-_NO_AUTHORIZED_OPERATIONS = -2147483648
+NO_AUTHORIZED_OPERATIONS = -2147483648
+_UNKNOWN_TOPIC_ID = 100
 
 
 def is_internal_topic(name: str) -> bool:
@@ -30,13 +34,19 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
     # listed, never auto-created, unknown to clients.
     existing = {name: info for name, info in broker.logs.topics().items() if not is_internal_topic(name)}
     if body.topics is None or (request.api_version == 0 and not body.topics):
-        names = sorted(existing)  # v0 [] and v1+ null both mean "all topics"
+        names: list[str | None] = sorted(existing)  # v0 [] and v1+ null both mean "all topics"
     else:
         names = [topic.name for topic in body.topics]
     offline = {(log.topic, log.partition) for log in broker.logs.logs() if log.failure is not None}
     allow_auto_create = getattr(body, "allow_auto_topic_creation", True)
     topics = []
-    for name in names:
+    for index, name in enumerate(names):
+        if name is None:  # v12+: asked for by id
+            topic_id = body.topics[index].topic_id
+            name = broker.logs.topic_name(topic_id)
+            if name is None or is_internal_topic(name):
+                topics.append({**_topic_error(None, _UNKNOWN_TOPIC_ID), "topic_id": topic_id})
+                continue
         info = existing.get(name)
         if info is None and allow_auto_create and broker.config.auto_create_topics_enable and not is_internal_topic(name):
             try:
@@ -52,9 +62,11 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
             {
                 "error_code": 0,
                 "name": name,
+                "topic_id": info.topic_id,
                 "is_internal": False,
-                "partitions": [_partition(index, node_id, (name, index) in offline) for index in range(info.partitions)],
-                "topic_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+                "partitions": [partition_entry(index, node_id, (name, index) in offline)
+                               for index in range(info.partitions)],
+                "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
             }
         )
     return {
@@ -65,11 +77,12 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         "cluster_id": broker.config.cluster_id,
         "controller_id": node_id,  # never -1: admin clients wait forever for a controller
         "topics": topics,
-        "cluster_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "error_code": 0,
     }
 
 
-def _partition(index: int, node_id: int, offline: bool) -> dict[str, Any]:
+def partition_entry(index: int, node_id: int, offline: bool) -> dict[str, Any]:
     return {
         "error_code": 5 if offline else 0,
         "partition_index": index,
@@ -81,11 +94,11 @@ def _partition(index: int, node_id: int, offline: bool) -> dict[str, Any]:
     }
 
 
-def _topic_error(name: str, code: int) -> dict[str, Any]:
+def _topic_error(name: str | None, code: int) -> dict[str, Any]:
     return {
         "error_code": code,
         "name": name,
         "is_internal": False,
         "partitions": (),
-        "topic_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }

@@ -30,6 +30,7 @@ _INVALID_REQUIRED_ACKS = 21
 _UNKNOWN_TOPIC_OR_PARTITION = 3
 _CORRUPT_MESSAGE = 2
 _INVALID_TOPIC_EXCEPTION = 17
+_UNKNOWN_TOPIC_ID = 100
 
 
 _KAFKA_STORAGE_ERROR = 56
@@ -42,6 +43,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any] | Deferred | None:
     appended = False
     durable: list[tuple[dict[str, Any], Any]] = []  # (partition response, fsync future)
     for topic in body.topic_data:
+        name = topic.name if topic.name is not None else broker.logs.topic_name(topic.topic_id)  # v13+: by id
         partition_responses = []
         for data in topic.partition_data:
             entry = {"index": data.index, "error_code": 0, "base_offset": -1,
@@ -49,15 +51,17 @@ def handle(broker: Any, request: Any) -> dict[str, Any] | Deferred | None:
                      "log_start_offset": -1}
             if acks not in (-1, 0, 1):
                 entry["error_code"] = _INVALID_REQUIRED_ACKS
+            elif name is None:
+                entry["error_code"] = _UNKNOWN_TOPIC_ID
             else:
-                log = _append(broker, topic.name, data.index, data.records, acks, entry,
+                log = _append(broker, name, data.index, data.records, acks, entry,
                               getattr(body, "transactional_id", None))
                 if log is not None:
                     appended = True
                     if acks == -1 and log.config.flush_on_ack_all:
                         durable.append((entry, broker.group_commit.wait_durable(log, log.log_end_offset)))
             partition_responses.append(entry)
-        responses.append({"name": topic.name, "partition_responses": partition_responses})
+        responses.append({"name": name, "topic_id": topic.topic_id, "partition_responses": partition_responses})
     if appended:
         broker.notifier.notify()
     if acks == 0:

@@ -1,11 +1,18 @@
-"""CreateTopics (19) and DeleteTopics (20), answered by this node as the controller."""
+"""CreateTopics (19) and DeleteTopics (20), answered by this node as the controller.
+
+CreateTopics v5+ (KIP-525) answers each created topic with its partition count, replication
+factor and configs (as DescribeConfigs lists them), v7 with its id. DeleteTopics v6 names topics
+by name or by id.
+"""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from kafka_spark.broker.apis.configs import topic_config_entries
 from kafka_spark.broker.apis.metadata import is_internal_topic
+from kafka_spark.broker.apis.topic_ids import UNKNOWN_TOPIC_ID, topic_id
 from kafka_spark.broker.storage.errors import StorageError
 
 logger = logging.getLogger("kafka_spark.broker")
@@ -20,8 +27,24 @@ def handle_create(broker: Any, request: Any) -> dict[str, Any]:
     results = []
     for topic in body.topics:
         code, message = _create(broker, topic, body.validate_only)
-        results.append({"name": topic.name, "error_code": code, "error_message": message})
+        result: dict[str, Any] = {"name": topic.name, "error_code": code, "error_message": message,
+                                  "num_partitions": -1, "replication_factor": -1, "configs": []}
+        if code == 0 and request.api_version >= 5:
+            result.update(_created(broker, topic, body.validate_only))
+        results.append(result)
     return {"throttle_time": 0, "topics": results}
+
+
+def _created(broker: Any, topic: Any, validate_only: bool) -> dict[str, Any]:
+    """What CreateTopics v5+ says of a topic it created (or would create, validate_only)."""
+    configs = {config.name: config.value for config in topic.configs if config.value is not None}
+    partitions = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+    info = None if validate_only else broker.logs.topic_info(topic.name)
+    entries = topic_config_entries(broker, configs)
+    return {"num_partitions": info.partitions if info is not None else partitions, "replication_factor": 1,
+            "topic_id": info.topic_id if info is not None else None,
+            "configs": [{key: entry[key] for key in ("name", "value", "read_only", "config_source", "is_sensitive")}
+                        for entry in entries]}
 
 
 def _create(broker: Any, topic: Any, validate_only: bool) -> tuple[int, str | None]:
@@ -48,19 +71,31 @@ def _create(broker: Any, topic: Any, validate_only: bool) -> tuple[int, str | No
 
 
 def handle_delete(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    if request.api_version >= 6:
+        asked = [(topic.name, topic.topic_id) for topic in body.topics]
+    else:
+        asked = [(name, None) for name in body.topic_names]
     responses = []
-    for name in request.body.topic_names:
+    for name, tid in asked:
+        if name is None:
+            name = broker.logs.topic_name(tid)
+            if name is None:
+                responses.append({"name": None, "topic_id": tid, "error_code": UNKNOWN_TOPIC_ID,
+                                  "error_message": f"no topic has the id {tid}"})
+                continue
+        tid = topic_id(broker, name)
         if is_internal_topic(name):
             responses.append({"name": name, "error_code": 3})  # internal topics are not the client's
             continue
+        code, message = 0, None
         try:
             broker.logs.delete_topic(name)
             broker.forget_topic(name)
             logger.info("deleted topic %s", name)
-            code = 0
         except StorageError as error:
-            code = error.error_code
-        responses.append({"name": name, "error_code": code})
+            code, message = error.error_code, str(error)
+        responses.append({"name": name, "topic_id": tid, "error_code": code, "error_message": message})
     broker.notifier.notify()  # parked fetches on a deleted topic answer at once
     return {"throttle_time": 0, "responses": responses}
 

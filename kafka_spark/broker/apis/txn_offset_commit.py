@@ -1,35 +1,47 @@
-"""TxnOffsetCommit (28), v0-2: consumer offsets staged in a transaction.
+"""TxnOffsetCommit (28), v0-6: consumer offsets staged in a transaction.
 
 Sent to the group coordinator after AddOffsetsToTxn; this node is both coordinators, so the
 offsets are staged in the transaction coordinator and handed to the group coordinator
 (``broker.groups.commit_offsets``) when the transaction commits; an abort drops them. The one
 error (49, 47, 48 without AddOffsetsToTxn) applies to every partition.
+
+v3+ (KIP-447) may name the consumer's group membership (generation, member id, instance id): a
+commit from a member that is not (or no longer) in the group's current generation is refused with
+the group's error (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID), so a zombie consumer
+cannot commit for partitions reassigned elsewhere. v6 names topics by id.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis.topic_ids import UNKNOWN_TOPIC_ID, topic_name
 from kafka_spark.topic_partition import TopicPartition
 
 
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
+    names = [topic_name(broker, topic) for topic in body.topics]
     offsets = {
-        TopicPartition(topic.name, partition.partition_index): (partition.committed_offset,
-                                                                 partition.committed_metadata)
-        for topic in body.topics
+        TopicPartition(name, partition.partition_index): (partition.committed_offset, partition.committed_metadata)
+        for name, topic in zip(names, body.topics) if name is not None
         for partition in topic.partitions
     }
-    error = broker.transactions.txn_offset_commit(
-        body.transactional_id, body.group_id, body.producer_id, body.producer_epoch, offsets
-    )
+    generation_id, member_id = getattr(body, "generation_id", -1), getattr(body, "member_id", "")
+    error = 0
+    if generation_id >= 0 or member_id:
+        error = int(broker.groups.validate_offset_commit(body.group_id, generation_id, member_id,
+                                                         transactional=True))
+    if not error:
+        error = broker.transactions.txn_offset_commit(
+            body.transactional_id, body.group_id, body.producer_id, body.producer_epoch, offsets)
     response = {
         "throttle_time": 0,
         "topics": [
-            {"name": topic.name,
-             "partitions": [{"partition_index": p.partition_index, "error_code": error} for p in topic.partitions]}
-            for topic in body.topics
+            {"name": name, "topic_id": getattr(topic, "topic_id", None),
+             "partitions": [{"partition_index": p.partition_index,
+                             "error_code": error if name is not None else UNKNOWN_TOPIC_ID} for p in topic.partitions]}
+            for name, topic in zip(names, body.topics)
         ],
     }
     return broker.transactions.respond(response)
