@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_spark.broker.protocol.versions import ApiKey
 from kafka_spark.broker.storage.batch import build_record_batch, iter_batches
-from tests.wire import WireClient
+from wire import WireClient
 
 UNKNOWN_TOPIC_ID = 100
 INVALID_REQUEST = 42

@@ -21,7 +21,7 @@ from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTuple
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.protocol.schemas import request_class
 from kafka_spark.broker.protocol.versions import SUPPORTED_VERSIONS, ApiKey
-from tests.wire import WireClient
+from wire import WireClient
 
 TOPIC = "versions"
 
@@ -38,16 +38,13 @@ KAFKA_4_4_MAX = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 1, ApiKey.OFFSET_DELETE: 0, ApiKey.DESCRIBE_CLUSTER: 2,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
 }
-#: Versions whose meaning is transaction protocol v2 (KIP-890 part 2): served once the
-#: coordinator implements it, capped at the last v1 version until then.
-TRANSACTION_V1_MAX = {ApiKey.ADD_PARTITIONS_TO_TXN: 3, ApiKey.END_TXN: 4, ApiKey.TXN_OFFSET_COMMIT: 4}
 
 CASES = [(key, version) for key, (low, high) in sorted(SUPPORTED_VERSIONS.items()) for version in range(low, high + 1)]
 
 
 def test_the_broker_serves_kafka_4_4s_versions():
     for key, high in KAFKA_4_4_MAX.items():
-        assert SUPPORTED_VERSIONS[key][1] == TRANSACTION_V1_MAX.get(key, high), ApiKey(key).name
+        assert SUPPORTED_VERSIONS[key][1] == high, ApiKey(key).name
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 Per partition, in Kafka's order: internal topic (17); unknown topic/partition (3); too large
 (10); malformed or bad CRC (2); magic != 2 (87); transactional batches only from the producer's
 current epoch (47), for a partition added to its ongoing transaction (48; 49 for a producer id
-no transactional id owns); idempotent sequence checks (producers.py); then append at the log end
+no transactional id owns; from v12 the partition is added by the batch itself, KIP-890); idempotent sequence checks (producers.py); then append at the log end
 offset. Batches are stored verbatim; only base offset and leader epoch, which lie outside the
 CRC, are rewritten. acks=0 gets no response at all (answering would desynchronise
 kafka-python's and aiokafka's correlation ids).
@@ -31,6 +31,9 @@ _UNKNOWN_TOPIC_OR_PARTITION = 3
 _CORRUPT_MESSAGE = 2
 _INVALID_TOPIC_EXCEPTION = 17
 _UNKNOWN_TOPIC_ID = 100
+#: Produce v12+ is transaction protocol v2 (KIP-890): a transactional batch adds its partition to
+#: the producer's transaction itself (no AddPartitionsToTxn).
+TRANSACTION_V2_PRODUCE = 12
 
 
 _KAFKA_STORAGE_ERROR = 56
@@ -55,7 +58,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any] | Deferred | None:
                 entry["error_code"] = _UNKNOWN_TOPIC_ID
             else:
                 log = _append(broker, name, data.index, data.records, acks, entry,
-                              getattr(body, "transactional_id", None))
+                              getattr(body, "transactional_id", None), request.api_version >= TRANSACTION_V2_PRODUCE)
                 if log is not None:
                     appended = True
                     if acks == -1 and log.config.flush_on_ack_all:
@@ -105,7 +108,7 @@ def _when_durable(loop: asyncio.AbstractEventLoop, response: dict[str, Any],
 
 
 def _append(broker: Any, topic: str, partition: int, records: bytes | None, acks: int,
-            entry: dict[str, Any], transactional_id: str | None) -> Any:
+            entry: dict[str, Any], transactional_id: str | None, transaction_v2: bool) -> Any:
     """Validate and append; fill ``entry``; return the log when the batch is in it (appended now,
     or earlier for an idempotent retry)."""
     if is_internal_topic(topic):
@@ -128,7 +131,8 @@ def _append(broker: Any, topic: str, partition: int, records: bytes | None, acks
             validate_keys_for_compaction(records, headers, log.name)  # keyless records: 87, as Kafka
         for header in headers:
             if header.is_transactional:
-                code = broker.transactions.check_produce(transactional_id, header, TopicPartition(topic, partition))
+                code = broker.transactions.check_produce(transactional_id, header, TopicPartition(topic, partition),
+                                                         transaction_v2=transaction_v2)
                 if code:
                     logger.warning("transactional produce to %s-%d by producer %d epoch %d rejected with "
                                    "error %d", topic, partition, header.producer_id, header.producer_epoch, code)

@@ -8,7 +8,8 @@ error (49, 47, 48 without AddOffsetsToTxn) applies to every partition.
 v3+ (KIP-447) may name the consumer's group membership (generation, member id, instance id): a
 commit from a member that is not (or no longer) in the group's current generation is refused with
 the group's error (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID), so a zombie consumer
-cannot commit for partitions reassigned elsewhere. v6 names topics by id.
+cannot commit for partitions reassigned elsewhere. v5+ is transaction protocol v2 (KIP-890): the
+group joins the transaction without AddOffsetsToTxn. v6 names topics by id.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def handle(broker: Any, request: Any) -> Any:
                                                          transactional=True))
     if not error:
         error = broker.transactions.txn_offset_commit(
-            body.transactional_id, body.group_id, body.producer_id, body.producer_epoch, offsets)
+            body.transactional_id, body.group_id, body.producer_id, body.producer_epoch, offsets,
+            transaction_v2=request.api_version >= 5)
     response = {
         "throttle_time": 0,
         "topics": [

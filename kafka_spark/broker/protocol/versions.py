@@ -64,10 +64,10 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
-    ApiKey.END_TXN: (0, 4),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+    ApiKey.END_TXN: (0, 5),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 6),
     ApiKey.FIND_COORDINATOR: (0, 6),
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),
@@ -87,6 +87,14 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+}
+
+#: Features (KIP-584) ApiVersions v3+ reports: name -> (min supported, max supported, finalized
+#: level). ``transaction.version`` 2 is KIP-890's transaction protocol v2, finalized as Kafka 4
+#: finalizes it for new clusters: Kafka's Java clients use it (Produce v12+ and EndTxn v5+ in
+#: transactions) only when the broker says so.
+FEATURES: dict[str, tuple[int, int, int]] = {
+    "transaction.version": (0, 2, 2),
 }
 
 #: Served (and advertised) only on a SASL listener, where they mean something; a client on another
