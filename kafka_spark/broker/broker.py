@@ -45,7 +45,9 @@ class Broker:
         self._producer_states: dict[TopicPartition, PartitionProducerState] = {}
         # Consumer groups and their committed offsets (replays __consumer_offsets).
         self.groups = GroupCoordinator(self, initial_rebalance_delay_ms=getattr(
-            config, "group_initial_rebalance_delay_ms", DEFAULT_INITIAL_REBALANCE_DELAY_MS))
+            config, "group_initial_rebalance_delay_ms", DEFAULT_INITIAL_REBALANCE_DELAY_MS),
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms)
         self.transactions = TransactionCoordinator(  # replays __transaction_state
             self, transactional_id_expiration_ms=config.transactional_id_expiration_ms)
         self._producer_expiry = loop.call_later(

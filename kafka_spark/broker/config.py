@@ -41,6 +41,11 @@ class BrokerConfig:
     # Kafka waits 3 s for more members before the first rebalance of an empty group; on one
     # machine members start within milliseconds of each other, so a short delay is enough.
     group_initial_rebalance_delay_ms: int = 100
+    # Kafka's group.min/max.session.timeout.ms: a JoinGroup asking for a session outside them is
+    # refused with INVALID_SESSION_TIMEOUT, so a consumer set to time out too fast fails at once
+    # instead of joining and being expired between its heartbeats over and over.
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
     # Kafka's transactional.id.expiration.ms: an id unused this long with no open transaction is forgotten.
     transactional_id_expiration_ms: int = 7 * 24 * 3_600_000
     # Kafka's producer.id.expiration.ms and its check interval: an idempotent producer's state in

@@ -46,6 +46,8 @@ _BROKER_KEYS = {
     "log.retention.check.interval.ms": ("retention_check_interval_ms", int),
     "socket.request.max.bytes": ("socket_request_max_bytes", int),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", int),
+    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", int),
+    "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),
     "transactional.id.expiration.ms": ("transactional_id_expiration_ms", int),
     "producer.id.expiration.ms": ("producer_id_expiration_ms", int),
     "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", int),
@@ -74,7 +76,7 @@ IGNORED = frozenset({
     "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
     "unclean.leader.election.enable", "auto.leader.rebalance.enable", "delete.topic.enable",
     "zookeeper.connect", "zookeeper.connection.timeout.ms", "group.coordinator.rebalance.protocols",
-    "log.preallocate", "log.segment.delete.delay.ms", "compression.type", "metadata.log.dir",
+    "log.preallocate", "log.segment.delete.delay.ms", "metadata.log.dir",
     "sasl.mechanism.inter.broker.protocol", "security.inter.broker.protocol", "sasl.mechanism.controller.protocol",
     "ssl.endpoint.identification.algorithm", "ssl.enabled.protocols", "ssl.protocol",
 })

@@ -79,7 +79,8 @@ COORDINATOR_EPOCH = 0  # one coordinator, never moved
 MARKER_RETRY_MS = 1_000
 _MAX_EPOCH = 32766  # Short.MaxValue - 1: past it, a new producer id starts at epoch 0
 
-Offsets = Mapping[TopicPartition, tuple[int, "str | None"]]
+#: staged consumer offsets: partition -> (offset, metadata, leader epoch of the last consumed record)
+Offsets = Mapping[TopicPartition, tuple[int, "str | None", int]]
 
 
 class TxnState(enum.Enum):
@@ -115,7 +116,7 @@ class TransactionMetadata:
     last_producer_epoch: int = -1  # the epoch before the last bump: a retried InitProducerId (KIP-360)
     partitions: set[TopicPartition] = field(default_factory=set)
     groups: set[str] = field(default_factory=set)
-    pending_offsets: dict[str, dict[TopicPartition, tuple[int, str | None]]] = field(default_factory=dict)
+    pending_offsets: dict[str, dict[TopicPartition, tuple[int, str | None, int]]] = field(default_factory=dict)
     txn_start_ms: int = -1
     last_update_ms: int = -1
     transaction_v2: bool = False  # the last EndTxn was v5+ (KIP-890): epochs bump per transaction
@@ -141,8 +142,8 @@ class TransactionMetadata:
             "last_producer_epoch": self.last_producer_epoch, "timeout_ms": self.timeout_ms,
             "state": self.state.value, "partitions": sorted([tp.topic, tp.partition] for tp in self.partitions),
             "groups": sorted(self.groups),
-            "pending_offsets": {group: sorted([tp.topic, tp.partition, offset, metadata]
-                                              for tp, (offset, metadata) in offsets.items())
+            "pending_offsets": {group: sorted([tp.topic, tp.partition, offset, metadata, leader_epoch]
+                                              for tp, (offset, metadata, leader_epoch) in offsets.items())
                                 for group, offsets in self.pending_offsets.items()},
             "txn_start_ms": self.txn_start_ms, "last_update_ms": self.last_update_ms,
             "transaction_v2": self.transaction_v2, "next_producer_id": self.next_producer_id,
@@ -156,7 +157,8 @@ class TransactionMetadata:
             TxnState(record["state"]), record["last_producer_epoch"],
             {TopicPartition(topic, partition) for topic, partition in record["partitions"]},
             set(record["groups"]),
-            {group: {TopicPartition(t, p): (offset, metadata) for t, p, offset, metadata in entries}
+            {group: {TopicPartition(entry[0], entry[1]): (entry[2], entry[3], entry[4] if len(entry) > 4 else -1)
+                     for entry in entries}  # records from before leader epochs were kept have 4 fields
              for group, entries in record["pending_offsets"].items()},
             record["txn_start_ms"], record["last_update_ms"],
             record.get("transaction_v2", False), record.get("next_producer_id", -1),

@@ -36,7 +36,7 @@ KAFKA_4_4_MAX = {
     ApiKey.ADD_OFFSETS_TO_TXN: 4, ApiKey.END_TXN: 5, ApiKey.TXN_OFFSET_COMMIT: 6, ApiKey.DESCRIBE_CONFIGS: 4,
     ApiKey.ALTER_CONFIGS: 2, ApiKey.DESCRIBE_LOG_DIRS: 5, ApiKey.CREATE_PARTITIONS: 3, ApiKey.DELETE_GROUPS: 3,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 1, ApiKey.OFFSET_DELETE: 0, ApiKey.DESCRIBE_CLUSTER: 2,
-    ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0, ApiKey.ELECT_LEADERS: 2,
 }
 
 CASES = [(key, version) for key, (low, high) in sorted(SUPPORTED_VERSIONS.items()) for version in range(low, high + 1)]

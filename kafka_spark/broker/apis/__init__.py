@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kafka_spark.broker.apis import (api_versions, configs, delete_records, describe_cluster, describe_log_dirs,
-                                     describe_topic_partitions, fetch, init_producer_id, list_offsets, metadata, produce,
-                                     topics)
+                                     describe_topic_partitions, elect_leaders, fetch, init_producer_id, list_offsets,
+                                     metadata, produce, topics)
 from kafka_spark.broker.apis import add_offsets_to_txn, add_partitions_to_txn, end_txn, txn_offset_commit
 from kafka_spark.broker.apis import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group, list_groups,
                                      offset_commit, offset_delete, offset_fetch, sync_group)
@@ -24,6 +24,7 @@ HANDLERS: dict[int, Callable[..., Any]] = {
     ApiKey.DELETE_RECORDS: delete_records.handle,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions.handle,
+    ApiKey.ELECT_LEADERS: elect_leaders.handle,
     ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs.handle,
     ApiKey.DESCRIBE_CONFIGS: configs.handle_describe,
     ApiKey.ALTER_CONFIGS: configs.handle_alter,

@@ -6,8 +6,9 @@ Kafka's (STATIC_BROKER_CONFIG) or Kafka's default (DEFAULT_CONFIG); with ``inclu
 the chain behind it, under Kafka's broker-level names (``retention.ms`` <- ``log.retention.ms``).
 Changes are persisted with the topic's metadata and apply to its logs from their next operation.
 
-The broker (resource name "" or this node's id): its settings, read-only; they are changed by
-restarting the broker with others, not at run time (dynamic broker configs are not supported).
+The broker (resource name "" or this node's id): its settings, read-only, ``listeners`` and
+``advertised.listeners`` among them (with the port bound); they are changed by restarting the
+broker with others, not at run time (dynamic broker configs are not supported).
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ BROKER_NAMES = {
     "message.timestamp.type": "log.message.timestamp.type",
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
     "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
 }
 # pylog's own broker setting: fsync before acknowledging acks=all (a single node has no replicas).
 FLUSH_ON_ACK_ALL = "log.flush.on.ack.all"
@@ -92,9 +99,6 @@ def topic_config_entries(broker: Any, overrides: Mapping[str, str], synonyms: bo
         chain.append((BROKER_NAMES.get(key, key), kafka_defaults[key], _DEFAULT_CONFIG))
         entries.append(_entry(key, value, chain[0][2], read_only=False,
                               synonyms=chain if synonyms else ()))
-    # The one compression setting this broker has: batches are stored as the producer sent them.
-    entries.append(_entry("compression.type", "producer", _DEFAULT_CONFIG, read_only=True,
-                          synonyms=[("compression.type", "producer", _DEFAULT_CONFIG)] if synonyms else ()))
     return entries
 
 
@@ -103,7 +107,10 @@ def _broker_entries(broker: Any, name: str, synonyms: bool) -> list[dict[str, An
     if name not in ("", str(config.node_id)):
         raise _RequestError(_INVALID_REQUEST, f"unexpected broker id {name!r}: this broker is {config.node_id} "
                             "(or use an empty name)")
+    protocol = config.security_protocol  # the listener is named after its protocol, as Kafka's default
     values = {
+        "listeners": f"{protocol}://{config.host}:{broker.port}",
+        "advertised.listeners": f"{protocol}://{broker.advertised_host}:{broker.port}",
         "broker.id": config.node_id,
         "node.id": config.node_id,
         "log.dirs": config.log_dir,
@@ -112,6 +119,8 @@ def _broker_entries(broker: Any, name: str, synonyms: bool) -> list[dict[str, An
         "log.retention.check.interval.ms": config.log_retention_check_interval_ms,
         "socket.request.max.bytes": config.socket_request_max_bytes,
         "group.initial.rebalance.delay.ms": config.group_initial_rebalance_delay_ms,
+        "group.min.session.timeout.ms": config.group_min_session_timeout_ms,
+        "group.max.session.timeout.ms": config.group_max_session_timeout_ms,
         "transactional.id.expiration.ms": config.transactional_id_expiration_ms,
         "producer.id.expiration.ms": config.producer_id_expiration_ms,
         "producer.id.expiration.check.interval.ms": config.producer_id_expiration_check_interval_ms,
@@ -142,6 +151,7 @@ _BOOLEAN, _STRING, _INT, _LONG, _DOUBLE, _LIST = 1, 2, 3, 5, 6, 7
 _TYPES = {
     "segment.bytes": _INT, "max.message.bytes": _INT, "index.interval.bytes": _INT, "cleanup.policy": _LIST,
     "min.cleanable.dirty.ratio": _DOUBLE, "message.timestamp.type": _STRING, "compression.type": _STRING,
+    "compression.gzip.level": _INT, "compression.lz4.level": _INT, "compression.zstd.level": _INT,
     "num.partitions": _INT, "node.id": _INT, "broker.id": _INT, "log.dirs": _STRING, "listeners": _LIST,
     "advertised.listeners": _LIST, "socket.request.max.bytes": _INT, "offsets.topic.replication.factor": _INT,
     "transaction.state.log.replication.factor": _INT, "min.insync.replicas": _INT,

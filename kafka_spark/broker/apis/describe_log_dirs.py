@@ -1,7 +1,7 @@
 """DescribeLogDirs (35), v1-5: the broker's one log directory and the size on disk of each
 partition in it (kafka-log-dirs, the topic sizes Kafka UIs show). No replica lags on one node,
-and there are no "future" replicas (no moves between directories). Internal topics stay hidden,
-as everywhere else; topics asked for that do not exist are left out, as Kafka does. v4+ add the
+and there are no "future" replicas (no moves between directories). Internal topics are listed too,
+as Kafka lists them; topics asked for that do not exist are left out, as Kafka does. v4+ add the
 size and free space of the directory's volume (statvfs), v5 whether it is cordoned (never: one
 directory cannot be taken out of service while the broker runs)."""
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from kafka_spark.broker.apis.metadata import is_internal_topic
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
@@ -22,8 +21,6 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         asked = {topic.topic: topic.partitions for topic in wanted if topic.topic in topics}
     described = []
     for name, partitions in sorted(asked.items()):
-        if is_internal_topic(name):
-            continue
         rows = []
         for index in partitions:
             if 0 <= index < topics[name].partitions:

@@ -21,7 +21,7 @@ def handle(broker: Any, request: Any) -> Any:
         rebalance_timeout_ms=_millis(getattr(body, "rebalance_timeout", None)),  # v1+
         protocol_type=body.protocol_type,
         protocols=[(protocol.name, protocol.metadata) for protocol in body.protocols],
-        group_instance_id=getattr(body, "group_instance_id", None),  # v5+: echoed, treated as dynamic
+        group_instance_id=getattr(body, "group_instance_id", None),  # v5+: static membership (KIP-345)
     )
     if isinstance(result, asyncio.Future):
         return _parked(result)

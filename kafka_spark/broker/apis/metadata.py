@@ -30,9 +30,9 @@ def is_internal_topic(name: str) -> bool:
 def handle(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
     node_id = broker.config.node_id
-    # Internal topics (__consumer_offsets, __transaction_state) are the broker's own: never
-    # listed, never auto-created, unknown to clients.
-    existing = {name: info for name, info in broker.logs.topics().items() if not is_internal_topic(name)}
+    # Internal topics (__consumer_offsets, __transaction_state) are listed as Kafka lists them,
+    # is_internal=true (clients with exclude.internal.topics=false see them), and never auto-created.
+    existing = broker.logs.topics()
     if body.topics is None or (request.api_version == 0 and not body.topics):
         names: list[str | None] = sorted(existing)  # v0 [] and v1+ null both mean "all topics"
     else:
@@ -44,7 +44,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         if name is None:  # v12+: asked for by id
             topic_id = body.topics[index].topic_id
             name = broker.logs.topic_name(topic_id)
-            if name is None or is_internal_topic(name):
+            if name is None:
                 topics.append({**_topic_error(None, _UNKNOWN_TOPIC_ID), "topic_id": topic_id})
                 continue
         info = existing.get(name)
@@ -63,7 +63,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
                 "error_code": 0,
                 "name": name,
                 "topic_id": info.topic_id,
-                "is_internal": False,
+                "is_internal": is_internal_topic(name),
                 "partitions": [partition_entry(index, node_id, (name, index) in offline)
                                for index in range(info.partitions)],
                 "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,

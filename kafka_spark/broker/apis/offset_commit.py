@@ -29,7 +29,8 @@ _KAFKA_STORAGE_ERROR = 56
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
     coordinator = broker.groups
-    group_error = coordinator.validate_offset_commit(body.group_id, body.generation_id_or_member_epoch, body.member_id)
+    group_error = coordinator.validate_offset_commit(body.group_id, body.generation_id_or_member_epoch, body.member_id,
+                                                     group_instance_id=getattr(body, "group_instance_id", None))
     now = int(time.time() * 1000)
     response_topics = []
     accepted: dict[TopicPartition, tuple[CommittedOffset, dict[str, Any]]] = {}

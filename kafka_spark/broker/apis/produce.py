@@ -1,11 +1,15 @@
-"""Produce (0): validate each partition's record batches per batch (never per record), append.
+"""Produce (0): validate each partition's record batches per batch, append.
 
 Per partition, in Kafka's order: internal topic (17); unknown topic/partition (3); too large
-(10); malformed or bad CRC (2); magic != 2 (87); transactional batches only from the producer's
+(10); malformed or bad CRC (2); magic != 2 (87); records Kafka's LogValidator refuses (a keyless
+record in a compacted topic: 87; a timestamp outside message.timestamp.before/after.max.ms: 32;
+per record only where the topic's settings or the batch header call for it), answered in v8+
+with each record's index and reason (KIP-467); transactional batches only from the producer's
 current epoch (47), for a partition added to its ongoing transaction (48; 49 for a producer id
 no transactional id owns; from v12 the partition is added by the batch itself, KIP-890); idempotent sequence checks (producers.py); then append at the log end
-offset. Batches are stored verbatim; only base offset and leader epoch, which lie outside the
-CRC, are rewritten. acks=0 gets no response at all (answering would desynchronise
+offset. Batches are stored verbatim, only base offset and leader epoch (outside the CRC)
+rewritten, unless the topic's compression.type names a codec: then batches in another codec are
+recompressed in it first, as Kafka does. acks=0 gets no response at all (answering would desynchronise
 kafka-python's and aiokafka's correlation ids).
 """
 
@@ -20,8 +24,9 @@ from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.producers import ProducerStateError
 from kafka_spark.broker.storage.batch import validate_batches
-from kafka_spark.broker.storage.records import validate_keys_for_compaction
-from kafka_spark.broker.storage.errors import StorageError
+from kafka_spark.broker.storage.config import COMPRESSION_CODECS
+from kafka_spark.broker.storage.errors import RecordValidationError, StorageError
+from kafka_spark.broker.storage.records import recompress, validate_records
 from kafka_spark.topic_partition import TopicPartition
 
 logger = logging.getLogger("kafka_spark.broker")
@@ -126,9 +131,15 @@ def _append(broker: Any, topic: str, partition: int, records: bytes | None, acks
         entry["error_code"] = _CORRUPT_MESSAGE
         return None
     try:
-        headers = validate_batches(records, log.config.max_message_bytes)
-        if log.config.compacts:
-            validate_keys_for_compaction(records, headers, log.name)  # keyless records: 87, as Kafka
+        config = log.config
+        headers = validate_batches(records, config.max_message_bytes)
+        validate_records(records, headers, log.name, config, log.now_ms())  # KIP-467 record errors
+        codec = COMPRESSION_CODECS[config.compression_type]
+        if codec is not None and any(header.compression != codec for header in headers):
+            records = recompress(records, headers, codec, {1: config.compression_gzip_level,
+                                                           3: config.compression_lz4_level,
+                                                           4: config.compression_zstd_level})
+            headers = validate_batches(records, config.max_message_bytes)
         for header in headers:
             if header.is_transactional:
                 code = broker.transactions.check_produce(transactional_id, header, TopicPartition(topic, partition),
@@ -150,6 +161,10 @@ def _append(broker: Any, topic: str, partition: int, records: bytes | None, acks
     except (StorageError, ProducerStateError) as error:
         logger.warning("produce to %s-%d rejected: %s", topic, partition, error)
         entry["error_code"] = error.error_code
+        if isinstance(error, RecordValidationError):  # v8+ answers say which records, and why
+            entry["record_errors"] = [{"batch_index": index, "batch_index_error_message": message}
+                                      for index, message in error.record_errors]
+            entry["error_message"] = str(error)
         return None
     for header in result.headers:
         producers.record(header)

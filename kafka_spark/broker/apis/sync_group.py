@@ -19,7 +19,8 @@ def handle(broker: Any, request: Any) -> Any:
                               or (protocol_name is not None and protocol_name != group.protocol_name)):
         return {"throttle_time": 0, "error_code": _INCONSISTENT_GROUP_PROTOCOL, "assignment": b""}
     assignments = {entry.member_id: entry.assignment for entry in body.assignments}
-    result = broker.groups.sync(body.group_id, body.generation_id, body.member_id, assignments)
+    result = broker.groups.sync(body.group_id, body.generation_id, body.member_id, assignments,
+                                getattr(body, "group_instance_id", None))
     if isinstance(result, asyncio.Future):
         return _parked(broker, body.group_id, result)
     return _with_protocol(broker, body.group_id, result)

@@ -24,7 +24,8 @@ def handle(broker: Any, request: Any) -> Any:
     body = request.body
     names = [topic_name(broker, topic) for topic in body.topics]
     offsets = {
-        TopicPartition(name, partition.partition_index): (partition.committed_offset, partition.committed_metadata)
+        TopicPartition(name, partition.partition_index): (partition.committed_offset, partition.committed_metadata,
+                                                          getattr(partition, "committed_leader_epoch", -1))
         for name, topic in zip(names, body.topics) if name is not None
         for partition in topic.partitions
     }
