@@ -65,8 +65,19 @@ class BrokerConfig:
     ssl_key_password: str | None = field(default=None, repr=False)
     ssl_cafile: str | None = None
     ssl_client_auth: str = "none"
+    # Kafka's authorizer.class.name (StandardAuthorizer, or AclAuthorizer): ACLs decide what each
+    # principal may do (authorizer.py); super_users (super.users) may do everything, and
+    # allow_everyone_if_no_acl_found lets anyone use a resource that no ACL names.
+    authorizer_class_name: str | None = None
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
 
     def __post_init__(self) -> None:
+        from kafka_spark.broker.authorizer import AUTHORIZER_CLASSES
+
+        if self.authorizer_class_name and self.authorizer_class_name not in AUTHORIZER_CLASSES:
+            raise ValueError(f"authorizer.class.name={self.authorizer_class_name!r}: pylog's authorizer is the ACL "
+                             f"authorizer; set it to {' or '.join(sorted(AUTHORIZER_CLASSES))}, or leave it out")
         if self.ssl_client_auth not in ("none", "requested", "required"):
             raise ValueError(f"ssl_client_auth={self.ssl_client_auth!r}: use none, requested or required")
         if self.ssl_client_auth != "none" and not self.ssl_cafile:

@@ -53,6 +53,9 @@ _BROKER_KEYS = {
     "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", int),
     "node.id": ("node_id", int),
     "broker.id": ("node_id", int),
+    "authorizer.class.name": ("authorizer_class_name", str),
+    "super.users": ("super_users", "principals"),
+    "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", "bool"),
 }
 
 _TLS_KEYS = frozenset({"ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
@@ -139,7 +142,7 @@ def broker_options(properties: Mapping[str, str]) -> BrokerOptions:
     for key, value in properties.items():
         if key in _BROKER_KEYS:
             name, parse = _BROKER_KEYS[key]
-            options.settings[name] = _parse_bool(key, value) if parse == "bool" else _parse_int(key, value)
+            options.settings[name] = _parse(key, value, parse)
         elif key in _LOG_DEFAULTS:
             log_changes[_LOG_DEFAULTS[key]] = value
         elif key in _HANDLED_BELOW or _LISTENER_JAAS.fullmatch(key):
@@ -298,6 +301,20 @@ def _sasl_users(properties: Mapping[str, str], listener: str) -> dict[str, str]:
     if module != "org.apache.kafka.common.security.plain.PlainLoginModule" or not users:
         raise InvalidConfigError(f"{key} must be PlainLoginModule with at least one user_NAME=\"password\" option")
     return users
+
+
+def _parse(key: str, value: str, parse: Any) -> Any:
+    if parse == "bool":
+        return _parse_bool(key, value)
+    if parse == "principals":  # Kafka's super.users: User:alice;User:bob
+        principals = tuple(part.strip() for part in value.split(";") if part.strip())
+        bad = [p for p in principals if not p.partition(":")[2] or not p.partition(":")[0]]
+        if bad:
+            raise InvalidConfigError(f"{key}={value!r}: {bad[0]!r} is not TYPE:NAME; write e.g. User:admin;User:ops")
+        return principals
+    if parse is str:
+        return value.strip()
+    return _parse_int(key, value)
 
 
 def _parse_int(key: str, value: str) -> int:

@@ -64,8 +64,8 @@ def recorded(monkeypatch):
     seen: dict[str, dict[str, int]] = collections.defaultdict(dict)
     decode = server.decode_request
 
-    def recording(frame, client_host=""):
-        request = decode(frame, client_host)
+    def recording(frame, *context):
+        request = decode(frame, *context)
         versions = seen[request.client_id or ""]
         name = _NAMES[request.api_key]
         versions[name] = max(versions.get(name, -1), request.api_version)

@@ -8,13 +8,15 @@ Changes are persisted with the topic's metadata and apply to its logs from their
 
 The broker (resource name "" or this node's id): its settings, read-only, ``listeners`` and
 ``advertised.listeners`` among them (with the port bound); they are changed by restarting the
-broker with others, not at run time (dynamic broker configs are not supported).
+broker with others, not at run time (dynamic broker configs are not supported). With an
+authorizer: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic (29) or on the cluster for the broker (31).
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.storage.config import LogConfig
 from kafka_spark.broker.storage.errors import StorageError
@@ -62,6 +64,7 @@ def handle_describe(broker: Any, request: Any) -> dict[str, Any]:
         result = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
                   "error_code": 0, "error_message": None, "configs": ()}
         try:
+            _authorize(broker, request, access.DESCRIBE_CONFIGS, resource)
             if resource.resource_type == TOPIC:
                 entries = _topic_entries(broker, resource.resource_name, synonyms)
             elif resource.resource_type == BROKER:
@@ -233,6 +236,7 @@ def _alter(broker: Any, request: Any, overrides: Any) -> dict[str, Any]:
         response = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
                     "error_code": 0, "error_message": None}
         try:
+            _authorize(broker, request, access.ALTER_CONFIGS, resource)
             if seen[(resource.resource_type, resource.resource_name)] > 1:
                 raise _RequestError(_INVALID_REQUEST, f"resource {resource.resource_name!r} appears more than once")
             if resource.resource_type == BROKER:
@@ -250,6 +254,16 @@ def _alter(broker: Any, request: Any, overrides: Any) -> dict[str, Any]:
             response.update(error_code=error.error_code, error_message=str(error))
         responses.append(response)
     return {"throttle_time": 0, "responses": responses}
+
+
+def _authorize(broker: Any, request: Any, operation: Any, resource: Any) -> None:
+    """With an authorizer: the operation on the topic (29) or the cluster, for the broker (31)."""
+    if resource.resource_type == TOPIC and not access.allowed(broker, request, operation, access.TOPIC,
+                                                              resource.resource_name):
+        raise _RequestError(access.TOPIC_AUTHORIZATION_FAILED, f"not authorized to {operation.name} on topic "
+                            f"{resource.resource_name}")
+    if resource.resource_type == BROKER and not access.allowed_on_cluster(broker, request, operation):
+        raise _RequestError(access.CLUSTER_AUTHORIZATION_FAILED, f"not authorized to {operation.name} on the cluster")
 
 
 def _effective_list(broker: Any, name: str, current: dict[str, str]) -> list[str]:

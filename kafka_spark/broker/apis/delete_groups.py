@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Awaitable
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.storage.errors import StorageError
 
@@ -28,6 +29,10 @@ def handle(broker: Any, request: Any) -> Any:
     waits: list[tuple[dict[str, Any], Awaitable[None]]] = []
     for group_id in dict.fromkeys(request.body.groups_names):  # a name asked twice is answered once
         result = {"group_id": group_id, "error_code": 0}
+        if not access.allowed(broker, request, access.DELETE, access.GROUP, group_id):
+            result["error_code"] = access.GROUP_AUTHORIZATION_FAILED
+            results.append(result)
+            continue
         try:
             code, durable = coordinator.delete_group(group_id)
             result["error_code"] = int(code)

@@ -3,16 +3,21 @@ partition in it (kafka-log-dirs, the topic sizes Kafka UIs show). No replica lag
 and there are no "future" replicas (no moves between directories). Internal topics are listed too,
 as Kafka lists them; topics asked for that do not exist are left out, as Kafka does. v4+ add the
 size and free space of the directory's volume (statvfs), v5 whether it is cordoned (never: one
-directory cannot be taken out of service while the broker runs)."""
+directory cannot be taken out of service while the broker runs). With an authorizer: DESCRIBE on the
+cluster (31 CLUSTER_AUTHORIZATION_FAILED, with no directories, otherwise)."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
+from kafka_spark.broker.apis import access
+
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
+    if not access.allowed_on_cluster(broker, request, access.DESCRIBE):
+        return {"throttle_time": 0, "error_code": access.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     wanted = request.body.topics
     topics = broker.logs.topics()
     if wanted is None:

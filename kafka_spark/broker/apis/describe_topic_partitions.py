@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.metadata import NO_AUTHORIZED_OPERATIONS, is_internal_topic, partition_entry
 
 _UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -22,7 +23,8 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
     node_id = broker.config.node_id
     existing = broker.logs.topics()
-    names = sorted({topic.name for topic in body.topics}) if body.topics else sorted(existing)
+    asked = bool(body.topics)
+    names = sorted({topic.name for topic in body.topics}) if asked else sorted(existing)
     cursor = body.cursor
     if cursor is not None:
         names = [name for name in names if name >= cursor.topic_name]
@@ -32,6 +34,12 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
     next_cursor = None
     for name in names:
         info = existing.get(name)
+        if not access.allowed(broker, request, access.DESCRIBE, access.TOPIC, name):
+            if asked:  # a listing leaves out what the principal may not see
+                topics.append({"error_code": access.TOPIC_AUTHORIZATION_FAILED, "name": name, "topic_id": None,
+                               "is_internal": False, "partitions": [],
+                               "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS})
+            continue
         if info is None:
             topics.append({"error_code": _UNKNOWN_TOPIC_OR_PARTITION, "name": name, "topic_id": None,
                            "is_internal": False, "partitions": [],

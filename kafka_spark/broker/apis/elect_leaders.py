@@ -6,12 +6,14 @@ led by its preferred replica; a partition taken offline by an I/O error answers
 PREFERRED_LEADER_NOT_AVAILABLE (80), or ELIGIBLE_LEADERS_NOT_AVAILABLE (83) for an unclean
 election, since its one replica cannot lead; an unknown one UNKNOWN_TOPIC_OR_PARTITION (3).
 ``topic_partitions`` null means every partition, and Kafka then lists only the partitions an
-election was attempted for: none here.
+election was attempted for: none here. With an authorizer: ALTER on the cluster (31).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from kafka_spark.broker.apis import access
 
 _UNKNOWN_TOPIC_OR_PARTITION = 3
 _PREFERRED_LEADER_NOT_AVAILABLE = 80
@@ -22,6 +24,11 @@ _UNCLEAN = 1
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
+    if not access.allowed_on_cluster(broker, request, access.ALTER):
+        return {"throttle_time": 0, "error_code": access.CLUSTER_AUTHORIZATION_FAILED, "replica_election_results": [
+            {"topic": entry.topic, "partition_result": [
+                {"partition_id": partition, "error_code": access.CLUSTER_AUTHORIZATION_FAILED, "error_message": None}
+                for partition in entry.partitions]} for entry in body.topic_partitions or ()]}
     unclean = getattr(body, "election_type", 0) == _UNCLEAN
     results = []
     for entry in body.topic_partitions or ():

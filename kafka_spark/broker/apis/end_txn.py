@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.transactions import fenced_error
 
 #: EndTxn v5+ is transaction protocol v2 (KIP-890): the epoch is bumped at every commit and abort.
@@ -21,6 +22,8 @@ TRANSACTION_V2_END_TXN = 5
 
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
+    if not access.allowed(broker, request, access.WRITE, access.TRANSACTIONAL_ID, body.transactional_id):
+        return {"throttle_time": 0, "error_code": access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     error, producer_id, producer_epoch = broker.transactions.end_txn(
         body.transactional_id, body.producer_id, body.producer_epoch, bool(body.committed),
         fenced_error(request.api_version, 2), transaction_v2=request.api_version >= TRANSACTION_V2_END_TXN,

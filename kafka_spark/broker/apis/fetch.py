@@ -12,6 +12,7 @@ aborted transactions ``{producer_id, first_offset}`` overlapping the returned ba
 marker at or after ``fetch_offset``, first offset at or below the last offset returned), from
 which clients drop the aborted records. read_uncommitted gets every batch and an empty list.
 
+With an authorizer, a topic the principal may not READ answers TOPIC_AUTHORIZATION_FAILED (29).
 From v13 topics are named by id (KIP-516); an id no topic has is answered UNKNOWN_TOPIC_ID (100)
 on each of its partitions, which makes clients refresh their metadata.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.storage.errors import OffsetOutOfRangeError, StorageError
 from kafka_spark.broker.txn_index import last_offset_of
 
@@ -38,14 +40,15 @@ async def handle(broker: Any, request: Any) -> dict[str, Any]:
     max_wait = body.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait
     while True:
-        responses, total_bytes, has_error = _read(broker, body)
+        responses, total_bytes, has_error = _read(broker, request)
         remaining = deadline - time.monotonic()
         if total_bytes >= body.min_bytes or has_error or remaining <= 0:
             return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
         await broker.notifier.wait(remaining)
 
 
-def _read(broker: Any, body: Any) -> tuple[list[dict[str, Any]], int, bool]:
+def _read(broker: Any, request: Any) -> tuple[list[dict[str, Any]], int, bool]:
+    body = request.body
     read_committed = getattr(body, "isolation_level", 0) == _READ_COMMITTED
     budget = body.max_bytes
     total = 0
@@ -54,11 +57,13 @@ def _read(broker: Any, body: Any) -> tuple[list[dict[str, Any]], int, bool]:
     for topic in body.topics:
         topic_id = getattr(topic, "topic_id", None)
         name = broker.logs.topic_name(topic_id) if topic_id is not None else topic.topic
+        denied = broker.authorizer is not None and not access.allowed(broker, request, access.READ, access.TOPIC,
+                                                                      name or "")
         partitions = []
         for fetch_partition in topic.partitions:
-            if name is None:
+            if denied or name is None:
                 entry = _empty_entry(fetch_partition.partition)
-                entry["error_code"] = _UNKNOWN_TOPIC_ID
+                entry["error_code"] = access.TOPIC_AUTHORIZATION_FAILED if denied else _UNKNOWN_TOPIC_ID
             else:
                 entry = _read_partition(broker, name, fetch_partition, read_committed, budget, total)
             if entry["error_code"]:

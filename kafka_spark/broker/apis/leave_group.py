@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis import access
+
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
+    if not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
+        return {"throttle_time": 0, "error_code": access.GROUP_AUTHORIZATION_FAILED, "members": []}
     if request.api_version < 3:
         return {"throttle_time": 0, "error_code": broker.groups.leave(body.group_id, body.member_id)}
     members = [

@@ -11,13 +11,15 @@ timestamps:
   for a topic without tiered storage;
 - a timestamp >= 0: the first offset whose record has a timestamp at or after it.
 
-A special timestamp older than the request version is INVALID_REQUEST, as Kafka refuses it.
+A special timestamp older than the request version is INVALID_REQUEST, as Kafka refuses it; with
+an authorizer, a topic the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.storage.errors import StorageError
 
 LATEST = -1
@@ -39,7 +41,12 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
     topics = []
     for topic in body.topics:
         partitions = []
+        denied = not access.allowed(broker, request, access.DESCRIBE, access.TOPIC, topic.name)
         for partition in topic.partitions:
+            if denied:
+                partitions.append({"partition_index": partition.partition_index, "timestamp": -1, "offset": -1,
+                                   "error_code": access.TOPIC_AUTHORIZATION_FAILED, "leader_epoch": -1})
+                continue
             partitions.append(_lookup(broker, topic.name, partition.partition_index, partition.timestamp,
                                       read_committed, request.api_version))
         topics.append({"name": topic.name, "partitions": partitions})

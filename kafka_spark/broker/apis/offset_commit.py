@@ -5,7 +5,8 @@ answered on every partition, as Kafka does; 3 UNKNOWN_TOPIC_OR_PARTITION and 12
 OFFSET_METADATA_TOO_LARGE are per partition and do not stop the others from committing. The
 response waits (without holding up the connection) for the fsync of ``__consumer_offsets``.
 ``retention_time_ms`` (v2-4) is ignored: offsets are kept until the group or topic is deleted.
-v10 names topics by id; an id no topic has is UNKNOWN_TOPIC_ID (100) on its partitions.
+v10 names topics by id; an id no topic has is UNKNOWN_TOPIC_ID (100) on its partitions. With an
+authorizer: READ on the group (30 on every partition) and on each topic (29 on its partitions).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import time
 from typing import Any, Awaitable
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.topic_ids import UNKNOWN_TOPIC_ID, topic_name
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.group_offsets import CommittedOffset
@@ -29,18 +31,26 @@ _KAFKA_STORAGE_ERROR = 56
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
     coordinator = broker.groups
-    group_error = coordinator.validate_offset_commit(body.group_id, body.generation_id_or_member_epoch, body.member_id,
-                                                     group_instance_id=getattr(body, "group_instance_id", None))
+    if not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
+        group_error: Any = access.GROUP_AUTHORIZATION_FAILED
+    else:
+        group_error = coordinator.validate_offset_commit(
+            body.group_id, body.generation_id_or_member_epoch, body.member_id,
+            group_instance_id=getattr(body, "group_instance_id", None))
     now = int(time.time() * 1000)
     response_topics = []
     accepted: dict[TopicPartition, tuple[CommittedOffset, dict[str, Any]]] = {}
     for topic in body.topics:
         name = topic_name(broker, topic)
+        readable = access.allowed(broker, request, access.READ, access.TOPIC, name or "")
         entries = []
         for partition in topic.partitions:
             entry = {"partition_index": partition.partition_index, "error_code": int(group_error)}
             entries.append(entry)
-            if group_error is not ErrorCode.NONE:
+            if group_error != ErrorCode.NONE:
+                continue
+            if not readable:
+                entry["error_code"] = access.TOPIC_AUTHORIZATION_FAILED
                 continue
             if name is None:
                 entry["error_code"] = UNKNOWN_TOPIC_ID

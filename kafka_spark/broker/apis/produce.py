@@ -1,6 +1,7 @@
 """Produce (0): validate each partition's record batches per batch, append.
 
-Per partition, in Kafka's order: internal topic (17); unknown topic/partition (3); too large
+Per partition, in Kafka's order: with an authorizer, WRITE on the transactional id (53) and on
+the topic (29); internal topic (17); unknown topic/partition (3); too large
 (10); malformed or bad CRC (2); magic != 2 (87); records Kafka's LogValidator refuses (a keyless
 record in a compacted topic: 87; a timestamp outside message.timestamp.before/after.max.ms: 32;
 per record only where the topic's settings or the batch header call for it), answered in v8+
@@ -20,6 +21,7 @@ import functools
 import logging
 from typing import Any
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.producers import ProducerStateError
@@ -50,20 +52,29 @@ def handle(broker: Any, request: Any) -> dict[str, Any] | Deferred | None:
     responses = []
     appended = False
     durable: list[tuple[dict[str, Any], Any]] = []  # (partition response, fsync future)
+    transactional_id = getattr(body, "transactional_id", None)
+    refused = 0  # an authorization error for the whole request
+    if broker.authorizer is not None and transactional_id is not None and not access.allowed(
+            broker, request, access.WRITE, access.TRANSACTIONAL_ID, transactional_id):
+        refused = access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     for topic in body.topic_data:
         name = topic.name if topic.name is not None else broker.logs.topic_name(topic.topic_id)  # v13+: by id
+        denied = refused or (broker.authorizer is not None and not access.allowed(
+            broker, request, access.WRITE, access.TOPIC, name or "") and access.TOPIC_AUTHORIZATION_FAILED)
         partition_responses = []
         for data in topic.partition_data:
             entry = {"index": data.index, "error_code": 0, "base_offset": -1,
                      "log_append_time": None,  # -1: CreateTime topics
                      "log_start_offset": -1}
-            if acks not in (-1, 0, 1):
+            if denied:
+                entry["error_code"] = denied
+            elif acks not in (-1, 0, 1):
                 entry["error_code"] = _INVALID_REQUIRED_ACKS
             elif name is None:
                 entry["error_code"] = _UNKNOWN_TOPIC_ID
             else:
-                log = _append(broker, name, data.index, data.records, acks, entry,
-                              getattr(body, "transactional_id", None), request.api_version >= TRANSACTION_V2_PRODUCE)
+                log = _append(broker, name, data.index, data.records, acks, entry, transactional_id,
+                              request.api_version >= TRANSACTION_V2_PRODUCE)
                 if log is not None:
                     appended = True
                     if acks == -1 and log.config.flush_on_ack_all:

@@ -8,11 +8,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from kafka_spark.broker.apis import access
+
 _INCONSISTENT_GROUP_PROTOCOL = 23
 
 
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
+    if not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
+        return {"throttle_time": 0, "error_code": access.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
     group = broker.groups.group(body.group_id)
     protocol_type, protocol_name = getattr(body, "protocol_type", None), getattr(body, "protocol_name", None)
     if group is not None and ((protocol_type is not None and protocol_type != group.protocol_type)

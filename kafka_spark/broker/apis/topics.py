@@ -4,7 +4,8 @@ node alone (INVALID_REPLICA_ASSIGNMENT for any other id, as Kafka answers an unk
 
 CreateTopics v5+ (KIP-525) answers each created topic with its partition count, replication
 factor and configs (as DescribeConfigs lists them), v7 with its id. DeleteTopics v6 names topics
-by name or by id.
+by name or by id. With an authorizer: CREATE on the cluster or the topic, DELETE and ALTER on the
+topic (29 TOPIC_AUTHORIZATION_FAILED otherwise).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.configs import topic_config_entries
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.apis.topic_ids import UNKNOWN_TOPIC_ID, topic_id
@@ -28,8 +30,12 @@ _INVALID_TOPIC = 17
 def handle_create(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
     results = []
+    on_cluster = access.allowed_on_cluster(broker, request, access.CREATE)
     for topic in body.topics:
-        code, message = _create(broker, topic, body.validate_only)
+        if on_cluster or access.allowed(broker, request, access.CREATE, access.TOPIC, topic.name):
+            code, message = _create(broker, topic, body.validate_only)
+        else:
+            code, message = access.TOPIC_AUTHORIZATION_FAILED, f"not authorized to create topic {topic.name}"
         result: dict[str, Any] = {"name": topic.name, "error_code": code, "error_message": message,
                                   "num_partitions": -1, "replication_factor": -1, "configs": []}
         if code == 0 and request.api_version >= 5:
@@ -100,6 +106,9 @@ def handle_delete(broker: Any, request: Any) -> dict[str, Any]:
                                   "error_message": f"no topic has the id {tid}"})
                 continue
         tid = topic_id(broker, name)
+        if not access.allowed(broker, request, access.DELETE, access.TOPIC, name):
+            responses.append({"name": name, "topic_id": tid, "error_code": access.TOPIC_AUTHORIZATION_FAILED})
+            continue
         if is_internal_topic(name):  # the broker's state (groups, transactions): not the client's to delete
             responses.append({"name": name, "topic_id": tid, "error_code": _INVALID_REQUEST,
                               "error_message": f"{name} is an internal topic of the broker and cannot be deleted"})
@@ -155,6 +164,8 @@ def handle_create_partitions(broker: Any, request: Any) -> dict[str, Any]:
         try:
             if names.count(topic.name) > 1:
                 code, message = _INVALID_REQUEST, f"topic {topic.name!r} appears more than once in the request"
+            elif not access.allowed(broker, request, access.ALTER, access.TOPIC, topic.name):
+                code, message = access.TOPIC_AUTHORIZATION_FAILED, f"not authorized to alter topic {topic.name}"
             elif is_internal_topic(topic.name):
                 code, message = 3, f"topic {topic.name!r} does not exist"
             elif topic.assignments and (error := _assignments_error(broker, topic)):

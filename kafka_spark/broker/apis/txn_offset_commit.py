@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.topic_ids import UNKNOWN_TOPIC_ID, topic_name
 from kafka_spark.topic_partition import TopicPartition
 
@@ -31,7 +32,16 @@ def handle(broker: Any, request: Any) -> Any:
     }
     generation_id, member_id = getattr(body, "generation_id", -1), getattr(body, "member_id", "")
     error = 0
-    if generation_id >= 0 or member_id:
+    denied: set[str] = set()
+    if not access.allowed(broker, request, access.WRITE, access.TRANSACTIONAL_ID, body.transactional_id):
+        error = access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
+        error = access.GROUP_AUTHORIZATION_FAILED
+    else:
+        denied = {name for name in names if name is not None
+                  and not access.allowed(broker, request, access.READ, access.TOPIC, name)}
+        offsets = {tp: offset for tp, offset in offsets.items() if tp.topic not in denied}
+    if not error and (generation_id >= 0 or member_id):
         error = int(broker.groups.validate_offset_commit(body.group_id, generation_id, member_id,
                                                          transactional=True))
     if not error:
@@ -43,7 +53,8 @@ def handle(broker: Any, request: Any) -> Any:
         "topics": [
             {"name": name, "topic_id": getattr(topic, "topic_id", None),
              "partitions": [{"partition_index": p.partition_index,
-                             "error_code": error if name is not None else UNKNOWN_TOPIC_ID} for p in topic.partitions]}
+                             "error_code": access.TOPIC_AUTHORIZATION_FAILED if name in denied
+                             else error if name is not None else UNKNOWN_TOPIC_ID} for p in topic.partitions]}
             for name, topic in zip(names, body.topics)
         ],
     }

@@ -25,6 +25,8 @@ from kafka_spark.broker.protocol.primitives import skip_tagged_fields
 from kafka_spark.broker.protocol.versions import SASL_VERSIONS, SUPPORTED_VERSIONS, ApiKey
 
 _HEADER = struct.Struct(">hhi")
+#: Kafka's principal of an unauthenticated connection (PLAINTEXT, or SSL without a client certificate).
+ANONYMOUS = "User:ANONYMOUS"
 _I16 = struct.Struct(">h")
 
 
@@ -42,6 +44,7 @@ class Request:
     client_id: str | None
     body: Any  # the kio request dataclass of this api_key/api_version, or None (see below)
     client_host: str = ""  # the peer address, as Kafka's DescribeGroups reports it
+    principal: str = ANONYMOUS  # who sent it: User:NAME once SASL authenticated it (authorizer.py)
 
     @property
     def unsupported_api_versions(self) -> bool:
@@ -49,7 +52,7 @@ class Request:
         return self.body is None
 
 
-def decode_request(frame: bytes | memoryview, client_host: str = "") -> Request:
+def decode_request(frame: bytes | memoryview, client_host: str = "", principal: str = ANONYMOUS) -> Request:
     """Decode one frame (without its size prefix).
 
     Raises UnsupportedRequest for unknown keys or versions, ValueError-family errors from kio
@@ -73,7 +76,7 @@ def decode_request(frame: bytes | memoryview, client_host: str = "") -> Request:
     low, high = served
     if not low <= api_version <= high:
         if api_key == ApiKey.API_VERSIONS:
-            return Request(api_key, api_version, correlation_id, client_id, None, client_host)
+            return Request(api_key, api_version, correlation_id, client_id, None, client_host, principal)
         raise UnsupportedRequest(f"api key {api_key} version {api_version} is not served")
     request_class = _request_class(api_key, api_version)
     try:
@@ -89,7 +92,7 @@ def decode_request(frame: bytes | memoryview, client_host: str = "") -> Request:
     # Bytes after the body are ignored, as Kafka ignores them: librdkafka 2.x sends three stray
     # zero bytes after the null topic array of an all-topics Metadata request from v9 on (the
     # unused rest of an int32 placeholder), which Kafka brokers never notice.
-    return Request(api_key, api_version, correlation_id, client_id, body, client_host)
+    return Request(api_key, api_version, correlation_id, client_id, body, client_host, principal)
 
 
 def encode_response(request: Request, response: Any) -> bytes:
