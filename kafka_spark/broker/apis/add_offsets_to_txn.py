@@ -1,7 +1,9 @@
-"""AddOffsetsToTxn (25), v0-2: a consumer group's offsets join the ongoing transaction.
+"""AddOffsetsToTxn (25), v0-4: a consumer group's offsets join the ongoing transaction.
 
 The client then sends TxnOffsetCommit with the offsets; they become visible to OffsetFetch when
-the transaction commits. Errors: 49, 47 (v0-1) / 90 (v2), 51 as for AddPartitionsToTxn.
+the transaction commits. Errors: 49, 47 (v0-1) / 90 (v2+), 51 as for AddPartitionsToTxn; with an
+authorizer, WRITE on the transactional id (53) and READ on the group (30). (Transaction protocol
+v2 clients skip it: TxnOffsetCommit v5+ adds the group itself.)
 """
 
 from __future__ import annotations
