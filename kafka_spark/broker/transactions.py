@@ -230,6 +230,10 @@ class TransactionCoordinator:
         """The metadata of ``transactional_id`` (for tests and tools; do not mutate)."""
         return self._txns.get(transactional_id)
 
+    def all(self) -> list[TransactionMetadata]:
+        """Every transactional id's metadata, by id (ListTransactions; do not mutate)."""
+        return [self._txns[transactional_id] for transactional_id in sorted(self._txns)]
+
     # -- InitProducerId ------------------------------------------------------------------------------
 
     def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int,

@@ -167,3 +167,31 @@ def test_api_versions_v5_refuses_a_client_that_means_another_cluster(pylog_broke
         assert client.call(ApiKey.API_VERSIONS, 5, {**body, "cluster_id": cluster_id, "node_id": 0}).error_code == 0
         wrong = client.call(ApiKey.API_VERSIONS, 5, {**body, "cluster_id": "another-cluster", "node_id": 0})
         assert wrong.error_code == 129  # REBOOTSTRAP_REQUIRED (KIP-1242)
+
+
+def test_transactions_are_listed_and_described_as_kafka_transactions_shows_them(pylog_broker, pylog_topic):
+    from confluent_kafka import Producer
+    from kafka import KafkaAdminClient
+    from kafka.errors import TransactionalIdNotFoundError
+
+    topic = pylog_topic(partitions=2)
+    producer = Producer({"bootstrap.servers": pylog_broker.bootstrap_servers, "transactional.id": f"{topic}-tx"})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    producer.produce(topic, b"open", partition=1)
+    producer.flush(10)
+    admin = KafkaAdminClient(bootstrap_servers=pylog_broker.bootstrap_servers)
+    try:
+        listed = admin.list_transactions(state_filters=["Ongoing"], transactional_id_pattern=f"{topic}-.*")
+        described = admin.describe_transactions([f"{topic}-tx"])
+        with pytest.raises(TransactionalIdNotFoundError):  # 105, as Kafka answers an unknown id
+            admin.describe_transactions(["nobody"])
+    finally:
+        admin.close()
+        producer.abort_transaction(10)
+    assert [(t.transactional_id, t.state.value) for listings in listed.values() for t in listings] == [
+        (f"{topic}-tx", "Ongoing")]
+    mine = described[f"{topic}-tx"]
+    assert (mine.state.value, mine.transaction_timeout_ms, mine.producer_epoch) == ("Ongoing", 60_000, 0)
+    assert {(tp.topic, tp.partition) for tp in mine.topic_partitions} == {(topic, 1)}
+    assert mine.transaction_start_time_ms > 0
