@@ -314,3 +314,21 @@ def test_hand_written_produce_responses_match_kios_encoding_byte_for_byte():
             request = Request(ApiKey.PRODUCE, version, rng.randrange(2**31), "c", object())
             parts = codec.encode_response_parts(request, response)
             assert len(parts) == 1 and parts[0] == codec._encode_with_kio(request, response), (version, response)
+
+
+def test_tagged_fields_a_producer_sends_are_skipped_wherever_they_stand():
+    """KIP-482 lets any struct carry tagged fields; Produce defines none, so a reader must step over
+    unknown ones (kio's writer never emits them, hence this hand-made v9 body)."""
+    from kafka_spark.broker.protocol.produce_request import read_produce_request
+
+    body = (b"\x00" + struct.pack(">hi", 1, 5000)  # null transactional id, acks, timeout
+            + b"\x02" + b"\x02t"  # one topic, "t"
+            + b"\x02" + struct.pack(">i", 3) + b"\x05abcd"  # one partition, index 3, 4 bytes of records
+            + b"\x01\x05\x02\xaa\xbb"  # the partition's tags: tag 5, two bytes
+            + b"\x00"  # the topic's (none)
+            + b"\x02\x00\x01\xff\x07\x00")  # the body's: tag 0 one byte, tag 7 empty
+    request, size = read_produce_request(body, 0, 9)
+    assert size == len(body)
+    (topic,) = request.topic_data
+    (partition,) = topic.partition_data
+    assert (topic.name, partition.index, bytes(partition.records), request.acks) == ("t", 3, b"abcd", 1)

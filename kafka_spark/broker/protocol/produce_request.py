@@ -195,9 +195,15 @@ def _read_flexible(view: memoryview, pos: int, by_id: bool) -> tuple[ProduceRequ
         for _ in range(count):
             index = _I32.unpack_from(view, pos)[0]
             pos += 4
-            size = view[pos]
+            size = view[pos]  # record sets up to 2 MiB take one to three varint bytes: inline too
             if size < 0x80:
                 pos += 1
+            elif view[pos + 1] < 0x80:
+                size = (size & 0x7F) | view[pos + 1] << 7
+                pos += 2
+            elif view[pos + 2] < 0x80:
+                size = (size & 0x7F) | (view[pos + 1] & 0x7F) << 7 | view[pos + 2] << 14
+                pos += 3
             else:
                 size, pos = read_uvarint(view, pos)
             records = None
