@@ -23,9 +23,14 @@ class MalformedField(ValueError):
 
 
 def uvarint(value: int) -> bytes:
-    """``value`` (>= 0) as an unsigned varint: 7 bits per byte, least significant first."""
+    """``value`` (>= 0) as an unsigned varint: 7 bits per byte, least significant first. The
+    lengths of fetched record sets (up to 2 MiB) take the straight branches."""
     if value < 0x80:
         return bytes((value,))
+    if value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if value < 0x200000:
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
