@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from kafka_spark import cli_acls, cli_users
+
 
 class CliError(Exception):
     """A user-facing failure: printed as one line, exit status 1."""
@@ -746,6 +748,8 @@ def build_parser() -> argparse.ArgumentParser:
         "delete", help="delete a group that has no active members, with its committed offsets"))
     delete_group.add_argument("group")
     delete_group.set_defaults(func=_groups_delete)
+    cli_acls.register(commands, client, _client_config, CliError)
+    cli_users.register(commands, client, _client_config, CliError)
     sink = commands.add_parser("sink", help="maintain pylog-files sink outputs")
     sink_commands = sink.add_subparsers(dest="action", required=True)
     vacuum = sink_commands.add_parser("vacuum", help="delete files of failed attempts (never committed files)")

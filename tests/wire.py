@@ -11,10 +11,11 @@ import socket
 import struct
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from kafka_spark.broker.protocol.codec import build
+from kafka_spark.broker.protocol.schemas import request_class as load_request_schema
+from kafka_spark.broker.protocol.schemas import response_class as load_response_schema
 
 
 class WireClient:
@@ -53,7 +54,8 @@ class WireClient:
         position = 4
         if response_class.__flexible__ and api_key != 18:
             position += 1  # empty header tag buffer
-        body, _ = entity_reader(response_class)(frame, position)
+        body, size = entity_reader(response_class)(frame, position)
+        assert position + size == len(frame), f"{len(frame) - position - size} bytes after the response body"
         return body
 
     def call(self, api_key: int, version: int, body: dict[str, Any]) -> Any:

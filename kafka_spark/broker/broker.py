@@ -14,7 +14,9 @@ import time
 from typing import Any
 
 from kafka_spark.broker.apis import HANDLERS
+from kafka_spark.broker.authorizer import Authorizer
 from kafka_spark.broker.config import BrokerConfig
+from kafka_spark.broker.credentials import CredentialStore
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.durability import GroupCommit
 from kafka_spark.broker.groups import DEFAULT_INITIAL_REBALANCE_DELAY_MS, GroupCoordinator
@@ -43,10 +45,18 @@ class Broker:
                                         flush_timeout_ms=config.log_flush_timeout_ms)
         self.started_ms = int(time.time() * 1000)
         self.producer_ids = ProducerIdManager(config.log_dir)
+        # ACLs (with authorizer.class.name; None: everything is allowed, as in Kafka) and the SCRAM
+        # credentials of the broker's metadata, both kept in the log directory.
+        self.authorizer = Authorizer(config.log_dir, super_users=config.super_users,
+                                     allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found) \
+            if config.authorizer_class_name else None
+        self.credentials = CredentialStore(config.log_dir)
         self._producer_states: dict[TopicPartition, PartitionProducerState] = {}
         # Consumer groups and their committed offsets (replays __consumer_offsets).
         self.groups = GroupCoordinator(self, initial_rebalance_delay_ms=getattr(
-            config, "group_initial_rebalance_delay_ms", DEFAULT_INITIAL_REBALANCE_DELAY_MS))
+            config, "group_initial_rebalance_delay_ms", DEFAULT_INITIAL_REBALANCE_DELAY_MS),
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms)
         self.transactions = TransactionCoordinator(  # replays __transaction_state
             self, transactional_id_expiration_ms=config.transactional_id_expiration_ms)
         self._producer_expiry = loop.call_later(

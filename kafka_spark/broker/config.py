@@ -51,6 +51,11 @@ class BrokerConfig:
     # Kafka waits 3 s for more members before the first rebalance of an empty group; on one
     # machine members start within milliseconds of each other, so a short delay is enough.
     group_initial_rebalance_delay_ms: int = 100
+    # Kafka's group.min/max.session.timeout.ms: a JoinGroup asking for a session outside them is
+    # refused with INVALID_SESSION_TIMEOUT, so a consumer set to time out too fast fails at once
+    # instead of joining and being expired between its heartbeats over and over.
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
     # Kafka's transactional.id.expiration.ms: an id unused this long with no open transaction is forgotten.
     transactional_id_expiration_ms: int = 7 * 24 * 3_600_000
     # Kafka's producer.id.expiration.ms and its check interval: an idempotent producer's state in
@@ -70,6 +75,12 @@ class BrokerConfig:
     ssl_key_password: str | None = field(default=None, repr=False)
     ssl_cafile: str | None = None
     ssl_client_auth: str = "none"
+    # Kafka's authorizer.class.name (StandardAuthorizer, or AclAuthorizer): ACLs decide what each
+    # principal may do (authorizer.py); super_users (super.users) may do everything, and
+    # allow_everyone_if_no_acl_found lets anyone use a resource that no ACL names.
+    authorizer_class_name: str | None = None
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
 
     def __post_init__(self) -> None:
         if self.socket_request_max_bytes < 8:
@@ -82,6 +93,11 @@ class BrokerConfig:
         if not 1 <= self.log_flush_io_uring_entries <= 32768:
             raise ValueError(f"log_flush_io_uring_entries={self.log_flush_io_uring_entries}: io_uring takes 1 to 32768 "
                              "entries")
+        from kafka_spark.broker.authorizer import AUTHORIZER_CLASSES
+
+        if self.authorizer_class_name and self.authorizer_class_name not in AUTHORIZER_CLASSES:
+            raise ValueError(f"authorizer.class.name={self.authorizer_class_name!r}: pylog's authorizer is the ACL "
+                             f"authorizer; set it to {' or '.join(sorted(AUTHORIZER_CLASSES))}, or leave it out")
         if self.ssl_client_auth not in ("none", "requested", "required"):
             raise ValueError(f"ssl_client_auth={self.ssl_client_auth!r}: use none, requested or required")
         if self.ssl_client_auth != "none" and not self.ssl_cafile:

@@ -15,6 +15,13 @@ as coroutines, which mutes only the member's own connection (shared/reference §
 Session timers (``loop.call_later``) run per member, reset by JoinGroup, SyncGroup and Heartbeat;
 a member whose JoinGroup or SyncGroup is parked is kept alive, as Kafka does.
 
+Static membership (KIP-345): a member that joins with a ``group.instance.id`` is known by it. When
+it comes back (a restart within its session timeout) with the same instance id and an unknown
+member id, it replaces its old self without a rebalance: a new member id, the old one's
+assignment and place (leader included), the old member id fenced (82 FENCED_INSTANCE_ID for its
+requests). Only a change of its subscription rebalances the group. A static member that stops
+is removed when its session expires (or by a LeaveGroup naming its instance id).
+
 Committed offsets live in :class:`GroupOffsetStore` (durable, replayed at start).
 
 Thread-safety: none; everything runs on the broker's event loop (other threads go through
@@ -62,6 +69,7 @@ class ErrorCode(enum.IntEnum):
     REBALANCE_IN_PROGRESS = 27
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
+    FENCED_INSTANCE_ID = 82
     GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 
@@ -141,10 +149,13 @@ class GroupCoordinator:
     (fsync waits). The offsets of ``__consumer_offsets`` are replayed on construction.
     """
 
-    def __init__(self, broker: Any, *, initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS) -> None:
+    def __init__(self, broker: Any, *, initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS,
+                 min_session_timeout_ms: int = 6_000, max_session_timeout_ms: int = 1_800_000) -> None:
         self._broker = broker
         self._loop: asyncio.AbstractEventLoop = broker.loop
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self.min_session_timeout_ms = min_session_timeout_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
         self.offsets = GroupOffsetStore(broker.logs)
         replayed = self.offsets.load()
         if replayed:
@@ -177,7 +188,10 @@ class GroupCoordinator:
         future resolved when the rebalance completes. Response keys are JoinGroupResponse's."""
         if not group_id:
             return _join_error(ErrorCode.INVALID_GROUP_ID, member_id)
-        if session_timeout_ms <= 0:
+        if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
+            logger.warning("group %s: JoinGroup with session.timeout.ms=%d refused: the broker allows %d to %d "
+                           "(group.min.session.timeout.ms, group.max.session.timeout.ms)", group_id,
+                           session_timeout_ms, self.min_session_timeout_ms, self.max_session_timeout_ms)
             return _join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         if not protocol_type or not protocols:
             return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
@@ -188,13 +202,20 @@ class GroupCoordinator:
             if protocol_type != group.protocol_type or not (
                     group.candidate_protocols() & {name for name, _ in protocols}):
                 return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
-        if member_id and member_id not in group.members:
-            return _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
         if rebalance_timeout_ms <= 0:
             rebalance_timeout_ms = session_timeout_ms  # JoinGroup v0 has no rebalance timeout
+        static = self._static_member(group, group_instance_id) if group_instance_id is not None else None
+        if static is not None:
+            if member_id and member_id != static.member_id:
+                return _join_error(ErrorCode.FENCED_INSTANCE_ID, member_id)
+            if not member_id:
+                return self._replace_static_member(group, static, client_id, client_host, session_timeout_ms,
+                                                   rebalance_timeout_ms, protocols)
+        if member_id and member_id not in group.members:
+            return _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
 
         if not member_id:
-            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            member_id = f"{group_instance_id or client_id or 'member'}-{uuid.uuid4()}"
             member = Member(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
                             rebalance_timeout_ms, list(protocols))
             group.members[member_id] = member
@@ -225,6 +246,38 @@ class GroupCoordinator:
             self._try_complete_join(group)
         else:
             self._prepare_rebalance(group, f"member {member_id} joined")
+        return future
+
+    def _replace_static_member(self, group: Group, old: Member, client_id: str, client_host: str,
+                               session_timeout_ms: int, rebalance_timeout_ms: int,
+                               protocols: list[tuple[str, bytes]]) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+        """A static member back under a new member id: it takes the old one's place; the group
+        rebalances only when its subscription changed (or a rebalance is under way anyway)."""
+        old_id, new_id = old.member_id, f"{old.group_instance_id}-{uuid.uuid4()}"
+        _resolve(old.join_future, _join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
+        _resolve(old.sync_future, _sync_response(ErrorCode.FENCED_INSTANCE_ID))
+        old.join_future = old.sync_future = None
+        group.members = {(new_id if member_id == old_id else member_id): member
+                         for member_id, member in group.members.items()}
+        if group.leader_id == old_id:
+            group.leader_id = new_id
+        unchanged = old.protocols == list(protocols)
+        old.member_id, old.client_id, old.client_host = new_id, client_id, client_host
+        old.session_timeout_ms, old.rebalance_timeout_ms, old.protocols = (
+            session_timeout_ms, rebalance_timeout_ms, list(protocols))
+        logger.info("group %s: static member %s is back as %s (was %s)", group.group_id, old.group_instance_id,
+                    new_id, old_id)
+        if unchanged and group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._reset_session(group, old)
+            response = self._join_response(group, old)
+            response["skip_assignment"] = group.state is GroupState.STABLE and new_id == group.leader_id
+            return response
+        future: asyncio.Future[dict[str, Any]] = self._loop.create_future()
+        old.join_future = future
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._try_complete_join(group)
+        else:
+            self._prepare_rebalance(group, f"static member {old.group_instance_id} rejoined with a new subscription")
         return future
 
     def _prepare_rebalance(self, group: Group, reason: str) -> None:
@@ -320,6 +373,7 @@ class GroupCoordinator:
         return max(votes, key=lambda name: (votes[name], -first.index(name)))
 
     def _join_response(self, group: Group, member: Member) -> dict[str, Any]:
+        # skip_assignment (v9) stays false: a leader computes the assignment of a new generation.
         members = []
         if member.member_id == group.leader_id:
             members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
@@ -330,11 +384,11 @@ class GroupCoordinator:
 
     # -- SyncGroup --------------------------------------------------------------------------------
 
-    def sync(self, group_id: str, generation_id: int, member_id: str,
-             assignments: Mapping[str, bytes]) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+    def sync(self, group_id: str, generation_id: int, member_id: str, assignments: Mapping[str, bytes],
+             group_instance_id: str | None = None) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
         """A SyncGroup: the member's assignment now, or (a follower before the leader's sync) a
         future resolved by the leader's SyncGroup."""
-        group, member, error = self._member(group_id, member_id, generation_id)
+        group, member, error = self._member(group_id, member_id, generation_id, group_instance_id)
         if error is not ErrorCode.NONE:
             return _sync_response(error)
         assert group is not None and member is not None
@@ -360,8 +414,9 @@ class GroupCoordinator:
 
     # -- Heartbeat / LeaveGroup ------------------------------------------------------------------
 
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
-        group, member, error = self._member(group_id, member_id, generation_id)
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str,
+                  group_instance_id: str | None = None) -> ErrorCode:
+        group, member, error = self._member(group_id, member_id, generation_id, group_instance_id)
         if error is not ErrorCode.NONE:
             return error
         assert group is not None and member is not None
@@ -370,22 +425,43 @@ class GroupCoordinator:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
-    def leave(self, group_id: str, member_id: str) -> ErrorCode:
+    def leave(self, group_id: str, member_id: str, group_instance_id: str | None = None) -> ErrorCode:
+        """One member leaves (LeaveGroup). From v3 a static member may be named by its
+        ``group_instance_id`` alone; naming both, they must belong together (82 FENCED_INSTANCE_ID
+        otherwise, as Kafka answers an instance id now held by a newer member)."""
         group = self._groups.get(group_id)
-        member = group.members.get(member_id) if group is not None else None
-        if group is None or member is None:
+        if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        logger.info("group %s: member %s leaves", group_id, member_id)
+        member = group.members.get(member_id) if member_id else None
+        if group_instance_id is not None:
+            static = self._static_member(group, group_instance_id)
+            if static is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if member_id and static.member_id != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+            member = static
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        logger.info("group %s: member %s leaves", group_id, member.member_id)
         self._remove_member(group, member)
-        self._after_departure(group, f"member {member_id} left")
+        self._after_departure(group, f"member {member.member_id} left")
         return ErrorCode.NONE
 
-    def _member(self, group_id: str, member_id: str,
-                generation_id: int) -> tuple[Group | None, Member | None, ErrorCode]:
-        """The checks SyncGroup and Heartbeat share (Kafka's order: member, then generation)."""
+    @staticmethod
+    def _static_member(group: Group, group_instance_id: str) -> Member | None:
+        return next((m for m in group.members.values() if m.group_instance_id == group_instance_id), None)
+
+    def _member(self, group_id: str, member_id: str, generation_id: int,
+                group_instance_id: str | None = None) -> tuple[Group | None, Member | None, ErrorCode]:
+        """The checks SyncGroup and Heartbeat share (Kafka's order: instance id, member, then
+        generation)."""
         group = self._groups.get(group_id)
         if group is None or group.state in (GroupState.EMPTY, GroupState.DEAD):
             return group, None, ErrorCode.UNKNOWN_MEMBER_ID
+        if group_instance_id is not None:
+            static = self._static_member(group, group_instance_id)
+            if static is not None and static.member_id != member_id:
+                return group, None, ErrorCode.FENCED_INSTANCE_ID
         member = group.members.get(member_id)
         if member is None:
             return group, None, ErrorCode.UNKNOWN_MEMBER_ID
@@ -433,10 +509,12 @@ class GroupCoordinator:
 
     # -- offsets -------------------------------------------------------------------------------------
 
-    def validate_offset_commit(self, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
+    def validate_offset_commit(self, group_id: str, generation_id: int, member_id: str, *,
+                               transactional: bool = False, group_instance_id: str | None = None) -> ErrorCode:
         """Kafka 2.x's rules: generation -1 with no member id only for Empty (or unknown) groups,
         which standalone consumers and admin tools use; otherwise a current member of the current
-        generation; never while CompletingRebalance (the assignment is not known yet)."""
+        generation; never while CompletingRebalance (the assignment is not known yet), except for a
+        transactional commit (KIP-447), which only proves the member's generation."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
         group = self._groups.get(group_id)
@@ -445,7 +523,11 @@ class GroupCoordinator:
             return ErrorCode.NONE if standalone else ErrorCode.ILLEGAL_GENERATION
         if standalone and group.state is GroupState.EMPTY:
             return ErrorCode.NONE
-        if group.state is GroupState.COMPLETING_REBALANCE:
+        if group_instance_id is not None:
+            static = self._static_member(group, group_instance_id)
+            if static is not None and static.member_id != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if group.state is GroupState.COMPLETING_REBALANCE and not transactional:
             return ErrorCode.REBALANCE_IN_PROGRESS
         member = group.members.get(member_id)
         if member is None:
@@ -477,7 +559,7 @@ class GroupCoordinator:
             return ErrorCode.OFFSET_METADATA_TOO_LARGE
         return ErrorCode.NONE
 
-    def commit_offsets(self, group_id: str, offsets: dict[TopicPartition, tuple[int, str | None]]) -> None:
+    def commit_offsets(self, group_id: str, offsets: dict[TopicPartition, tuple[int, str | None, int]]) -> None:
         """Materialize offsets of a committed transaction (TxnOffsetCommit + EndTxn commit).
 
         Stable API for the transaction coordinator: no generation or member checks (the
@@ -488,8 +570,8 @@ class GroupCoordinator:
         """
         now = int(time.time() * 1000)
         committed = {
-            tp: CommittedOffset(offset, -1, metadata or "", now)
-            for tp, (offset, metadata) in offsets.items()
+            tp: CommittedOffset(offset, leader_epoch, metadata or "", now)
+            for tp, (offset, metadata, leader_epoch) in offsets.items()
             if self.partition_error(tp, None) is ErrorCode.NONE
         }
         durable = self.store_offsets(group_id, committed)

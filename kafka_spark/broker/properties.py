@@ -52,11 +52,16 @@ _BROKER_KEYS = {
     "log.flush.timeout.ms": ("log_flush_timeout_ms", int),
     "log.flush.io.uring.entries": ("log_flush_io_uring_entries", int),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", int),
+    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", int),
+    "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),
     "transactional.id.expiration.ms": ("transactional_id_expiration_ms", int),
     "producer.id.expiration.ms": ("producer_id_expiration_ms", int),
     "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", int),
     "node.id": ("node_id", int),
     "broker.id": ("node_id", int),
+    "authorizer.class.name": ("authorizer_class_name", str),
+    "super.users": ("super_users", "principals"),
+    "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", "bool"),
 }
 
 # The broker keys with a range: (lowest, highest or None, what the value means).
@@ -88,7 +93,7 @@ IGNORED = frozenset({
     "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
     "unclean.leader.election.enable", "auto.leader.rebalance.enable", "delete.topic.enable",
     "zookeeper.connect", "zookeeper.connection.timeout.ms", "group.coordinator.rebalance.protocols",
-    "log.preallocate", "log.segment.delete.delay.ms", "compression.type", "metadata.log.dir",
+    "log.preallocate", "log.segment.delete.delay.ms", "metadata.log.dir",
     "sasl.mechanism.inter.broker.protocol", "security.inter.broker.protocol", "sasl.mechanism.controller.protocol",
     "ssl.endpoint.identification.algorithm", "ssl.enabled.protocols", "ssl.protocol",
 })
@@ -151,7 +156,7 @@ def broker_options(properties: Mapping[str, str]) -> BrokerOptions:
     for key, value in properties.items():
         if key in _BROKER_KEYS:
             name, parse = _BROKER_KEYS[key]
-            options.settings[name] = _parse_bool(key, value) if parse == "bool" else _parse_int(key, value)
+            options.settings[name] = _parse(key, value, parse)
             if key in _BOUNDS:
                 _check_bounds(key, options.settings[name])
         elif key in _LOG_DEFAULTS:
@@ -312,6 +317,20 @@ def _sasl_users(properties: Mapping[str, str], listener: str) -> dict[str, str]:
     if module != "org.apache.kafka.common.security.plain.PlainLoginModule" or not users:
         raise InvalidConfigError(f"{key} must be PlainLoginModule with at least one user_NAME=\"password\" option")
     return users
+
+
+def _parse(key: str, value: str, parse: Any) -> Any:
+    if parse == "bool":
+        return _parse_bool(key, value)
+    if parse == "principals":  # Kafka's super.users: User:alice;User:bob
+        principals = tuple(part.strip() for part in value.split(";") if part.strip())
+        bad = [p for p in principals if not p.partition(":")[2] or not p.partition(":")[0]]
+        if bad:
+            raise InvalidConfigError(f"{key}={value!r}: {bad[0]!r} is not TYPE:NAME; write e.g. User:admin;User:ops")
+        return principals
+    if parse is str:
+        return value.strip()
+    return _parse_int(key, value)
 
 
 def _parse_int(key: str, value: str) -> int:

@@ -30,7 +30,7 @@ import hashlib
 import hmac
 import os
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED = 33, 34, 58
@@ -43,18 +43,26 @@ class ScramCredential:
     salt: bytes
     stored_key: bytes
     server_key: bytes
+    iterations: int = SCRAM_ITERATIONS
 
 
 class ScramCredentials:
-    """Each user's SCRAM credential per hash, derived from its password on first use and kept
-    for the broker's life (the server never needs the password itself after that)."""
+    """Each user's SCRAM credential per hash: the one stored in the broker's metadata
+    (credentials.py, set with AlterUserScramCredentials) when there is one, else derived from the
+    user's PLAIN password on first use and kept for the broker's life (the server never needs the
+    password itself after that)."""
 
-    def __init__(self, users: Mapping[str, str]) -> None:
+    def __init__(self, users: Mapping[str, str], store: Any = None) -> None:
         self._users = users
+        self._store = store
         self._cache: dict[tuple[str, str], ScramCredential] = {}
         self._unknown_salt = os.urandom(16)
 
     def get(self, mechanism: str, user: str) -> ScramCredential | None:
+        stored = self._store.get(mechanism, user) if self._store is not None else None
+        if stored is not None:
+            salt, iterations, stored_key, server_key = stored
+            return ScramCredential(salt, stored_key, server_key, iterations)
         key = (mechanism, user)
         if key not in self._cache:
             password = self._users.get(user)
@@ -73,7 +81,7 @@ def derive(hash_name: str, password: str, salt: bytes, iterations: int = SCRAM_I
     salted = hashlib.pbkdf2_hmac(hash_name, password.encode(), salt, iterations)
     client_key = hmac.new(salted, b"Client Key", hash_name).digest()
     return ScramCredential(salt, hashlib.new(hash_name, client_key).digest(),
-                           hmac.new(salted, b"Server Key", hash_name).digest())
+                           hmac.new(salted, b"Server Key", hash_name).digest(), iterations)
 
 
 @dataclass
@@ -164,7 +172,7 @@ class SaslSession:
                          nonce=fields["r"] + base64.b64encode(os.urandom(18)).decode(), first_bare=bare,
                          header=f"{gs2_flag},{authzid},")
             server_first = (f"r={state['nonce']},s={base64.b64encode(state['credential'].salt).decode()},"
-                            f"i={SCRAM_ITERATIONS}")
+                            f"i={state['credential'].iterations}")
             state["server_first"] = server_first
             return server_first.encode()
         if "done" in state:

@@ -36,6 +36,8 @@ from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.memory_pool import MemoryPool
 from kafka_spark.broker.protocol import FrameDecoder, FrameError, Request, UnsupportedRequest, decode_request, encode_response_parts
 from kafka_spark.broker.protocol.versions import SASL_VERSIONS, ApiKey
+from kafka_spark.broker.authorizer import certificate_principal
+from kafka_spark.broker.protocol.codec import ANONYMOUS
 from kafka_spark.broker.sasl import SaslSession, ScramCredentials
 
 logger = logging.getLogger("kafka_spark.broker")
@@ -56,7 +58,7 @@ class BrokerServer:
         self.connections: set[KafkaConnection] = set()
         self.memory = MemoryPool(broker.config.queued_max_request_bytes, broker.loop)
         users = broker.config.sasl_users
-        self.scram = ScramCredentials(users) if users else None  # shared: derived once per user
+        self.scram = ScramCredentials(users, broker.credentials) if users else None  # shared: derived once per user
 
     async def start(self) -> int:
         """Bind and listen; return the bound port."""
@@ -117,6 +119,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.peer: Any = None
         self.client_host = ""
+        self.principal = ANONYMOUS  # User:NAME once authenticated (the authorizer decides by it)
         self._inbox: collections.deque[memoryview] = collections.deque()
         self._outbox: collections.deque[tuple[Request, asyncio.Future[Any]]] = collections.deque()
         self._muted = False  # a coroutine handler is running: do not dispatch more
@@ -137,6 +140,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
         self.client_host = f"/{self.peer[0]}" if self.peer else ""  # Kafka's spelling: "/127.0.0.1"
+        self.principal = certificate_principal(transport.get_extra_info("peercert")) or ANONYMOUS
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -195,7 +199,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             try:
                 if self.sasl is not None and not self.sasl.authenticated:
                     self._check_unauthenticated(frame)
-                request = decode_request(frame, self.client_host)
+                request = decode_request(frame, self.client_host, self.principal)
                 if self.sasl is None and request.api_key in SASL_VERSIONS:
                     raise UnsupportedRequest(f"api key {request.api_key} (SASL) on a {self.broker.config.security_protocol} listener")
             except UnsupportedRequest as error:
@@ -247,6 +251,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.sasl.failed:
             logger.warning("SASL authentication of %s failed", self.peer)
             self._close_when_answered = True
+        elif self.sasl.authenticated:
+            self.principal = f"User:{self.sasl.user}"
         return response
 
     def _legacy_sasl_token(self, frame: memoryview) -> None:
@@ -257,6 +263,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.sasl.failed:
             self._abort("SASL authentication failed")
             return
+        if self.sasl.authenticated:
+            self.principal = f"User:{self.sasl.user}"
         self.transport.write(len(answer).to_bytes(4, "big") + answer)
 
     def _chain(self, task: asyncio.Future[Any], future: asyncio.Future[Any], unmute: bool = False) -> None:

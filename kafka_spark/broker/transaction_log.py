@@ -16,7 +16,7 @@ Record format (one record per state change, uncompressed batch of one record, no
             {"version": 1, "producer_id": int, "producer_epoch": int, "last_producer_epoch": int,
              "timeout_ms": int, "state": "Empty|Ongoing|PrepareCommit|PrepareAbort|CompleteCommit|
              CompleteAbort", "partitions": [[topic, partition], ...], "groups": [group, ...],
-             "pending_offsets": {group: [[topic, partition, offset, metadata|null], ...]},
+             "pending_offsets": {group: [[topic, partition, offset, metadata|null, leader_epoch], ...]},
              "txn_start_ms": int, "last_update_ms": int}
             null value (tombstone) = the transactional id is forgotten.
 

@@ -21,6 +21,14 @@ restart (markers then go only where the producer's transaction is still open), a
 append that fails keeps the transaction in Prepare (requests get 51 CONCURRENT_TRANSACTIONS)
 until a retry every MARKER_RETRY_MS succeeds.
 
+Transaction protocol v2 (KIP-890 part 2; ``transaction.version`` 2, which ApiVersions finalizes,
+as Kafka 4 does for new clusters): a producer that knows it sends Produce v12+ and TxnOffsetCommit
+v5+ without AddPartitionsToTxn / AddOffsetsToTxn, and the coordinator adds the partitions and the
+group to the transaction (beginning it) when they arrive. EndTxn v5+ bumps the epoch with every
+commit or abort: the markers carry the new epoch, fencing the batches of the transaction just
+ended, and the answer tells the producer its new epoch (a new producer id once the epochs are
+exhausted). A retry of that EndTxn, still carrying the old epoch, is answered like the first.
+
 Fencing: InitProducerId on a known id bumps the epoch (aborting an ongoing transaction first);
 a transaction older than its timeout is aborted by a periodic check that also bumps the epoch, so
 the abandoned producer ("zombie") gets INVALID_PRODUCER_EPOCH (47) or PRODUCER_FENCED (90) on its
@@ -71,7 +79,8 @@ COORDINATOR_EPOCH = 0  # one coordinator, never moved
 MARKER_RETRY_MS = 1_000
 _MAX_EPOCH = 32766  # Short.MaxValue - 1: past it, a new producer id starts at epoch 0
 
-Offsets = Mapping[TopicPartition, tuple[int, "str | None"]]
+#: staged consumer offsets: partition -> (offset, metadata, leader epoch of the last consumed record)
+Offsets = Mapping[TopicPartition, tuple[int, "str | None", int]]
 
 
 class TxnState(enum.Enum):
@@ -107,9 +116,12 @@ class TransactionMetadata:
     last_producer_epoch: int = -1  # the epoch before the last bump: a retried InitProducerId (KIP-360)
     partitions: set[TopicPartition] = field(default_factory=set)
     groups: set[str] = field(default_factory=set)
-    pending_offsets: dict[str, dict[TopicPartition, tuple[int, str | None]]] = field(default_factory=dict)
+    pending_offsets: dict[str, dict[TopicPartition, tuple[int, str | None, int]]] = field(default_factory=dict)
     txn_start_ms: int = -1
     last_update_ms: int = -1
+    transaction_v2: bool = False  # the last EndTxn was v5+ (KIP-890): epochs bump per transaction
+    next_producer_id: int = -1  # v2 with exhausted epochs: the id the producer moves to on completion
+    previous_producer_id: int = -1  # the id before such a move (recognises a retried EndTxn)
 
     def transition(self, new: TxnState) -> None:
         if new not in LEGAL_TRANSITIONS[self.state]:
@@ -130,10 +142,12 @@ class TransactionMetadata:
             "last_producer_epoch": self.last_producer_epoch, "timeout_ms": self.timeout_ms,
             "state": self.state.value, "partitions": sorted([tp.topic, tp.partition] for tp in self.partitions),
             "groups": sorted(self.groups),
-            "pending_offsets": {group: sorted([tp.topic, tp.partition, offset, metadata]
-                                              for tp, (offset, metadata) in offsets.items())
+            "pending_offsets": {group: sorted([tp.topic, tp.partition, offset, metadata, leader_epoch]
+                                              for tp, (offset, metadata, leader_epoch) in offsets.items())
                                 for group, offsets in self.pending_offsets.items()},
             "txn_start_ms": self.txn_start_ms, "last_update_ms": self.last_update_ms,
+            "transaction_v2": self.transaction_v2, "next_producer_id": self.next_producer_id,
+            "previous_producer_id": self.previous_producer_id,
         }
 
     @classmethod
@@ -143,9 +157,12 @@ class TransactionMetadata:
             TxnState(record["state"]), record["last_producer_epoch"],
             {TopicPartition(topic, partition) for topic, partition in record["partitions"]},
             set(record["groups"]),
-            {group: {TopicPartition(t, p): (offset, metadata) for t, p, offset, metadata in entries}
+            {group: {TopicPartition(entry[0], entry[1]): (entry[2], entry[3], entry[4] if len(entry) > 4 else -1)
+                     for entry in entries}  # records from before leader epochs were kept have 4 fields
              for group, entries in record["pending_offsets"].items()},
             record["txn_start_ms"], record["last_update_ms"],
+            record.get("transaction_v2", False), record.get("next_producer_id", -1),
+            record.get("previous_producer_id", -1),
         )
 
 
@@ -212,6 +229,10 @@ class TransactionCoordinator:
     def get(self, transactional_id: str) -> TransactionMetadata | None:
         """The metadata of ``transactional_id`` (for tests and tools; do not mutate)."""
         return self._txns.get(transactional_id)
+
+    def all(self) -> list[TransactionMetadata]:
+        """Every transactional id's metadata, by id (ListTransactions; do not mutate)."""
+        return [self._txns[transactional_id] for transactional_id in sorted(self._txns)]
 
     # -- InitProducerId ------------------------------------------------------------------------------
 
@@ -304,6 +325,18 @@ class TransactionCoordinator:
             self._persist(meta)
         return {tp: ErrorCode.none for tp in partitions}
 
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition], fenced: int) -> dict[TopicPartition, int]:
+        """Per partition: 0 when it is in the producer's ongoing transaction, 48 INVALID_TXN_STATE
+        when not (AddPartitionsToTxn v4+ with verify_only); changes nothing."""
+        partitions = list(partitions)
+        meta, error = self._validate(transactional_id, producer_id, producer_epoch, fenced)
+        if meta is None:
+            return {tp: error for tp in partitions}
+        ongoing = meta.state is TxnState.ONGOING
+        return {tp: ErrorCode.none if ongoing and tp in meta.partitions else ErrorCode.invalid_txn_state
+                for tp in partitions}
+
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
                     fenced: int) -> int:
         """Make ``group_id``'s offsets part of the transaction (TxnOffsetCommit follows)."""
@@ -317,12 +350,16 @@ class TransactionCoordinator:
         return ErrorCode.none
 
     def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
-                          offsets: Offsets) -> int:
-        """Stage consumer offsets in the ongoing transaction; OffsetFetch sees them after commit."""
+                          offsets: Offsets, *, transaction_v2: bool = False) -> int:
+        """Stage consumer offsets in the ongoing transaction; OffsetFetch sees them after commit.
+        ``transaction_v2`` (TxnOffsetCommit v5+): the group joins the transaction implicitly."""
         meta, error = self._validate(transactional_id, producer_id, producer_epoch,
                                      ErrorCode.invalid_producer_epoch)
         if meta is None:
             return error
+        if transaction_v2 and (meta.state is not TxnState.ONGOING or group_id not in meta.groups):
+            self._begin(meta)
+            meta.groups.add(group_id)
         if meta.state is not TxnState.ONGOING or group_id not in meta.groups:
             logger.warning("TxnOffsetCommit for %r, group %r: call AddOffsetsToTxn for the group first",
                            transactional_id, group_id)
@@ -331,26 +368,56 @@ class TransactionCoordinator:
         self._persist(meta)
         return ErrorCode.none
 
+    def staged_offsets(self, group_id: str) -> set[TopicPartition]:
+        """The partitions of ``group_id`` whose offsets an open transaction has staged (OffsetFetch's
+        ``require_stable`` answers them UNSTABLE_OFFSET_COMMIT until the transaction ends)."""
+        return {tp for meta in self._txns.values() if meta.state is not TxnState.EMPTY
+                for tp in meta.pending_offsets.get(group_id, ())}
+
     # -- EndTxn ----------------------------------------------------------------------------------------
 
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
-                fenced: int) -> int:
+                fenced: int, *, transaction_v2: bool = False) -> tuple[int, int, int]:
+        """``(error_code, producer_id, producer_epoch)``: the producer's id and epoch after the
+        transaction ended (what EndTxn v5+ answers; -1, -1 on an error)."""
         meta = self._txns.get(transactional_id)
-        if meta is None or meta.producer_id != producer_id:
-            return ErrorCode.invalid_producer_id_mapping
-        if producer_epoch != meta.producer_epoch:
-            return fenced
+        if meta is None:
+            return ErrorCode.invalid_producer_id_mapping, -1, -1
+        # Transaction protocol v2 bumped the epoch when this transaction ended: a retry of that
+        # EndTxn carries the epoch before (or, after a move to a new producer id, the last one).
+        bumped_retry = (meta.transaction_v2 and meta.producer_id == producer_id
+                        and meta.producer_epoch == producer_epoch + 1)
+        moved_retry = (meta.transaction_v2 and meta.previous_producer_id == producer_id
+                       and producer_epoch == _MAX_EPOCH and meta.producer_epoch == 0)
         state = meta.state
+        if meta.producer_id != producer_id and not moved_retry:
+            return ErrorCode.invalid_producer_id_mapping, -1, -1
+        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.COMPLETE_COMMIT,
+                     TxnState.COMPLETE_ABORT) and (bumped_retry or moved_retry):
+            valid_epoch = True
+        else:
+            valid_epoch = producer_epoch == meta.producer_epoch
+        if not valid_epoch:
+            return fenced, -1, -1
         if state is TxnState.ONGOING:
+            if transaction_v2:
+                meta.transaction_v2 = True
+                meta.previous_producer_id = -1
+                if meta.producer_epoch >= _MAX_EPOCH:
+                    meta.next_producer_id = self._broker.producer_ids.next_id()
+                meta.last_producer_epoch = meta.producer_epoch
+                meta.producer_epoch += 1  # the markers fence the epoch that wrote the transaction
+            else:
+                meta.transaction_v2 = False
             self._end(meta, commit)
-            return ErrorCode.none
+            return ErrorCode.none, meta.producer_id, meta.producer_epoch
         if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            return ErrorCode.concurrent_transactions
+            return ErrorCode.concurrent_transactions, -1, -1
         if state is (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
-            return ErrorCode.none  # a retry of the EndTxn that completed it
+            return ErrorCode.none, meta.producer_id, meta.producer_epoch  # a retry of the EndTxn that completed it
         logger.warning("EndTxn(%s) for %r in state %s", "commit" if commit else "abort", transactional_id,
                        state.value)
-        return ErrorCode.invalid_txn_state
+        return ErrorCode.invalid_txn_state, -1, -1
 
     def _end(self, meta: TransactionMetadata, commit: bool) -> None:
         meta.transition(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
@@ -373,6 +440,11 @@ class TransactionCoordinator:
             self._broker.loop.call_later(MARKER_RETRY_MS / 1000, self._retry_finish, meta, commit)
             return
         meta.transition(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
+        if meta.next_producer_id >= 0:  # v2 exhausted the epochs: the producer moves to a new id
+            self._by_producer_id.pop(meta.producer_id, None)
+            meta.previous_producer_id, meta.producer_id = meta.producer_id, meta.next_producer_id
+            meta.producer_epoch, meta.last_producer_epoch, meta.next_producer_id = 0, -1, -1
+            self._register(meta)
         meta.partitions.clear()
         meta.groups.clear()
         meta.pending_offsets.clear()
@@ -425,15 +497,24 @@ class TransactionCoordinator:
 
     # -- Produce -------------------------------------------------------------------------------------
 
-    def check_produce(self, transactional_id: str | None, header: BatchHeader, tp: TopicPartition) -> int:
+    def check_produce(self, transactional_id: str | None, header: BatchHeader, tp: TopicPartition, *,
+                      transaction_v2: bool = False) -> int:
         """Error code for a transactional batch (0 = may be written): its producer id must belong
         to a transactional id (49), with the current epoch (47), whose ongoing transaction has
-        ``tp`` (48 INVALID_TXN_STATE: AddPartitionsToTxn first)."""
+        ``tp`` (48 INVALID_TXN_STATE: AddPartitionsToTxn first). With ``transaction_v2`` (Produce
+        v12+, KIP-890) the partition joins the transaction instead, beginning it if need be; 51
+        while the previous transaction's markers are being written."""
         meta = self._by_producer_id.get(header.producer_id)
         if meta is None or (transactional_id is not None and transactional_id != meta.transactional_id):
             return ErrorCode.invalid_producer_id_mapping
         if header.producer_epoch != meta.producer_epoch:
             return ErrorCode.invalid_producer_epoch
+        if transaction_v2 and (meta.state is not TxnState.ONGOING or tp not in meta.partitions):
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                return ErrorCode.concurrent_transactions
+            self._begin(meta)
+            meta.partitions.add(tp)
+            self._persist(meta)
         if meta.state is not TxnState.ONGOING or tp not in meta.partitions:
             return ErrorCode.invalid_txn_state
         return ErrorCode.none

@@ -24,7 +24,8 @@ from kafka_spark.broker.storage.config import LogConfig
 from kafka_spark.broker.storage.errors import InvalidRecordError
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import LogManager
-from kafka_spark.broker.storage.records import DELETE_HORIZON_MASK, validate_keys_for_compaction
+from kafka_spark.broker.storage.config import LogConfig
+from kafka_spark.broker.storage.records import DELETE_HORIZON_MASK, validate_records
 
 TS = 1_700_000_000_000
 DAY = 24 * 3600 * 1000
@@ -307,13 +308,15 @@ def test_a_producers_last_batch_survives_as_an_empty_batch_with_its_sequence(tmp
 
 
 def test_a_keyless_record_is_refused_for_a_compacted_topic() -> None:
+    compacted = LogConfig(cleanup_policy="compact", message_timestamp_after_max_ms=1 << 62)
     good = batch([(b"k", b"v")])
-    validate_keys_for_compaction(good, validate_batches(good, 1 << 20), "table-0")
+    validate_records(good, validate_batches(good, 1 << 20), "table-0", compacted, 0)
     for codec in (0, 3):
         bad = batch([(b"k", b"v"), (None, b"no key")], codec=codec)
         with pytest.raises(InvalidRecordError, match="without key in topic partition table-0") as error:
-            validate_keys_for_compaction(bad, validate_batches(bad, 1 << 20), "table-0")
+            validate_records(bad, validate_batches(bad, 1 << 20), "table-0", compacted, 0)
         assert error.value.error_code == 87
+        assert [index for index, _ in error.value.record_errors] == [1]  # KIP-467: which record
 
 
 def test_a_cleaned_log_reopens_with_the_same_records_and_sound_indexes(tmp_path: Path, clock: Clock) -> None:

@@ -20,6 +20,16 @@ EMPTY_ASSIGNMENT = b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff"
 _groups = itertools.count()
 
 
+@pytest.fixture(scope="module")
+def pylog_broker():
+    """This module's broker allows sessions from 100 ms (group.min.session.timeout.ms; Kafka's
+    default minimum is 6 s), so that expiry is quick to test."""
+    from kafka_spark.broker import EmbeddedBroker
+
+    with EmbeddedBroker(register=False, group_min_session_timeout_ms=100) as broker:
+        yield broker
+
+
 @pytest.fixture
 def group(request: pytest.FixtureRequest) -> str:
     return f"{request.node.name}-{next(_groups)}"
@@ -291,21 +301,23 @@ def test_describe_reports_members_and_an_unknown_group_as_dead(connect, group):
     assert (unknown.error_code, unknown.group_state, unknown.members) == (0, "Dead", ())
 
 
-def test_internal_offsets_topic_is_hidden_and_never_created_by_clients(pylog_broker, pylog_topic, connect, group):
+def test_internal_offsets_topic_is_listed_as_internal_and_never_created_by_clients(
+        pylog_broker, pylog_topic, connect, group):
     topic = pylog_topic()
     client = connect()
     assert commit(client, group, -1, "", {(topic, 0): 1}) == {(topic, 0): 0}  # creates __consumer_offsets
     listed = client.call(METADATA, 1, {"topics": None})
-    assert "__consumer_offsets" not in {t.name for t in listed.topics}
+    internal = {t.name: t.is_internal for t in listed.topics}
+    assert (internal["__consumer_offsets"], internal[topic]) == (True, False)  # as Kafka lists them
     asked = client.call(METADATA, 4, {"topics": [{"name": "__consumer_offsets"}, {"name": "__other_internal"}],
                                       "allow_auto_topic_creation": True})
-    assert [t.error_code for t in asked.topics] == [3, 3]
+    assert [(t.error_code, t.is_internal) for t in asked.topics] == [(0, True), (3, False)]  # none auto-created
     created = client.call(CREATE_TOPICS, 2, {"topics": [{"name": "__mine", "num_partitions": 1, "replication_factor": 1,
                                                          "assignments": [], "configs": []}],
                                              "timeout": 1000, "validate_only": False})
     assert created.topics[0].error_code == 17
     deleted = client.call(DELETE_TOPICS, 1, {"topic_names": ["__consumer_offsets"], "timeout": 1000})
-    assert deleted.responses[0].error_code == 3
+    assert deleted.responses[0].error_code == 42  # INVALID_REQUEST: the broker's own state
     assert fetch_all(client, group) == {(topic, 0): 1}  # still there
 
 

@@ -81,11 +81,12 @@ def test_transactional_commit_bypasses_generation_checks_and_skips_missing_parti
     coordinator._broker.logs.create_topic("t", 2)
 
     async def scenario() -> None:
-        coordinator.commit_offsets("txn-group", {TopicPartition("t", 0): (5, "meta"), TopicPartition("t", 1): (6, None),
-                                                 TopicPartition("gone", 0): (1, None)})
+        coordinator.commit_offsets("txn-group", {TopicPartition("t", 0): (5, "meta", 3),
+                                                 TopicPartition("t", 1): (6, None, -1),
+                                                 TopicPartition("gone", 0): (1, None, -1)})
         await asyncio.sleep(0.2)  # lets the background fsync finish before the loop closes
 
     coordinator._loop.run_until_complete(scenario())
     committed = coordinator.committed("txn-group")
-    assert {tp: (c.offset, c.metadata) for tp, c in committed.items()} == {
-        TopicPartition("t", 0): (5, "meta"), TopicPartition("t", 1): (6, "")}
+    assert {tp: (c.offset, c.metadata, c.leader_epoch) for tp, c in committed.items()} == {
+        TopicPartition("t", 0): (5, "meta", 3), TopicPartition("t", 1): (6, "", -1)}  # the epoch is kept

@@ -41,11 +41,17 @@ def test_unknown_config_names_are_invalid_and_listed() -> None:
 @pytest.mark.parametrize(
     "name, value",
     [("retention.ms", "soon"), ("retention.ms", "-2"), ("segment.bytes", "10"), ("segment.bytes", str(2**31)),
-     ("cleanup.policy", "forget"), ("message.timestamp.type", "WallClock"), ("compression.type", "gzip")],
+     ("cleanup.policy", "forget"), ("message.timestamp.type", "WallClock"), ("compression.type", "brotli"),
+     ("compression.zstd.level", "99"), ("compression.gzip.level", "0")],
 )
 def test_bad_values_are_invalid_configs(name: str, value: str) -> None:
     with pytest.raises(InvalidConfigError, match=name.replace(".", r"\.")):
         LogConfig.from_topic_configs({name: value})
+
+
+@pytest.mark.parametrize("codec", ["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"])
+def test_every_compression_type_of_kafka_is_a_valid_topic_config(codec: str) -> None:
+    assert LogConfig.from_topic_configs({"compression.type": codec}).compression_type == codec
 
 
 def test_replication_settings_are_accepted_without_effect() -> None:

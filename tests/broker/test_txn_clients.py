@@ -194,10 +194,16 @@ def test_transactional_offsets_are_visible_only_after_commit(pylog_broker, pylog
     sink = pylog_topic()
     group = f"{topic}-group"
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    # A read_uncommitted consumer asks for offsets without require_stable (OffsetFetch v7+), so it
+    # sees what is committed now; a read_committed one (librdkafka's default) is told
+    # UNSTABLE_OFFSET_COMMIT while a transaction has offsets staged, and retries (KIP-447).
+    looker = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                       "isolation.level": "read_uncommitted"})
     producer = transactional_producer(bootstrap, f"{topic}-app")
+    partitions = [TopicPartition(topic, p) for p in range(2)]
 
     def committed() -> list[int]:
-        return [tp.offset for tp in consumer.committed([TopicPartition(topic, p) for p in range(2)], timeout=10)]
+        return [tp.offset for tp in looker.committed(partitions, timeout=10)]
 
     try:
         producer.begin_transaction()
@@ -205,7 +211,11 @@ def test_transactional_offsets_are_visible_only_after_commit(pylog_broker, pylog
         producer.send_offsets_to_transaction([TopicPartition(topic, 0, 5), TopicPartition(topic, 1, 7)],
                                              consumer.consumer_group_metadata(), 10)
         assert committed() == [-1001, -1001]  # staged, not visible
+        with pytest.raises(KafkaException) as unstable:  # held back until the transaction ends
+            consumer.committed(partitions, timeout=2)
+        assert unstable.value.args[0].code() == KafkaError._TIMED_OUT
         producer.abort_transaction(10)
+        assert [tp.offset for tp in consumer.committed(partitions, timeout=10)] == [-1001, -1001]
         assert committed() == [-1001, -1001]  # dropped with the abort
 
         producer.begin_transaction()
@@ -215,8 +225,10 @@ def test_transactional_offsets_are_visible_only_after_commit(pylog_broker, pylog
         assert committed() == [-1001, -1001]
         producer.commit_transaction(10)
         assert committed() == [3, 4]
+        assert [tp.offset for tp in consumer.committed(partitions, timeout=10)] == [3, 4]
     finally:
         consumer.close()
+        looker.close()
 
 
 def test_python_clients_read_committed_skip_aborted_records(pylog_broker, pylog_topic):

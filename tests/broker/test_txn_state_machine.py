@@ -46,8 +46,19 @@ def test_epoch_bump_remembers_the_previous_epoch_and_rolls_to_a_new_producer_id_
 def test_metadata_record_round_trips():
     meta = TransactionMetadata(
         "app", 7, 3, 60_000, TxnState.ONGOING, 2, {TopicPartition("t", 0), TopicPartition("u", 2)}, {"g"},
-        {"g": {TopicPartition("t", 0): (42, "meta"), TopicPartition("t", 1): (5, None)}}, 1000, 2000)
+        {"g": {TopicPartition("t", 0): (42, "meta", 3), TopicPartition("t", 1): (5, None, -1)}}, 1000, 2000,
+        transaction_v2=True, next_producer_id=9, previous_producer_id=6)
     assert TransactionMetadata.from_record("app", meta.to_record()) == meta
+
+
+def test_metadata_records_written_before_v2_and_leader_epochs_still_load():
+    record = TransactionMetadata("app", 7, 3, 60_000, TxnState.ONGOING, 2, set(), {"g"}, {}, 1000, 2000).to_record()
+    for key in ("transaction_v2", "next_producer_id", "previous_producer_id"):
+        del record[key]
+    record["pending_offsets"] = {"g": [["t", 0, 42, "meta"]]}  # four fields, as written before
+    loaded = TransactionMetadata.from_record("app", record)
+    assert loaded.pending_offsets == {"g": {TopicPartition("t", 0): (42, "meta", -1)}}
+    assert (loaded.transaction_v2, loaded.next_producer_id, loaded.previous_producer_id) == (False, -1, -1)
 
 
 def test_fenced_error_is_downgraded_for_old_versions():

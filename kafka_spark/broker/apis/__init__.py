@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kafka_spark.broker.apis import (api_versions, configs, delete_records, describe_cluster, describe_log_dirs, fetch,
-                                     init_producer_id, list_offsets, metadata, produce, topics)
-from kafka_spark.broker.apis import add_offsets_to_txn, add_partitions_to_txn, end_txn, txn_offset_commit
+from kafka_spark.broker.apis import (acls, api_versions, configs, delete_records, describe_cluster, describe_log_dirs,
+                                     describe_topic_partitions, elect_leaders, fetch, init_producer_id, list_offsets,
+                                     metadata, produce, scram_credentials, topics)
+from kafka_spark.broker.apis import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions, end_txn,
+                                     list_transactions, txn_offset_commit)
 from kafka_spark.broker.apis import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group, list_groups,
                                      offset_commit, offset_delete, offset_fetch, sync_group)
 from kafka_spark.broker.protocol.versions import ApiKey
@@ -22,6 +24,15 @@ HANDLERS: dict[int, Callable[..., Any]] = {
     ApiKey.CREATE_PARTITIONS: topics.handle_create_partitions,
     ApiKey.DELETE_RECORDS: delete_records.handle,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions.handle,
+    ApiKey.ELECT_LEADERS: elect_leaders.handle,
+    ApiKey.DESCRIBE_ACLS: acls.handle_describe,
+    ApiKey.CREATE_ACLS: acls.handle_create,
+    ApiKey.DELETE_ACLS: acls.handle_delete,
+    ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions.handle,
+    ApiKey.LIST_TRANSACTIONS: list_transactions.handle,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_credentials.handle_describe,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_credentials.handle_alter,
     ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs.handle,
     ApiKey.DESCRIBE_CONFIGS: configs.handle_describe,
     ApiKey.ALTER_CONFIGS: configs.handle_alter,

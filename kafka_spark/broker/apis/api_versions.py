@@ -1,20 +1,45 @@
 """ApiVersions (18): the versions this broker serves, from protocol/versions.py (with the SASL
-keys on a SASL listener)."""
+keys on a SASL listener), and from v3 its features (``transaction.version`` 2: KIP-890).
+
+v5 (KIP-1242) lets a client say which cluster and node it means to reach; a broker that is not
+that node answers REBOOTSTRAP_REQUIRED, and the client bootstraps again instead of talking to the
+wrong cluster (a reused address after a restart elsewhere, a stale DNS entry).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kafka_spark.broker.protocol.versions import SASL_VERSIONS, SUPPORTED_VERSIONS
+from kio.schema.errors import ErrorCode
+
+from kafka_spark.broker.protocol.versions import FEATURES, SASL_VERSIONS, SUPPORTED_VERSIONS
+
+#: The epoch of the finalized features: they never change while the broker runs.
+_FEATURES_EPOCH = 0
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
     served = {**SUPPORTED_VERSIONS, **(SASL_VERSIONS if broker.config.sasl_users else {})}
     return {
-        "error_code": 0,
+        "error_code": _wrong_node(broker.config, request.body),
         "api_keys": [
             {"api_key": key, "min_version": low, "max_version": high}
             for key, (low, high) in sorted(served.items())
         ],
         "throttle_time": 0,
+        # v3 answers omit features whose minimum is 0: older clients cannot parse them (KAFKA-17492).
+        "supported_features": [{"name": name, "min_version": low, "max_version": high}
+                               for name, (low, high, _) in FEATURES.items()
+                               if low > 0 or request.api_version >= 4],
+        "finalized_features_epoch": _FEATURES_EPOCH,
+        "finalized_features": [{"name": name, "min_version_level": level, "max_version_level": level}
+                               for name, (_, _, level) in FEATURES.items() if level > 0],
     }
+
+
+def _wrong_node(config: Any, body: Any) -> int:
+    cluster_id = getattr(body, "cluster_id", None)
+    node_id = getattr(body, "node_id", -1)
+    if (cluster_id is not None and cluster_id != config.cluster_id) or node_id not in (-1, config.node_id):
+        return ErrorCode.rebootstrap_required
+    return ErrorCode.none

@@ -6,14 +6,17 @@ Kafka's (STATIC_BROKER_CONFIG) or Kafka's default (DEFAULT_CONFIG); with ``inclu
 the chain behind it, under Kafka's broker-level names (``retention.ms`` <- ``log.retention.ms``).
 Changes are persisted with the topic's metadata and apply to its logs from their next operation.
 
-The broker (resource name "" or this node's id): its settings, read-only; they are changed by
-restarting the broker with others, not at run time (dynamic broker configs are not supported).
+The broker (resource name "" or this node's id): its settings, read-only, ``listeners`` and
+``advertised.listeners`` among them (with the port bound); they are changed by restarting the
+broker with others, not at run time (dynamic broker configs are not supported). With an
+authorizer: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic (29) or on the cluster for the broker (31).
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.storage.config import LogConfig
 from kafka_spark.broker.storage.errors import StorageError
@@ -39,6 +42,12 @@ BROKER_NAMES = {
     "message.timestamp.type": "log.message.timestamp.type",
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
     "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
 }
 # pylog's own broker setting: fsync before acknowledging acks=all (a single node has no replicas).
 FLUSH_ON_ACK_ALL = "log.flush.on.ack.all"
@@ -55,6 +64,7 @@ def handle_describe(broker: Any, request: Any) -> dict[str, Any]:
         result = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
                   "error_code": 0, "error_message": None, "configs": ()}
         try:
+            _authorize(broker, request, access.DESCRIBE_CONFIGS, resource)
             if resource.resource_type == TOPIC:
                 entries = _topic_entries(broker, resource.resource_name, synonyms)
             elif resource.resource_type == BROKER:
@@ -72,24 +82,26 @@ def handle_describe(broker: Any, request: Any) -> dict[str, Any]:
 
 
 def _topic_entries(broker: Any, name: str, synonyms: bool) -> list[dict[str, Any]]:
-    info = _topic(broker, name)
+    return topic_config_entries(broker, _topic(broker, name).configs, synonyms)
+
+
+def topic_config_entries(broker: Any, overrides: Mapping[str, str], synonyms: bool = False) -> list[dict[str, Any]]:
+    """Every topic-level setting of a topic with ``overrides``, as DescribeConfigs and
+    CreateTopics v5+ list them."""
     defaults = broker.config.log
-    effective = LogConfig.from_topic_configs(info.configs, defaults).to_topic_configs()
+    effective = LogConfig.from_topic_configs(overrides, defaults).to_topic_configs()
     broker_values = defaults.to_topic_configs()
     kafka_defaults = LogConfig().to_topic_configs()
     entries = []
     for key, value in sorted(effective.items()):
         chain = []
-        if key in info.configs:
+        if key in overrides:
             chain.append((key, value, _DYNAMIC_TOPIC_CONFIG))
         if broker_values[key] != kafka_defaults[key]:
             chain.append((BROKER_NAMES.get(key, key), broker_values[key], _STATIC_BROKER_CONFIG))
         chain.append((BROKER_NAMES.get(key, key), kafka_defaults[key], _DEFAULT_CONFIG))
         entries.append(_entry(key, value, chain[0][2], read_only=False,
                               synonyms=chain if synonyms else ()))
-    # The one compression setting this broker has: batches are stored as the producer sent them.
-    entries.append(_entry("compression.type", "producer", _DEFAULT_CONFIG, read_only=True,
-                          synonyms=[("compression.type", "producer", _DEFAULT_CONFIG)] if synonyms else ()))
     return entries
 
 
@@ -98,7 +110,10 @@ def _broker_entries(broker: Any, name: str, synonyms: bool) -> list[dict[str, An
     if name not in ("", str(config.node_id)):
         raise _RequestError(_INVALID_REQUEST, f"unexpected broker id {name!r}: this broker is {config.node_id} "
                             "(or use an empty name)")
+    protocol = config.security_protocol  # the listener is named after its protocol, as Kafka's default
     values = {
+        "listeners": f"{protocol}://{config.host}:{broker.port}",
+        "advertised.listeners": f"{protocol}://{broker.advertised_host}:{broker.port}",
         "broker.id": config.node_id,
         "node.id": config.node_id,
         "log.dirs": config.log_dir,
@@ -107,6 +122,8 @@ def _broker_entries(broker: Any, name: str, synonyms: bool) -> list[dict[str, An
         "log.retention.check.interval.ms": config.log_retention_check_interval_ms,
         "socket.request.max.bytes": config.socket_request_max_bytes,
         "group.initial.rebalance.delay.ms": config.group_initial_rebalance_delay_ms,
+        "group.min.session.timeout.ms": config.group_min_session_timeout_ms,
+        "group.max.session.timeout.ms": config.group_max_session_timeout_ms,
         "transactional.id.expiration.ms": config.transactional_id_expiration_ms,
         "producer.id.expiration.ms": config.producer_id_expiration_ms,
         "producer.id.expiration.check.interval.ms": config.producer_id_expiration_check_interval_ms,
@@ -128,8 +145,37 @@ def _broker_entries(broker: Any, name: str, synonyms: bool) -> list[dict[str, An
 def _entry(name: str, value: str, source: int, *, read_only: bool,
            synonyms: Iterable[tuple[str, str, int]]) -> dict[str, Any]:
     return {"name": name, "value": value, "read_only": read_only, "config_source": source,
-            "is_sensitive": False,
+            "is_sensitive": False, "config_type": config_type(name, value),
             "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in synonyms]}
+
+
+# DescribeConfigs v3+ config types (Kafka's ConfigDef.Type as the protocol numbers it).
+_BOOLEAN, _STRING, _INT, _LONG, _DOUBLE, _LIST = 1, 2, 3, 5, 6, 7
+_TYPES = {
+    "segment.bytes": _INT, "max.message.bytes": _INT, "index.interval.bytes": _INT, "cleanup.policy": _LIST,
+    "min.cleanable.dirty.ratio": _DOUBLE, "message.timestamp.type": _STRING, "compression.type": _STRING,
+    "compression.gzip.level": _INT, "compression.lz4.level": _INT, "compression.zstd.level": _INT,
+    "num.partitions": _INT, "node.id": _INT, "broker.id": _INT, "log.dirs": _STRING, "listeners": _LIST,
+    "advertised.listeners": _LIST, "socket.request.max.bytes": _INT, "offsets.topic.replication.factor": _INT,
+    "transaction.state.log.replication.factor": _INT, "min.insync.replicas": _INT,
+    "group.initial.rebalance.delay.ms": _INT, "transactional.id.expiration.ms": _INT,
+    "producer.id.expiration.ms": _INT, "group.min.session.timeout.ms": _INT, "group.max.session.timeout.ms": _INT,
+}
+
+
+def config_type(name: str, value: str) -> int:
+    """The type DescribeConfigs v3+ reports for ``name``: from Kafka's definitions where they
+    differ from the obvious; booleans as BOOLEAN; other numbers as LONG; the rest STRING."""
+    known = _TYPES.get(name) or _TYPES.get(BROKER_NAMES.get(name, ""))
+    if known is None:
+        for topic_name, broker_name in BROKER_NAMES.items():
+            if broker_name == name:
+                known = _TYPES.get(topic_name)
+    if known is not None:
+        return known
+    if value in ("true", "false"):
+        return _BOOLEAN
+    return _LONG if value.lstrip("-").isdigit() else _STRING
 
 
 # -- AlterConfigs and IncrementalAlterConfigs -------------------------------------------------------
@@ -190,6 +236,7 @@ def _alter(broker: Any, request: Any, overrides: Any) -> dict[str, Any]:
         response = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
                     "error_code": 0, "error_message": None}
         try:
+            _authorize(broker, request, access.ALTER_CONFIGS, resource)
             if seen[(resource.resource_type, resource.resource_name)] > 1:
                 raise _RequestError(_INVALID_REQUEST, f"resource {resource.resource_name!r} appears more than once")
             if resource.resource_type == BROKER:
@@ -207,6 +254,16 @@ def _alter(broker: Any, request: Any, overrides: Any) -> dict[str, Any]:
             response.update(error_code=error.error_code, error_message=str(error))
         responses.append(response)
     return {"throttle_time": 0, "responses": responses}
+
+
+def _authorize(broker: Any, request: Any, operation: Any, resource: Any) -> None:
+    """With an authorizer: the operation on the topic (29) or the cluster, for the broker (31)."""
+    if resource.resource_type == TOPIC and not access.allowed(broker, request, operation, access.TOPIC,
+                                                              resource.resource_name):
+        raise _RequestError(access.TOPIC_AUTHORIZATION_FAILED, f"not authorized to {operation.name} on topic "
+                            f"{resource.resource_name}")
+    if resource.resource_type == BROKER and not access.allowed_on_cluster(broker, request, operation):
+        raise _RequestError(access.CLUSTER_AUTHORIZATION_FAILED, f"not authorized to {operation.name} on the cluster")
 
 
 def _effective_list(broker: Any, name: str, current: dict[str, str]) -> list[str]:

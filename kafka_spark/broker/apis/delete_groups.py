@@ -1,10 +1,10 @@
-"""DeleteGroups (42), v0-1: delete groups that have no members, with their committed offsets.
+"""DeleteGroups (42), v0-3: delete groups that have no members, with their committed offsets.
 
 Per group, as Kafka: 68 NON_EMPTY_GROUP while members remain; 69 GROUP_ID_NOT_FOUND for a group
 with neither members nor committed offsets; 56 KAFKA_STORAGE_ERROR when the tombstones cannot be
 written or fsynced. The offsets are tombstoned in ``__consumer_offsets``, so a deleted group stays
 deleted across restarts; the response waits (without holding up the connection) for that fsync,
-as OffsetCommit's does.
+as OffsetCommit's does. v3 says why in ``error_message``.
 """
 
 from __future__ import annotations
@@ -12,12 +12,15 @@ from __future__ import annotations
 import logging
 from typing import Any, Awaitable
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.storage.errors import StorageError
 
 logger = logging.getLogger("kafka_spark.broker.groups")
 
 _KAFKA_STORAGE_ERROR = 56
+_MESSAGES = {68: "The group {} is not empty: its members must leave (or expire) first.",
+             69: "Group {} not found."}
 
 
 def handle(broker: Any, request: Any) -> Any:
@@ -26,14 +29,20 @@ def handle(broker: Any, request: Any) -> Any:
     waits: list[tuple[dict[str, Any], Awaitable[None]]] = []
     for group_id in dict.fromkeys(request.body.groups_names):  # a name asked twice is answered once
         result = {"group_id": group_id, "error_code": 0}
+        if not access.allowed(broker, request, access.DELETE, access.GROUP, group_id):
+            result["error_code"] = access.GROUP_AUTHORIZATION_FAILED
+            results.append(result)
+            continue
         try:
             code, durable = coordinator.delete_group(group_id)
             result["error_code"] = int(code)
+            result["error_message"] = _MESSAGES.get(int(code), "").format(group_id) or None
             if durable is not None:
                 waits.append((result, durable))
         except StorageError as error:
             logger.error("deleting group %s failed: %s", group_id, error)
             result["error_code"] = _KAFKA_STORAGE_ERROR
+            result["error_message"] = str(error)
         results.append(result)
     response = {"throttle_time": 0, "results": results}
     if not waits:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.storage.errors import StorageError
 
@@ -17,7 +18,9 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         partitions = []
         for partition in topic.partitions:
             result = {"partition_index": partition.partition_index, "low_watermark": -1, "error_code": 0}
-            if is_internal_topic(topic.name):
+            if not access.allowed(broker, request, access.DELETE, access.TOPIC, topic.name):
+                result["error_code"] = access.TOPIC_AUTHORIZATION_FAILED
+            elif is_internal_topic(topic.name):
                 result["error_code"] = _UNKNOWN_TOPIC_OR_PARTITION
             else:
                 try:

@@ -1,12 +1,15 @@
-"""DescribeCluster (60, v0-1): the cluster id, the controller and the brokers, for admin clients'
+"""DescribeCluster (60, v0-2): the cluster id, the controller and the brokers, for admin clients'
 describe_cluster(). One node, which is also the controller. (Metadata answers the same.) v1's
-endpoint type: brokers (1) are described; controllers (2) are asked of controllers, as in Kafka."""
+endpoint type: brokers (1) are described; controllers (2) are asked of controllers, as in Kafka. ``include_cluster_authorized_operations`` is answered with
+what the principal may do on the cluster (everything, without an authorizer)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-_NO_AUTHORIZED_OPERATIONS = -2147483648
+from kafka_spark.broker.apis import access
+from kafka_spark.broker.authorizer import CLUSTER_NAME
+
 _BROKERS = 1
 _UNSUPPORTED_ENDPOINT_TYPE = 119
 
@@ -18,7 +21,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": _UNSUPPORTED_ENDPOINT_TYPE, "endpoint_type": endpoint_type,
                 "error_message": f"endpoint type {endpoint_type} is not served by a broker; ask for brokers (1)",
                 "cluster_id": broker.config.cluster_id, "controller_id": -1, "brokers": [],
-                "cluster_authorized_operations": _NO_AUTHORIZED_OPERATIONS}
+                "cluster_authorized_operations": access.NOT_REQUESTED}
     return {
         "throttle_time": 0,
         "error_code": 0,
@@ -26,6 +29,9 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         "endpoint_type": _BROKERS,
         "cluster_id": broker.config.cluster_id,
         "controller_id": node_id,
-        "brokers": [{"broker_id": node_id, "host": broker.advertised_host, "port": broker.port, "rack": None}],
-        "cluster_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+        "brokers": [{"broker_id": node_id, "host": broker.advertised_host, "port": broker.port, "rack": None,
+                     "is_fenced": False}],  # v2: a serving node is never fenced
+        "cluster_authorized_operations": access.authorized_operations(
+            broker, request, access.CLUSTER, CLUSTER_NAME,
+            bool(getattr(request.body, "include_cluster_authorized_operations", False))),
     }

@@ -1,29 +1,46 @@
 """DescribeGroups (15): state, protocol and members (with metadata and assignment) per group.
 
-An unknown group is described as Dead with no members and error 0, as Kafka does.
+An unknown group is described as Dead with no members and error 0, as Kafka does; from v6
+(KIP-1043) it is GROUP_ID_NOT_FOUND (69) with a message instead. With an authorizer: DESCRIBE on
+the group (30), and ``include_authorized_operations`` (v3+) answered.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.groups import GroupState
 
-_NO_AUTHORIZED_OPERATIONS = -2147483648
+_GROUP_ID_NOT_FOUND = 69
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
-    return {"throttle_time": 0, "groups": [_describe(broker.groups, group_id) for group_id in request.body.groups]}
+    with_operations = bool(getattr(request.body, "include_authorized_operations", False))
+    groups = []
+    for group_id in request.body.groups:
+        if not access.allowed(broker, request, access.DESCRIBE, access.GROUP, group_id):
+            groups.append({"error_code": access.GROUP_AUTHORIZATION_FAILED, "error_message": None,
+                           "group_id": group_id, "group_state": "", "protocol_type": "", "protocol_data": "",
+                           "members": [], "authorized_operations": access.NOT_REQUESTED})
+            continue
+        described = _describe(broker.groups, group_id, request.api_version)
+        described["authorized_operations"] = access.authorized_operations(broker, request, access.GROUP, group_id,
+                                                                          with_operations)
+        groups.append(described)
+    return {"throttle_time": 0, "groups": groups}
 
 
-def _describe(coordinator: Any, group_id: str) -> dict[str, Any]:
+def _describe(coordinator: Any, group_id: str, version: int) -> dict[str, Any]:
     group = coordinator.group(group_id)
     state = coordinator.state_of(group_id)
     described: dict[str, Any] = {
-        "error_code": 0, "group_id": group_id, "group_state": state.value,
+        "error_code": 0, "error_message": None, "group_id": group_id, "group_state": state.value,
         "protocol_type": "", "protocol_data": "", "members": [],
-        "authorized_operations": _NO_AUTHORIZED_OPERATIONS,
     }
+    if state is GroupState.DEAD and version >= 6:
+        described.update(error_code=_GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found.")
+        return described
     if group is None:
         if state is GroupState.EMPTY:
             described["protocol_type"] = "consumer"

@@ -1,16 +1,23 @@
-"""DescribeLogDirs (35), v0-1: the broker's one log directory and the size on disk of each
+"""DescribeLogDirs (35), v1-5: the broker's one log directory and the size on disk of each
 partition in it (kafka-log-dirs, the topic sizes Kafka UIs show). No replica lags on one node,
-and there are no "future" replicas (no moves between directories). Internal topics stay hidden,
-as everywhere else; topics asked for that do not exist are left out, as Kafka does."""
+and there are no "future" replicas (no moves between directories). Internal topics are listed too,
+as Kafka lists them; topics asked for that do not exist are left out, as Kafka does. v4+ add the
+size and free space of the directory's volume (statvfs), v5 whether it is cordoned (never: one
+directory cannot be taken out of service while the broker runs). With an authorizer: DESCRIBE on the
+cluster (31 CLUSTER_AUTHORIZATION_FAILED, with no directories, otherwise)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from kafka_spark.broker.apis.metadata import is_internal_topic
+from kafka_spark.broker.apis import access
+
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
+    if not access.allowed_on_cluster(broker, request, access.DESCRIBE):
+        return {"throttle_time": 0, "error_code": access.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     wanted = request.body.topics
     topics = broker.logs.topics()
     if wanted is None:
@@ -19,8 +26,6 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         asked = {topic.topic: topic.partitions for topic in wanted if topic.topic in topics}
     described = []
     for name, partitions in sorted(asked.items()):
-        if is_internal_topic(name):
-            continue
         rows = []
         for index in partitions:
             if 0 <= index < topics[name].partitions:
@@ -28,5 +33,8 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
                 rows.append({"partition_index": index, "partition_size": size, "offset_lag": 0,
                              "is_future_key": False})
         described.append({"name": name, "partitions": rows})
-    return {"throttle_time": 0, "results": [
-        {"error_code": 0, "log_dir": str(broker.config.log_dir), "topics": described}]}
+    volume = os.statvfs(broker.config.log_dir)
+    return {"throttle_time": 0, "error_code": 0, "results": [
+        {"error_code": 0, "log_dir": str(broker.config.log_dir), "topics": described,
+         "total_bytes": volume.f_blocks * volume.f_frsize, "usable_bytes": volume.f_bavail * volume.f_frsize,
+         "is_cordoned": False}]}

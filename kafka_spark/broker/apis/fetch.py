@@ -11,6 +11,10 @@ the oldest open transaction, else the high watermark) and carry ``aborted_transa
 aborted transactions ``{producer_id, first_offset}`` overlapping the returned batches (ABORT
 marker at or after ``fetch_offset``, first offset at or below the last offset returned), from
 which clients drop the aborted records. read_uncommitted gets every batch and an empty list.
+
+With an authorizer, a topic the principal may not READ answers TOPIC_AUTHORIZATION_FAILED (29).
+From v13 topics are named by id (KIP-516); an id no topic has is answered UNKNOWN_TOPIC_ID (100)
+on each of its partitions, which makes clients refresh their metadata.
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.storage.errors import OffsetOutOfRangeError, StorageError
 from kafka_spark.broker.txn_index import last_offset_of
 
 _READ_COMMITTED = 1
 _FETCH_SESSION_ID_NOT_FOUND = 70
 _FENCED_LEADER_EPOCH = 74
+_UNKNOWN_TOPIC_ID = 100
 
 
 async def handle(broker: Any, request: Any) -> dict[str, Any]:
@@ -34,36 +40,43 @@ async def handle(broker: Any, request: Any) -> dict[str, Any]:
     max_wait = body.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait
     while True:
-        responses, total_bytes, has_error = _read(broker, body)
+        responses, total_bytes, has_error = _read(broker, request)
         remaining = deadline - time.monotonic()
         if total_bytes >= body.min_bytes or has_error or remaining <= 0:
             return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
         await broker.notifier.wait(remaining)
 
 
-def _read(broker: Any, body: Any) -> tuple[list[dict[str, Any]], int, bool]:
+def _read(broker: Any, request: Any) -> tuple[list[dict[str, Any]], int, bool]:
+    body = request.body
     read_committed = getattr(body, "isolation_level", 0) == _READ_COMMITTED
     budget = body.max_bytes
     total = 0
     has_error = False
     responses = []
     for topic in body.topics:
+        topic_id = getattr(topic, "topic_id", None)
+        name = broker.logs.topic_name(topic_id) if topic_id is not None else topic.topic
+        denied = broker.authorizer is not None and not access.allowed(broker, request, access.READ, access.TOPIC,
+                                                                      name or "")
         partitions = []
         for fetch_partition in topic.partitions:
-            entry = _read_partition(broker, topic.topic, fetch_partition, read_committed, budget, total)
+            if denied or name is None:
+                entry = _empty_entry(fetch_partition.partition)
+                entry["error_code"] = access.TOPIC_AUTHORIZATION_FAILED if denied else _UNKNOWN_TOPIC_ID
+            else:
+                entry = _read_partition(broker, name, fetch_partition, read_committed, budget, total)
             if entry["error_code"]:
                 has_error = True
             total += len(entry["records"])
             partitions.append(entry)
-        responses.append({"topic": topic.topic, "partitions": partitions})
+        responses.append({"topic": name, "topic_id": topic_id, "partitions": partitions})
     return responses, total, has_error
 
 
-def _read_partition(
-    broker: Any, topic: str, request: Any, read_committed: bool, budget: int, used: int
-) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "partition_index": request.partition,
+def _empty_entry(partition: int) -> dict[str, Any]:
+    return {
+        "partition_index": partition,
         "error_code": 0,
         "high_watermark": -1,
         "last_stable_offset": -1,
@@ -72,6 +85,12 @@ def _read_partition(
         "preferred_read_replica": -1,
         "records": b"",
     }
+
+
+def _read_partition(
+    broker: Any, topic: str, request: Any, read_committed: bool, budget: int, used: int
+) -> dict[str, Any]:
+    entry = _empty_entry(request.partition)
     try:
         log = broker.logs.get_log(topic, request.partition)
     except StorageError as error:

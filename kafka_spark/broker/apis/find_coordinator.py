@@ -1,19 +1,35 @@
 """FindCoordinator (10): this node coordinates every group (key type 0) and every
-transactional id (key type 1)."""
+transactional id (key type 1). From v4 (KIP-699) a request asks for many keys at once and is
+answered per key. With an authorizer: DESCRIBE on the group (30) or transactional id (53)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis import access
+
 _INVALID_REQUEST = 42
-_KEY_TYPES = (0, 1)  # GROUP, TRANSACTION; 2 (SHARE) needs v6+
+_KEY_TYPES = (0, 1)  # GROUP, TRANSACTION; 2 (SHARE, v6+) is for share groups, which this broker has not
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
-    key_type = getattr(request.body, "key_type", 0)
+    body = request.body
+    key_type = getattr(body, "key_type", 0)
+    error, message = 0, None
     if key_type not in _KEY_TYPES:
-        return {"throttle_time": 0, "error_code": _INVALID_REQUEST,
-                "error_message": f"key type {key_type} is not served; use 0 (group) or 1 (transaction)",
-                "node_id": -1, "host": "", "port": -1}
-    return {"throttle_time": 0, "error_code": 0, "error_message": None,
-            "node_id": broker.config.node_id, "host": broker.advertised_host, "port": broker.port}
+        error, message = _INVALID_REQUEST, f"key type {key_type} is not served; use 0 (group) or 1 (transaction)"
+    here = {"node_id": broker.config.node_id, "host": broker.advertised_host, "port": broker.port}
+    nowhere = {"node_id": -1, "host": "", "port": -1}
+
+    def answer(key: str) -> dict[str, Any]:
+        if error:
+            return {"error_code": error, "error_message": message, **nowhere}
+        resource, refused = (access.GROUP, access.GROUP_AUTHORIZATION_FAILED) if key_type == 0 else (
+            access.TRANSACTIONAL_ID, access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not access.allowed(broker, request, access.DESCRIBE, resource, key):
+            return {"error_code": refused, "error_message": None, **nowhere}
+        return {"error_code": 0, "error_message": None, **here}
+
+    if request.api_version >= 4:
+        return {"throttle_time": 0, "coordinators": [{"key": key, **answer(key)} for key in body.coordinator_keys]}
+    return {"throttle_time": 0, **answer(body.key)}

@@ -5,18 +5,29 @@ as Kafka does, also for the KIP-360 "bump" an idempotent producer asks for after
 then restarts its sequences under the new id). With one, the transaction coordinator decides
 (transactions.py): a new id gets a new producer id, a known one is fenced forward (epoch + 1,
 ongoing transaction aborted); 50 INVALID_TRANSACTION_TIMEOUT for a timeout outside (0, 900000];
-47, or 90 PRODUCER_FENCED from v4, when a v3+ bump names a stale producer id or epoch.
+47, or 90 PRODUCER_FENCED from v4, when a v3+ bump names a stale producer id or epoch. With an
+authorizer: WRITE on the transactional id (53), or for an idempotent producer IDEMPOTENT_WRITE on
+the cluster or WRITE on some topic (31, KIP-679).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis import access
+
 
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
+    refused = {"throttle_time": 0, "producer_id": -1, "producer_epoch": -1}
     if body.transactional_id is None:
+        # Kafka 3+ (KIP-679): IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
+        if not (access.allowed_on_cluster(broker, request, access.IDEMPOTENT_WRITE)
+                or access.allowed_on_any(broker, request, access.WRITE, access.TOPIC)):
+            return {**refused, "error_code": access.CLUSTER_AUTHORIZATION_FAILED}
         return {"throttle_time": 0, "error_code": 0, "producer_id": broker.producer_ids.next_id(), "producer_epoch": 0}
+    if not access.allowed(broker, request, access.WRITE, access.TRANSACTIONAL_ID, body.transactional_id):
+        return {**refused, "error_code": access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     timeout_ms = int(body.transaction_timeout.total_seconds() * 1000)
     error, producer_id, producer_epoch = broker.transactions.init_producer_id(
         body.transactional_id, timeout_ms, getattr(body, "producer_id", -1), getattr(body, "producer_epoch", -1),

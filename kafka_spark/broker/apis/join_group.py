@@ -10,9 +10,14 @@ import asyncio
 import datetime
 from typing import Any
 
+from kafka_spark.broker.apis import access
+
 
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
+    if not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
+        return {"throttle_time": 0, "error_code": access.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
+                "protocol_type": None, "protocol_name": "", "leader": "", "member_id": body.member_id, "members": []}
     result = broker.groups.join(
         body.group_id, body.member_id,
         client_id=request.client_id or "",
@@ -21,7 +26,7 @@ def handle(broker: Any, request: Any) -> Any:
         rebalance_timeout_ms=_millis(getattr(body, "rebalance_timeout", None)),  # v1+
         protocol_type=body.protocol_type,
         protocols=[(protocol.name, protocol.metadata) for protocol in body.protocols],
-        group_instance_id=getattr(body, "group_instance_id", None),  # v5+: echoed, treated as dynamic
+        group_instance_id=getattr(body, "group_instance_id", None),  # v5+: static membership (KIP-345)
     )
     if isinstance(result, asyncio.Future):
         return _parked(result)

@@ -1,16 +1,35 @@
-"""ListGroups (16): every group with members or committed offsets."""
+"""ListGroups (16): every group with members or committed offsets, with its state (v4+) and
+type (v5+; every group here is a "classic" one). ``states_filter`` (v4, KIP-518) and
+``types_filter`` (v5, KIP-848) keep the groups whose state or type they name, compared without
+regard to case as Kafka does; empty filters keep every group. With an authorizer, a principal
+without DESCRIBE on the cluster sees only the groups it may DESCRIBE."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis import access
+
+_CLASSIC = "classic"
+
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    states = {state.lower() for state in getattr(body, "states_filter", ())}
+    types = {kind.lower() for kind in getattr(body, "types_filter", ())}
     coordinator = broker.groups
     groups = []
+    if types and _CLASSIC not in types:
+        return {"throttle_time": 0, "error_code": 0, "groups": groups}
+    everything = access.allowed_on_cluster(broker, request, access.DESCRIBE)
     for group_id in coordinator.group_ids():
+        if not everything and not access.allowed(broker, request, access.DESCRIBE, access.GROUP, group_id):
+            continue
         group = coordinator.group(group_id)
+        state = coordinator.state_of(group_id).value
+        if states and state.lower() not in states:
+            continue
         protocol_type = (group.protocol_type if group is not None else None) or "consumer"
-        groups.append({"group_id": group_id, "protocol_type": protocol_type,
-                       "group_state": coordinator.state_of(group_id).value})
+        groups.append({"group_id": group_id, "protocol_type": protocol_type, "group_state": state,
+                       "group_type": _CLASSIC})
     return {"throttle_time": 0, "error_code": 0, "groups": groups}

@@ -1,18 +1,38 @@
-"""ListOffsets (2): earliest (-2), latest (-1), or the first offset at or after a timestamp.
+"""ListOffsets (2): an offset per partition for a timestamp, or for one of Kafka's special
+timestamps:
 
-Latest is the high watermark for read_uncommitted and the last stable offset for
-read_committed (librdkafka's default isolation level relies on that).
+- LATEST (-1): the high watermark for read_uncommitted, the last stable offset for read_committed
+  (librdkafka's default isolation level relies on that);
+- EARLIEST (-2) and, from v8, EARLIEST_LOCAL (-4): the log start offset (all of a log is local
+  here: there is no tiered storage);
+- MAX_TIMESTAMP (-3, v7+, KIP-734): the offset and timestamp of the record with the largest
+  timestamp;
+- LATEST_TIERED (-5, v9+) and EARLIEST_PENDING_UPLOAD (-6, v11+): offset -1, as Kafka answers
+  for a topic without tiered storage;
+- a timestamp >= 0: the first offset whose record has a timestamp at or after it.
+
+A special timestamp older than the request version is INVALID_REQUEST, as Kafka refuses it; with
+an authorizer, a topic the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.storage.errors import StorageError
 
 LATEST = -1
 EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+#: special timestamp -> first ListOffsets version that may ask for it
+_FIRST_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                  EARLIEST_PENDING_UPLOAD: 11}
 _READ_COMMITTED = 1
+_INVALID_REQUEST = 42
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
@@ -21,25 +41,38 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
     topics = []
     for topic in body.topics:
         partitions = []
+        denied = not access.allowed(broker, request, access.DESCRIBE, access.TOPIC, topic.name)
         for partition in topic.partitions:
-            partitions.append(_lookup(broker, topic.name, partition.partition_index, partition.timestamp, read_committed))
+            if denied:
+                partitions.append({"partition_index": partition.partition_index, "timestamp": -1, "offset": -1,
+                                   "error_code": access.TOPIC_AUTHORIZATION_FAILED, "leader_epoch": -1})
+                continue
+            partitions.append(_lookup(broker, topic.name, partition.partition_index, partition.timestamp,
+                                      read_committed, request.api_version))
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
 
 
-def _lookup(broker: Any, topic: str, partition: int, timestamp: int, read_committed: bool) -> dict[str, Any]:
+def _lookup(broker: Any, topic: str, partition: int, timestamp: int, read_committed: bool,
+            version: int) -> dict[str, Any]:
     entry = {"partition_index": partition, "error_code": 0, "timestamp": -1, "offset": -1, "leader_epoch": 0}
     try:
         log = broker.logs.get_log(topic, partition)
     except StorageError as error:
         entry["error_code"] = error.error_code
         return entry
-    if timestamp == EARLIEST:
+    if timestamp < 0 and version < _FIRST_VERSION.get(timestamp, 1 << 15):
+        entry["error_code"] = _INVALID_REQUEST
+    elif timestamp in (EARLIEST, EARLIEST_LOCAL):
         entry["offset"] = log.log_start_offset
     elif timestamp == LATEST:
         entry["offset"] = log.last_stable_offset if read_committed else log.high_watermark
-    elif timestamp < 0:
-        entry["error_code"] = 42  # INVALID_REQUEST: -3 (max timestamp) needs ListOffsets v7
+    elif timestamp == MAX_TIMESTAMP:
+        found = log.offset_of_max_timestamp()
+        if found is not None:
+            entry["offset"], entry["timestamp"] = found
+    elif timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        entry["leader_epoch"] = -1
     else:
         found = log.offset_for_timestamp(timestamp)
         if found is not None:

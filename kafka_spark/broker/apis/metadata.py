@@ -6,16 +6,28 @@ I/O error (Log.mark_failed) is answered as Kafka answers a partition whose only 
 a failed log directory: LEADER_NOT_AVAILABLE (5), no leader (-1), the node among the offline
 replicas. Clients then hold its messages and stop fetching it instead of retrying into
 KAFKA_STORAGE_ERROR, and carry on with the other partitions.
+
+With an authorizer (authorizer.py), a listing of all topics leaves out those the principal may not
+DESCRIBE and a topic asked for by name answers TOPIC_AUTHORIZATION_FAILED (29), whether it exists
+or not, as Kafka does; auto-creation needs CREATE on the cluster or the topic.
+``include_topic_authorized_operations`` (v8+) and ``include_cluster_authorized_operations``
+(v8-10) are answered with the operations the principal may perform.
+
+Topic ids (v10+) are answered for every topic; from v12 a topic may be asked for by id alone (its
+name null), and an id no topic has is answered UNKNOWN_TOPIC_ID (100) with a null name.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis import access
+from kafka_spark.broker.authorizer import CLUSTER_NAME
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.broker.storage.log_manager import is_valid_topic_name
 
-_NO_AUTHORIZED_OPERATIONS = -2147483648
+NO_AUTHORIZED_OPERATIONS = -2147483648
+_UNKNOWN_TOPIC_ID = 100
 
 
 def is_internal_topic(name: str) -> bool:
@@ -26,19 +38,33 @@ def is_internal_topic(name: str) -> bool:
 def handle(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
     node_id = broker.config.node_id
-    # Internal topics (__consumer_offsets, __transaction_state) are the broker's own: never
-    # listed, never auto-created, unknown to clients.
-    existing = {name: info for name, info in broker.logs.topics().items() if not is_internal_topic(name)}
-    if body.topics is None or (request.api_version == 0 and not body.topics):
-        names = sorted(existing)  # v0 [] and v1+ null both mean "all topics"
+    # Internal topics (__consumer_offsets, __transaction_state) are listed as Kafka lists them,
+    # is_internal=true (clients with exclude.internal.topics=false see them), and never auto-created.
+    existing = broker.logs.topics()
+    listing = body.topics is None or (request.api_version == 0 and not body.topics)
+    if listing:
+        names: list[str | None] = sorted(existing)  # v0 [] and v1+ null both mean "all topics"
     else:
         names = [topic.name for topic in body.topics]
+    with_operations = bool(getattr(body, "include_topic_authorized_operations", False))
     offline = {(log.topic, log.partition) for log in broker.logs.logs() if log.failure is not None}
     allow_auto_create = getattr(body, "allow_auto_topic_creation", True)
     topics = []
-    for name in names:
+    for index, name in enumerate(names):
+        if name is None:  # v12+: asked for by id
+            topic_id = body.topics[index].topic_id
+            name = broker.logs.topic_name(topic_id)
+            if name is None:
+                topics.append({**_topic_error(None, _UNKNOWN_TOPIC_ID), "topic_id": topic_id})
+                continue
+        if not access.allowed(broker, request, access.DESCRIBE, access.TOPIC, name):
+            if not listing:  # a topic listing leaves out what the principal may not see
+                topics.append(_topic_error(name, access.TOPIC_AUTHORIZATION_FAILED))
+            continue
         info = existing.get(name)
-        if info is None and allow_auto_create and broker.config.auto_create_topics_enable and not is_internal_topic(name):
+        if info is None and allow_auto_create and broker.config.auto_create_topics_enable and not is_internal_topic(name) \
+                and (access.allowed_on_cluster(broker, request, access.CREATE)
+                     or access.allowed(broker, request, access.CREATE, access.TOPIC, name)):
             try:
                 info = broker.logs.create_topic(name, broker.config.num_partitions)
             except StorageError as error:
@@ -52,9 +78,12 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
             {
                 "error_code": 0,
                 "name": name,
-                "is_internal": False,
-                "partitions": [_partition(index, node_id, (name, index) in offline) for index in range(info.partitions)],
-                "topic_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+                "topic_id": info.topic_id,
+                "is_internal": is_internal_topic(name),
+                "partitions": [partition_entry(index, node_id, (name, index) in offline)
+                               for index in range(info.partitions)],
+                "topic_authorized_operations": access.authorized_operations(broker, request, access.TOPIC, name,
+                                                                            with_operations),
             }
         )
     return {
@@ -65,11 +94,14 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         "cluster_id": broker.config.cluster_id,
         "controller_id": node_id,  # never -1: admin clients wait forever for a controller
         "topics": topics,
-        "cluster_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+        "cluster_authorized_operations": access.authorized_operations(
+            broker, request, access.CLUSTER, CLUSTER_NAME,
+            bool(getattr(body, "include_cluster_authorized_operations", False))),  # v8-10
+        "error_code": 0,
     }
 
 
-def _partition(index: int, node_id: int, offline: bool) -> dict[str, Any]:
+def partition_entry(index: int, node_id: int, offline: bool) -> dict[str, Any]:
     return {
         "error_code": 5 if offline else 0,
         "partition_index": index,
@@ -81,11 +113,11 @@ def _partition(index: int, node_id: int, offline: bool) -> dict[str, Any]:
     }
 
 
-def _topic_error(name: str, code: int) -> dict[str, Any]:
+def _topic_error(name: str | None, code: int) -> dict[str, Any]:
     return {
         "error_code": code,
         "name": name,
         "is_internal": False,
         "partitions": (),
-        "topic_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }

@@ -1,10 +1,12 @@
-"""OffsetCommit (8), v2-7: validate the member, then store offsets durably.
+"""OffsetCommit (8), v2-10: validate the member, then store offsets durably.
 
 Group-level failures (22 ILLEGAL_GENERATION, 25 UNKNOWN_MEMBER_ID, 27 REBALANCE_IN_PROGRESS) are
 answered on every partition, as Kafka does; 3 UNKNOWN_TOPIC_OR_PARTITION and 12
 OFFSET_METADATA_TOO_LARGE are per partition and do not stop the others from committing. The
 response waits (without holding up the connection) for the fsync of ``__consumer_offsets``.
 ``retention_time_ms`` (v2-4) is ignored: offsets are kept until the group or topic is deleted.
+v10 names topics by id; an id no topic has is UNKNOWN_TOPIC_ID (100) on its partitions. With an
+authorizer: READ on the group (30 on every partition) and on each topic (29 on its partitions).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import logging
 import time
 from typing import Any, Awaitable
 
+from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.topic_ids import UNKNOWN_TOPIC_ID, topic_name
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.group_offsets import CommittedOffset
 from kafka_spark.broker.groups import ErrorCode
@@ -27,48 +31,51 @@ _KAFKA_STORAGE_ERROR = 56
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
     coordinator = broker.groups
-    group_error = coordinator.validate_offset_commit(body.group_id, body.generation_id_or_member_epoch, body.member_id)
+    if not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
+        group_error: Any = access.GROUP_AUTHORIZATION_FAILED
+    else:
+        group_error = coordinator.validate_offset_commit(
+            body.group_id, body.generation_id_or_member_epoch, body.member_id,
+            group_instance_id=getattr(body, "group_instance_id", None))
     now = int(time.time() * 1000)
-    codes: dict[TopicPartition, int] = {}
-    accepted: dict[TopicPartition, CommittedOffset] = {}
+    response_topics = []
+    accepted: dict[TopicPartition, tuple[CommittedOffset, dict[str, Any]]] = {}
     for topic in body.topics:
+        name = topic_name(broker, topic)
+        readable = access.allowed(broker, request, access.READ, access.TOPIC, name or "")
+        entries = []
         for partition in topic.partitions:
-            tp = TopicPartition(topic.name, partition.partition_index)
-            code = group_error
-            if code is ErrorCode.NONE:
-                code = coordinator.partition_error(tp, partition.committed_metadata)
-            if code is ErrorCode.NONE:
-                accepted[tp] = CommittedOffset(
+            entry = {"partition_index": partition.partition_index, "error_code": int(group_error)}
+            entries.append(entry)
+            if group_error != ErrorCode.NONE:
+                continue
+            if not readable:
+                entry["error_code"] = access.TOPIC_AUTHORIZATION_FAILED
+                continue
+            if name is None:
+                entry["error_code"] = UNKNOWN_TOPIC_ID
+                continue
+            tp = TopicPartition(name, partition.partition_index)
+            entry["error_code"] = int(coordinator.partition_error(tp, partition.committed_metadata))
+            if entry["error_code"] == 0:
+                accepted[tp] = (CommittedOffset(
                     partition.committed_offset, getattr(partition, "committed_leader_epoch", -1),
-                    partition.committed_metadata or "", now)
-            codes[tp] = int(code)
+                    partition.committed_metadata or "", now), entry)
+        response_topics.append({"name": name, "topic_id": getattr(topic, "topic_id", None), "partitions": entries})
+    response = {"throttle_time": 0, "topics": response_topics}
     durable: Awaitable[None] | None = None
     try:
-        durable = coordinator.store_offsets(body.group_id, accepted)
+        durable = coordinator.store_offsets(body.group_id, {tp: offset for tp, (offset, _) in accepted.items()})
     except StorageError as error:
         logger.error("group %s: storing offsets failed: %s", body.group_id, error)
-        for tp in accepted:
-            codes[tp] = _KAFKA_STORAGE_ERROR
-    response = _response(body, codes)
+        for _, entry in accepted.values():
+            entry["error_code"] = _KAFKA_STORAGE_ERROR
     if durable is None:
         return response
-    return Deferred(_after(durable, response, codes))
+    return Deferred(_after(durable, response))
 
 
-def _response(body: Any, codes: dict[TopicPartition, int]) -> dict[str, Any]:
-    return {
-        "throttle_time": 0,
-        "topics": [
-            {"name": topic.name,
-             "partitions": [{"partition_index": p.partition_index,
-                             "error_code": codes[TopicPartition(topic.name, p.partition_index)]}
-                            for p in topic.partitions]}
-            for topic in body.topics
-        ],
-    }
-
-
-async def _after(durable: Awaitable[None], response: dict[str, Any], codes: dict[TopicPartition, int]) -> dict[str, Any]:
+async def _after(durable: Awaitable[None], response: dict[str, Any]) -> dict[str, Any]:
     try:
         await durable
     except StorageError as error:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Awaitable
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.topic_partition import TopicPartition
@@ -19,9 +20,16 @@ _KAFKA_STORAGE_ERROR = 56
 
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
-    partitions = [TopicPartition(topic.name, p.partition_index) for topic in body.topics for p in topic.partitions]
+    if not access.allowed(broker, request, access.DELETE, access.GROUP, body.group_id):
+        return _response(access.GROUP_AUTHORIZATION_FAILED, body, {})
+    readable = {topic.name for topic in body.topics
+                if access.allowed(broker, request, access.READ, access.TOPIC, topic.name)}
+    partitions = [TopicPartition(topic.name, p.partition_index) for topic in body.topics for p in topic.partitions
+                  if topic.name in readable]
     try:
         code, errors, durable = broker.groups.delete_offsets(body.group_id, partitions)
+        errors = {**errors, **{TopicPartition(topic.name, p.partition_index): access.TOPIC_AUTHORIZATION_FAILED
+                               for topic in body.topics if topic.name not in readable for p in topic.partitions}}
     except StorageError as error:
         logger.error("deleting offsets of group %s failed: %s", body.group_id, error)
         return _response(_KAFKA_STORAGE_ERROR, body, {})

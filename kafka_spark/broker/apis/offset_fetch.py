@@ -1,35 +1,78 @@
-"""OffsetFetch (9), v1-5: committed offsets of a group; ``topics=null`` (v2+) means all of them.
+"""OffsetFetch (9), v1-10: committed offsets of a group; ``topics=null`` (v2+) means all of them.
 
-A partition with no commit answers offset -1, metadata "" and error 0.
+A partition with no commit answers offset -1, metadata "" and error 0. From v8 one request asks
+for many groups and is answered per group; v10 names topics by id (an id no topic has is
+UNKNOWN_TOPIC_ID). ``require_stable`` (v7+, KIP-447): a partition whose offset is staged by an
+open transaction (TxnOffsetCommit, not yet committed) answers UNSTABLE_OFFSET_COMMIT (88), which
+the client retries, instead of an offset that may be about to change. With an authorizer:
+DESCRIBE on the group (30) and on each topic (29; topics left out of an all-topics answer).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.topic_ids import UNKNOWN_TOPIC_ID, topic_id, topic_name
 from kafka_spark.topic_partition import TopicPartition
+
+_UNSTABLE_OFFSET_COMMIT = 88
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
-    committed = broker.groups.committed(body.group_id)
-    if body.topics is None:
-        wanted: dict[str, list[int]] = {}
+    require_stable = bool(getattr(body, "require_stable", False))
+    if request.api_version < 8:
+        if not access.allowed(broker, request, access.DESCRIBE, access.GROUP, body.group_id):
+            return {"throttle_time": 0, "topics": _refused(body.topics), "error_code": access.GROUP_AUTHORIZATION_FAILED}
+        topics = _fetch(broker, request, body.group_id, body.topics, require_stable)
+        return {"throttle_time": 0, "topics": topics, "error_code": 0}
+    groups = []
+    for group in body.groups:
+        if not access.allowed(broker, request, access.DESCRIBE, access.GROUP, group.group_id):
+            groups.append({"group_id": group.group_id, "error_code": access.GROUP_AUTHORIZATION_FAILED, "topics": []})
+        else:
+            groups.append({"group_id": group.group_id, "error_code": 0,
+                           "topics": _fetch(broker, request, group.group_id, group.topics, require_stable)})
+    return {"throttle_time": 0, "groups": groups}
+
+
+def _refused(requested: Any) -> list[dict[str, Any]]:
+    """v0-7 answer a refused group on each partition asked for (v2+ also at the top)."""
+    return [{"name": topic.name, "partitions": [
+        {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+         "error_code": access.GROUP_AUTHORIZATION_FAILED} for index in topic.partition_indexes]}
+        for topic in requested or ()]
+
+
+def _fetch(broker: Any, request: Any, group_id: str, requested: Any, require_stable: bool) -> list[dict[str, Any]]:
+    committed = broker.groups.committed(group_id)
+    staged = broker.transactions.staged_offsets(group_id) if require_stable else set()
+    if requested is None:
+        wanted: dict[str | None, tuple[Any, list[int]]] = {}
         for tp in sorted(committed):
-            wanted.setdefault(tp.topic, []).append(tp.partition)
+            if access.allowed(broker, request, access.DESCRIBE, access.TOPIC, tp.topic):  # others left out
+                wanted.setdefault(tp.topic, (topic_id(broker, tp.topic), []))[1].append(tp.partition)
+        entries = [(name, tid, partitions) for name, (tid, partitions) in wanted.items()]
     else:
-        wanted = {topic.name: list(topic.partition_indexes) for topic in body.topics}
+        entries = [(topic_name(broker, topic), getattr(topic, "topic_id", None), list(topic.partition_indexes))
+                   for topic in requested]
     topics = []
-    for name, partitions in wanted.items():
-        entries = []
+    for name, tid, partitions in entries:
+        rows = []
+        visible = name is None or access.allowed(broker, request, access.DESCRIBE, access.TOPIC, name)
         for index in partitions:
-            found = committed.get(TopicPartition(name, index))
-            entries.append({
+            tp = TopicPartition(name, index) if name is not None else None
+            found = committed.get(tp) if tp is not None else None
+            error = UNKNOWN_TOPIC_ID if name is None else (_UNSTABLE_OFFSET_COMMIT if tp in staged else 0)
+            if not visible:
+                error = access.TOPIC_AUTHORIZATION_FAILED
+            rows.append({
                 "partition_index": index,
-                "committed_offset": -1 if found is None else found.offset,
-                "committed_leader_epoch": -1 if found is None else found.leader_epoch,
-                "metadata": "" if found is None else found.metadata,
-                "error_code": 0,
+                "committed_offset": -1 if found is None or error else found.offset,
+                "committed_leader_epoch": -1 if found is None or error else found.leader_epoch,
+                "metadata": "" if found is None or error else found.metadata,
+                "error_code": error,
             })
-        topics.append({"name": name, "partitions": entries})
-    return {"throttle_time": 0, "topics": topics, "error_code": 0}
+        topics.append({"name": name, "topic_id": tid, "partitions": rows})
+    return topics

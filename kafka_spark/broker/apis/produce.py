@@ -1,11 +1,16 @@
-"""Produce (0): validate each partition's record batches per batch (never per record), append.
+"""Produce (0): validate each partition's record batches per batch, append.
 
-Per partition, in Kafka's order: internal topic (17); unknown topic/partition (3); too large
-(10); malformed or bad CRC (2); magic != 2 (87); transactional batches only from the producer's
+Per partition, in Kafka's order: with an authorizer, WRITE on the transactional id (53) and on
+the topic (29); internal topic (17); unknown topic/partition (3); too large
+(10); malformed or bad CRC (2); magic != 2 (87); records Kafka's LogValidator refuses (a keyless
+record in a compacted topic: 87; a timestamp outside message.timestamp.before/after.max.ms: 32;
+per record only where the topic's settings or the batch header call for it), answered in v8+
+with each record's index and reason (KIP-467); transactional batches only from the producer's
 current epoch (47), for a partition added to its ongoing transaction (48; 49 for a producer id
-no transactional id owns); idempotent sequence checks (producers.py); then append at the log end
-offset. Batches are stored verbatim; only base offset and leader epoch, which lie outside the
-CRC, are rewritten. acks=0 gets no response at all (answering would desynchronise
+no transactional id owns; from v12 the partition is added by the batch itself, KIP-890); idempotent sequence checks (producers.py); then append at the log end
+offset. Batches are stored verbatim, only base offset and leader epoch (outside the CRC)
+rewritten, unless the topic's compression.type names a codec: then batches in another codec are
+recompressed in it first, as Kafka does. acks=0 gets no response at all (answering would desynchronise
 kafka-python's and aiokafka's correlation ids).
 """
 
@@ -16,12 +21,14 @@ import functools
 import logging
 from typing import Any
 
+from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.producers import ProducerStateError
 from kafka_spark.broker.storage.batch import validate_batches
-from kafka_spark.broker.storage.records import validate_keys_for_compaction
-from kafka_spark.broker.storage.errors import StorageError
+from kafka_spark.broker.storage.config import COMPRESSION_CODECS
+from kafka_spark.broker.storage.errors import RecordValidationError, StorageError
+from kafka_spark.broker.storage.records import recompress, validate_records
 from kafka_spark.topic_partition import TopicPartition
 
 logger = logging.getLogger("kafka_spark.broker")
@@ -30,6 +37,10 @@ _INVALID_REQUIRED_ACKS = 21
 _UNKNOWN_TOPIC_OR_PARTITION = 3
 _CORRUPT_MESSAGE = 2
 _INVALID_TOPIC_EXCEPTION = 17
+_UNKNOWN_TOPIC_ID = 100
+#: Produce v12+ is transaction protocol v2 (KIP-890): a transactional batch adds its partition to
+#: the producer's transaction itself (no AddPartitionsToTxn).
+TRANSACTION_V2_PRODUCE = 12
 
 
 _KAFKA_STORAGE_ERROR = 56
@@ -41,23 +52,35 @@ def handle(broker: Any, request: Any) -> dict[str, Any] | Deferred | None:
     responses = []
     appended = False
     durable: list[tuple[dict[str, Any], Any]] = []  # (partition response, fsync future)
+    transactional_id = getattr(body, "transactional_id", None)
+    refused = 0  # an authorization error for the whole request
+    if broker.authorizer is not None and transactional_id is not None and not access.allowed(
+            broker, request, access.WRITE, access.TRANSACTIONAL_ID, transactional_id):
+        refused = access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     for topic in body.topic_data:
+        name = topic.name if topic.name is not None else broker.logs.topic_name(topic.topic_id)  # v13+: by id
+        denied = refused or (broker.authorizer is not None and not access.allowed(
+            broker, request, access.WRITE, access.TOPIC, name or "") and access.TOPIC_AUTHORIZATION_FAILED)
         partition_responses = []
         for data in topic.partition_data:
             entry = {"index": data.index, "error_code": 0, "base_offset": -1,
                      "log_append_time": None,  # -1: CreateTime topics
                      "log_start_offset": -1}
-            if acks not in (-1, 0, 1):
+            if denied:
+                entry["error_code"] = denied
+            elif acks not in (-1, 0, 1):
                 entry["error_code"] = _INVALID_REQUIRED_ACKS
+            elif name is None:
+                entry["error_code"] = _UNKNOWN_TOPIC_ID
             else:
-                log = _append(broker, topic.name, data.index, data.records, acks, entry,
-                              getattr(body, "transactional_id", None))
+                log = _append(broker, name, data.index, data.records, acks, entry, transactional_id,
+                              request.api_version >= TRANSACTION_V2_PRODUCE)
                 if log is not None:
                     appended = True
                     if acks == -1 and log.config.flush_on_ack_all:
                         durable.append((entry, broker.group_commit.wait_durable(log, log.log_end_offset)))
             partition_responses.append(entry)
-        responses.append({"name": topic.name, "partition_responses": partition_responses})
+        responses.append({"name": name, "topic_id": topic.topic_id, "partition_responses": partition_responses})
     if appended:
         broker.notifier.notify()
     if acks == 0:
@@ -101,7 +124,7 @@ def _when_durable(loop: asyncio.AbstractEventLoop, response: dict[str, Any],
 
 
 def _append(broker: Any, topic: str, partition: int, records: bytes | None, acks: int,
-            entry: dict[str, Any], transactional_id: str | None) -> Any:
+            entry: dict[str, Any], transactional_id: str | None, transaction_v2: bool) -> Any:
     """Validate and append; fill ``entry``; return the log when the batch is in it (appended now,
     or earlier for an idempotent retry)."""
     if is_internal_topic(topic):
@@ -119,12 +142,19 @@ def _append(broker: Any, topic: str, partition: int, records: bytes | None, acks
         entry["error_code"] = _CORRUPT_MESSAGE
         return None
     try:
-        headers = validate_batches(records, log.config.max_message_bytes)
-        if log.config.compacts:
-            validate_keys_for_compaction(records, headers, log.name)  # keyless records: 87, as Kafka
+        config = log.config
+        headers = validate_batches(records, config.max_message_bytes)
+        validate_records(records, headers, log.name, config, log.now_ms())  # KIP-467 record errors
+        codec = COMPRESSION_CODECS[config.compression_type]
+        if codec is not None and any(header.compression != codec for header in headers):
+            records = recompress(records, headers, codec, {1: config.compression_gzip_level,
+                                                           3: config.compression_lz4_level,
+                                                           4: config.compression_zstd_level})
+            headers = validate_batches(records, config.max_message_bytes)
         for header in headers:
             if header.is_transactional:
-                code = broker.transactions.check_produce(transactional_id, header, TopicPartition(topic, partition))
+                code = broker.transactions.check_produce(transactional_id, header, TopicPartition(topic, partition),
+                                                         transaction_v2=transaction_v2)
                 if code:
                     logger.warning("transactional produce to %s-%d by producer %d epoch %d rejected with "
                                    "error %d", topic, partition, header.producer_id, header.producer_epoch, code)
@@ -142,6 +172,10 @@ def _append(broker: Any, topic: str, partition: int, records: bytes | None, acks
     except (StorageError, ProducerStateError) as error:
         logger.warning("produce to %s-%d rejected: %s", topic, partition, error)
         entry["error_code"] = error.error_code
+        if isinstance(error, RecordValidationError):  # v8+ answers say which records, and why
+            entry["record_errors"] = [{"batch_index": index, "batch_index_error_message": message}
+                                      for index, message in error.record_errors]
+            entry["error_message"] = str(error)
         return None
     for header in result.headers:
         producers.record(header)

@@ -1,19 +1,41 @@
-"""SyncGroup (14): the leader hands out assignments; followers wait for it (parked)."""
+"""SyncGroup (14): the leader hands out assignments; followers wait for it (parked).
+
+From v5 (KIP-559) the member names the protocol type and name it believes the group uses; a
+mismatch is INCONSISTENT_GROUP_PROTOCOL (23), and a successful answer carries both."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+from kafka_spark.broker.apis import access
+
+_INCONSISTENT_GROUP_PROTOCOL = 23
+
 
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
+    if not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
+        return {"throttle_time": 0, "error_code": access.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
+    group = broker.groups.group(body.group_id)
+    protocol_type, protocol_name = getattr(body, "protocol_type", None), getattr(body, "protocol_name", None)
+    if group is not None and ((protocol_type is not None and protocol_type != group.protocol_type)
+                              or (protocol_name is not None and protocol_name != group.protocol_name)):
+        return {"throttle_time": 0, "error_code": _INCONSISTENT_GROUP_PROTOCOL, "assignment": b""}
     assignments = {entry.member_id: entry.assignment for entry in body.assignments}
-    result = broker.groups.sync(body.group_id, body.generation_id, body.member_id, assignments)
+    result = broker.groups.sync(body.group_id, body.generation_id, body.member_id, assignments,
+                                getattr(body, "group_instance_id", None))
     if isinstance(result, asyncio.Future):
-        return _parked(result)
-    return result
+        return _parked(broker, body.group_id, result)
+    return _with_protocol(broker, body.group_id, result)
 
 
-async def _parked(future: "asyncio.Future[dict[str, Any]]") -> dict[str, Any]:
-    return await future
+async def _parked(broker: Any, group_id: str, future: "asyncio.Future[dict[str, Any]]") -> dict[str, Any]:
+    return _with_protocol(broker, group_id, await future)
+
+
+def _with_protocol(broker: Any, group_id: str, response: dict[str, Any]) -> dict[str, Any]:
+    group = broker.groups.group(group_id)
+    if response["error_code"] == 0 and group is not None:
+        response = {**response, "protocol_type": group.protocol_type, "protocol_name": group.protocol_name}
+    return response

@@ -1,16 +1,28 @@
-"""CreateTopics (19) and DeleteTopics (20), answered by this node as the controller."""
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37), answered by this node as the
+controller. Explicit replica assignments are accepted when they name existing brokers, i.e. this
+node alone (INVALID_REPLICA_ASSIGNMENT for any other id, as Kafka answers an unknown broker).
+
+CreateTopics v5+ (KIP-525) answers each created topic with its partition count, replication
+factor and configs (as DescribeConfigs lists them), v7 with its id. DeleteTopics v6 names topics
+by name or by id. With an authorizer: CREATE on the cluster or the topic, DELETE and ALTER on the
+topic (29 TOPIC_AUTHORIZATION_FAILED otherwise).
+"""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.configs import topic_config_entries
 from kafka_spark.broker.apis.metadata import is_internal_topic
+from kafka_spark.broker.apis.topic_ids import UNKNOWN_TOPIC_ID, topic_id
 from kafka_spark.broker.storage.errors import StorageError
 
 logger = logging.getLogger("kafka_spark.broker")
 
 _INVALID_REPLICATION_FACTOR = 38
+_INVALID_REPLICA_ASSIGNMENT = 39
 _INVALID_REQUEST = 42
 _INVALID_TOPIC = 17
 
@@ -18,23 +30,55 @@ _INVALID_TOPIC = 17
 def handle_create(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
     results = []
+    on_cluster = access.allowed_on_cluster(broker, request, access.CREATE)
     for topic in body.topics:
-        code, message = _create(broker, topic, body.validate_only)
-        results.append({"name": topic.name, "error_code": code, "error_message": message})
+        if on_cluster or access.allowed(broker, request, access.CREATE, access.TOPIC, topic.name):
+            code, message = _create(broker, topic, body.validate_only)
+        else:
+            code, message = access.TOPIC_AUTHORIZATION_FAILED, f"not authorized to create topic {topic.name}"
+        result: dict[str, Any] = {"name": topic.name, "error_code": code, "error_message": message,
+                                  "num_partitions": -1, "replication_factor": -1, "configs": []}
+        if code == 0 and request.api_version >= 5:
+            result.update(_created(broker, topic, body.validate_only))
+        results.append(result)
     return {"throttle_time": 0, "topics": results}
+
+
+def _created(broker: Any, topic: Any, validate_only: bool) -> dict[str, Any]:
+    """What CreateTopics v5+ says of a topic it created (or would create, validate_only)."""
+    configs = {config.name: config.value for config in topic.configs if config.value is not None}
+    partitions = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+    info = None if validate_only else broker.logs.topic_info(topic.name)
+    entries = topic_config_entries(broker, configs)
+    return {"num_partitions": info.partitions if info is not None else partitions, "replication_factor": 1,
+            "topic_id": info.topic_id if info is not None else None,
+            "configs": [{key: entry[key] for key in ("name", "value", "read_only", "config_source", "is_sensitive")}
+                        for entry in entries]}
 
 
 def _create(broker: Any, topic: Any, validate_only: bool) -> tuple[int, str | None]:
     if is_internal_topic(topic.name):
         return _INVALID_TOPIC, f"topic names starting with '__' are reserved for the broker's internal topics: {topic.name!r}"
     if topic.assignments:
-        return _INVALID_REQUEST, "manual replica assignments are not supported by this one-node broker"
-    if topic.replication_factor not in (-1, 1):
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            return _INVALID_REQUEST, ("Both numPartitions or replicationFactor and replicasAssignments were set. "
+                                      "Both cannot be used at the same time.")
+        indexes = sorted(assignment.partition_index for assignment in topic.assignments)
+        if indexes != list(range(len(indexes))):
+            return _INVALID_REPLICA_ASSIGNMENT, (f"Unexpected partition indexes {indexes}: the manual partition "
+                                                 "assignment must number its partitions 0, 1, 2, ...")
+        for assignment in topic.assignments:
+            error = _replica_error(broker, assignment.broker_ids)
+            if error:
+                return _INVALID_REPLICA_ASSIGNMENT, error
+        partitions = len(indexes)
+    elif topic.replication_factor not in (-1, 1):
         return (
             _INVALID_REPLICATION_FACTOR,
             f"Replication factor: {topic.replication_factor} larger than available brokers: 1.",
         )
-    partitions = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+    else:
+        partitions = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
     configs = {config.name: config.value for config in topic.configs}
     try:
         if validate_only:
@@ -48,21 +92,65 @@ def _create(broker: Any, topic: Any, validate_only: bool) -> tuple[int, str | No
 
 
 def handle_delete(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    if request.api_version >= 6:
+        asked = [(topic.name, topic.topic_id) for topic in body.topics]
+    else:
+        asked = [(name, None) for name in body.topic_names]
     responses = []
-    for name in request.body.topic_names:
-        if is_internal_topic(name):
-            responses.append({"name": name, "error_code": 3})  # internal topics are not the client's
+    for name, tid in asked:
+        if name is None:
+            name = broker.logs.topic_name(tid)
+            if name is None:
+                responses.append({"name": None, "topic_id": tid, "error_code": UNKNOWN_TOPIC_ID,
+                                  "error_message": f"no topic has the id {tid}"})
+                continue
+        tid = topic_id(broker, name)
+        if not access.allowed(broker, request, access.DELETE, access.TOPIC, name):
+            responses.append({"name": name, "topic_id": tid, "error_code": access.TOPIC_AUTHORIZATION_FAILED})
             continue
+        if is_internal_topic(name):  # the broker's state (groups, transactions): not the client's to delete
+            responses.append({"name": name, "topic_id": tid, "error_code": _INVALID_REQUEST,
+                              "error_message": f"{name} is an internal topic of the broker and cannot be deleted"})
+            continue
+        code, message = 0, None
         try:
             broker.logs.delete_topic(name)
             broker.forget_topic(name)
             logger.info("deleted topic %s", name)
-            code = 0
         except StorageError as error:
-            code = error.error_code
-        responses.append({"name": name, "error_code": code})
+            code, message = error.error_code, str(error)
+        responses.append({"name": name, "topic_id": tid, "error_code": code, "error_message": message})
     broker.notifier.notify()  # parked fetches on a deleted topic answer at once
     return {"throttle_time": 0, "responses": responses}
+
+
+def _replica_error(broker: Any, broker_ids: Any) -> str | None:
+    """Why a partition's replica list cannot be placed, or None: this node is the only broker, so
+    a list must be exactly [its id]."""
+    node_id = broker.config.node_id
+    if not broker_ids:
+        return "The manual partition assignment includes an empty replica list."
+    if len(set(broker_ids)) != len(broker_ids):
+        return f"The manual partition assignment includes the broker ids {list(broker_ids)} more than once."
+    unknown = [broker_id for broker_id in broker_ids if broker_id != node_id]
+    if unknown:
+        return (f"The manual partition assignment includes broker {unknown[0]}, but no such broker is registered "
+                f"(this cluster is broker {node_id} alone).")
+    return None
+
+
+def _assignments_error(broker: Any, topic: Any) -> str | None:
+    """CreatePartitions: one replica list per partition added, each naming existing brokers."""
+    info = broker.logs.topic_info(topic.name)
+    added = topic.count - (info.partitions if info is not None else 0)
+    if info is not None and len(topic.assignments) != added:
+        return f"Increasing the number of partitions by {added} but {len(topic.assignments)} assignments provided."
+    for broker_ids in (assignment.broker_ids for assignment in topic.assignments):
+        error = _replica_error(broker, broker_ids)
+        if error:
+            return error
+    return None
 
 
 def handle_create_partitions(broker: Any, request: Any) -> dict[str, Any]:
@@ -76,10 +164,12 @@ def handle_create_partitions(broker: Any, request: Any) -> dict[str, Any]:
         try:
             if names.count(topic.name) > 1:
                 code, message = _INVALID_REQUEST, f"topic {topic.name!r} appears more than once in the request"
+            elif not access.allowed(broker, request, access.ALTER, access.TOPIC, topic.name):
+                code, message = access.TOPIC_AUTHORIZATION_FAILED, f"not authorized to alter topic {topic.name}"
             elif is_internal_topic(topic.name):
                 code, message = 3, f"topic {topic.name!r} does not exist"
-            elif topic.assignments:
-                code, message = _INVALID_REQUEST, "manual replica assignments are not supported by this one-node broker"
+            elif topic.assignments and (error := _assignments_error(broker, topic)):
+                code, message = _INVALID_REPLICA_ASSIGNMENT, error
             elif body.validate_only:
                 broker.logs.check_add_partitions(topic.name, topic.count)
             else:

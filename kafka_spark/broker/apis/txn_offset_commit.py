@@ -1,35 +1,61 @@
-"""TxnOffsetCommit (28), v0-2: consumer offsets staged in a transaction.
+"""TxnOffsetCommit (28), v0-6: consumer offsets staged in a transaction.
 
 Sent to the group coordinator after AddOffsetsToTxn; this node is both coordinators, so the
 offsets are staged in the transaction coordinator and handed to the group coordinator
 (``broker.groups.commit_offsets``) when the transaction commits; an abort drops them. The one
 error (49, 47, 48 without AddOffsetsToTxn) applies to every partition.
+
+v3+ (KIP-447) may name the consumer's group membership (generation, member id, instance id): a
+commit from a member that is not (or no longer) in the group's current generation is refused with
+the group's error (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID), so a zombie consumer
+cannot commit for partitions reassigned elsewhere. v5+ is transaction protocol v2 (KIP-890): the
+group joins the transaction without AddOffsetsToTxn. v6 names topics by id.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.topic_ids import UNKNOWN_TOPIC_ID, topic_name
 from kafka_spark.topic_partition import TopicPartition
 
 
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
+    names = [topic_name(broker, topic) for topic in body.topics]
     offsets = {
-        TopicPartition(topic.name, partition.partition_index): (partition.committed_offset,
-                                                                 partition.committed_metadata)
-        for topic in body.topics
+        TopicPartition(name, partition.partition_index): (partition.committed_offset, partition.committed_metadata,
+                                                          getattr(partition, "committed_leader_epoch", -1))
+        for name, topic in zip(names, body.topics) if name is not None
         for partition in topic.partitions
     }
-    error = broker.transactions.txn_offset_commit(
-        body.transactional_id, body.group_id, body.producer_id, body.producer_epoch, offsets
-    )
+    generation_id, member_id = getattr(body, "generation_id", -1), getattr(body, "member_id", "")
+    error = 0
+    denied: set[str] = set()
+    if not access.allowed(broker, request, access.WRITE, access.TRANSACTIONAL_ID, body.transactional_id):
+        error = access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
+        error = access.GROUP_AUTHORIZATION_FAILED
+    else:
+        denied = {name for name in names if name is not None
+                  and not access.allowed(broker, request, access.READ, access.TOPIC, name)}
+        offsets = {tp: offset for tp, offset in offsets.items() if tp.topic not in denied}
+    if not error and (generation_id >= 0 or member_id):
+        error = int(broker.groups.validate_offset_commit(body.group_id, generation_id, member_id,
+                                                         transactional=True))
+    if not error:
+        error = broker.transactions.txn_offset_commit(
+            body.transactional_id, body.group_id, body.producer_id, body.producer_epoch, offsets,
+            transaction_v2=request.api_version >= 5)
     response = {
         "throttle_time": 0,
         "topics": [
-            {"name": topic.name,
-             "partitions": [{"partition_index": p.partition_index, "error_code": error} for p in topic.partitions]}
-            for topic in body.topics
+            {"name": name, "topic_id": getattr(topic, "topic_id", None),
+             "partitions": [{"partition_index": p.partition_index,
+                             "error_code": access.TOPIC_AUTHORIZATION_FAILED if name in denied
+                             else error if name is not None else UNKNOWN_TOPIC_ID} for p in topic.partitions]}
+            for name, topic in zip(names, body.topics)
         ],
     }
     return broker.transactions.respond(response)

@@ -15,16 +15,18 @@ from dataclasses import MISSING, dataclass, fields
 from functools import cache
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
-from kafka_spark.broker.protocol import produce_request
+from kafka_spark.broker.protocol import fetch_response, produce_request, produce_response, schemas
+from kafka_spark.broker.protocol.primitives import skip_tagged_fields
 from kafka_spark.broker.protocol.versions import SASL_VERSIONS, SUPPORTED_VERSIONS, ApiKey
 
 _HEADER = struct.Struct(">hhi")
+#: Kafka's principal of an unauthenticated connection (PLAINTEXT, or SSL without a client certificate).
+ANONYMOUS = "User:ANONYMOUS"
 _I16 = struct.Struct(">h")
 
 
@@ -42,6 +44,7 @@ class Request:
     client_id: str | None
     body: Any  # the kio request dataclass of this api_key/api_version, or None (see below)
     client_host: str = ""  # the peer address, as Kafka's DescribeGroups reports it
+    principal: str = ANONYMOUS  # who sent it: User:NAME once SASL authenticated it (authorizer.py)
 
     @property
     def unsupported_api_versions(self) -> bool:
@@ -49,7 +52,7 @@ class Request:
         return self.body is None
 
 
-def decode_request(frame: bytes | memoryview, client_host: str = "") -> Request:
+def decode_request(frame: bytes | memoryview, client_host: str = "", principal: str = ANONYMOUS) -> Request:
     """Decode one frame (without its size prefix).
 
     Raises UnsupportedRequest for unknown keys or versions, ValueError-family errors from kio
@@ -73,24 +76,23 @@ def decode_request(frame: bytes | memoryview, client_host: str = "") -> Request:
     low, high = served
     if not low <= api_version <= high:
         if api_key == ApiKey.API_VERSIONS:
-            return Request(api_key, api_version, correlation_id, client_id, None, client_host)
+            return Request(api_key, api_version, correlation_id, client_id, None, client_host, principal)
         raise UnsupportedRequest(f"api key {api_key} version {api_version} is not served")
     request_class = _request_class(api_key, api_version)
-    if request_class.__flexible__:
-        position = _skip_tagged_fields(frame, position)
     try:
+        if request_class.__flexible__:
+            position = skip_tagged_fields(frame, position)  # request header v2
         if api_key == ApiKey.PRODUCE and api_version in produce_request.VERSIONS:
-            body, size = produce_request.read_produce_request(frame, position)  # records not copied
+            body, size = produce_request.read_produce_request(frame, position, api_version)  # records not copied
         else:
             body, size = _reader(request_class)(frame, position)
     except (SerialError, ValueError, TypeError, OverflowError) as error:
         # kio's native reader raises its own errors and, for out-of-range values, ValueError.
         raise UnsupportedRequest(f"api key {api_key} v{api_version}: malformed body ({error})") from None
-    if position + size != len(frame):
-        raise UnsupportedRequest(
-            f"api key {api_key} v{api_version}: {len(frame) - position - size} trailing bytes"
-        )
-    return Request(api_key, api_version, correlation_id, client_id, body, client_host)
+    # Bytes after the body are ignored, as Kafka ignores them: librdkafka 2.x sends three stray
+    # zero bytes after the null topic array of an all-topics Metadata request from v9 on (the
+    # unused rest of an int32 placeholder), which Kafka brokers never notice.
+    return Request(api_key, api_version, correlation_id, client_id, body, client_host, principal)
 
 
 def encode_response(request: Request, response: Any) -> bytes:
@@ -102,96 +104,12 @@ def encode_response_parts(request: Request, response: Any) -> list[bytes | memor
     """:func:`encode_response` as parts to write in order. A Fetch response's record sets are
     parts of their own, exactly as the log returned them: the megabytes of a fetch are not copied
     into an encoding buffer first."""
-    if _fast_fetch(request, response):
-        return _encode_fetch_response(request, response)
-    if _fast_produce(request, response):
-        return [_encode_produce_response(request, response)]
+    if isinstance(response, dict) and not request.unsupported_api_versions:
+        if request.api_key == ApiKey.FETCH and request.api_version in fetch_response.VERSIONS:
+            return fetch_response.encode(request.correlation_id, request.api_version, response)
+        if request.api_key == ApiKey.PRODUCE and request.api_version in produce_response.VERSIONS:
+            return [produce_response.encode(request.correlation_id, request.api_version, response)]
     return [_encode_with_kio(request, response)]
-
-
-def _fast_fetch(request: Request, response: Any) -> bool:
-    return (request.api_key == ApiKey.FETCH and isinstance(response, dict) and 4 <= request.api_version <= 11
-            and not request.unsupported_api_versions)
-
-
-_FETCH_PARTITION = struct.Struct(">ihqqq")
-_PRODUCE_PARTITION = struct.Struct(">ihqqq")
-
-
-def _fast_produce(request: Request, response: Any) -> bool:
-    return (request.api_key == ApiKey.PRODUCE and isinstance(response, dict) and 3 <= request.api_version <= 7
-            and not request.unsupported_api_versions)
-
-
-def _encode_produce_response(request: Request, response: dict[str, Any]) -> bytes:
-    """Produce v3-v7 responses by hand (one per produce request, so the hot path's most frequent
-    response): per topic its name, per partition index, error, base offset, log append time (-1
-    unless the topic stamps LogAppendTime) and, v5+, log start offset; then the throttle time."""
-    version = request.api_version
-    out = bytearray(struct.pack(">iii", 0, request.correlation_id, len(response.get("responses", ()))))
-    width = 30 if version >= 5 else 22
-    for topic in response.get("responses", ()):
-        name = topic["name"].encode()
-        partitions = topic.get("partition_responses", ())
-        out += struct.pack(">h", len(name)) + name + struct.pack(">i", len(partitions))
-        for entry in partitions:
-            append_time = entry.get("log_append_time")
-            if isinstance(append_time, datetime.datetime):
-                append_time = int(append_time.timestamp() * 1000)
-            out += _PRODUCE_PARTITION.pack(
-                entry["index"], int(entry.get("error_code", 0)), entry["base_offset"],
-                -1 if append_time is None else append_time, entry.get("log_start_offset", -1),
-            )[:width]
-    throttle = response.get("throttle_time", 0)
-    if isinstance(throttle, datetime.timedelta):
-        throttle = int(throttle / datetime.timedelta(milliseconds=1))
-    out += struct.pack(">i", throttle)
-    struct.pack_into(">i", out, 0, len(out) - 4)
-    return bytes(out)
-
-
-def _encode_fetch_response(request: Request, response: dict[str, Any]) -> list[bytes | memoryview]:
-    """Fetch v4-v11 (non-flexible) responses by hand: the handler's dict, Kafka's field order
-    (throttle; v7+ error and session; per partition index, error, high watermark, last stable
-    offset, v5+ log start, aborted transactions, v11+ preferred replica, records)."""
-    version = request.api_version
-    head = bytearray(struct.pack(">ii", 0, request.correlation_id))
-    head += struct.pack(">i", response.get("throttle_time", 0))
-    if version >= 7:
-        head += struct.pack(">hi", response.get("error_code", 0), response.get("session_id", 0))
-    parts: list[bytes | memoryview] = []
-    topics = response.get("responses", ())
-    head += struct.pack(">i", len(topics))
-    for topic in topics:
-        name = topic["topic"].encode()
-        head += struct.pack(">h", len(name)) + name
-        partitions = topic["partitions"]
-        head += struct.pack(">i", len(partitions))
-        for entry in partitions:
-            head += _FETCH_PARTITION.pack(
-                entry["partition_index"], entry.get("error_code", 0), entry.get("high_watermark", -1),
-                entry.get("last_stable_offset", -1), entry.get("log_start_offset", -1),
-            )[: 30 if version >= 5 else 22]
-            aborted = entry.get("aborted_transactions", ())
-            head += struct.pack(">i", len(aborted))
-            for txn in aborted:
-                head += struct.pack(">qq", txn["producer_id"], txn["first_offset"])
-            if version >= 11:
-                head += struct.pack(">i", entry.get("preferred_read_replica", -1))
-            records = entry.get("records", b"")
-            head += struct.pack(">i", len(records))
-            if len(records) > 4096:
-                parts.append(bytes(head))
-                parts.append(records)
-                head = bytearray()
-            else:
-                head += records
-    parts.append(bytes(head))
-    size = sum(len(part) for part in parts) - 4
-    first = bytearray(parts[0])
-    struct.pack_into(">i", first, 0, size)
-    parts[0] = bytes(first)
-    return parts
 
 
 def _encode_with_kio(request: Request, response: Any) -> bytes:
@@ -220,38 +138,14 @@ def _unsupported_api_versions(correlation_id: int) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-def _skip_tagged_fields(frame: bytes, position: int) -> int:
-    count, position = _uvarint(frame, position)
-    for _ in range(count):
-        _tag, position = _uvarint(frame, position)
-        size, position = _uvarint(frame, position)
-        position += size
-    if position > len(frame):
-        raise UnsupportedRequest("tagged fields run past the end of the request")
-    return position
-
-
-def _uvarint(frame: bytes, position: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if position >= len(frame) or shift > 28:
-            raise UnsupportedRequest("malformed unsigned varint")
-        byte = frame[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, position
-        shift += 7
-
-
 @cache
 def _request_class(api_key: int, api_version: int) -> Any:
-    return load_request_schema(api_key, api_version)
+    return schemas.request_class(api_key, api_version)
 
 
 @cache
 def _response_class(api_key: int, api_version: int) -> Any:
-    return load_response_schema(api_key, api_version)
+    return schemas.response_class(api_key, api_version)
 
 
 @cache

@@ -31,6 +31,12 @@ class LogConfig:
     cleaned yet; a log is cleaned once its uncleaned ("dirty") bytes reach
     ``min_cleanable_dirty_ratio`` of its cleanable bytes.
 
+    Compression: ``compression_type`` "producer" stores batches as the producer compressed them;
+    "uncompressed", "gzip", "snappy", "lz4" or "zstd" makes the broker recompress every batch
+    that arrives in another codec (with the codec's ``compression_*_level``), as Kafka does.
+    Timestamps (CreateTime topics): a record more than ``message_timestamp_before_max_ms`` older or
+    ``message_timestamp_after_max_ms`` newer than the broker's clock is refused (INVALID_TIMESTAMP).
+
     Durability: ``flush_on_ack_all`` fsyncs the log before acknowledging an acks=all produce (a
     one-node broker has no replica to lean on); ``flush_messages`` / ``flush_interval_ms`` force an
     fsync after that many unflushed records / milliseconds, checked on append (Kafka's
@@ -51,6 +57,12 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     min_compaction_lag_ms: int = 0
     min_cleanable_dirty_ratio: float = 0.5
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3_600_000
 
     def __post_init__(self) -> None:
         for name, (kafka_name, _parse, minimum) in _FIELD_RULES.items():
@@ -62,6 +74,13 @@ class LogConfig:
             raise InvalidConfigError(
                 f"min.cleanable.dirty.ratio={self.min_cleanable_dirty_ratio} is invalid: use a value in [0, 1]")
         _timestamp_type(self.message_timestamp_type)
+        _compression_type(self.compression_type)
+        for name, low, high in (("compression.gzip.level", 1, 9), ("compression.lz4.level", 1, 17),
+                                ("compression.zstd.level", -131072, 22)):
+            level = getattr(self, name.replace(".", "_"))
+            if not (low <= level <= high or (name == "compression.gzip.level" and level == -1)):
+                raise InvalidConfigError(f"{name}={level} is invalid: use {low} to {high}"
+                                         + (" (or -1, the codec's default)" if name == "compression.gzip.level" else ""))
 
     @property
     def deletes(self) -> bool:
@@ -83,11 +102,6 @@ class LogConfig:
                 continue
             field_name = _BY_KAFKA_NAME.get(kafka_name)
             if field_name is None:
-                if kafka_name == "compression.type" and raw.strip() != "producer":
-                    raise InvalidConfigError(
-                        f"compression.type={raw!r} is not supported: this broker stores batches as the "
-                        "producer compressed them (compression.type=producer); set compression on the producer"
-                    )
                 if kafka_name in _ACCEPTED_AND_IGNORED:
                     continue
                 raise InvalidConfigError(
@@ -139,6 +153,17 @@ def _ratio(raw: str) -> float:
     return value
 
 
+#: compression.type values, and the batch codec each one means (None: the producer's).
+COMPRESSION_CODECS: dict[str, int | None] = {"producer": None, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3,
+                                             "zstd": 4}
+
+
+def _compression_type(raw: str) -> str:
+    if raw not in COMPRESSION_CODECS:
+        raise InvalidConfigError(f"compression.type={raw!r} is invalid: use {', '.join(COMPRESSION_CODECS)}")
+    return raw
+
+
 def _timestamp_type(raw: str) -> str:
     if raw not in ("CreateTime", "LogAppendTime"):
         raise InvalidConfigError(f"message.timestamp.type={raw!r} is invalid: use CreateTime or LogAppendTime")
@@ -160,6 +185,12 @@ _FIELD_RULES: dict[str, tuple[str, Callable[[str], object], int | None]] = {
     "message_timestamp_type": ("message.timestamp.type", _timestamp_type, None),
     "min_compaction_lag_ms": ("min.compaction.lag.ms", _long, 0),
     "min_cleanable_dirty_ratio": ("min.cleanable.dirty.ratio", _ratio, None),
+    "compression_type": ("compression.type", _compression_type, None),
+    "compression_gzip_level": ("compression.gzip.level", _int, -1),
+    "compression_lz4_level": ("compression.lz4.level", _int, 1),
+    "compression_zstd_level": ("compression.zstd.level", _int, -131072),
+    "message_timestamp_before_max_ms": ("message.timestamp.before.max.ms", _long, 0),
+    "message_timestamp_after_max_ms": ("message.timestamp.after.max.ms", _long, 0),
 }
 _BY_KAFKA_NAME = {kafka_name: name for name, (kafka_name, _, _) in _FIELD_RULES.items()}
 
@@ -167,10 +198,6 @@ _BY_KAFKA_NAME = {kafka_name: name for name, (kafka_name, _, _) in _FIELD_RULES.
 # broker does not have; clients and tools send some of them routinely.
 _ACCEPTED_AND_IGNORED = frozenset(
     {
-        "compression.type",  # only "producer", checked above
-        "compression.gzip.level",
-        "compression.lz4.level",
-        "compression.zstd.level",
         "file.delete.delay.ms",
         "follower.replication.throttled.replicas",
         "leader.replication.throttled.replicas",
@@ -178,8 +205,6 @@ _ACCEPTED_AND_IGNORED = frozenset(
         "local.retention.ms",
         "max.compaction.lag.ms",
         "message.downconversion.enable",
-        "message.timestamp.after.max.ms",
-        "message.timestamp.before.max.ms",
         "message.timestamp.difference.max.ms",
         "min.insync.replicas",
         "preallocate",

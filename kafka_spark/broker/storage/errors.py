@@ -85,3 +85,25 @@ class InvalidRecordError(StorageError):
     client (87 INVALID_RECORD)."""
 
     error_code = 87
+
+
+class RecordValidationError(StorageError):
+    """Records of a batch Kafka's ``LogValidator`` refuses one by one (KIP-467): the batch is
+    refused, and ``record_errors`` says which records and why, as ``(index of the record in its
+    batch, message)`` pairs, which Produce v8+ answers return."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
+
+
+class InvalidRecordsError(RecordValidationError, InvalidRecordError):
+    """Records refused for what they hold: a record without a key in a compacted topic
+    (87 INVALID_RECORD)."""
+
+
+class InvalidTimestampError(RecordValidationError):
+    """Records whose timestamps lie outside ``message.timestamp.before.max.ms`` /
+    ``message.timestamp.after.max.ms`` of the broker's clock (32 INVALID_TIMESTAMP)."""
+
+    error_code = 32

@@ -373,6 +373,24 @@ class Log:
                             return result
             return None
 
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the record with the largest timestamp (the first one, when
+        several share it), or None for a log without timestamped records: ListOffsets' MAX_TIMESTAMP
+        (-3, KIP-734). The segment is found by the maximum each keeps; only that batch is decoded."""
+        with self._lock:
+            self._check_open()
+            newest = None
+            for segment in self._segments:
+                if segment.max_timestamp >= 0 and (newest is None or segment.max_timestamp > newest.max_timestamp):
+                    newest = segment
+            if newest is None:
+                return None
+            found = newest.find_batch(newest.offset_of_max_timestamp)
+            if found is None:
+                return None
+            position, header = found
+            return first_record_at_or_after_timestamp(newest.read(position, header.size), newest.max_timestamp)
+
     # -- retention ---------------------------------------------------------------------------------
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:

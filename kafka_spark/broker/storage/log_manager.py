@@ -102,6 +102,7 @@ class LogManager:
         self._time_ms = time_ms
         self._lock = threading.RLock()
         self._topics: dict[str, TopicInfo] = {}
+        self._names_by_id: dict[uuid.UUID, str] = {}  # Fetch v13+, Produce v13+ and friends name topics by id
         self._logs: dict[tuple[str, int], Log] = {}
         self._closed = False
         try:
@@ -146,6 +147,7 @@ class LogManager:
                 continue
             config = LogConfig.from_topic_configs(info.configs, self.default_config)
             self._topics[info.name] = info
+            self._names_by_id[info.topic_id] = info.name
             for partition in range(info.partitions):
                 self._open_log(info.name, partition, config)
         known = {partition_dir(self.log_dir, name, p).name for name, info in self._topics.items()
@@ -201,6 +203,7 @@ class LogManager:
             try:
                 checkpoint.atomic_write(self._metadata_path(info), info.to_json())
                 self._topics[name] = info
+                self._names_by_id[info.topic_id] = name
                 for partition in range(partitions):
                     self._open_log(name, partition, config)
             except (OSError, StorageError) as error:
@@ -225,6 +228,7 @@ class LogManager:
 
     def _discard(self, info: TopicInfo) -> None:
         self._topics.pop(info.name, None)
+        self._names_by_id.pop(info.topic_id, None)
         for partition in range(info.partitions):
             log = self._logs.pop((info.name, partition), None)
             if log is not None:
@@ -296,6 +300,14 @@ class LogManager:
         """A snapshot: topic name -> TopicInfo."""
         with self._lock:
             return dict(self._topics)
+
+    def topic_info(self, name: str) -> TopicInfo | None:
+        """The TopicInfo of ``name``, or None."""
+        return self._topics.get(name)
+
+    def topic_name(self, topic_id: uuid.UUID | None) -> str | None:
+        """The name of the topic with id ``topic_id``, or None when no topic has it."""
+        return self._names_by_id.get(topic_id) if topic_id is not None else None
 
     def get_log(self, topic: str, partition: int) -> Log:
         """The log of ``topic``-``partition``; UnknownTopicOrPartitionError (3) if there is none."""

@@ -1,7 +1,9 @@
-"""Records inside a v2 batch: decode them, rewrite a batch with fewer of them, check their keys.
+"""Records inside a v2 batch: decode them, rewrite a batch with fewer of them, check them on
+produce (keys of compacted topics, timestamps), recompress a batch in the topic's codec.
 
-The broker stores batches verbatim (batch.py works per batch); only compaction and the produce-time
-key check of compacted topics look at single records. Record layout (Kafka
+The broker stores batches verbatim (batch.py works per batch); only compaction, the produce-time
+record checks (where a topic's settings call for them) and recompression (a topic whose
+compression.type is not "producer") look at single records. Record layout (Kafka
 ``docs/implementation.html`` §5.3.2, varints zigzag-encoded)::
 
     length varint, attributes int8, timestamp_delta varlong, offset_delta varint,
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import crc32c
 
@@ -38,7 +40,11 @@ from kafka_spark.broker.storage.batch import (
     BatchHeader,
     _decompress,  # batch.py's codec table (incl. xerial snappy); shared rather than duplicated
 )
-from kafka_spark.broker.storage.errors import CorruptRecordError, InvalidRecordError
+from kafka_spark.broker.storage.errors import (CorruptRecordError, InvalidRecordError, InvalidRecordsError,
+                                               InvalidTimestampError)
+
+if TYPE_CHECKING:
+    from kafka_spark.broker.storage.config import LogConfig
 
 DELETE_HORIZON_MASK = 0x40  # KIP-534: base_timestamp holds the delete horizon of the batch's tombstones
 _CRC_OFFSET = 17
@@ -161,43 +167,101 @@ def empty_batch(header: BatchHeader) -> bytes:
     return bytes(out)
 
 
-def compress(codec: int, data: bytes) -> bytes:
-    """``data`` compressed with Kafka codec ``codec`` (cramjam; lz4 as a standard LZ4 frame)."""
+def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
+    """``data`` compressed with Kafka codec ``codec`` (cramjam; lz4 as a standard LZ4 frame), at
+    ``level`` (the codec's default for None, or -1 with gzip, as Kafka's compression.gzip.level)."""
     if codec == CODEC_NONE:
         return data
     import cramjam
 
+    levelled = {} if level is None or level == -1 else {"level": level}
     if codec == CODEC_GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        return bytes(cramjam.gzip.compress(data, **levelled))
     if codec == CODEC_SNAPPY:
         return bytes(cramjam.snappy.compress_raw(data))
     if codec == CODEC_LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        return bytes(cramjam.lz4.compress(data, **levelled))
     if codec == CODEC_ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.zstd.compress(data, **levelled))
     raise ValueError(f"unknown compression codec {codec}")
 
 
-def validate_keys_for_compaction(records: bytes | memoryview, headers: Sequence[BatchHeader], log_name: str) -> None:
-    """Refuse produced batches holding a record without a key, for a compacted topic.
+def validate_records(records: bytes | memoryview, headers: Sequence[BatchHeader], log_name: str,
+                     config: "LogConfig", now_ms: int) -> None:
+    """Kafka's ``LogValidator`` record checks, each record of each produced batch: in a compacted
+    topic every record needs a key (87 INVALID_RECORD); in a CreateTime topic every timestamp must
+    lie within ``[now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]``
+    (32 INVALID_TIMESTAMP). A batch with such records is refused whole, with the index and reason
+    of each (KIP-467), in Kafka's words.
 
-    Kafka's ``LogValidator.validateKey``: INVALID_RECORD (87, ``InvalidRecordError``); per-record
-    work, so the produce path calls it only when ``log.config.compacts``. Control batches are not
-    checked (only the broker writes them). A batch whose codec cannot be decoded here is refused too.
+    Per-record work only where it can find something: keys only for compacted topics; timestamps
+    only when a batch's newest timestamp lies beyond the window (or the older bound is set), which
+    the batch header tells. Control batches are not checked (only the broker writes them).
     """
+    compacts = config.compacts
+    earliest = now_ms - config.message_timestamp_before_max_ms if config.message_timestamp_before_max_ms < (1 << 62) \
+        else None
+    latest = now_ms + config.message_timestamp_after_max_ms
+    create_time = config.message_timestamp_type == "CreateTime"
+    if not compacts and earliest is None and all(header.max_timestamp <= latest for header in headers):
+        return  # the usual case, on every produce: nothing per record to look at
     view = memoryview(records)
     position = 0
+    key_errors: list[tuple[int, str]] = []
+    time_errors: list[tuple[int, str]] = []
     for header in headers:
-        if not header.is_control:
-            decoded = decode_records(view[position: position + header.size], header)
-            if decoded is None:
-                raise InvalidRecordError(
-                    f"cannot check the keys of a {header.compression}-compressed batch for compacted topic "
-                    f"partition {log_name}; use gzip, snappy, lz4 or zstd")
-            for record in decoded[1]:
-                if record.key is None:
-                    raise InvalidRecordError(
-                        f"Compacted topic cannot accept message without key in topic partition {log_name} "
-                        f"(record {record.offset_delta} of the batch); give every record a key, or use "
-                        "cleanup.policy=delete for keyless data")
+        batch = view[position: position + header.size]
         position += header.size
+        check_time = create_time and (earliest is not None or header.max_timestamp > latest)
+        if header.is_control or not (compacts or check_time):
+            continue
+        decoded = decode_records(batch, header)
+        if decoded is None:
+            raise InvalidRecordError(
+                f"cannot check the records of a {header.compression}-compressed batch for topic partition "
+                f"{log_name}; use gzip, snappy, lz4 or zstd")
+        for index, record in enumerate(decoded[1]):
+            if compacts and record.key is None:
+                key_errors.append((index, f"Compacted topic cannot accept message without key in topic partition "
+                                          f"{log_name}."))
+                continue
+            timestamp = header.base_timestamp + record.timestamp_delta
+            if check_time and (timestamp > latest or (earliest is not None and timestamp < earliest)):
+                time_errors.append((index, f"Timestamp {timestamp} of message with offset {record.offset_delta} is "
+                                           f"out of range. The timestamp should be within "
+                                           f"[{earliest if earliest is not None else -(1 << 63)}, {latest}]"))
+    errors = sorted(key_errors + time_errors)
+    if time_errors:
+        raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp", errors)
+    if key_errors:
+        shown = ", ".join(f"RecordError(batchIndex={index}, message='{message}')" for index, message in errors[:3])
+        raise InvalidRecordsError(f"One or more records have been rejected due to {len(errors)} record errors in "
+                                  f"total, and only showing the first three errors at most: [{shown}]", errors)
+
+
+def recompress(records: bytes | memoryview, headers: Sequence[BatchHeader], codec: int,
+               levels: "Mapping[int, int]") -> bytes:
+    """``records`` with every batch in ``codec`` (Kafka's compression.type of the topic): batches
+    in another codec are decompressed and compressed again, everything else of them (producer id,
+    epoch, sequence, offsets, timestamps) kept; ``levels`` gives the level per codec. Raises
+    InvalidRecordError for a batch whose codec cannot be decoded here."""
+    view = memoryview(records)
+    out = bytearray()
+    position = 0
+    for header in headers:
+        batch = view[position: position + header.size]
+        position += header.size
+        if header.compression == codec or header.is_control:
+            out += batch
+            continue
+        plain = _decompress(header.compression, batch[HEADER_SIZE:])
+        if plain is None:
+            raise InvalidRecordError(f"cannot recompress a batch in codec {header.compression}: it does not decode")
+        body = compress(codec, bytes(plain), levels.get(codec))
+        rebuilt = bytearray(batch[:HEADER_SIZE]) + body
+        struct.pack_into(">i", rebuilt, 8, len(rebuilt) - LOG_OVERHEAD)  # batch length
+        attributes = (header.attributes & ~0x07) | codec
+        struct.pack_into(">h", rebuilt, 21, attributes)
+        struct.pack_into(">I", rebuilt, _CRC_OFFSET, crc32c.crc32c(memoryview(rebuilt)[21:]))
+        out += rebuilt
+    return bytes(out)

@@ -1,0 +1,24 @@
+"""Topics in requests named by name (older versions) or by id (KIP-516: Fetch v13+, Produce v13+,
+OffsetCommit and OffsetFetch v10+, TxnOffsetCommit v6+, Metadata v12+ and DeleteTopics v6+)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Kafka's answer for a topic id that no topic has.
+UNKNOWN_TOPIC_ID = 100
+
+
+def topic_name(broker: Any, topic: Any) -> str | None:
+    """The name of a request's topic entry: its ``name`` when it has one, else the name of the
+    topic its ``topic_id`` names; None when no topic has that id."""
+    name = getattr(topic, "name", None)
+    if name is not None:
+        return name
+    return broker.logs.topic_name(getattr(topic, "topic_id", None))
+
+
+def topic_id(broker: Any, name: str | None) -> Any:
+    """The id of topic ``name`` (None for an unknown topic: zero on the wire)."""
+    info = broker.logs.topic_info(name) if name is not None else None
+    return info.topic_id if info is not None else None
