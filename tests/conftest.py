@@ -53,5 +53,13 @@ def spark():
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")
+    # foreachBatch and streaming listeners call back into this process through py4j's callback
+    # server, which waits on its socket with select(): started late in a run, when the session's
+    # brokers hold over a thousand segment files, its socket is numbered above 1023, select()
+    # refuses it and the query hangs. Started now, it gets a low number.
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    ensure_callback_server_started(session.sparkContext._gateway)
+    assert session.sparkContext._gateway._callback_server.server_socket.fileno() < 1024
     yield session
     session.stop()

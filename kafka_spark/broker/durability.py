@@ -338,5 +338,9 @@ class GroupCommit:
                 logger.error("closing with %d fsync(s) unfinished after log.flush.timeout.ms (%s)", len(pending),
                              ", ".join(sorted({job.log.name for job in pending})))
                 return
-            select.select([self._ring.eventfd], [], [], min(remaining, 1.0))
+            # poll, not select: a broker process holds three descriptors per partition, and
+            # select() refuses any descriptor numbered 1024 or above
+            waiter = select.poll()
+            waiter.register(self._ring.eventfd, select.POLLIN)
+            waiter.poll(min(remaining, 1.0) * 1000)
             self._ring.on_readable()

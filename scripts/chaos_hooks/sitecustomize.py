@@ -73,8 +73,8 @@ def _install() -> None:
 
     produce_all = topic_sink._produce_all
 
-    def produced(producer, records, errors):  # noqa: ANN001, ANN202
-        count = produce_all(producer, records, errors)
+    def produced(producer, records, errors, *rest):  # noqa: ANN001, ANN002, ANN202
+        count = produce_all(producer, records, errors, *rest)
         _reached("transaction-open", f"{count} rows")
         return count
 

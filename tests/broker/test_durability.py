@@ -281,3 +281,42 @@ def test_an_fsync_that_never_completes_takes_its_partition_offline_and_answers_t
             time.sleep(0.05)
         assert commit.stats.fsyncs == 3  # partition 0 twice, and the one given up on
         assert fetch_errors(broker.bootstrap_servers, "hang") == {0: 0, 1: 56}
+
+
+def test_closing_with_an_fsync_in_flight_works_when_the_ring_descriptor_is_above_1023(monkeypatch, tmp_path, caplog):
+    """A broker holds three descriptors per partition, so its io_uring eventfd is numbered 1024
+    or above once the process has a few hundred partitions open; closing while an fsync is in
+    flight waits on that descriptor (select() refuses such numbers). Here the low numbers are
+    taken first and one fsync is held back from the kernel while the broker closes: the close
+    waits for it up to log.flush.timeout.ms, logs it unfinished and returns."""
+    choose_fsync_path(monkeypatch, "io_uring")
+    taken = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        broker = EmbeddedBroker(log_dir=tmp_path, register=False, log_flush_timeout_ms=6000).start()
+        try:
+            commit = broker.broker.group_commit
+            assert commit._ring.eventfd >= 1024
+            broker.create_topic("held", partitions=2)
+            ring, held = commit._ring, []
+
+            def submit_fsyncs(jobs: list[tuple[int, int]]) -> int:
+                held.extend(jobs)
+                return len(jobs)
+
+            monkeypatch.setattr(ring, "submit_fsyncs", submit_fsyncs)
+            answered: list[object] = []
+            producer = threading.Thread(target=lambda: answered.append(produce(broker.bootstrap_servers, "held")),
+                                        daemon=True)
+            producer.start()
+            deadline = time.monotonic() + 60
+            while not held and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert held, "the produce never reached its fsync"
+        finally:
+            with caplog.at_level(logging.ERROR, logger="kafka_spark.broker"):
+                broker.close()
+        assert any(record.getMessage().startswith("closing with ") and "fsync(s) unfinished" in record.getMessage()
+                   for record in caplog.records), [record.getMessage() for record in caplog.records]
+    finally:
+        for fd in taken:
+            os.close(fd)
