@@ -11,7 +11,7 @@
     pylog groups reset-offsets | delete-offsets GROUP --topic T[:P,..]
 
 Every client command takes ``--bootstrap-server`` and so works against any Kafka cluster; without
-it, the local broker registered by ``pylog broker start`` (or an EmbeddedBroker) is used.
+it, the local broker registered by ``pylog broker start`` (or started on demand) is used.
 """
 
 from __future__ import annotations
@@ -38,9 +38,12 @@ class CliError(Exception):
 def _broker_start(args: argparse.Namespace) -> int:
     from kafka_spark.broker import EmbeddedBroker
     from kafka_spark.broker.allocator import keep_freed_memory
-    from kafka_spark.broker.discovery import default_data_dir
+    from kafka_spark.broker.discovery import BrokerAlreadyRunning, default_data_dir, find_running
 
     settings = _broker_settings(args)
+    running = find_running()
+    if running is not None:  # before binding, so the message is about the broker, not a port
+        raise CliError(str(BrokerAlreadyRunning(running)))
     keep_freed_memory()  # this process is the broker's alone
 
     def chosen(flag: Any, key: str, default: Any) -> Any:  # a command-line option wins over the config
@@ -55,12 +58,15 @@ def _broker_start(args: argparse.Namespace) -> int:
     broker = EmbeddedBroker(
         log_dir=log_dir, host=host, port=chosen(args.port, "port", 9092),
         num_partitions=chosen(args.partitions, "num_partitions", 1),
-        advertised_host=chosen(args.advertised_host, "advertised_host", None), **settings,
+        advertised_host=chosen(args.advertised_host, "advertised_host", None), register=True, **settings,
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    broker.start()
+    try:
+        broker.start()
+    except BrokerAlreadyRunning as error:  # one started between the check above and now
+        raise CliError(str(error)) from None
     print(f"bootstrap.servers={broker.bootstrap_servers}", flush=True)
     print(f"log.dirs={log_dir}", file=sys.stderr, flush=True)
     config = broker.config
