@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kafka_spark import cli_acls, cli_users
+from kafka_spark.librdkafka_log import routed
 
 
 class CliError(Exception):
@@ -159,8 +160,28 @@ def _client_config(args: argparse.Namespace, **settings: Any) -> dict[str, Any]:
         except JaasConfigError as error:
             raise CliError(f"--command-config {path}: {error}") from None
     config["bootstrap.servers"] = _bootstrap(args)  # --bootstrap-server wins over the file
+    _check_reachable(args, config["bootstrap.servers"])
     config.update(settings)
-    return config
+    return routed(config)
+
+
+#: How long a client command waits for a cluster that refuses connections (one starting up).
+REACH_TIMEOUT_S = 5.0
+
+
+def _check_reachable(args: argparse.Namespace, bootstrap: str) -> None:
+    """Fail at once, in one line, when nothing listens at the cluster's address: librdkafka would
+    wait out each request's timeout and then say only "transport failure"."""
+    from kafka_spark.reachability import ClusterUnreachable, wait_reachable
+
+    if getattr(args, "reached", None) == bootstrap:
+        return
+    try:
+        wait_reachable(bootstrap, REACH_TIMEOUT_S)
+    except ClusterUnreachable as error:
+        raise CliError(f"{error}; check that the broker runs (`pylog broker status` for the local one) "
+                       "and that --bootstrap-server names it") from None
+    args.reached = bootstrap
 
 
 def _admin(args: argparse.Namespace) -> Any:
@@ -290,7 +311,8 @@ def _topics_delete(args: argparse.Namespace) -> int:
 def _produce(args: argparse.Namespace) -> int:
     from confluent_kafka import Producer
 
-    producer = Producer(_client_config(args, **{"linger.ms": 5, "enable.idempotence": True}))
+    config = _client_config(args, **{"linger.ms": 5, "enable.idempotence": True})
+    producer = Producer(config)
     failures: list[str] = []
 
     def on_delivery(error: Any, message: Any) -> None:
@@ -322,8 +344,11 @@ def _produce(args: argparse.Namespace) -> int:
         progress.update()
     remaining = producer.flush(60)
     progress.close()
-    if remaining or failures:
-        raise CliError(f"{remaining + len(failures)} of {count} messages not delivered: {failures[:3]}")
+    if failures:
+        raise CliError(f"{remaining + len(failures)} of {count} messages not delivered: {'; '.join(failures[:3])}")
+    if remaining:
+        raise CliError(f"{remaining} of {count} messages not delivered: no answer from {config['bootstrap.servers']} "
+                       "within 60 s; check that the broker runs and answers")
     elapsed = time.perf_counter() - started
     print(f"Produced {count} messages to {args.topic} in {elapsed:.2f}s ({count / max(elapsed, 1e-9):,.0f} msg/s).",
           file=sys.stderr)
@@ -774,8 +799,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as error:
         print(f"pylog: {error}", file=sys.stderr)
         return 1
+    except Exception as error:
+        if not _is_client_failure(error):
+            raise
+        where = getattr(args, "reached", None) or "the cluster"
+        detail = error.args[0].str() if error.args and hasattr(error.args[0], "str") else "no answer in time"
+        print(f"pylog: {args.command} {getattr(args, 'action', '') or ''}".rstrip() +
+              f" failed against {where}: {detail}; check that the broker runs and answers", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _is_client_failure(error: Exception) -> bool:
+    """A request the cluster did not answer (a timeout) or refused, not a bug of this tool."""
+    import concurrent.futures
+
+    from confluent_kafka import KafkaException
+
+    return isinstance(error, (KafkaException, TimeoutError, concurrent.futures.TimeoutError))
 
 
 if __name__ == "__main__":
