@@ -1,8 +1,8 @@
 """Which Kafka cluster a query talks to.
 
 ``kafka.bootstrap.servers`` given: that cluster, exactly as Spark's Kafka connector. Not given:
-the local embedded broker — the one registered by ``pylog broker start``, by an EmbeddedBroker
-in any process of this machine, or one started now in the background with its data under
+the local embedded broker — the one registered by ``pylog broker start`` (an in-process
+EmbeddedBroker never registers), or one started now in the background with its data under
 ``$PYLOG_HOME/data`` (``~/.pylog/data``); see kafka_spark.broker.discovery. Every resolution is
 logged, so it is never a mystery which broker a query used.
 

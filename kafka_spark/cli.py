@@ -11,7 +11,7 @@
     pylog groups reset-offsets | delete-offsets GROUP --topic T[:P,..]
 
 Every client command takes ``--bootstrap-server`` and so works against any Kafka cluster; without
-it, the local broker registered by ``pylog broker start`` (or an EmbeddedBroker) is used.
+it, the local broker registered by ``pylog broker start`` (or started on demand) is used.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kafka_spark import cli_acls, cli_users
+from kafka_spark.librdkafka_log import routed
 
 
 class CliError(Exception):
@@ -38,9 +39,12 @@ class CliError(Exception):
 def _broker_start(args: argparse.Namespace) -> int:
     from kafka_spark.broker import EmbeddedBroker
     from kafka_spark.broker.allocator import keep_freed_memory
-    from kafka_spark.broker.discovery import default_data_dir
+    from kafka_spark.broker.discovery import BrokerAlreadyRunning, default_data_dir, find_running
 
     settings = _broker_settings(args)
+    running = find_running()
+    if running is not None:  # before binding, so the message is about the broker, not a port
+        raise CliError(str(BrokerAlreadyRunning(running)))
     keep_freed_memory()  # this process is the broker's alone
 
     def chosen(flag: Any, key: str, default: Any) -> Any:  # a command-line option wins over the config
@@ -55,12 +59,15 @@ def _broker_start(args: argparse.Namespace) -> int:
     broker = EmbeddedBroker(
         log_dir=log_dir, host=host, port=chosen(args.port, "port", 9092),
         num_partitions=chosen(args.partitions, "num_partitions", 1),
-        advertised_host=chosen(args.advertised_host, "advertised_host", None), **settings,
+        advertised_host=chosen(args.advertised_host, "advertised_host", None), register=True, **settings,
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    broker.start()
+    try:
+        broker.start()
+    except BrokerAlreadyRunning as error:  # one started between the check above and now
+        raise CliError(str(error)) from None
     print(f"bootstrap.servers={broker.bootstrap_servers}", flush=True)
     print(f"log.dirs={log_dir}", file=sys.stderr, flush=True)
     config = broker.config
@@ -153,8 +160,28 @@ def _client_config(args: argparse.Namespace, **settings: Any) -> dict[str, Any]:
         except JaasConfigError as error:
             raise CliError(f"--command-config {path}: {error}") from None
     config["bootstrap.servers"] = _bootstrap(args)  # --bootstrap-server wins over the file
+    _check_reachable(args, config["bootstrap.servers"])
     config.update(settings)
-    return config
+    return routed(config)
+
+
+#: How long a client command waits for a cluster that refuses connections (one starting up).
+REACH_TIMEOUT_S = 5.0
+
+
+def _check_reachable(args: argparse.Namespace, bootstrap: str) -> None:
+    """Fail at once, in one line, when nothing listens at the cluster's address: librdkafka would
+    wait out each request's timeout and then say only "transport failure"."""
+    from kafka_spark.reachability import ClusterUnreachable, wait_reachable
+
+    if getattr(args, "reached", None) == bootstrap:
+        return
+    try:
+        wait_reachable(bootstrap, REACH_TIMEOUT_S)
+    except ClusterUnreachable as error:
+        raise CliError(f"{error}; check that the broker runs (`pylog broker status` for the local one) "
+                       "and that --bootstrap-server names it") from None
+    args.reached = bootstrap
 
 
 def _admin(args: argparse.Namespace) -> Any:
@@ -284,7 +311,8 @@ def _topics_delete(args: argparse.Namespace) -> int:
 def _produce(args: argparse.Namespace) -> int:
     from confluent_kafka import Producer
 
-    producer = Producer(_client_config(args, **{"linger.ms": 5, "enable.idempotence": True}))
+    config = _client_config(args, **{"linger.ms": 5, "enable.idempotence": True})
+    producer = Producer(config)
     failures: list[str] = []
 
     def on_delivery(error: Any, message: Any) -> None:
@@ -316,8 +344,11 @@ def _produce(args: argparse.Namespace) -> int:
         progress.update()
     remaining = producer.flush(60)
     progress.close()
-    if remaining or failures:
-        raise CliError(f"{remaining + len(failures)} of {count} messages not delivered: {failures[:3]}")
+    if failures:
+        raise CliError(f"{remaining + len(failures)} of {count} messages not delivered: {'; '.join(failures[:3])}")
+    if remaining:
+        raise CliError(f"{remaining} of {count} messages not delivered: no answer from {config['bootstrap.servers']} "
+                       "within 60 s; check that the broker runs and answers")
     elapsed = time.perf_counter() - started
     print(f"Produced {count} messages to {args.topic} in {elapsed:.2f}s ({count / max(elapsed, 1e-9):,.0f} msg/s).",
           file=sys.stderr)
@@ -768,8 +799,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as error:
         print(f"pylog: {error}", file=sys.stderr)
         return 1
+    except Exception as error:
+        if not _is_client_failure(error):
+            raise
+        where = getattr(args, "reached", None) or "the cluster"
+        detail = error.args[0].str() if error.args and hasattr(error.args[0], "str") else "no answer in time"
+        print(f"pylog: {args.command} {getattr(args, 'action', '') or ''}".rstrip() +
+              f" failed against {where}: {detail}; check that the broker runs and answers", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _is_client_failure(error: Exception) -> bool:
+    """A request the cluster did not answer (a timeout) or refused, not a bug of this tool."""
+    import concurrent.futures
+
+    from confluent_kafka import KafkaException
+
+    return isinstance(error, (KafkaException, TimeoutError, concurrent.futures.TimeoutError))
 
 
 if __name__ == "__main__":

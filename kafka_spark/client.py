@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kafka_spark.jaas import CredentialsRefused, RefusalWatch, list_topics_watching
+from kafka_spark.librdkafka_log import routed
 from kafka_spark.offsets import (
     EARLIEST,
     LATEST,
@@ -73,7 +74,8 @@ DEFAULT_API_TIMEOUT_MS = 30_000
 
 
 class OffsetFetchError(RuntimeError):
-    """The broker did not answer an offset or metadata request within the configured retries."""
+    """The broker did not answer an offset or metadata request within the configured retries,
+    or could not be reached at all within ``kafka.default.api.timeout.ms``."""
 
 
 def resolve_bootstrap_servers(options: SourceOptions) -> str:
@@ -166,7 +168,11 @@ class OffsetReader:
     Uses one confluent-kafka ``AdminClient`` (ListOffsets honours ``kafka.isolation.level``, so
     "latest" is the last stable offset under ``read_committed``). Each call is retried
     ``fetchOffset.numRetries`` times, ``fetchOffset.retryIntervalMs`` apart, with a fresh client
-    after a failure. Not thread-safe; not picklable (holds a client): create it where it is used.
+    after a failure. Before the first call, and again after a failure, the cluster must accept a
+    connection within ``kafka.default.api.timeout.ms`` (kafka_spark.reachability); if it does not,
+    the call fails at once naming the address, with no retries (they would each wait out the
+    whole timeout against a cluster that is not there). Not thread-safe; not picklable (holds a
+    client): create it where it is used.
     """
 
     def __init__(self, options: SourceOptions, bootstrap_servers: str, timeout_s: float | None = None):
@@ -177,6 +183,7 @@ class OffsetReader:
         self.timeout_s = timeout_s
         self._admin: AdminClient | None = None
         self._refusal = RefusalWatch()
+        self._reached = False
         log.info("pylog source: using bootstrap servers %s", bootstrap_servers)
 
     def _client(self) -> AdminClient:
@@ -186,8 +193,8 @@ class OffsetReader:
             from confluent_kafka import KafkaException
 
             try:
-                self._admin = AdminClient({**admin_config(self.options, self.bootstrap_servers),
-                                           "error_cb": self._refusal})
+                self._admin = AdminClient(routed({**admin_config(self.options, self.bootstrap_servers),
+                                                  "error_cb": self._refusal}))
             except (KafkaException, ValueError, TypeError) as e:  # a bad kafka.* property
                 raise PylogOptionError(
                     f"cannot create a Kafka client from the kafka.* options: {e}. kafka.* options "
@@ -195,10 +202,25 @@ class OffsetReader:
                 ) from e
         return self._admin
 
+    def _await_cluster(self, what: str) -> None:
+        from kafka_spark.reachability import ClusterUnreachable, wait_reachable
+
+        if self._reached:
+            return
+        try:
+            wait_reachable(self.bootstrap_servers, self.timeout_s)
+        except ClusterUnreachable as e:
+            raise OffsetFetchError(
+                f"{what} failed: {e}. Check that the broker runs and that kafka.bootstrap.servers names it; "
+                f"set kafka.default.api.timeout.ms (now {int(self.timeout_s * 1000)}) to wait longer."
+            ) from None
+        self._reached = True
+
     def _with_retries(self, what: str, fn):
         attempts = max(self.options.fetch_offset_num_retries, 0) + 1
         last: Exception | None = None
         for attempt in range(attempts):
+            self._await_cluster(what)
             try:
                 return fn(self._client())
             except PylogOptionError:
@@ -215,6 +237,7 @@ class OffsetReader:
                     what, attempt + 1, attempts, self.bootstrap_servers, e,
                 )
                 self._admin = None
+                self._reached = False  # it may have gone away: the next attempt waits for it first
                 if attempt + 1 < attempts:
                     time.sleep(self.options.fetch_offset_retry_interval_ms / 1000.0)
         raise OffsetFetchError(
@@ -389,7 +412,7 @@ class OffsetReader:
 
         config = dict(consumer_config(self.options, self.bootstrap_servers, group_id))
         config["group.id"] = group_id
-        consumer = Consumer(config)
+        consumer = Consumer(routed(config))
         try:
             consumer.commit(
                 offsets=[KafkaTopicPartition(tp.topic, tp.partition, off) for tp, off in offsets.items()],
@@ -523,7 +546,7 @@ def acquire_consumer(config: ConfigKey, tp: TopicPartition) -> PooledConsumer:
         return pooled
     from confluent_kafka import Consumer
 
-    return PooledConsumer(key=key, consumer=Consumer(dict(config)))
+    return PooledConsumer(key=key, consumer=Consumer(routed(dict(config))))
 
 
 def release_consumer(pooled: PooledConsumer, *, reusable: bool) -> None:

@@ -1,7 +1,8 @@
-"""`make demo`: the main job, on the embedded default — an exactly-once streaming ETL.
+"""`make demo`: the main job, on the embedded broker — an exactly-once streaming ETL.
 
-1. An embedded broker starts with its data under ./demo-output/broker and registers itself, so
-   the pylog source finds it with no ``kafka.bootstrap.servers`` option (the "embedded default").
+1. An embedded broker starts in this process with its data under ./demo-output/broker; the query
+   is given its address (``kafka.bootstrap.servers``). Being in-process, it does not register as
+   the machine's local broker, so a `pylog broker start` running beside the demo is left alone.
 2. A generator writes realistic orders (JSON, keyed by customer, with headers) to ``orders``.
 3. A Structured Streaming query reads them with ``format("pylog")``, parses the JSON, computes
    revenue per country per minute of event time with a watermark, and writes the closed windows
@@ -54,7 +55,8 @@ def main(out: Path = Path("demo-output")) -> int:
         try:
             order = ("order_id long, customer_id string, product string, quantity int, unit_price double, "
                      "country string, event_time long")
-            orders = (spark.readStream.format("pylog")  # no kafka.bootstrap.servers: the embedded default
+            orders = (spark.readStream.format("pylog")
+                      .option("kafka.bootstrap.servers", broker.bootstrap_servers)
                       .option("subscribe", TOPIC)
                       .option("startingOffsets", "earliest")
                       .option("maxOffsetsPerTrigger", 4000)

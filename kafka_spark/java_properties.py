@@ -133,7 +133,9 @@ _CONSUMER: dict[str, Rule] = {
                      "max.partition.fetch.bytes", "max.poll.interval.ms", "session.timeout.ms"), SAME),
     "fetch.max.wait.ms": _renamed("fetch.wait.max.ms"),
     "default.api.timeout.ms": Rule("pylog", "the timeout of the source's metadata, offset and group "
-                                            "commit calls on the driver (default 30000)"),
+                                            "commit calls on the driver, and how long a query waits for a "
+                                            "cluster that accepts no connection before it fails naming the "
+                                            "address (default 30000)"),
     "auto.offset.reset": Rule("rejected", "Kafka option 'auto.offset.reset' is not supported. Instead set the "
                               "source option 'startingOffsets' to 'earliest' or 'latest' to specify where to "
                               "start. Structured Streaming manages which offsets are consumed internally, "

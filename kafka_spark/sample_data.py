@@ -56,7 +56,9 @@ def produce_orders(bootstrap_servers: str, topic: str, count: int, *, first_id: 
     """Produce ``count`` orders with an idempotent producer; returns how many were acknowledged."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True, "linger.ms": 10})
+    from kafka_spark.librdkafka_log import routed
+
+    producer = Producer(routed({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True, "linger.ms": 10}))
     delivered = 0
 
     def on_delivery(error: object, message: object) -> None:

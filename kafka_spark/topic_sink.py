@@ -73,6 +73,7 @@ from pyspark.sql.types import (
 
 from kafka_spark.bootstrap import resolve_bootstrap_servers
 from kafka_spark.java_properties import ROUND_ROBIN
+from kafka_spark.librdkafka_log import routed
 
 log = logging.getLogger("kafka_spark")
 
@@ -322,7 +323,7 @@ class _ProducerPool:
             producer = self._producers.get(key)
             if producer is not None:
                 return producer, False
-            producer = Producer(config)
+            producer = Producer(routed(config))
             self._producers[key] = producer
             return producer, True
 
@@ -489,12 +490,12 @@ def write_exactly_once(options: TopicSinkOptions, batches: Iterator[Any], write_
 
     _, _, partition_id, _ = _task_ids()
     transactional_id = f"{options.transactional_id_prefix}-{write_id}-p{partition_id}"
-    producer = Producer(options.transactional_config(transactional_id))
+    producer = Producer(routed(options.transactional_config(transactional_id)))
     block_s = options.max_block_ms / 1000.0  # Java bounds the transaction calls by max.block.ms
     producer.init_transactions(block_s)  # fences older holders, aborts what they left open
-    index = Consumer({"bootstrap.servers": options.bootstrap_servers, "group.id": transactional_id,
-                      "enable.auto.commit": False, "isolation.level": "read_committed",
-                      **dict(_security(options))})
+    index = Consumer(routed({"bootstrap.servers": options.bootstrap_servers, "group.id": transactional_id,
+                             "enable.auto.commit": False, "isolation.level": "read_committed",
+                             **dict(_security(options))}))
     try:
         marker_partition = TopicPartition(options.marker_topic, 0)
         committed = committed_offset(index, marker_partition, timeout=60)
@@ -581,8 +582,8 @@ def connect_admin(options: TopicSinkOptions) -> tuple[Any, Any]:
     from kafka_spark.jaas import CredentialsRefused, RefusalWatch, list_topics_watching
 
     refusal = RefusalWatch()
-    admin = AdminClient({"bootstrap.servers": options.bootstrap_servers, **dict(_security(options)),
-                         "error_cb": refusal})
+    admin = AdminClient(routed({"bootstrap.servers": options.bootstrap_servers, **dict(_security(options)),
+                                "error_cb": refusal}))
     try:
         return admin, list_topics_watching(admin, refusal, options.bootstrap_servers, 15)
     except CredentialsRefused as error:

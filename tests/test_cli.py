@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -150,3 +151,21 @@ def test_if_exists_and_if_not_exists_make_scripts_idempotent(running_broker):
         loud = pylog("topics", *command, *target, env=env, check=False)
         assert loud.returncode == 1 and b"setup" in loud.stderr, command
     assert b"setup" not in pylog("topics", "list", *target, env=env).stdout.split()  # --if-exists created nothing
+
+
+def test_an_address_where_nothing_listens_fails_fast_in_one_line(tmp_path):
+    env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
+    commands = [["topics", "list"], ["topics", "describe", "t"], ["topics", "create", "t"], ["groups", "list"],
+                ["groups", "describe", "g"], ["produce", "t"], ["consume", "t"], ["acls", "list"]]
+    started = time.monotonic()
+    running = [subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", *command, "--bootstrap-server", "127.0.0.1:1"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+               for command in commands]  # side by side: each mostly waits for the address to answer
+    for command, process in zip(commands, running):
+        _, stderr_bytes = process.communicate(b"a record\n", timeout=120)
+        stderr = stderr_bytes.decode()
+        assert process.returncode == 1, (command, stderr)
+        assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1, (command, stderr)
+        assert "127.0.0.1:1" in stderr and "connection refused" in stderr and "--bootstrap-server" in stderr, stderr
+    elapsed = time.monotonic() - started
+    assert elapsed < 25, f"took {elapsed:.0f}s"  # a sanity bound only; each command gives up after about 5 s

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import chispa
+import pytest
 from confluent_kafka import Producer
 
 from kafka_spark.bootstrap import resolve_bootstrap_servers
@@ -14,7 +15,7 @@ from kafka_spark.broker import EmbeddedBroker, discovery
 
 
 def test_a_registered_embedded_broker_is_found_without_options():
-    with EmbeddedBroker() as broker:
+    with EmbeddedBroker(register=True) as broker:
         assert resolve_bootstrap_servers(None) == broker.bootstrap_servers
         assert discovery.find_running().bootstrap_servers == broker.bootstrap_servers
     assert discovery.find_running() is None  # unregistered on close
@@ -25,7 +26,7 @@ def test_explicit_bootstrap_servers_win():
 
 
 def test_spark_reads_from_the_registered_broker_with_no_bootstrap_option(spark):
-    with EmbeddedBroker() as broker:
+    with EmbeddedBroker(register=True) as broker:
         broker.create_topic("discovered", partitions=2)
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
         for i in range(10):
@@ -53,3 +54,53 @@ def test_without_any_broker_one_is_started_on_demand_and_managed_by_the_cli():
                               capture_output=True, text=True, env=os.environ, timeout=60)
     assert "stopped" in stop.stdout
     assert discovery.find_running() is None
+
+
+def cli(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kafka_spark.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
+@pytest.fixture
+def started_broker(tmp_path, monkeypatch):
+    """A `pylog broker start` process with its own PYLOG_HOME, which this process uses too."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("PYLOG_HOME", str(home))
+    env = dict(os.environ)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", "0", "--log-dir", str(tmp_path / "data")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    line = process.stdout.readline().strip()
+    assert line.startswith("bootstrap.servers="), line + process.stderr.read()
+    yield line.split("=", 1)[1], env
+    process.terminate()
+    process.wait(30)
+
+
+def test_an_in_process_embedded_broker_leaves_the_started_broker_registered(started_broker):
+    bootstrap, env = started_broker
+    with EmbeddedBroker() as temporary:
+        assert discovery.find_running().bootstrap_servers == bootstrap
+        assert temporary.bootstrap_servers != bootstrap
+    status = cli("broker", "status", env=env)
+    assert status.returncode == 0 and bootstrap in status.stdout
+    assert cli("topics", "create", "kept", env=env).returncode == 0
+    listed = cli("topics", "list", env=env)
+    assert listed.returncode == 0 and "kept" in listed.stdout.split()
+    assert resolve_bootstrap_servers(None) == bootstrap  # a query without the option finds it too
+
+
+def test_a_second_broker_start_names_the_running_one(started_broker, tmp_path):
+    bootstrap, env = started_broker
+    second = cli("broker", "start", "--port", "0", "--log-dir", str(tmp_path / "other"), env=env)
+    assert second.returncode == 1
+    assert bootstrap in second.stderr and "pylog broker stop" in second.stderr
+    assert "Traceback" not in second.stderr
+    assert discovery.find_running().bootstrap_servers == bootstrap
+
+
+def test_a_registered_broker_refuses_to_replace_a_live_one(started_broker):
+    bootstrap, _ = started_broker
+    with pytest.raises(discovery.BrokerAlreadyRunning, match=bootstrap):
+        EmbeddedBroker(register=True).start()
+    assert discovery.find_running().bootstrap_servers == bootstrap

@@ -6,6 +6,7 @@ KafkaSinkSuite scenarios with Java producer and consumer properties)."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -67,10 +68,24 @@ def test_source_reads_batch_and_stream_with_java_consumer_settings(spark, pylog_
 
 
 def test_default_api_timeout_bounds_the_drivers_offset_calls(spark):
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts connections, never answers
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        df = (spark.read.format("pylog").option("kafka.bootstrap.servers", address).option("subscribe", "t")
+              .option("kafka.default.api.timeout.ms", "1500").option("fetchOffset.numRetries", "0").load())
+        with pytest.raises(PySparkException, match=f"1 attempts of at most 1500 ms each against {address}"):
+            df.count()
+
+
+def test_a_read_from_an_address_where_nothing_listens_fails_naming_it(spark):
+    # No retries against a cluster that accepts no connection: kafka.default.api.timeout.ms
+    # (default 30 s) bounds the whole wait, and the message says how to wait longer.
     df = (spark.read.format("pylog").option("kafka.bootstrap.servers", "127.0.0.1:1").option("subscribe", "t")
-          .option("kafka.default.api.timeout.ms", "1500").option("fetchOffset.numRetries", "0").load())
-    with pytest.raises(PySparkException, match="1 attempts of at most 1500 ms each against 127.0.0.1:1"):
+          .option("kafka.default.api.timeout.ms", "1500").load())
+    with pytest.raises(PySparkException) as raised:
         df.count()
+    message = str(raised.value)
+    assert "no Kafka broker reachable at 127.0.0.1:1 within 1.5s (127.0.0.1:1: connection refused)" in message
+    assert "set kafka.default.api.timeout.ms (now 1500) to wait longer" in message
 
 
 def test_topic_sink_streams_with_java_producer_settings_and_large_records(spark, pylog_broker, pylog_topic, tmp_path):

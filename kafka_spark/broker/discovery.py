@@ -1,9 +1,12 @@
 """Finding the local embedded broker without options, and starting one on demand.
 
 The registry is one JSON file, ``$PYLOG_HOME/broker.json`` (``PYLOG_HOME`` defaults to
-``~/.pylog``): ``{"bootstrap_servers", "pid", "log_dir"}`` of the broker most recently started
-by ``pylog broker start``, by an ``EmbeddedBroker`` or on demand. A registry entry counts only
-while its process lives and its port accepts connections, so a crashed broker is never used.
+``~/.pylog``): ``{"bootstrap_servers", "pid", "log_dir"}`` of the machine's discovery broker, the
+one ``pylog broker start`` (or an on-demand start) runs. An ``EmbeddedBroker`` used in-process
+(examples, notebooks, tests) never registers: it would hide the discovery broker from the CLI
+and from queries without ``kafka.bootstrap.servers``. A registry entry counts only while its
+process lives and its port accepts connections, so a crashed broker is never used; a live one is
+never replaced (:func:`register` refuses, naming it) and only its own broker removes it.
 
 On-demand brokers run detached (``pylog broker start --registered``) with their data under
 ``$PYLOG_HOME/data``; ``pylog broker status`` and ``pylog broker stop`` manage them.
@@ -50,19 +53,39 @@ def default_data_dir() -> Path:
     return pylog_home() / "data"
 
 
+class BrokerAlreadyRunning(RuntimeError):
+    """Another live broker holds the registry; the message names it and how to stop it."""
+
+    def __init__(self, running: BrokerInfo) -> None:
+        super().__init__(
+            f"a local broker is already running at {running.bootstrap_servers} (pid {running.pid}, data in "
+            f"{running.log_dir}); use it, or stop it first with `pylog broker stop`")
+        self.running = running
+
+
 def register(info: BrokerInfo) -> None:
+    """Make ``info`` the discovery broker. Raises :class:`BrokerAlreadyRunning` if another live
+    broker is registered (a dead one's entry is replaced). Atomic across processes: the check
+    and the write happen under ``$PYLOG_HOME/broker.json.lock``."""
     path = registry_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(asdict(info)))
-    os.replace(temporary, path)
+    with _lock(_registry_lock()):
+        current = _read()
+        if current is not None and current != info and _alive(current):
+            raise BrokerAlreadyRunning(current)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(asdict(info)))
+        os.replace(temporary, path)
 
 
 def unregister(info: BrokerInfo) -> None:
-    """Remove the entry if it is still ``info`` (a newer broker may have replaced it)."""
-    if _read() == info:
-        with contextlib.suppress(FileNotFoundError):
-            registry_path().unlink()
+    """Remove the entry if it is still ``info``: another broker's entry is never touched."""
+    if not registry_path().parent.exists():
+        return
+    with _lock(_registry_lock()):
+        if _read() == info:
+            with contextlib.suppress(FileNotFoundError):
+                registry_path().unlink()
 
 
 def find_running() -> BrokerInfo | None:
@@ -116,6 +139,11 @@ def stop_running(timeout_s: float = 30.0) -> BrokerInfo | None:
     while time.monotonic() < deadline and _pid_alive(info.pid):
         time.sleep(0.1)
     return info
+
+
+def _registry_lock() -> Path:
+    # Not broker.lock: ensure_running holds that while the broker it started registers.
+    return pylog_home() / "broker.json.lock"
 
 
 def _port_free(port: int) -> bool:

@@ -6,6 +6,11 @@
 
 ``log_dir=None`` keeps data in a temporary directory removed on close; a given ``log_dir``
 persists across restarts (the broker recovers its logs on start).
+
+An EmbeddedBroker is private to the code that started it: it does not register in
+``$PYLOG_HOME/broker.json`` (kafka_spark.broker.discovery), so starting and closing one never
+disturbs the machine's discovery broker (``pylog broker start``). Give its
+``bootstrap_servers`` to clients and queries (``kafka.bootstrap.servers``).
 """
 
 from __future__ import annotations
@@ -57,11 +62,15 @@ class EmbeddedBroker:
         log_config: LogConfig | None = None,
         retention_check_interval_ms: int = 300_000,
         advertised_host: str | None = None,
-        register: bool = True,
+        register: bool = False,
         **broker_settings: Any,
     ) -> None:
         """``broker_settings``: any other :class:`BrokerConfig` field, e.g.
-        ``producer_id_expiration_ms=60_000`` or ``transactional_id_expiration_ms=...``."""
+        ``producer_id_expiration_ms=60_000`` or ``transactional_id_expiration_ms=...``.
+
+        ``register=True`` makes this the machine's discovery broker, as ``pylog broker start``
+        does: :meth:`start` then raises :class:`~kafka_spark.broker.discovery.BrokerAlreadyRunning`
+        if another live broker is registered."""
         unknown = set(broker_settings) - _SETTABLE
         if unknown:
             raise TypeError(f"EmbeddedBroker got unknown setting(s) {', '.join(sorted(unknown))}; "
@@ -98,9 +107,14 @@ class EmbeddedBroker:
         self._thread.start()
         started.result()
         if self._register:
-            # Lets the pylog source find this broker with no kafka.bootstrap.servers option.
-            self._registered = discovery.BrokerInfo(self.bootstrap_servers, os.getpid(), str(self.log_dir))
-            discovery.register(self._registered)
+            # Lets the CLI and the pylog source find this broker with no address given.
+            info = discovery.BrokerInfo(self.bootstrap_servers, os.getpid(), str(self.log_dir))
+            try:
+                discovery.register(info)
+            except discovery.BrokerAlreadyRunning:
+                self.close()
+                raise
+            self._registered = info
         logger.info("embedded broker listening on %s (log dir %s)", self.bootstrap_servers, self.log_dir)
         return self
 
