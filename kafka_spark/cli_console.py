@@ -139,8 +139,14 @@ def _produce(args: argparse.Namespace, client_config: Callable[..., dict[str, An
         if failure is not None:
             failures.append(failure.str())
 
-    producer = Producer(client_config(args, **{"linger.ms": 5, "enable.idempotence": True,
-                                               "delivery.report.only.error": True, "on_delivery": on_delivery}))
+    config = client_config(args, **{"delivery.report.only.error": True, "on_delivery": on_delivery})
+    # acks=all (librdkafka's default) without idempotence, as kcat: an idempotent librdkafka
+    # producer waits for its producer id on a 500 ms retry timer before sending anything, which
+    # costs every short `produce` half a second or more. --command-config enable.idempotence=true
+    # turns it on (no duplicates when a send is retried).
+    config.setdefault("enable.idempotence", False)
+    config.setdefault("linger.ms", 5)
+    producer = Producer(config)
     produce, poll = producer.produce, producer.poll
     partition = -1 if args.partition is None else args.partition  # -1: the partitioner chooses
     count = 0
@@ -161,8 +167,8 @@ def _produce(args: argparse.Namespace, client_config: Callable[..., dict[str, An
                 try:
                     produce(topic, value, key, partition, headers=headers)
                     break
-                except BufferError:  # the client's queue is full: let it send
-                    poll(0.05)
+                except BufferError:  # the client's queue is full: let it send. Briefly: with
+                    poll(0.005)  # failure-only reports, poll has nothing to return early for
                 except KafkaException as failure:
                     malformed = f"line {count + 1} was refused: {failure.args[0].str()}"
                     break
@@ -297,7 +303,7 @@ def _copy_records(args: argparse.Namespace, consumer: Any, formatter: Callable[[
                         ends.at_end.add(message.partition())
                     else:
                         raise error(f"consume failed: {failure.str()}")
-            else:
+            elif ends.at_end:  # records after an end: those partitions have more (rare, so checked last)
                 ends.at_end.difference_update({m.partition() for m in records})
             if records:
                 idle_since = time.monotonic()
