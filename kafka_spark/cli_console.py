@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from itertools import islice
 from typing import Any, Callable
 
 from kafka_spark.record_format import FormatError, compile_format, json_line
@@ -147,38 +148,20 @@ def _produce(args: argparse.Namespace, client_config: Callable[..., dict[str, An
     config.setdefault("enable.idempotence", False)
     config.setdefault("linger.ms", 5)
     producer = Producer(config)
-    produce, poll = producer.produce, producer.poll
+    poll = producer.poll
     partition = -1 if args.partition is None else args.partition  # -1: the partitioner chooses
     count = 0
     malformed = None
     started = time.perf_counter()
     progress = progress_bar(args, "producing", unit="msg")
     for lines in _lines(sys.stdin.buffer):
-        for line in lines:
-            key = None
-            if separator is not None:
-                key, found, value = line.partition(separator)
-                if not found:
-                    malformed = f"line {count + 1} has no key separator {separator.decode()!r}"
-                    break
-            else:
-                value = line
-            while True:
-                try:
-                    produce(topic, value, key, partition, headers=headers)
-                    break
-                except BufferError:  # the client's queue is full: let it send. Briefly: with
-                    poll(0.005)  # failure-only reports, poll has nothing to return early for
-                except KafkaException as failure:
-                    malformed = f"line {count + 1} was refused: {failure.args[0].str()}"
-                    break
-            if malformed:
-                break
-            count += 1
-        if malformed:
+        sent, problem = _send(producer, topic, lines, separator, partition, headers, KafkaException)
+        count += sent
+        progress.update(sent)
+        if problem:
+            malformed = f"line {count + 1} {problem}"
             break
-        poll(0)
-        progress.update(len(lines))
+        poll(0)  # serves failed delivery reports
     remaining = producer.flush(60)
     progress.close()
     if remaining or failures:
@@ -189,6 +172,34 @@ def _produce(args: argparse.Namespace, client_config: Callable[..., dict[str, An
     if malformed:
         raise error(f"{malformed}; the {count} line(s) before it were produced, nothing after it")
     return 0
+
+
+def _send(producer: Any, topic: str, lines: list[bytes], separator: bytes | None, partition: int,
+          headers: list[tuple[str, bytes]] | None, refused: type[Exception]) -> tuple[int, str | None]:
+    """Produce ``lines``; returns how many were sent and, when one could not be, what is wrong with
+    it (the lines after it are not sent). Lines without keys or headers take a loop of one call."""
+    produce = producer.produce
+    sent = 0
+    while True:
+        try:
+            if separator is None and headers is None:
+                for value in islice(lines, sent, None):
+                    produce(topic, value, None, partition)
+                    sent += 1
+            else:
+                for line in islice(lines, sent, None):
+                    key = None
+                    if separator is not None:
+                        key, found, line = line.partition(separator)
+                        if not found:
+                            return sent, f"has no key separator {separator.decode()!r}"
+                    produce(topic, line, key, partition, headers=headers)
+                    sent += 1
+            return sent, None
+        except BufferError:  # the client's queue is full: let it send. Briefly: with failure-only
+            producer.poll(0.005)  # delivery reports, poll has nothing to return early for
+        except refused as failure:  # e.g. a record larger than message.max.bytes
+            return sent, f"was refused: {failure.args[0].str()}"
 
 
 # --- consume --------------------------------------------------------------------------------

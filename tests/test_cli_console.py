@@ -78,6 +78,12 @@ def test_malformed_line_is_reported_by_number_after_delivering_the_lines_before_
     out = pylog("consume", "strict", "--from-beginning", "-e", "--print-key", "--key-separator", ":", *target, env=env)
     assert out.stdout.splitlines() == [b"a:1", b"b:2"]
 
+    too_large = b"x" * 2_000_000  # above the client's message.max.bytes (1,000,000)
+    result = pylog("produce", "strict", *target, env=env, check=False, stdin=b"ok\n" + too_large + b"\nlater\n")
+    assert result.returncode == 1 and b"line 2 was refused: " in result.stderr, result.stderr
+    out = pylog("consume", "strict", "--from-beginning", "-e", *target, env=env)
+    assert out.stdout.splitlines() == [b"1", b"2", b"ok"]
+
 
 def test_bad_options_are_refused_with_what_to_do(running_broker):
     _, bootstrap, env = running_broker
