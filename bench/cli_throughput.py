@@ -6,10 +6,11 @@ produce`, both with librdkafka's defaults: acks=all, linger.ms=5), then the topi
 records read from the beginning by each (kcat -C -c N, `pylog consume --from-beginning
 --max-messages N`), then the whole topic, 2N records, to its end ("consume -e": kcat -C -e,
 `pylog consume --from-beginning --exit-at-end`, each with its own default wait at the end of a
-partition: librdkafka's 500 ms for kcat, 100 ms for pylog's --exit-at-end), output to /dev/null. Wall time of each command, start-up included: that is what a user waits for
-(the package's bytecode compiled first, as an installed package has it).
-Rounds alternate which tool goes first; ratio = pylog msg/s / kcat msg/s (target >= 0.5), the
-median of the per-round ratios with their range.
+partition: librdkafka's 500 ms for kcat, 100 ms for pylog's --exit-at-end), output to /dev/null.
+Wall time of each command, start-up included: that is what a user waits for (the package's
+bytecode compiled first, as an installed package has it). Rounds alternate which tool goes first; ratio = pylog msg/s / kcat msg/s (target >= 0.5), the
+median of the per-round ratios with their range. The CPU seconds of each command (user + system)
+are printed beside it: on a busy machine the wall time follows them.
 
 Usage: python bench/cli_throughput.py [--messages 200000] [--rounds 3]
 """
@@ -26,7 +27,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _harness import make_input, pylog_broker_process, timed  # noqa: E402
+from _harness import children_cpu_seconds, make_input, pylog_broker_process, timed  # noqa: E402
 
 PARTITIONS = 4
 PHASES = ("produce", "consume", "consume -e")
@@ -72,6 +73,7 @@ def main() -> int:
     path = os.path.join(workdir, "input.txt")
     make_input(path, args.messages)
     rates: dict[str, dict[str, list[float]]] = {phase: {"kcat": [], "pylog": []} for phase in PHASES}
+    cpu: dict[str, dict[str, list[float]]] = {phase: {"kcat": [], "pylog": []} for phase in PHASES}
     # What each phase reads or writes: both tools produce into the round's topic, so it holds 2N.
     counts = {"produce": args.messages, "consume": args.messages, "consume -e": 2 * args.messages}
     try:
@@ -85,7 +87,9 @@ def main() -> int:
                 for phase in PHASES:
                     for tool in order:
                         stdin = path if phase == "produce" else None
+                        cpu_before = children_cpu_seconds()
                         rates[phase][tool].append(counts[phase] / timed(lines[phase][tool], stdin_path=stdin))
+                        cpu[phase][tool].append(children_cpu_seconds() - cpu_before)
                 print(f"round {round_index + 1}  " + "  ".join(
                     f"{phase} {tool} {values[tool][-1]:10,.0f} msg/s" for phase, values in rates.items()
                     for tool in ("kcat", "pylog")), flush=True)
@@ -103,7 +107,8 @@ def main() -> int:
     for phase, values in rates.items():
         ratios = [p / k for p, k in zip(values["pylog"], values["kcat"])]
         print(f"{phase:10s} pylog {median(values['pylog']):10,.0f} msg/s   kcat {median(values['kcat']):10,.0f} msg/s   "
-              f"ratio pylog/kcat {median(ratios):5.2f}   (rounds {min(ratios):.2f} to {max(ratios):.2f})")
+              f"ratio pylog/kcat {median(ratios):5.2f}   (rounds {min(ratios):.2f} to {max(ratios):.2f})   "
+              f"CPU s pylog {median(cpu[phase]['pylog']):.2f} kcat {median(cpu[phase]['kcat']):.2f}")
     return 0
 
 
