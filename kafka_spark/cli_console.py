@@ -8,8 +8,8 @@ kcat and of Kafka's kafka-console-producer / kafka-console-consumer.
 
 Both move records in batches: stdin is read in blocks and split in C, a delivery report is asked
 for failures only, the consumer takes up to 10,000 records per call and stdout is written a batch
-at a time. That keeps the Python work per record to a few calls, which is what lets the tools
-keep up with kcat (bench/cli_throughput.py).
+at a time. That keeps the Python work per record to a few calls (bench/cli_throughput.py
+measures the tools against kcat).
 
 Without ``--group`` the consumer assigns itself the topic's partitions and commits nothing; with
 ``--group G`` it joins the group (subscribe), starts from the group's committed offsets (where
@@ -119,10 +119,10 @@ def _lines(stream: Any) -> Any:
         block = stream.read1(_BLOCK_BYTES) if hasattr(stream, "read1") else stream.read(_BLOCK_BYTES)
         if not block:
             break
-        if b"\r" in block:
-            block = block.replace(b"\r\n", b"\n")  # a \r split from its \n by the block end is kept: rare
         lines = (rest + block).split(b"\n")
         rest = lines.pop()
+        if b"\r" in block:  # Windows line ends
+            lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
         yield lines
     if rest:
         yield [rest.rstrip(b"\r")]
@@ -236,6 +236,13 @@ class _EndOfPartitions:
         self.assigned.difference_update(partitions)
         self.at_end.difference_update(partitions)
 
+    def reached(self, partition: int) -> None:
+        self.at_end.add(partition)
+
+    def more(self, partitions: Any) -> None:
+        """Records arrived from ``partitions``: they are not at their end (any more)."""
+        self.at_end.difference_update(partitions)
+
     def all_read(self) -> bool:
         return bool(self.assigned) and self.at_end >= self.assigned
 
@@ -252,7 +259,7 @@ def _consume(args: argparse.Namespace, client_config: Callable[..., dict[str, An
         "group.id": args.group or "pylog-console-consumer",
         "enable.auto.commit": bool(args.group),
         "enable.auto.offset.store": False,  # offsets are stored once their records are written
-        "enable.partition.eof": True,
+        "enable.partition.eof": args.exit_at_end,
         # librdkafka pauses a partition's fetching this long once its queue is over its
         # thresholds (1 s by default), which a consumer writing to a terminal or a pipe reaches
         # often: 10 ms keeps the queue fed without holding more records in memory.
@@ -314,13 +321,13 @@ def _copy_records(args: argparse.Namespace, consumer: Any, formatter: Callable[[
                 for message in batch:
                     failure = message.error()
                     if failure is None:
-                        ends.at_end.discard(message.partition())
+                        ends.more((message.partition(),))
                     elif failure.code() == eof_code:
-                        ends.at_end.add(message.partition())
+                        ends.reached(message.partition())
                     else:
                         raise error(f"consume failed: {failure.str()}")
-            elif ends.at_end:  # records after an end: those partitions have more (rare, so checked last)
-                ends.at_end.difference_update({m.partition() for m in records})
+            elif ends.at_end:  # records after an end (rare: only then is each record's partition looked at)
+                ends.more({m.partition() for m in records})
             if records:
                 idle_since = time.monotonic()
                 if formatter is None:

@@ -112,3 +112,11 @@ def test_describe_commands_leave_stderr_empty(running_broker):
         groups = pylog("groups", "describe", "quiet-readers", *target, env=env)
         assert b"LogEndOffset: 2" in topics.stdout and b"quiet-readers" in groups.stdout
         assert topics.stderr == b"" and groups.stderr == b"", (topics.stderr, groups.stderr)
+
+
+def test_windows_line_ends_are_not_part_of_the_record(running_broker):
+    _, bootstrap, env = running_broker
+    target = ("--bootstrap-server", bootstrap)
+    pylog("produce", "crlf", "-K", ":", *target, env=env, stdin=b"a:1\r\nb:2\r\nc:3")
+    out = pylog("consume", "crlf", "--from-beginning", "-e", "-f", "%k=%s|", *target, env=env)
+    assert out.stdout == b"a=1|b=2|c=3|"
