@@ -4,6 +4,10 @@ format strings, JSON lines, exit at end, consumer groups that resume, malformed 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import threading
 
 from test_cli import pylog, running_broker  # noqa: F401  (running_broker: the fixture)
 
@@ -120,3 +124,26 @@ def test_windows_line_ends_are_not_part_of_the_record(running_broker):
     pylog("produce", "crlf", "-K", ":", *target, env=env, stdin=b"a:1\r\nb:2\r\nc:3")
     out = pylog("consume", "crlf", "--from-beginning", "-e", "-f", "%k=%s|", *target, env=env)
     assert out.stdout == b"a=1|b=2|c=3|"
+
+
+def test_interrupted_group_consumer_keeps_what_it_printed_committed(running_broker):
+    """Ctrl-C on a `consume --group` that runs until stopped: the records it printed count as read."""
+    _, bootstrap, env = running_broker
+    target = ("--bootstrap-server", bootstrap)
+    pylog("produce", "tail", *target, env=env, stdin=b"".join(b"t%d\n" % i for i in range(20)))
+    process = subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", "consume", "tail", "--group", "tailers",
+                                "--from-beginning", *target], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    watchdog = threading.Timer(60, process.kill)  # a consumer that never prints fails the test, not hangs it
+    watchdog.start()
+    try:
+        printed = [process.stdout.readline() for _ in range(20)]
+        process.send_signal(signal.SIGINT)
+        assert process.wait(60) == 130
+    finally:
+        watchdog.cancel()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert sorted(printed) == sorted(b"t%d\n" % i for i in range(20))
+    described = pylog("groups", "describe", "tailers", *target, env=env).stdout.decode()
+    assert [line.split()[3:6] for line in described.splitlines() if line.startswith("tailers")] == [["20", "20", "0"]]
