@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
+import signal
 import sys
 import time
 from itertools import islice
@@ -222,6 +224,28 @@ def _formatter(args: argparse.Namespace, error: type[Exception]) -> Callable[[An
     return None
 
 
+class _Stop:
+    """SIGINT and SIGTERM, while installed, ask the copy loop to stop after the batch at hand
+    instead of interrupting it: a batch is written and its offsets stored as one step, so a
+    consumer stopped with Ctrl-C has committed exactly what it printed."""
+
+    def __init__(self) -> None:
+        self.signum = 0
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "_Stop":
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._request)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _request(self, signum: int, frame: Any) -> None:
+        self.signum = signum
+
+
 class _EndOfPartitions:
     """Which assigned partitions are read to their end, for ``--exit-at-end``."""
 
@@ -285,19 +309,21 @@ def _consume(args: argparse.Namespace, client_config: Callable[..., dict[str, An
             partitions = sorted(found.partitions) if args.partition is None else [args.partition]
             consumer.assign([TopicPartition(topic, p, start) for p in partitions])
             ends.assign(partitions)
-        count, elapsed = _copy_records(args, consumer, formatter, ends, KafkaError._PARTITION_EOF, error,
-                                       progress_bar(args, "consuming", unit="msg", total=args.max_messages))
+        with _Stop() as stop:
+            count, elapsed = _copy_records(args, consumer, formatter, ends, stop, KafkaError._PARTITION_EOF, error,
+                                           progress_bar(args, "consuming", unit="msg", total=args.max_messages))
     finally:
         consumer.close()  # with --group: commits the stored offsets and leaves the group
     print(f"Processed a total of {count} messages in {elapsed:.2f}s ({count / max(elapsed, 1e-9):,.0f} msg/s)",
           file=sys.stderr)
-    return 0
+    return 128 + stop.signum if stop.signum else 0  # 130 after Ctrl-C, as a shell reports it
 
 
 def _copy_records(args: argparse.Namespace, consumer: Any, formatter: Callable[[Any], bytes] | None,
-                  ends: _EndOfPartitions, eof_code: int, error: type[Exception], progress: Any) -> tuple[int, float]:
-    """Write records to stdout a batch at a time until --max-messages, --exit-at-end or
-    --timeout-ms says stop; returns how many and the seconds it took."""
+                  ends: _EndOfPartitions, stop: _Stop, eof_code: int, error: type[Exception],
+                  progress: Any) -> tuple[int, float]:
+    """Write records to stdout a batch at a time until --max-messages, --exit-at-end,
+    --timeout-ms or a signal says stop; returns how many and the seconds it took."""
     from confluent_kafka import TopicPartition
 
     out = sys.stdout.buffer
@@ -309,7 +335,7 @@ def _copy_records(args: argparse.Namespace, consumer: Any, formatter: Callable[[
     collecting = gc.isenabled()
     gc.disable()
     try:
-        while args.max_messages is None or count < args.max_messages:
+        while not stop.signum and (args.max_messages is None or count < args.max_messages):
             wanted = _BATCH_RECORDS if args.max_messages is None else min(_BATCH_RECORDS, args.max_messages - count)
             # What has arrived, without waiting for a whole batch; when nothing has, wait for one.
             batch = consumer.consume(wanted, 0)
@@ -330,14 +356,19 @@ def _copy_records(args: argparse.Namespace, consumer: Any, formatter: Callable[[
                 ends.more({m.partition() for m in records})
             if records:
                 idle_since = time.monotonic()
-                if formatter is None:
-                    out.write(b"\n".join([m.value() or b"" for m in records]) + b"\n")
-                else:
-                    out.write(b"".join([formatter(m) for m in records]))
+                try:
+                    if formatter is None:
+                        out.write(b"\n".join([m.value() or b"" for m in records]) + b"\n")
+                    else:
+                        out.write(b"".join([formatter(m) for m in records]))
+                    if args.group:
+                        out.flush()  # written before it counts as consumed
+                except BrokenPipeError:  # the reader is gone (`| head`): what it did not take stays unread
+                    _discard_stdout()
+                    break
                 count += len(records)
                 progress.update(len(records))
                 if args.group:
-                    out.flush()  # written before it counts as consumed
                     last = {m.partition(): m.offset() for m in records}
                     consumer.store_offsets(offsets=[TopicPartition(records[0].topic(), p, o + 1) for p, o in last.items()])
             elif args.timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
@@ -347,6 +378,17 @@ def _copy_records(args: argparse.Namespace, consumer: Any, formatter: Callable[[
     finally:
         if collecting:
             gc.enable()
-        out.flush()
+        try:
+            out.flush()
+        except BrokenPipeError:
+            _discard_stdout()
         progress.close()
     return count, time.perf_counter() - started
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null once its reader has gone, so that nothing, the interpreter's
+    last flush included, fails on it again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

@@ -147,3 +147,17 @@ def test_interrupted_group_consumer_keeps_what_it_printed_committed(running_brok
     assert sorted(printed) == sorted(b"t%d\n" % i for i in range(20))
     described = pylog("groups", "describe", "tailers", *target, env=env).stdout.decode()
     assert [line.split()[3:6] for line in described.splitlines() if line.startswith("tailers")] == [["20", "20", "0"]]
+
+
+def test_consumer_piped_into_a_reader_that_stops_early_exits_quietly(running_broker):
+    """`pylog consume ... | head -3`: no traceback when the pipe closes."""
+    _, bootstrap, env = running_broker
+    target = ("--bootstrap-server", bootstrap)
+    pylog("produce", "long", *target, env=env, stdin=b"".join(b"%0100d\n" % i for i in range(20_000)))
+    process = subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", "consume", "long", "--from-beginning", "-e",
+                                *target], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    first = [process.stdout.readline() for _ in range(3)]
+    process.stdout.close()  # 2 MB of records do not fit a pipe: the consumer is still writing
+    _, stderr = process.communicate(timeout=60)
+    assert first == [b"%0100d\n" % i for i in range(3)]  # one partition (the broker default): in order
+    assert process.returncode == 0 and b"Traceback" not in stderr, stderr
