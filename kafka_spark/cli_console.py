@@ -157,14 +157,18 @@ def _produce(args: argparse.Namespace, client_config: Callable[..., dict[str, An
     malformed = None
     started = time.perf_counter()
     progress = progress_bar(args, "producing", unit="msg")
-    for lines in _lines(sys.stdin.buffer):
-        sent, problem = _send(producer, topic, lines, separator, partition, headers, KafkaException)
-        count += sent
-        progress.update(sent)
-        if problem:
-            malformed = f"line {count + 1} {problem}"
-            break
-        poll(0)  # serves failed delivery reports
+    interrupted = False
+    try:
+        for lines in _lines(sys.stdin.buffer):
+            sent, problem = _send(producer, topic, lines, separator, partition, headers, KafkaException)
+            count += sent
+            progress.update(sent)
+            if problem:
+                malformed = f"line {count + 1} {problem}"
+                break
+            poll(0)  # serves failed delivery reports
+    except KeyboardInterrupt:  # Ctrl-C at a terminal: the lines given so far are still delivered
+        interrupted = True
     remaining = producer.flush(60)
     progress.close()
     if remaining or failures:
@@ -174,7 +178,7 @@ def _produce(args: argparse.Namespace, client_config: Callable[..., dict[str, An
           file=sys.stderr)
     if malformed:
         raise error(f"{malformed}; the {count} line(s) before it were produced, nothing after it")
-    return 0
+    return 130 if interrupted else 0
 
 
 def _send(producer: Any, topic: str, lines: list[bytes], separator: bytes | None, partition: int,
