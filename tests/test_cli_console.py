@@ -1,5 +1,6 @@
 """`pylog produce` and `pylog consume` as kcat and Kafka's console tools are used: keys, headers,
-format strings, JSON lines, exit at end, consumer groups that resume, malformed input."""
+format strings, JSON lines, exit at end, consumer groups that resume, malformed input, Ctrl-C and
+closed pipes."""
 
 from __future__ import annotations
 
