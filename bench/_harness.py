@@ -121,3 +121,13 @@ def timed(command: list[str], stdin_path: str | None = None) -> float:
         with open(stdin_path, "rb") as stdin:
             subprocess.run(command, check=True, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
+
+
+def make_input(path: str, count: int) -> None:
+    """``count`` lines of 100 bytes each (a 100-byte record per line) into ``path``."""
+    line = b"x" * 100 + b"\n"
+    with open(path, "wb") as out:
+        chunk = line * 10_000
+        for _ in range(count // 10_000):
+            out.write(chunk)
+        out.write(line * (count % 10_000))

@@ -36,19 +36,10 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-from _harness import mock_cluster, pylog_broker_process, timed  # noqa: E402
+from _harness import make_input, mock_cluster, pylog_broker_process, timed  # noqa: E402
 from interop.references import ApacheKafka, kafka_tool  # noqa: E402
 
 PARTITIONS = 4
-
-
-def make_input(path: str, count: int) -> None:
-    line = b"x" * 100 + b"\n"
-    with open(path, "wb") as out:
-        chunk = line * 10_000
-        for _ in range(count // 10_000):
-            out.write(chunk)
-        out.write(line * (count % 10_000))
 
 
 def create_topic(bootstrap: str, topic: str, config: dict[str, str] | None = None) -> None:

@@ -5,8 +5,8 @@
     pylog broker status | stop                                 the local (registered) broker
     pylog topics create NAME --partitions N [--config k=v ...] [--if-not-exists] | list
     pylog topics describe | alter | delete NAME [--if-exists]
-    pylog produce TOPIC [--key-separator SEP]                  one record per stdin line
-    pylog consume TOPIC [--from-beginning] [--max-messages N]
+    pylog produce TOPIC [-K SEP] [-H NAME=VALUE ...]            one record per stdin line
+    pylog consume TOPIC [--group G] [--from-beginning] [-e] [-c N] [-f FORMAT | -J]
     pylog groups list | describe GROUP | delete GROUP          consumer groups, offsets and lag
     pylog groups reset-offsets | delete-offsets GROUP --topic T[:P,..]
 
@@ -21,11 +21,10 @@ import logging
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from kafka_spark import cli_acls, cli_users
+from kafka_spark import cli_acls, cli_console, cli_users
 from kafka_spark.librdkafka_log import routed
 
 
@@ -161,6 +160,10 @@ def _client_config(args: argparse.Namespace, **settings: Any) -> dict[str, Any]:
             raise CliError(f"--command-config {path}: {error}") from None
     config["bootstrap.servers"] = _bootstrap(args)  # --bootstrap-server wins over the file
     _check_reachable(args, config["bootstrap.servers"])
+    # What the tools print is what scripts read: librdkafka's informational lines (such as
+    # "Purging N unserved events" when a client is destroyed) stay out of it; its warnings and
+    # errors go through Python logging (rate-limited, to stderr), as Kafka's tools log WARN and up.
+    config["log_level"] = 4
     config.update(settings)
     return routed(config)
 
@@ -308,105 +311,6 @@ def _topics_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-def _produce(args: argparse.Namespace) -> int:
-    from confluent_kafka import Producer
-
-    config = _client_config(args, **{"linger.ms": 5, "enable.idempotence": True})
-    producer = Producer(config)
-    failures: list[str] = []
-
-    def on_delivery(error: Any, message: Any) -> None:
-        if error is not None:
-            failures.append(str(error))
-
-    count = 0
-    started = time.perf_counter()
-    progress = _progress(args, "producing", unit="msg")
-    for line in sys.stdin.buffer:
-        line = line.rstrip(b"\r\n")
-        key = None
-        if args.key_separator:
-            separator = args.key_separator.encode()
-            if separator not in line:
-                raise CliError(f"line {count + 1} has no key separator {args.key_separator!r}")
-            key, line = line.split(separator, 1)
-        kwargs: dict[str, Any] = {"key": key, "value": line, "on_delivery": on_delivery}
-        if args.partition is not None:
-            kwargs["partition"] = args.partition
-        while True:
-            try:
-                producer.produce(args.topic, **kwargs)
-                break
-            except BufferError:
-                producer.poll(0.1)
-        producer.poll(0)
-        count += 1
-        progress.update()
-    remaining = producer.flush(60)
-    progress.close()
-    if failures:
-        raise CliError(f"{remaining + len(failures)} of {count} messages not delivered: {'; '.join(failures[:3])}")
-    if remaining:
-        raise CliError(f"{remaining} of {count} messages not delivered: no answer from {config['bootstrap.servers']} "
-                       "within 60 s; check that the broker runs and answers")
-    elapsed = time.perf_counter() - started
-    print(f"Produced {count} messages to {args.topic} in {elapsed:.2f}s ({count / max(elapsed, 1e-9):,.0f} msg/s).",
-          file=sys.stderr)
-    return 0
-
-
-def _consume(args: argparse.Namespace) -> int:
-    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
-
-    consumer = Consumer(
-        _client_config(args, **{
-            "group.id": args.group or "pylog-console-consumer",
-            "enable.auto.commit": bool(args.group),
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest" if args.from_beginning else "latest",
-        })
-    )
-    metadata = consumer.list_topics(timeout=30)
-    topic = metadata.topics.get(args.topic)
-    if topic is None or topic.error is not None:
-        consumer.close()
-        raise CliError(f"topic {args.topic!r} does not exist")
-    start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
-    partitions = sorted(topic.partitions) if args.partition is None else [args.partition]
-    consumer.assign([TopicPartition(args.topic, p, start) for p in partitions])
-    out = sys.stdout.buffer
-    count = 0
-    idle_ms = 0
-    started = time.perf_counter()
-    progress = _progress(args, "consuming", unit="msg", total=args.max_messages)
-    try:
-        while args.max_messages is None or count < args.max_messages:
-            message = consumer.poll(0.2)
-            if message is None:
-                idle_ms += 200
-                if args.timeout_ms is not None and idle_ms >= args.timeout_ms:
-                    break
-                continue
-            if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise CliError(f"consume failed: {message.error().str()}")
-            idle_ms = 0
-            if args.print_key:
-                out.write((message.key() or b"null") + args.key_separator.encode())
-            out.write((message.value() or b"") + b"\n")
-            count += 1
-            progress.update()
-    finally:
-        out.flush()
-        progress.close()
-        consumer.close()
-    elapsed = time.perf_counter() - started
-    print(f"Processed a total of {count} messages in {elapsed:.2f}s ({count / max(elapsed, 1e-9):,.0f} msg/s)",
-          file=sys.stderr)
-    return 0
-
-
 def _sink_vacuum(args: argparse.Namespace) -> int:
     from kafka_spark.file_sink import vacuum
 
@@ -424,10 +328,21 @@ def _sink_vacuum(args: argparse.Namespace) -> int:
 
 def _progress(args: argparse.Namespace, what: str, **kwargs: Any) -> Any:
     """A progress bar with rates on stderr, shown when stderr is a terminal (or --progress)."""
+    if not (getattr(args, "progress", False) or sys.stderr.isatty()):
+        return _NoProgress()  # and tqdm is not imported: a piped command starts faster
     from tqdm import tqdm
 
-    show = getattr(args, "progress", False) or sys.stderr.isatty()
-    return tqdm(desc=what, disable=not show, file=sys.stderr, mininterval=0.5, **kwargs)
+    return tqdm(desc=what, file=sys.stderr, mininterval=0.5, **kwargs)
+
+
+class _NoProgress:
+    """The progress bar of a command whose progress is not shown."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def _key_value(item: str, option: str) -> tuple[str, str]:
@@ -728,24 +643,7 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("--if-exists", action="store_true", help="do nothing if the topic does not exist")
     delete.set_defaults(func=_topics_delete)
 
-    produce = client(commands.add_parser("produce", help="produce stdin lines as records"))
-    produce.add_argument("topic")
-    produce.add_argument("--key-separator", help="split each line into KEY<sep>VALUE")
-    produce.add_argument("--partition", type=int)
-    produce.add_argument("--progress", action="store_true", help="show progress and rate even when not on a terminal")
-    produce.set_defaults(func=_produce)
-
-    consume = client(commands.add_parser("consume", help="print records to stdout"))
-    consume.add_argument("topic")
-    consume.add_argument("--from-beginning", action="store_true")
-    consume.add_argument("--max-messages", type=int)
-    consume.add_argument("--partition", type=int)
-    consume.add_argument("--group", help="consumer group to join and commit to (default: none)")
-    consume.add_argument("--timeout-ms", type=int, help="exit after this long without a message")
-    consume.add_argument("--print-key", action="store_true")
-    consume.add_argument("--key-separator", default="\t")
-    consume.add_argument("--progress", action="store_true", help="show progress and rate even when not on a terminal")
-    consume.set_defaults(func=_consume)
+    cli_console.register(commands, client, _client_config, CliError, _progress)
 
     groups = commands.add_parser("groups", help="list consumer groups, describe their offsets and lag, reset or delete offsets, delete groups")
     group_commands = groups.add_subparsers(dest="action", required=True)

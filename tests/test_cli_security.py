@@ -49,7 +49,7 @@ def secured(tmp_path):
 def test_acls_are_added_listed_and_removed_like_kafka_acls(secured):
     pylog = secured
     assert pylog("topics", "create", "orders").returncode == 0
-    refused = pylog("produce", "orders", user="alice", stdin="x\n")  # an idempotent producer: no WRITE anywhere
+    refused = pylog("produce", "orders", user="alice", stdin="x\n")  # no WRITE on the topic: delivery refused
     assert refused.returncode != 0 and "authorization failed" in refused.stderr.lower()
     added = pylog("acls", "add", "--allow-principal", "User:alice", "--producer", "--consumer", "--topic", "orders",
                   "--group", "orders-app")
