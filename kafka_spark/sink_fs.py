@@ -217,7 +217,8 @@ def _s3_put_if_none_match(path: str, data: bytes) -> bool:
         from botocore.exceptions import ClientError
     except ImportError as exc:
         raise UnsupportedFilesystemError(
-            "committing on S3 needs boto3 (PUT with If-None-Match: *); pip install boto3"
+            "committing on S3 needs boto3 (PUT with If-None-Match: *); pip install boto3 "
+            "(the [s3] extra of pyspark-pylog)"
         ) from exc
     bucket, _, key = path.partition("/")
     try:

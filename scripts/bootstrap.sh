@@ -30,6 +30,13 @@ stamp=.venv/.pylog-installed
 if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ]; then
   echo "bootstrap: installing pylog and its test extras into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
+  # The distribution was named "pylog" before it became pyspark-pylog: remove that old install
+  # (recognised by its summary; "pylog" on the package index is another project).
+  old_install=$(.venv/bin/python -m pip show pylog 2>/dev/null || true)
+  if [[ "$old_install" == *"Summary: PySpark-native"* ]]; then
+    .venv/bin/python -m pip uninstall -q -y pylog
+    rm -rf pylog.egg-info
+  fi
   # compat mode: Spark finds data sources by listing top-level `pyspark_*` modules
   # (pkgutil.iter_modules), which setuptools' default editable finder hides.
   .venv/bin/python -m pip install -q -e '.[test]' --config-settings editable_mode=compat
