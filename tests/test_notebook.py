@@ -62,7 +62,8 @@ def _figures(notebook) -> list[list[dict]]:
         data = output.get("data", {})
         if "image/png" in data:
             description = data.get("application/json")
-            assert description and FIGURE_KEY in description, f"a figure was shown without its description: {data.keys()}"
+            assert description and FIGURE_KEY in description, \
+                f"a figure was shown without its description: {sorted(data)}"
             figures.append(description[FIGURE_KEY])
     return figures
 
