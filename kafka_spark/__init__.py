@@ -10,6 +10,9 @@ Public API:
   ``maxOffsetsBehindLatest`` / ``avgOffsetsBehindLatest`` of a pylog source (kafka_spark.lag).
 * ``topic_writer(**options)``: a ``foreachBatch`` function writing each micro-batch to a topic
   exactly once, for Update output mode (kafka_spark.update_mode).
+* ``PylogError``: the root of every exception the connector raises (kafka_spark.errors); each
+  is also the builtin it always was (a bad option a ``ValueError``, a read timeout a
+  ``TimeoutError``).
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:  # pragma: no cover
     from kafka_spark.broker import EmbeddedBroker
 
-__all__ = ["EmbeddedBroker", "LagListener", "lag_metrics", "register", "topic_writer", "__version__"]
+__all__ = ["EmbeddedBroker", "LagListener", "PylogError", "lag_metrics", "register", "topic_writer", "__version__"]
 
 _LAZY = {
     "EmbeddedBroker": "kafka_spark.broker",
     "LagListener": "kafka_spark.lag",
+    "PylogError": "kafka_spark.errors",
     "lag_metrics": "kafka_spark.lag",
     "topic_writer": "kafka_spark.update_mode",
 }

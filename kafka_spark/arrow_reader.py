@@ -27,6 +27,7 @@ import pyarrow as pa
 from kafka_spark import fetcher as kf
 from kafka_spark import record_decoder as rd
 from kafka_spark.assignment import OffsetRange
+from kafka_spark.errors import PylogReadTimeout
 
 if TYPE_CHECKING:  # pragma: no cover
     from kafka_spark.partition_reader import KafkaInputPartition
@@ -262,8 +263,6 @@ class ArrowRangeReader:
     def _check_deadline(self, deadline: float, why: str) -> None:
         if time.monotonic() < deadline:
             return
-        from kafka_spark.partition_reader import PylogReadTimeout
-
         raise PylogReadTimeout(
             f"Cannot fetch record for offset {self.position} of {self.tp} in "
             f"{int(self.timeout_s * 1000)} milliseconds ({why}; the range to read is "

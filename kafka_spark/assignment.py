@@ -47,6 +47,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from kafka_spark.errors import PylogError
 from kafka_spark.topic_partition import TopicPartition
 
 __all__ = [
@@ -65,7 +66,7 @@ __all__ = [
 ASSIGNMENT_STRATEGIES: tuple[str, ...] = ("range", "roundrobin")
 
 
-class AssignmentError(ValueError):
+class AssignmentError(PylogError, ValueError):
     """Invalid input to assignment or task planning; the message names what to change.
 
     A ``ValueError`` so that option validation can treat it like any other bad option value.

@@ -83,7 +83,7 @@ from kafka_spark.avro_schema import (
     spark_type,
     union_converters,
 )
-from kafka_spark.options import PylogOptionError
+from kafka_spark.errors import PylogError, PylogOptionError
 
 __all__ = [
     "AvroColumn",
@@ -118,7 +118,7 @@ _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError
 Payloads = Union[Sequence[Union[bytes, None]], pa.Array, pa.ChunkedArray]
 
 
-class AvroError(ValueError):
+class AvroError(PylogError, ValueError):
     """Base of pylog's Avro errors."""
 
 

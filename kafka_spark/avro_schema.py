@@ -45,7 +45,7 @@ import fastavro
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from kafka_spark.options import PylogOptionError
+from kafka_spark.errors import PylogOptionError
 
 __all__ = [
     "AvroSchemaError",

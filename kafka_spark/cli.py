@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kafka_spark import cli_acls, cli_console, cli_users
+from kafka_spark.errors import PylogError
 from kafka_spark.librdkafka_log import routed
 
 
-class CliError(Exception):
+class CliError(PylogError):
     """A user-facing failure: printed as one line, exit status 1."""
 
 

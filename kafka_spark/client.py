@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kafka_spark.errors import PylogError
 from kafka_spark.jaas import CredentialsRefused, RefusalWatch, list_topics_watching
 from kafka_spark.librdkafka_log import routed
 from kafka_spark.offsets import (
@@ -73,7 +74,7 @@ _CONSUMER_ONLY = {
 DEFAULT_API_TIMEOUT_MS = 30_000
 
 
-class OffsetFetchError(RuntimeError):
+class OffsetFetchError(PylogError, RuntimeError):
     """The broker did not answer an offset or metadata request within the configured retries,
     or could not be reached at all within ``kafka.default.api.timeout.ms``."""
 

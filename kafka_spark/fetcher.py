@@ -27,6 +27,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from kafka_spark.errors import PylogError
+
 __all__ = [
     "BrokerConnection",
     "FetchClient",
@@ -57,7 +59,7 @@ RETRIABLE_ERRORS = {
 _I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 
 
-class KafkaProtocolError(RuntimeError):
+class KafkaProtocolError(PylogError, RuntimeError):
     """A broker answered with an error this client cannot work around, or not as Kafka does."""
 
     def __init__(self, message: str, code: int = -1):

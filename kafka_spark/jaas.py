@@ -18,6 +18,8 @@ import re
 import time
 from typing import Any, Mapping
 
+from kafka_spark.errors import PylogError
+
 _PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _KERBEROS = "com.sun.security.auth.module.Krb5LoginModule"
@@ -26,7 +28,7 @@ _FLAGS = ("required", "requisite", "sufficient", "optional")
 _OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s;"]+)')
 
 
-class JaasConfigError(ValueError):
+class JaasConfigError(PylogError, ValueError):
     """A JAAS line that cannot be read or has no librdkafka equivalent (the message names the
     setting and the fix, never a value)."""
 
@@ -175,7 +177,7 @@ class RefusalWatch:
                 "kafka.sasl.username / kafka.sasl.password), kafka.ssl.*")
 
 
-class CredentialsRefused(ConnectionError):
+class CredentialsRefused(PylogError, ConnectionError):
     """The cluster refused the client's credentials or TLS settings (the message says which
     settings to check)."""
 

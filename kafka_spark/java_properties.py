@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from kafka_spark.errors import PylogError
 from kafka_spark.jaas import JaasConfigError, librdkafka_config
 from kafka_spark.option_names import close_match, warn_once
 
@@ -38,7 +39,7 @@ CONSUMER = "consumer"
 PRODUCER = "producer"
 
 
-class KafkaConfigError(ValueError):
+class KafkaConfigError(PylogError, ValueError):
     """A ``kafka.*`` option pylog cannot pass on; the message names it and what to set instead."""
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kafka_spark.assignment import OffsetRange
+from kafka_spark.errors import PylogError
 from kafka_spark.offsets import (
     EARLIEST,
     LATEST,
@@ -50,7 +51,7 @@ __all__ = ["LateBound", "ResolvedStartAfterEnd", "current_ranges", "late_bound_p
 log = logging.getLogger("kafka_spark")
 
 
-class ResolvedStartAfterEnd(ValueError):
+class ResolvedStartAfterEnd(PylogError, ValueError):
     """A starting position resolved past the ending one (Spark's
     RESOLVED_START_OFFSET_GREATER_THAN_END_OFFSET)."""
 

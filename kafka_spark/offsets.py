@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from kafka_spark.errors import DataLossError, OffsetJsonError
 from kafka_spark.topic_partition import TopicPartition
 
 __all__ = [
@@ -65,16 +66,6 @@ PartitionOffsets = dict[TopicPartition, int]
 
 _OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
 _PARTITIONS_EXAMPLE = '{"topicA":[0,1],"topicB":[0,1]}'
-
-
-class OffsetJsonError(ValueError):
-    """Offset or partition JSON that does not have Spark's shape; the message quotes the shape."""
-
-
-class DataLossError(RuntimeError):
-    """Offsets a query should read are gone (retention, a deleted topic, a log that moved
-    backwards). Raised only with ``failOnDataLoss=true``; the message names topic, partition and
-    offsets."""
 
 
 _FAIL_ADVICE = (

@@ -42,6 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Union
 
+from kafka_spark.errors import PylogOptionError
 from kafka_spark.java_properties import CONSUMER, ClientConfig, KafkaConfigError, translate
 from kafka_spark.offsets import (
     EARLIEST,
@@ -73,10 +74,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("kafka_spark")
-
-
-class PylogOptionError(ValueError):
-    """An invalid source option; the message names the option and what to set instead."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -471,7 +468,7 @@ def _honoured_ms(client: ClientConfig, name: str) -> int | None:
 
 def _avro_columns(opts: Mapping[str, str]) -> tuple:
     """valueFormat/keyFormat=avro and their schema options (kafka_spark.avro documents them)."""
-    from kafka_spark.avro import parse_avro_options  # avro imports this module's error type
+    from kafka_spark.avro import parse_avro_options
 
     columns = parse_avro_options(opts)
     return tuple(columns[role] for role in ("key", "value") if role in columns)

@@ -37,6 +37,7 @@ from kafka_spark.client import ConfigKey, PooledConsumer, acquire_consumer, rele
 from kafka_spark.offsets import report_data_loss
 from kafka_spark.options import secured_connection
 from kafka_spark.arrow_columns import HEADERS, SCHEMAS, TIMESTAMP_US, constant_string
+from kafka_spark.errors import PylogReadTimeout
 
 __all__ = ["KafkaInputPartition", "PylogReadTimeout", "read_partition", "records_to_batch"]
 
@@ -48,10 +49,6 @@ log = logging.getLogger("kafka_spark")
 #: Records taken from librdkafka per consume call (and so, at most, per Arrow batch).
 CONSUME_BATCH = 10_000
 
-
-
-class PylogReadTimeout(TimeoutError):
-    """No record arrived for an offset the driver planned, within ``kafkaConsumer.pollTimeoutMs``."""
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,13 @@ from __future__ import annotations
 import socket
 import time
 
+from kafka_spark.errors import PylogError
+
 #: Pause between connection attempts while waiting for a cluster to come up.
 RETRY_INTERVAL_S = 0.25
 
 
-class ClusterUnreachable(ConnectionError):
+class ClusterUnreachable(PylogError, ConnectionError):
     """No bootstrap address accepted a TCP connection within the wait (the message names them)."""
 
 

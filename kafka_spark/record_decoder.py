@@ -28,6 +28,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from kafka_spark.arrow_columns import HEADER_STRUCT, TIMESTAMP_US, constant_string
+from kafka_spark.errors import PylogError
 
 __all__ = [
     "ATTR_COMPRESSION",
@@ -51,7 +52,7 @@ ATTR_CONTROL = 0x20
 
 
 
-class CorruptRecordBatch(ValueError):
+class CorruptRecordBatch(PylogError, ValueError):
     """A record batch whose records do not parse (lengths past the batch, bad magic)."""
 
 

@@ -21,13 +21,15 @@ import json
 import re
 from typing import Any, Callable
 
+from kafka_spark.errors import PylogError
+
 Formatter = Callable[[Any], bytes]
 
 _ESCAPES = {"n": b"\n", "r": b"\r", "t": b"\t", "\\": b"\\"}
 _TOKEN = re.compile(r"%(.)|\\x([0-9a-fA-F]{2})|\\(.)|%$|\\$", re.DOTALL)
 
 
-class FormatError(ValueError):
+class FormatError(PylogError, ValueError):
     """A format string with a token kcat does not define."""
 
 

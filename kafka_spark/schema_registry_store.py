@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_spark.avro_compatibility import incompatibilities, named_types
+from kafka_spark.errors import PylogError
 
 LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
 SCHEMA_TYPES = ("AVRO", "JSON", "PROTOBUF")
 _MAX_VERSION = 2**31 - 1
 
 
-class RegistryError(Exception):
+class RegistryError(PylogError):
     """An answer of Confluent's other than 200: HTTP ``status``, its ``error_code`` and message."""
 
     def __init__(self, status: int, error_code: int, message: str) -> None:

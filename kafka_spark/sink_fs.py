@@ -36,8 +36,10 @@ from urllib.parse import quote, unquote, urlparse
 
 import pyarrow.fs as pafs
 
+from kafka_spark.errors import PylogError
 
-class FileSinkError(Exception):
+
+class FileSinkError(PylogError):
     """Base class of the file sink's errors."""
 
 

@@ -76,6 +76,7 @@ from pyspark.sql.streaming.datasource import (
 
 from kafka_spark.assignment import OffsetRange
 from kafka_spark.client import OffsetFetchError, OffsetReader, consumer_config
+from kafka_spark.errors import PylogError
 from kafka_spark.offsets import (
     PartitionOffsets,
     new_offset_count,
@@ -96,12 +97,12 @@ log = logging.getLogger("kafka_spark")
 UNLIMITED = sys.maxsize
 
 
-class AvailableNowTopicChangedError(RuntimeError):
+class AvailableNowTopicChangedError(PylogError, RuntimeError):
     """Under Trigger.AvailableNow, a planned partition disappeared or now ends before the planned
     end offset (topic deleted and recreated). Raised whatever failOnDataLoss says, as Spark."""
 
 
-class CheckpointTopicsError(RuntimeError):
+class CheckpointTopicsError(PylogError, RuntimeError):
     """The query's checkpoint holds offsets of topics the query does not read: the checkpoint
     was written by a query with another subscription."""
 

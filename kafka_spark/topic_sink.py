@@ -72,6 +72,7 @@ from pyspark.sql.types import (
 )
 
 from kafka_spark.bootstrap import resolve_bootstrap_servers
+from kafka_spark.errors import PylogError
 from kafka_spark.java_properties import ROUND_ROBIN
 from kafka_spark.librdkafka_log import routed
 
@@ -91,7 +92,7 @@ _SINK_OPTIONS = {
 _HEADER_TYPE = ArrayType(StructType().add("key", StringType()).add("value", BinaryType()))
 
 
-class TopicSinkError(ValueError):
+class TopicSinkError(PylogError, ValueError):
     """A topic sink misconfiguration, raised when the query starts; names what to change."""
 
 
@@ -398,7 +399,7 @@ def _avro_or_column(options: TopicSinkOptions, role: str, batch: Any, names: dic
     return encoder.encode(batch.column(names[role]))
 
 
-class QueueFull(RuntimeError):
+class QueueFull(PylogError, RuntimeError):
     """The producer's queue stayed full for longer than ``kafka.max.block.ms``."""
 
 
