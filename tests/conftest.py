@@ -16,6 +16,13 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # that its Python workers inherit it: the suite never touches the user's ~/.pylog.
 os.environ["PYLOG_HOME"] = tempfile.mkdtemp(prefix="pylog-test-home-")
 
+# foreachBatch and streaming listeners call back into this process through py4j's callback
+# server, which waits on its socket with select(), and select() refuses descriptors numbered
+# 1024 or above: a hang. The session starts when the first Spark test runs, often after the
+# brokers of hundreds of broker tests hold over a thousand segment files open. These low
+# numbers are held from the start and given back just before the callback server starts.
+_LOW_DESCRIPTORS = [os.open(os.devnull, os.O_RDONLY) for _ in range(32)]
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _stop_on_demand_broker():
@@ -53,13 +60,12 @@ def spark():
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")
-    # foreachBatch and streaming listeners call back into this process through py4j's callback
-    # server, which waits on its socket with select(): started late in a run, when the session's
-    # brokers hold over a thousand segment files, its socket is numbered above 1023, select()
-    # refuses it and the query hangs. Started now, it gets a low number.
     from pyspark.java_gateway import ensure_callback_server_started
 
+    while _LOW_DESCRIPTORS:  # see _LOW_DESCRIPTORS: the socket takes the lowest free number
+        os.close(_LOW_DESCRIPTORS.pop())
     ensure_callback_server_started(session.sparkContext._gateway)
-    assert session.sparkContext._gateway._callback_server.server_socket.fileno() < 1024
+    number = session.sparkContext._gateway._callback_server.server_socket.fileno()
+    assert number < 1024, f"py4j's callback server socket is descriptor {number}: select() cannot wait on it"
     yield session
     session.stop()

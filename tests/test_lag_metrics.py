@@ -86,5 +86,8 @@ def test_lag_listener_reports_every_batch(spark, pylog_broker, pylog_topic, tmp_
     finally:
         spark.streams.removeListener(listener)
     expected = {p["batchId"]: lag_metrics(p) for p in query.recentProgress if lag_metrics(p)}
-    assert dict(published) == expected and len(expected) == 5
+    # 40 records at 8 a trigger, after the empty batch 0 that records the start (all 40 behind)
+    assert dict(published) == expected and len(expected) == 6
+    assert expected[0] == {"minOffsetsBehindLatest": "10", "maxOffsetsBehindLatest": "30",
+                           "avgOffsetsBehindLatest": "20.0"}
     assert listener.latest[str(query.id)] == expected[max(expected)]
