@@ -28,6 +28,7 @@ from kafka_spark import fetcher as kf
 from kafka_spark import record_decoder as rd
 from kafka_spark.assignment import OffsetRange
 from kafka_spark.errors import PylogReadTimeout
+from kafka_spark.kafka_errors import ErrorCode
 
 if TYPE_CHECKING:  # pragma: no cover
     from kafka_spark.partition_reader import KafkaInputPartition
@@ -97,10 +98,10 @@ class ArrowRangeReader:
                     fetched = self.client.receive_fetch(conn, pending, topic, partition)
                     pending = None
                 except kf.KafkaProtocolError as error:
-                    if error.code == kf.UNKNOWN_TOPIC_OR_PARTITION:
+                    if error.code == ErrorCode.unknown_topic_or_partition:
                         self._gone(str(error))
                         continue
-                    if error.code == kf.LEADER_NOT_AVAILABLE:
+                    if error.code == ErrorCode.leader_not_available:
                         pending, attempt = None, attempt + 1
                         self._check_deadline(deadline, str(error))
                         kf.backoff(attempt)
@@ -223,9 +224,9 @@ class ArrowRangeReader:
     # -- errors and ends -----------------------------------------------------------------------
 
     def _on_error(self, code: int, deadline: float, attempt: int) -> None:
-        if code == kf.OFFSET_OUT_OF_RANGE:
+        if code == ErrorCode.offset_out_of_range:
             self._out_of_range()
-        elif code == kf.UNKNOWN_TOPIC_OR_PARTITION:
+        elif code == ErrorCode.unknown_topic_or_partition:
             self._gone("the broker reports it unknown")
         elif code in kf.RETRIABLE_ERRORS:
             self._check_deadline(deadline, f"the broker keeps answering {kf.RETRIABLE_ERRORS[code]}")

@@ -510,13 +510,8 @@ def _topic_partitions(admin: Any, spec: str) -> tuple[str, list[int]]:
 def _groups_delete_offsets(args: argparse.Namespace) -> int:
     """Like ``kafka-consumer-groups.sh --delete-offsets --group G --topic T``: forget the group's
     committed offsets of a topic (or some partitions of it) that no current member subscribes to."""
-    from kafka_spark.group_admin import (
-        ERROR_NAMES,
-        GROUP_ID_NOT_FOUND,
-        GROUP_SUBSCRIBED_TO_TOPIC,
-        GroupAdminError,
-        delete_group_offsets,
-    )
+    from kafka_spark.group_admin import GroupAdminError, delete_group_offsets
+    from kafka_spark.kafka_errors import ErrorCode, error_name
 
     from kafka_spark.options import secured_connection
 
@@ -528,7 +523,7 @@ def _groups_delete_offsets(args: argparse.Namespace) -> int:
     try:
         results = delete_group_offsets(_bootstrap(args), group, topic, partitions)
     except GroupAdminError as error:
-        if error.code == GROUP_ID_NOT_FOUND:
+        if error.code == ErrorCode.group_id_not_found:
             raise CliError(f"consumer group {group!r} does not exist (list groups with `pylog groups list`)") from None
         raise CliError(str(error)) from None
     except OSError as error:
@@ -541,7 +536,7 @@ def _groups_delete_offsets(args: argparse.Namespace) -> int:
         code = results[p]
         status = ("Successful" if not code else
                   "Error: the group is subscribed to the topic; stop its consumers or change their subscription"
-                  if code == GROUP_SUBSCRIBED_TO_TOPIC else f"Error: {ERROR_NAMES.get(code, code)}")
+                  if code == ErrorCode.group_subscribed_to_topic else f"Error: {error_name(code)}")
         rows.append((topic, str(p), status))
     header = ("TOPIC", "PARTITION", "STATUS")
     widths = [max([15, len(header[i])] + [len(row[i]) for row in rows]) for i in range(3)]

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 
 from kafka_spark.errors import PylogError
+from kafka_spark.kafka_errors import ErrorCode, error_name
 
 __all__ = [
     "BrokerConnection",
@@ -44,17 +45,12 @@ log = logging.getLogger("kafka_spark")
 API_FETCH, API_LIST_OFFSETS, API_METADATA, API_VERSIONS = 1, 2, 3, 18
 FETCH_VERSION = 11
 
-ERROR_NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-LEADER_NOT_AVAILABLE = 5
-UNSUPPORTED_VERSION = 35
-#: Leadership moved or is settling: look the leader up again and retry.
-RETRIABLE_ERRORS = {
-    5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT",
-    9: "REPLICA_NOT_AVAILABLE", 13: "NETWORK_EXCEPTION", 56: "KAFKA_STORAGE_ERROR",
-    74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH", 100: "UNKNOWN_TOPIC_ID",
-}
+#: Leadership moved or is settling: look the leader up again and retry (name by code, for messages).
+RETRIABLE_ERRORS = {code: error_name(code) for code in (
+    ErrorCode.leader_not_available, ErrorCode.not_leader_or_follower, ErrorCode.request_timed_out,
+    ErrorCode.replica_not_available, ErrorCode.network_exception, ErrorCode.kafka_storage_error,
+    ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_id,
+)}
 
 _I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 
@@ -268,7 +264,7 @@ class FetchClient:
             raise KafkaProtocolError(
                 f"the broker at {conn.address} does not serve Fetch v{FETCH_VERSION} / Metadata v1 / "
                 f"ListOffsets v1 (Kafka 2.3 or newer does); set the source option fetcher=librdkafka "
-                f"to read through confluent-kafka", UNSUPPORTED_VERSION,
+                f"to read through confluent-kafka", ErrorCode.unsupported_version,
             )
 
     def _any_broker(self) -> BrokerConnection:
@@ -292,8 +288,9 @@ class FetchClient:
         address = self.leaders.get(key)
         if address is None:
             if key in self.leaderless:  # an election, or its only replica is offline: wait, as consumers do
-                raise KafkaProtocolError(f"{topic}-{partition} has no leader at the moment", LEADER_NOT_AVAILABLE)
-            raise KafkaProtocolError(f"{topic}-{partition} does not exist", UNKNOWN_TOPIC_OR_PARTITION)
+                raise KafkaProtocolError(f"{topic}-{partition} has no leader at the moment",
+                                         ErrorCode.leader_not_available)
+            raise KafkaProtocolError(f"{topic}-{partition} does not exist", ErrorCode.unknown_topic_or_partition)
         return address
 
     def _load_metadata(self, topic: str) -> None:

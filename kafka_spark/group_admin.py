@@ -14,18 +14,14 @@ import struct
 import time
 
 from kafka_spark.fetcher import BrokerConnection, KafkaProtocolError, _host_port, _Reader, _string
+from kafka_spark.kafka_errors import ErrorCode, error_name
 
 API_FIND_COORDINATOR, API_OFFSET_DELETE = 10, 47
 _I8, _I32 = struct.Struct(">b"), struct.Struct(">i")
 
 #: The coordinator is moving or loading: find it again and retry.
-_RETRY_COORDINATOR = {14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 16: "NOT_COORDINATOR"}
-ERROR_NAMES = {
-    0: "NONE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 24: "INVALID_GROUP_ID", 25: "UNKNOWN_MEMBER_ID",
-    29: "TOPIC_AUTHORIZATION_FAILED", 30: "GROUP_AUTHORIZATION_FAILED", 35: "UNSUPPORTED_VERSION",
-    69: "GROUP_ID_NOT_FOUND", 86: "GROUP_SUBSCRIBED_TO_TOPIC", **_RETRY_COORDINATOR,
-}
-GROUP_ID_NOT_FOUND, GROUP_SUBSCRIBED_TO_TOPIC = 69, 86
+_RETRY_COORDINATOR = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+                                ErrorCode.not_coordinator})
 
 
 class GroupAdminError(KafkaProtocolError):
@@ -74,7 +70,7 @@ def _find_coordinator(bootstrap_servers: str, group: str, timeout_s: float) -> t
         host, port = reader.string(), reader.i32()
         if code:
             raise GroupAdminError(f"finding the coordinator of group {group!r} failed: "
-                                  f"{ERROR_NAMES.get(code, code)}{': ' + message if message else ''}", code)
+                                  f"{error_name(code)}{': ' + message if message else ''}", code)
         return host or "", port
     raise ConnectionError(f"no bootstrap server answered ({'; '.join(failures)})")
 
@@ -86,7 +82,7 @@ def _offset_delete(conn: BrokerConnection, group: str, topic: str, partitions: l
     code = reader.i16()
     reader.i32()  # throttle_time_ms
     if code:
-        raise GroupAdminError(f"deleting offsets of group {group!r} failed: {ERROR_NAMES.get(code, code)}", code)
+        raise GroupAdminError(f"deleting offsets of group {group!r} failed: {error_name(code)}", code)
     results = {}
     for _ in range(reader.i32()):
         reader.string()

@@ -39,6 +39,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Mapping
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.group_offsets import CommittedOffset, GroupOffsetStore
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.topic_partition import TopicPartition
@@ -52,25 +54,6 @@ MAX_METADATA_BYTES = 4096
 #: The ConsumerProtocol assignment with no partitions (version 0, no topics, null user data):
 #: what a member missing from the leader's assignment gets (some clients cannot decode b"").
 EMPTY_CONSUMER_ASSIGNMENT = b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff"
-
-
-class ErrorCode(enum.IntEnum):
-    """The Kafka error codes the coordinator answers with."""
-
-    NONE = 0
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    OFFSET_METADATA_TOO_LARGE = 12
-    COORDINATOR_NOT_AVAILABLE = 15
-    ILLEGAL_GENERATION = 22
-    INCONSISTENT_GROUP_PROTOCOL = 23
-    INVALID_GROUP_ID = 24
-    UNKNOWN_MEMBER_ID = 25
-    INVALID_SESSION_TIMEOUT = 26
-    REBALANCE_IN_PROGRESS = 27
-    NON_EMPTY_GROUP = 68
-    GROUP_ID_NOT_FOUND = 69
-    FENCED_INSTANCE_ID = 82
-    GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 
 class GroupState(enum.Enum):
@@ -187,32 +170,32 @@ class GroupCoordinator:
         """A JoinGroup: a response dict now (errors, or a member rejoining unchanged), else a
         future resolved when the rebalance completes. Response keys are JoinGroupResponse's."""
         if not group_id:
-            return _join_error(ErrorCode.INVALID_GROUP_ID, member_id)
+            return _join_error(ErrorCode.invalid_group_id, member_id)
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
             logger.warning("group %s: JoinGroup with session.timeout.ms=%d refused: the broker allows %d to %d "
                            "(group.min.session.timeout.ms, group.max.session.timeout.ms)", group_id,
                            session_timeout_ms, self.min_session_timeout_ms, self.max_session_timeout_ms)
-            return _join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
+            return _join_error(ErrorCode.invalid_session_timeout, member_id)
         if not protocol_type or not protocols:
-            return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
         group = self._groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             group = self._groups[group_id] = Group(group_id)
         if group.members:
             if protocol_type != group.protocol_type or not (
                     group.candidate_protocols() & {name for name, _ in protocols}):
-                return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+                return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
         if rebalance_timeout_ms <= 0:
             rebalance_timeout_ms = session_timeout_ms  # JoinGroup v0 has no rebalance timeout
         static = self._static_member(group, group_instance_id) if group_instance_id is not None else None
         if static is not None:
             if member_id and member_id != static.member_id:
-                return _join_error(ErrorCode.FENCED_INSTANCE_ID, member_id)
+                return _join_error(ErrorCode.fenced_instance_id, member_id)
             if not member_id:
                 return self._replace_static_member(group, static, client_id, client_host, session_timeout_ms,
                                                    rebalance_timeout_ms, protocols)
         if member_id and member_id not in group.members:
-            return _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+            return _join_error(ErrorCode.unknown_member_id, member_id)
 
         if not member_id:
             member_id = f"{group_instance_id or client_id or 'member'}-{uuid.uuid4()}"
@@ -238,7 +221,7 @@ class GroupCoordinator:
 
         future: asyncio.Future[dict[str, Any]] = self._loop.create_future()
         if member.join_future is not None and not member.join_future.done():
-            member.join_future.set_result(_join_error(ErrorCode.REBALANCE_IN_PROGRESS, member_id))
+            member.join_future.set_result(_join_error(ErrorCode.rebalance_in_progress, member_id))
         member.join_future = future
         if group.state is GroupState.PREPARING_REBALANCE:
             if group.initial_delay_deadline is not None:
@@ -254,8 +237,8 @@ class GroupCoordinator:
         """A static member back under a new member id: it takes the old one's place; the group
         rebalances only when its subscription changed (or a rebalance is under way anyway)."""
         old_id, new_id = old.member_id, f"{old.group_instance_id}-{uuid.uuid4()}"
-        _resolve(old.join_future, _join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
-        _resolve(old.sync_future, _sync_response(ErrorCode.FENCED_INSTANCE_ID))
+        _resolve(old.join_future, _join_error(ErrorCode.fenced_instance_id, old_id))
+        _resolve(old.sync_future, _sync_response(ErrorCode.fenced_instance_id))
         old.join_future = old.sync_future = None
         group.members = {(new_id if member_id == old_id else member_id): member
                          for member_id, member in group.members.items()}
@@ -286,7 +269,7 @@ class GroupCoordinator:
         initial = group.state is GroupState.EMPTY
         if group.state is GroupState.COMPLETING_REBALANCE:
             for member in group.members.values():
-                _resolve(member.sync_future, _sync_response(ErrorCode.REBALANCE_IN_PROGRESS))
+                _resolve(member.sync_future, _sync_response(ErrorCode.rebalance_in_progress))
                 member.sync_future = None
         self._transition(group, GroupState.PREPARING_REBALANCE)
         logger.info("group %s: preparing rebalance (generation %d): %s", group.group_id, group.generation_id, reason)
@@ -378,7 +361,7 @@ class GroupCoordinator:
         if member.member_id == group.leader_id:
             members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                         "metadata": m.metadata(group.protocol_name)} for m in group.members.values()]
-        return {"throttle_time": 0, "error_code": ErrorCode.NONE, "generation_id": group.generation_id,
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "generation_id": group.generation_id,
                 "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,
                 "leader": group.leader_id, "member_id": member.member_id, "members": members}
 
@@ -389,16 +372,16 @@ class GroupCoordinator:
         """A SyncGroup: the member's assignment now, or (a follower before the leader's sync) a
         future resolved by the leader's SyncGroup."""
         group, member, error = self._member(group_id, member_id, generation_id, group_instance_id)
-        if error is not ErrorCode.NONE:
+        if error is not ErrorCode.none:
             return _sync_response(error)
         assert group is not None and member is not None
         if group.state is GroupState.PREPARING_REBALANCE:
-            return _sync_response(ErrorCode.REBALANCE_IN_PROGRESS)
+            return _sync_response(ErrorCode.rebalance_in_progress)
         self._reset_session(group, member)
         if group.state is GroupState.STABLE:
-            return _sync_response(ErrorCode.NONE, member.assignment)
+            return _sync_response(ErrorCode.none, member.assignment)
         future: asyncio.Future[dict[str, Any]] = self._loop.create_future()
-        _resolve(member.sync_future, _sync_response(ErrorCode.REBALANCE_IN_PROGRESS))
+        _resolve(member.sync_future, _sync_response(ErrorCode.rebalance_in_progress))
         member.sync_future = future
         if member_id == group.leader_id:
             empty = EMPTY_CONSUMER_ASSIGNMENT if group.protocol_type == "consumer" else b""
@@ -409,7 +392,7 @@ class GroupCoordinator:
             self._transition(group, GroupState.STABLE)
             for other in group.members.values():
                 pending, other.sync_future = other.sync_future, None
-                _resolve(pending, _sync_response(ErrorCode.NONE, other.assignment))
+                _resolve(pending, _sync_response(ErrorCode.none, other.assignment))
         return future
 
     # -- Heartbeat / LeaveGroup ------------------------------------------------------------------
@@ -417,13 +400,13 @@ class GroupCoordinator:
     def heartbeat(self, group_id: str, generation_id: int, member_id: str,
                   group_instance_id: str | None = None) -> ErrorCode:
         group, member, error = self._member(group_id, member_id, generation_id, group_instance_id)
-        if error is not ErrorCode.NONE:
+        if error is not ErrorCode.none:
             return error
         assert group is not None and member is not None
         self._reset_session(group, member)
         if group.state is GroupState.PREPARING_REBALANCE:
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        return ErrorCode.NONE
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
 
     def leave(self, group_id: str, member_id: str, group_instance_id: str | None = None) -> ErrorCode:
         """One member leaves (LeaveGroup). From v3 a static member may be named by its
@@ -431,21 +414,21 @@ class GroupCoordinator:
         otherwise, as Kafka answers an instance id now held by a newer member)."""
         group = self._groups.get(group_id)
         if group is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.unknown_member_id
         member = group.members.get(member_id) if member_id else None
         if group_instance_id is not None:
             static = self._static_member(group, group_instance_id)
             if static is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
+                return ErrorCode.unknown_member_id
             if member_id and static.member_id != member_id:
-                return ErrorCode.FENCED_INSTANCE_ID
+                return ErrorCode.fenced_instance_id
             member = static
         if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.unknown_member_id
         logger.info("group %s: member %s leaves", group_id, member.member_id)
         self._remove_member(group, member)
         self._after_departure(group, f"member {member.member_id} left")
-        return ErrorCode.NONE
+        return ErrorCode.none
 
     @staticmethod
     def _static_member(group: Group, group_instance_id: str) -> Member | None:
@@ -457,17 +440,17 @@ class GroupCoordinator:
         generation)."""
         group = self._groups.get(group_id)
         if group is None or group.state in (GroupState.EMPTY, GroupState.DEAD):
-            return group, None, ErrorCode.UNKNOWN_MEMBER_ID
+            return group, None, ErrorCode.unknown_member_id
         if group_instance_id is not None:
             static = self._static_member(group, group_instance_id)
             if static is not None and static.member_id != member_id:
-                return group, None, ErrorCode.FENCED_INSTANCE_ID
+                return group, None, ErrorCode.fenced_instance_id
         member = group.members.get(member_id)
         if member is None:
-            return group, None, ErrorCode.UNKNOWN_MEMBER_ID
+            return group, None, ErrorCode.unknown_member_id
         if generation_id != group.generation_id:
-            return group, member, ErrorCode.ILLEGAL_GENERATION
-        return group, member, ErrorCode.NONE
+            return group, member, ErrorCode.illegal_generation
+        return group, member, ErrorCode.none
 
     # -- sessions ------------------------------------------------------------------------------------
 
@@ -490,8 +473,8 @@ class GroupCoordinator:
     def _remove_member(self, group: Group, member: Member) -> None:
         _cancel(member.session_timer)
         group.members.pop(member.member_id, None)
-        _resolve(member.join_future, _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
-        _resolve(member.sync_future, _sync_response(ErrorCode.UNKNOWN_MEMBER_ID))
+        _resolve(member.join_future, _join_error(ErrorCode.unknown_member_id, member.member_id))
+        _resolve(member.sync_future, _sync_response(ErrorCode.unknown_member_id))
         member.join_future = member.sync_future = None
 
     def _after_departure(self, group: Group, reason: str) -> None:
@@ -516,26 +499,26 @@ class GroupCoordinator:
         generation; never while CompletingRebalance (the assignment is not known yet), except for a
         transactional commit (KIP-447), which only proves the member's generation."""
         if not group_id:
-            return ErrorCode.INVALID_GROUP_ID
+            return ErrorCode.invalid_group_id
         group = self._groups.get(group_id)
         standalone = generation_id < 0 and not member_id
         if group is None or group.state is GroupState.DEAD:
-            return ErrorCode.NONE if standalone else ErrorCode.ILLEGAL_GENERATION
+            return ErrorCode.none if standalone else ErrorCode.illegal_generation
         if standalone and group.state is GroupState.EMPTY:
-            return ErrorCode.NONE
+            return ErrorCode.none
         if group_instance_id is not None:
             static = self._static_member(group, group_instance_id)
             if static is not None and static.member_id != member_id:
-                return ErrorCode.FENCED_INSTANCE_ID
+                return ErrorCode.fenced_instance_id
         if group.state is GroupState.COMPLETING_REBALANCE and not transactional:
-            return ErrorCode.REBALANCE_IN_PROGRESS
+            return ErrorCode.rebalance_in_progress
         member = group.members.get(member_id)
         if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.unknown_member_id
         if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
+            return ErrorCode.illegal_generation
         self._reset_session(group, member)  # Kafka counts a commit as a sign of life too
-        return ErrorCode.NONE
+        return ErrorCode.none
 
     def store_offsets(self, group_id: str,
                       offsets: Mapping[TopicPartition, CommittedOffset]) -> Awaitable[None] | None:
@@ -554,10 +537,10 @@ class GroupCoordinator:
         try:
             self._broker.logs.get_log(topic_partition.topic, topic_partition.partition)
         except StorageError:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return ErrorCode.unknown_topic_or_partition
         if metadata is not None and len(metadata.encode("utf-8")) > MAX_METADATA_BYTES:
-            return ErrorCode.OFFSET_METADATA_TOO_LARGE
-        return ErrorCode.NONE
+            return ErrorCode.offset_metadata_too_large
+        return ErrorCode.none
 
     def commit_offsets(self, group_id: str, offsets: dict[TopicPartition, tuple[int, str | None, int]]) -> None:
         """Materialize offsets of a committed transaction (TxnOffsetCommit + EndTxn commit).
@@ -572,7 +555,7 @@ class GroupCoordinator:
         committed = {
             tp: CommittedOffset(offset, leader_epoch, metadata or "", now)
             for tp, (offset, metadata, leader_epoch) in offsets.items()
-            if self.partition_error(tp, None) is ErrorCode.NONE
+            if self.partition_error(tp, None) is ErrorCode.none
         }
         durable = self.store_offsets(group_id, committed)
         if durable is not None:
@@ -587,19 +570,19 @@ class GroupCoordinator:
         due). Raises StorageError when the tombstones cannot be appended; the group stays then."""
         group = self._groups.get(group_id)
         if group is not None and group.members:
-            return ErrorCode.NON_EMPTY_GROUP, None
+            return ErrorCode.non_empty_group, None
         if group is None and group_id not in self.offsets.groups():
-            return ErrorCode.GROUP_ID_NOT_FOUND, None
+            return ErrorCode.group_id_not_found, None
         written = self.offsets.delete(group_id)
         if group is not None:
             self._transition(group, GroupState.DEAD)
             del self._groups[group_id]
         if written is None:
-            return ErrorCode.NONE, None
+            return ErrorCode.none, None
         log, end_offset = written
         if not log.config.flush_on_ack_all:
-            return ErrorCode.NONE, None
-        return ErrorCode.NONE, self._broker.group_commit.wait_durable(log, end_offset)
+            return ErrorCode.none, None
+        return ErrorCode.none, self._broker.group_commit.wait_durable(log, end_offset)
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
                        ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode], Awaitable[None] | None]:
@@ -610,21 +593,21 @@ class GroupCoordinator:
         error of each partition and the fsync wait of the tombstones."""
         group = self._groups.get(group_id)
         if (group is None or not group.members) and group_id not in self.offsets.groups():
-            return ErrorCode.GROUP_ID_NOT_FOUND, {}, None
+            return ErrorCode.group_id_not_found, {}, None
         subscribed = _subscribed_topics(group) if group is not None else set()
         errors: dict[TopicPartition, ErrorCode] = {}
         for tp in partitions:
             if tp.topic in subscribed:
-                errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                errors[tp] = ErrorCode.group_subscribed_to_topic
             else:
                 errors[tp] = self.partition_error(tp, None)
-        written = self.offsets.delete(group_id, [tp for tp, code in errors.items() if code is ErrorCode.NONE])
+        written = self.offsets.delete(group_id, [tp for tp, code in errors.items() if code is ErrorCode.none])
         if written is None:
-            return ErrorCode.NONE, errors, None
+            return ErrorCode.none, errors, None
         log, end_offset = written
         if not log.config.flush_on_ack_all:
-            return ErrorCode.NONE, errors, None
-        return ErrorCode.NONE, errors, self._broker.group_commit.wait_durable(log, end_offset)
+            return ErrorCode.none, errors, None
+        return ErrorCode.none, errors, self._broker.group_commit.wait_durable(log, end_offset)
 
     def forget_topic(self, topic: str) -> None:
         """A topic was deleted: its committed offsets go too (tombstoned)."""

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.storage import checkpoint
 from kafka_spark.broker.storage.batch import BatchHeader
 from kafka_spark.broker.storage.log import Log
@@ -44,9 +46,6 @@ from kafka_spark.topic_partition import TopicPartition
 NUM_BATCHES_TO_RETAIN = 5
 _SEQUENCE_WRAP = 2**31
 _PID_BLOCK = 1000
-
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-INVALID_PRODUCER_EPOCH = 47
 
 
 class ProducerStateError(Exception):
@@ -113,13 +112,13 @@ class PartitionProducerState:
         where = f"{self.topic_partition} producer {header.producer_id}"
         if header.producer_epoch < entry.epoch:
             raise ProducerStateError(
-                INVALID_PRODUCER_EPOCH,
+                ErrorCode.invalid_producer_epoch,
                 f"{where}: epoch {header.producer_epoch} is older than the current {entry.epoch} (fenced)",
             )
         if header.producer_epoch > entry.epoch:
             if header.base_sequence != 0:
                 raise ProducerStateError(
-                    OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    ErrorCode.out_of_order_sequence_number,
                     f"{where}: new epoch {header.producer_epoch} must start at sequence 0, got {header.base_sequence}",
                 )
             return None
@@ -130,7 +129,7 @@ class PartitionProducerState:
         expected = (entry.last_seq + 1) % _SEQUENCE_WRAP
         if header.base_sequence != expected:
             raise ProducerStateError(
-                OUT_OF_ORDER_SEQUENCE_NUMBER,
+                ErrorCode.out_of_order_sequence_number,
                 f"{where}: expected sequence {expected}, got {header.base_sequence}",
             )
         return None

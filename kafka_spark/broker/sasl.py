@@ -32,8 +32,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from kio.schema.errors import ErrorCode
+
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED = 33, 34, 58
 SCRAM_ITERATIONS = 4096
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 
@@ -105,26 +106,26 @@ class SaslSession:
         """The SaslHandshake response; a mechanism this broker lacks fails the connection."""
         if self.authenticated or self.mechanism is not None:
             self.failed = True
-            return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": list(self.mechanisms)}
+            return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": list(self.mechanisms)}
         if mechanism not in self.mechanisms:
             self.failed = True
-            return {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": list(self.mechanisms)}
+            return {"error_code": ErrorCode.unsupported_sasl_mechanism, "mechanisms": list(self.mechanisms)}
         self.mechanism = mechanism
         self.legacy = version == 0
-        return {"error_code": 0, "mechanisms": list(self.mechanisms)}
+        return {"error_code": ErrorCode.none, "mechanisms": list(self.mechanisms)}
 
     def authenticate(self, token: bytes) -> dict:
         """The SaslAuthenticate response to the next token of the exchange."""
         response = {"auth_bytes": b"", "session_lifetime": datetime.timedelta(0)}
         if self.mechanism is None or self.authenticated:
             self.failed = True
-            return {**response, "error_code": ILLEGAL_SASL_STATE,
+            return {**response, "error_code": ErrorCode.illegal_sasl_state,
                     "error_message": "SaslAuthenticate without a SaslHandshake, or after authentication"}
         answer = self.step(bytes(token))
         if self.failed:
-            return {**response, "error_code": SASL_AUTHENTICATION_FAILED,
+            return {**response, "error_code": ErrorCode.sasl_authentication_failed,
                     "error_message": f"Authentication failed: Invalid username or password ({self.mechanism})"}
-        return {**response, "auth_bytes": answer, "error_code": 0, "error_message": None}
+        return {**response, "auth_bytes": answer, "error_code": ErrorCode.none, "error_message": None}
 
     def step(self, token: bytes) -> bytes:
         """The server's answer to one client token; sets ``user`` when done, ``failed`` on a

@@ -259,8 +259,10 @@ def test_describe_cluster_of_controllers_is_refused_as_a_broker_refuses_it(pylog
     with WireClient(pylog_broker.bootstrap_servers) as client:
         brokers = client.call(60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 1})
         controllers = client.call(60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 2})
+        unknown = client.call(60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 7})
     assert (int(brokers.error_code), len(brokers.brokers)) == (0, 1)
-    assert (int(controllers.error_code), controllers.brokers) == (119, ())  # UNSUPPORTED_ENDPOINT_TYPE
+    assert (int(controllers.error_code), controllers.brokers) == (114, ())  # MISMATCHED_ENDPOINT_TYPE
+    assert (int(unknown.error_code), unknown.brokers) == (115, ())  # UNSUPPORTED_ENDPOINT_TYPE
 
 
 def test_describe_log_dirs_reports_each_partitions_size_on_disk(pylog_broker, pylog_topic):

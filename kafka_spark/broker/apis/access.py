@@ -13,11 +13,6 @@ from typing import Any
 
 from kafka_spark.broker.authorizer import CLUSTER_NAME, Operation, ResourceType, all_operations
 
-TOPIC_AUTHORIZATION_FAILED = 29
-GROUP_AUTHORIZATION_FAILED = 30
-CLUSTER_AUTHORIZATION_FAILED = 31
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-SECURITY_DISABLED = 54
 #: What the authorized-operations fields hold when the client did not ask for them.
 NOT_REQUESTED = -2147483648
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.authorizer import (Acl, AclFilter, InvalidAcl, Operation, PatternType, Permission,
                                            ResourceType)
 
-_INVALID_REQUEST = 42
 _DISABLED = "No Authorizer is configured on the broker: set authorizer.class.name"
 
 
@@ -43,15 +44,15 @@ def _described(acl: Acl) -> dict[str, Any]:
 
 
 def handle_describe(broker: Any, request: Any) -> dict[str, Any]:
-    response: dict[str, Any] = {"throttle_time": 0, "error_code": 0, "error_message": None, "resources": []}
+    response: dict[str, Any] = {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "resources": []}
     if broker.authorizer is None:
-        return {**response, "error_code": access.SECURITY_DISABLED, "error_message": _DISABLED}
+        return {**response, "error_code": ErrorCode.security_disabled, "error_message": _DISABLED}
     if not access.allowed_on_cluster(broker, request, access.DESCRIBE):
-        return {**response, "error_code": access.CLUSTER_AUTHORIZATION_FAILED}
+        return {**response, "error_code": ErrorCode.cluster_authorization_failed}
     try:
         acl_filter = _filter(request.body)
     except InvalidAcl as error:
-        return {**response, "error_code": _INVALID_REQUEST, "error_message": str(error)}
+        return {**response, "error_code": ErrorCode.invalid_request, "error_message": str(error)}
     resources: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
     for acl in broker.authorizer.acls(acl_filter):
         resources.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), []).append(_described(acl))
@@ -63,17 +64,17 @@ def handle_describe(broker: Any, request: Any) -> dict[str, Any]:
 def handle_create(broker: Any, request: Any) -> dict[str, Any]:
     creations = request.body.creations
     if broker.authorizer is None:
-        code, message = access.SECURITY_DISABLED, _DISABLED
+        code, message = ErrorCode.security_disabled, _DISABLED
     elif not access.allowed_on_cluster(broker, request, access.ALTER):
-        code, message = access.CLUSTER_AUTHORIZATION_FAILED, None
+        code, message = ErrorCode.cluster_authorization_failed, None
     else:
         results, valid = [], []
         for entry in creations:
             try:
                 valid.append(_acl(entry))
-                results.append({"error_code": 0, "error_message": None})
+                results.append({"error_code": ErrorCode.none, "error_message": None})
             except InvalidAcl as error:
-                results.append({"error_code": _INVALID_REQUEST, "error_message": str(error)})
+                results.append({"error_code": ErrorCode.invalid_request, "error_message": str(error)})
         broker.authorizer.add(valid)
         return {"throttle_time": 0, "results": results}
     return {"throttle_time": 0, "results": [{"error_code": code, "error_message": message} for _ in creations]}
@@ -82,8 +83,8 @@ def handle_create(broker: Any, request: Any) -> dict[str, Any]:
 def handle_delete(broker: Any, request: Any) -> dict[str, Any]:
     filters = request.body.filters
     if broker.authorizer is None or not access.allowed_on_cluster(broker, request, access.ALTER):
-        code, message = (access.SECURITY_DISABLED, _DISABLED) if broker.authorizer is None else (
-            access.CLUSTER_AUTHORIZATION_FAILED, None)
+        code, message = (ErrorCode.security_disabled, _DISABLED) if broker.authorizer is None else (
+            ErrorCode.cluster_authorization_failed, None)
         return {"throttle_time": 0, "filter_results": [
             {"error_code": code, "error_message": message, "matching_acls": []} for _ in filters]}
     results = []
@@ -91,10 +92,10 @@ def handle_delete(broker: Any, request: Any) -> dict[str, Any]:
         try:
             removed = broker.authorizer.remove(_filter(entry))
         except InvalidAcl as error:
-            results.append({"error_code": _INVALID_REQUEST, "error_message": str(error), "matching_acls": []})
+            results.append({"error_code": ErrorCode.invalid_request, "error_message": str(error), "matching_acls": []})
             continue
-        results.append({"error_code": 0, "error_message": None, "matching_acls": [
-            {"error_code": 0, "error_message": None, "resource_type": acl.resource_type,
+        results.append({"error_code": ErrorCode.none, "error_message": None, "matching_acls": [
+            {"error_code": ErrorCode.none, "error_message": None, "resource_type": acl.resource_type,
              "resource_name": acl.resource_name, "pattern_type": acl.pattern_type, **_described(acl)}
             for acl in removed]})
     return {"throttle_time": 0, "filter_results": results}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.transactions import fenced_error
 
@@ -17,9 +19,9 @@ from kafka_spark.broker.transactions import fenced_error
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
     if not access.allowed(broker, request, access.WRITE, access.TRANSACTIONAL_ID, body.transactional_id):
-        return {"throttle_time": 0, "error_code": access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
     if not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
-        return {"throttle_time": 0, "error_code": access.GROUP_AUTHORIZATION_FAILED}
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
     error = broker.transactions.add_offsets(
         body.transactional_id, body.producer_id, body.producer_epoch, body.group_id,
         fenced_error(request.api_version, 2),

@@ -14,29 +14,31 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.transactions import fenced_error
 from kafka_spark.topic_partition import TopicPartition
-
-_OPERATION_NOT_ATTEMPTED = 55
 
 
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
     if request.api_version >= 4:  # between brokers: the cluster's business
         if not access.allowed_on_cluster(broker, request, access.CLUSTER_ACTION):
-            return {"throttle_time": 0, "error_code": access.CLUSTER_AUTHORIZATION_FAILED, "results_by_transaction": []}
+            return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "results_by_transaction": []}
         results = [_transaction(broker, txn, request.api_version) for txn in body.transactions]
-        return broker.transactions.respond({"throttle_time": 0, "error_code": 0, "results_by_transaction": results})
+        return broker.transactions.respond({"throttle_time": 0, "error_code": ErrorCode.none,
+                                            "results_by_transaction": results})
     transactional_id = body.v3_and_below_transactional_id
     requested = [TopicPartition(topic.name, index) for topic in body.v3_and_below_topics for index in topic.partitions]
     if not access.allowed(broker, request, access.WRITE, access.TRANSACTIONAL_ID, transactional_id):
         return broker.transactions.respond({"throttle_time": 0, "results_by_topic_v3_and_below": _grouped(
-            {tp: access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in requested})})
+            {tp: ErrorCode.transactional_id_authorization_failed for tp in requested})})
     denied = {tp for tp in requested if not access.allowed(broker, request, access.WRITE, access.TOPIC, tp.topic)}
     if denied:  # Kafka: 29 for those, 55 OPERATION_NOT_ATTEMPTED for the rest
         return broker.transactions.respond({"throttle_time": 0, "results_by_topic_v3_and_below": _grouped(
-            {tp: access.TOPIC_AUTHORIZATION_FAILED if tp in denied else _OPERATION_NOT_ATTEMPTED for tp in requested})})
+            {tp: ErrorCode.topic_authorization_failed if tp in denied else ErrorCode.operation_not_attempted
+             for tp in requested})})
     topic_results = _add(broker, transactional_id, body.v3_and_below_producer_id,
                          body.v3_and_below_producer_epoch, body.v3_and_below_topics, False, request.api_version)
     return broker.transactions.respond({"throttle_time": 0, "results_by_topic_v3_and_below": topic_results})

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.storage.config import LogConfig
@@ -23,7 +25,6 @@ from kafka_spark.broker.storage.errors import StorageError
 
 TOPIC, BROKER = 2, 4
 _DYNAMIC_TOPIC_CONFIG, _STATIC_BROKER_CONFIG, _DEFAULT_CONFIG = 1, 4, 5
-_UNKNOWN_TOPIC_OR_PARTITION, _INVALID_CONFIG, _INVALID_REQUEST = 3, 40, 42
 _SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
 _LIST_CONFIGS = frozenset({"cleanup.policy"})  # the list-typed topic configs (APPEND / SUBTRACT)
 
@@ -62,7 +63,7 @@ def handle_describe(broker: Any, request: Any) -> dict[str, Any]:
     results = []
     for resource in body.resources:
         result = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
-                  "error_code": 0, "error_message": None, "configs": ()}
+                  "error_code": ErrorCode.none, "error_message": None, "configs": ()}
         try:
             _authorize(broker, request, access.DESCRIBE_CONFIGS, resource)
             if resource.resource_type == TOPIC:
@@ -70,7 +71,7 @@ def handle_describe(broker: Any, request: Any) -> dict[str, Any]:
             elif resource.resource_type == BROKER:
                 entries = _broker_entries(broker, resource.resource_name, synonyms)
             else:
-                raise _RequestError(_INVALID_REQUEST, f"resource type {resource.resource_type} is not supported "
+                raise _RequestError(ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported "
                                     f"here; describe topics ({TOPIC}) or the broker ({BROKER})")
         except _RequestError as error:
             result.update(error_code=error.code, error_message=error.message)
@@ -108,7 +109,7 @@ def topic_config_entries(broker: Any, overrides: Mapping[str, str], synonyms: bo
 def _broker_entries(broker: Any, name: str, synonyms: bool) -> list[dict[str, Any]]:
     config = broker.config
     if name not in ("", str(config.node_id)):
-        raise _RequestError(_INVALID_REQUEST, f"unexpected broker id {name!r}: this broker is {config.node_id} "
+        raise _RequestError(ErrorCode.invalid_request, f"unexpected broker id {name!r}: this broker is {config.node_id} "
                             "(or use an empty name)")
     protocol = config.security_protocol  # the listener is named after its protocol, as Kafka's default
     values = {
@@ -196,19 +197,19 @@ def handle_incremental_alter(broker: Any, request: Any) -> dict[str, Any]:
     def overrides(resource: Any, current: dict[str, str]) -> dict[str, str]:
         names = [config.name for config in resource.configs]
         if len(names) != len(set(names)):
-            raise _RequestError(_INVALID_REQUEST, "a config key appears more than once in one resource")
+            raise _RequestError(ErrorCode.invalid_request, "a config key appears more than once in one resource")
         changed = dict(current)
         for config in resource.configs:
             operation = config.config_operation
             if operation == _SET:
                 if config.value is None:
-                    raise _RequestError(_INVALID_CONFIG, f"SET of {config.name} needs a value")
+                    raise _RequestError(ErrorCode.invalid_config, f"SET of {config.name} needs a value")
                 changed[config.name] = config.value
             elif operation == _DELETE:
                 changed.pop(config.name, None)
             elif operation in (_APPEND, _SUBTRACT):
                 if config.name not in _LIST_CONFIGS:
-                    raise _RequestError(_INVALID_CONFIG, f"{'APPEND' if operation == _APPEND else 'SUBTRACT'} "
+                    raise _RequestError(ErrorCode.invalid_config, f"{'APPEND' if operation == _APPEND else 'SUBTRACT'} "
                                         f"applies to list configs ({', '.join(sorted(_LIST_CONFIGS))}), "
                                         f"not {config.name}")
                 items = _effective_list(broker, config.name, current)
@@ -219,7 +220,7 @@ def handle_incremental_alter(broker: Any, request: Any) -> dict[str, Any]:
                     items = [item for item in items if item not in given]
                 changed[config.name] = ",".join(items)
             else:
-                raise _RequestError(_INVALID_REQUEST, f"unknown config operation {operation} for {config.name}")
+                raise _RequestError(ErrorCode.invalid_request, f"unknown config operation {operation} for {config.name}")
         return changed
 
     return _alter(broker, request, overrides)
@@ -234,16 +235,16 @@ def _alter(broker: Any, request: Any, overrides: Any) -> dict[str, Any]:
     responses = []
     for resource in body.resources:
         response = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
-                    "error_code": 0, "error_message": None}
+                    "error_code": ErrorCode.none, "error_message": None}
         try:
             _authorize(broker, request, access.ALTER_CONFIGS, resource)
             if seen[(resource.resource_type, resource.resource_name)] > 1:
-                raise _RequestError(_INVALID_REQUEST, f"resource {resource.resource_name!r} appears more than once")
+                raise _RequestError(ErrorCode.invalid_request, f"resource {resource.resource_name!r} appears more than once")
             if resource.resource_type == BROKER:
-                raise _RequestError(_INVALID_REQUEST, "broker configs cannot change while the broker runs; restart "
+                raise _RequestError(ErrorCode.invalid_request, "broker configs cannot change while the broker runs; restart "
                                     "it with the new settings")
             if resource.resource_type != TOPIC:
-                raise _RequestError(_INVALID_REQUEST, f"resource type {resource.resource_type} is not supported "
+                raise _RequestError(ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported "
                                     f"here; alter topic ({TOPIC}) configs")
             info = _topic(broker, resource.resource_name)
             wanted = overrides(resource, dict(info.configs))
@@ -260,10 +261,10 @@ def _authorize(broker: Any, request: Any, operation: Any, resource: Any) -> None
     """With an authorizer: the operation on the topic (29) or the cluster, for the broker (31)."""
     if resource.resource_type == TOPIC and not access.allowed(broker, request, operation, access.TOPIC,
                                                               resource.resource_name):
-        raise _RequestError(access.TOPIC_AUTHORIZATION_FAILED, f"not authorized to {operation.name} on topic "
+        raise _RequestError(ErrorCode.topic_authorization_failed, f"not authorized to {operation.name} on topic "
                             f"{resource.resource_name}")
     if resource.resource_type == BROKER and not access.allowed_on_cluster(broker, request, operation):
-        raise _RequestError(access.CLUSTER_AUTHORIZATION_FAILED, f"not authorized to {operation.name} on the cluster")
+        raise _RequestError(ErrorCode.cluster_authorization_failed, f"not authorized to {operation.name} on the cluster")
 
 
 def _effective_list(broker: Any, name: str, current: dict[str, str]) -> list[str]:
@@ -274,7 +275,7 @@ def _effective_list(broker: Any, name: str, current: dict[str, str]) -> list[str
 def _topic(broker: Any, name: str) -> Any:
     info = None if is_internal_topic(name) else broker.logs.topics().get(name)
     if info is None:
-        raise _RequestError(_UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        raise _RequestError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
     return info
 
 

@@ -12,15 +12,16 @@ from __future__ import annotations
 import logging
 from typing import Any, Awaitable
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.storage.errors import StorageError
 
 logger = logging.getLogger("kafka_spark.broker.groups")
 
-_KAFKA_STORAGE_ERROR = 56
-_MESSAGES = {68: "The group {} is not empty: its members must leave (or expire) first.",
-             69: "Group {} not found."}
+_MESSAGES = {ErrorCode.non_empty_group: "The group {} is not empty: its members must leave (or expire) first.",
+             ErrorCode.group_id_not_found: "Group {} not found."}
 
 
 def handle(broker: Any, request: Any) -> Any:
@@ -28,9 +29,9 @@ def handle(broker: Any, request: Any) -> Any:
     results: list[dict[str, Any]] = []
     waits: list[tuple[dict[str, Any], Awaitable[None]]] = []
     for group_id in dict.fromkeys(request.body.groups_names):  # a name asked twice is answered once
-        result = {"group_id": group_id, "error_code": 0}
+        result = {"group_id": group_id, "error_code": ErrorCode.none}
         if not access.allowed(broker, request, access.DELETE, access.GROUP, group_id):
-            result["error_code"] = access.GROUP_AUTHORIZATION_FAILED
+            result["error_code"] = ErrorCode.group_authorization_failed
             results.append(result)
             continue
         try:
@@ -41,7 +42,7 @@ def handle(broker: Any, request: Any) -> Any:
                 waits.append((result, durable))
         except StorageError as error:
             logger.error("deleting group %s failed: %s", group_id, error)
-            result["error_code"] = _KAFKA_STORAGE_ERROR
+            result["error_code"] = ErrorCode.kafka_storage_error
             result["error_message"] = str(error)
         results.append(result)
     response = {"throttle_time": 0, "results": results}
@@ -56,5 +57,5 @@ async def _after(waits: list[tuple[dict[str, Any], Awaitable[None]]], response: 
             await durable
         except StorageError as error:
             logger.error("fsync of group %s's tombstones failed: %s", result["group_id"], error)
-            result["error_code"] = _KAFKA_STORAGE_ERROR
+            result["error_code"] = ErrorCode.kafka_storage_error
     return response

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.storage.errors import StorageError
-
-_UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
@@ -17,11 +17,11 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
     for topic in request.body.topics:
         partitions = []
         for partition in topic.partitions:
-            result = {"partition_index": partition.partition_index, "low_watermark": -1, "error_code": 0}
+            result = {"partition_index": partition.partition_index, "low_watermark": -1, "error_code": ErrorCode.none}
             if not access.allowed(broker, request, access.DELETE, access.TOPIC, topic.name):
-                result["error_code"] = access.TOPIC_AUTHORIZATION_FAILED
+                result["error_code"] = ErrorCode.topic_authorization_failed
             elif is_internal_topic(topic.name):
-                result["error_code"] = _UNKNOWN_TOPIC_OR_PARTITION
+                result["error_code"] = ErrorCode.unknown_topic_or_partition
             else:
                 try:
                     log = broker.logs.get_log(topic.name, partition.partition_index)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.groups import GroupState
-
-_GROUP_ID_NOT_FOUND = 69
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
@@ -20,7 +20,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
     groups = []
     for group_id in request.body.groups:
         if not access.allowed(broker, request, access.DESCRIBE, access.GROUP, group_id):
-            groups.append({"error_code": access.GROUP_AUTHORIZATION_FAILED, "error_message": None,
+            groups.append({"error_code": ErrorCode.group_authorization_failed, "error_message": None,
                            "group_id": group_id, "group_state": "", "protocol_type": "", "protocol_data": "",
                            "members": [], "authorized_operations": access.NOT_REQUESTED})
             continue
@@ -35,11 +35,11 @@ def _describe(coordinator: Any, group_id: str, version: int) -> dict[str, Any]:
     group = coordinator.group(group_id)
     state = coordinator.state_of(group_id)
     described: dict[str, Any] = {
-        "error_code": 0, "error_message": None, "group_id": group_id, "group_state": state.value,
+        "error_code": ErrorCode.none, "error_message": None, "group_id": group_id, "group_state": state.value,
         "protocol_type": "", "protocol_data": "", "members": [],
     }
     if state is GroupState.DEAD and version >= 6:
-        described.update(error_code=_GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found.")
+        described.update(error_code=ErrorCode.group_id_not_found, error_message=f"Group {group_id} not found.")
         return described
     if group is None:
         if state is GroupState.EMPTY:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from kafka_spark.broker.apis import access
+from kio.schema.errors import ErrorCode
 
+from kafka_spark.broker.apis import access
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
     if not access.allowed_on_cluster(broker, request, access.DESCRIBE):
-        return {"throttle_time": 0, "error_code": access.CLUSTER_AUTHORIZATION_FAILED, "results": []}
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "results": []}
     wanted = request.body.topics
     topics = broker.logs.topics()
     if wanted is None:
@@ -34,7 +35,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
                              "is_future_key": False})
         described.append({"name": name, "partitions": rows})
     volume = os.statvfs(broker.config.log_dir)
-    return {"throttle_time": 0, "error_code": 0, "results": [
-        {"error_code": 0, "log_dir": str(broker.config.log_dir), "topics": described,
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "results": [
+        {"error_code": ErrorCode.none, "log_dir": str(broker.config.log_dir), "topics": described,
          "total_bytes": volume.f_blocks * volume.f_frsize, "usable_bytes": volume.f_bavail * volume.f_frsize,
          "is_cordoned": False}]}

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.metadata import NO_AUTHORIZED_OPERATIONS, is_internal_topic, partition_entry
-
-_UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
@@ -36,12 +36,12 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         info = existing.get(name)
         if not access.allowed(broker, request, access.DESCRIBE, access.TOPIC, name):
             if asked:  # a listing leaves out what the principal may not see
-                topics.append({"error_code": access.TOPIC_AUTHORIZATION_FAILED, "name": name, "topic_id": None,
+                topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name, "topic_id": None,
                                "is_internal": False, "partitions": [],
                                "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS})
             continue
         if info is None:
-            topics.append({"error_code": _UNKNOWN_TOPIC_OR_PARTITION, "name": name, "topic_id": None,
+            topics.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": name, "topic_id": None,
                            "is_internal": False, "partitions": [],
                            "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS})
             continue
@@ -52,7 +52,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
             indexes = indexes[:budget]
         budget -= len(indexes)
         topics.append({
-            "error_code": 0, "name": name, "topic_id": info.topic_id, "is_internal": is_internal_topic(name),
+            "error_code": ErrorCode.none, "name": name, "topic_id": info.topic_id, "is_internal": is_internal_topic(name),
             "partitions": [{**partition_entry(index, node_id, (name, index) in offline),
                             "eligible_leader_replicas": [], "last_known_elr": []} for index in indexes],
             "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,

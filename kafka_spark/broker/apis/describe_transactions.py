@@ -13,23 +13,24 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 
-_TRANSACTIONAL_ID_NOT_FOUND = 105
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
     states = []
     for transactional_id in request.body.transactional_ids:
-        state: dict[str, Any] = {"error_code": 0, "transactional_id": transactional_id, "transaction_state": "",
+        state: dict[str, Any] = {"error_code": ErrorCode.none, "transactional_id": transactional_id, "transaction_state": "",
                                  "transaction_timeout": 0, "transaction_start_time": _EPOCH, "producer_id": -1,
                                  "producer_epoch": -1, "topics": []}
         meta = broker.transactions.get(transactional_id)
         if not access.allowed(broker, request, access.DESCRIBE, access.TRANSACTIONAL_ID, transactional_id):
-            state["error_code"] = access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            state["error_code"] = ErrorCode.transactional_id_authorization_failed
         elif meta is None:
-            state["error_code"] = _TRANSACTIONAL_ID_NOT_FOUND
+            state["error_code"] = ErrorCode.transactional_id_not_found
         else:
             by_topic: dict[str, list[int]] = {}
             for tp in sorted(meta.partitions):

@@ -13,21 +13,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 
-_UNKNOWN_TOPIC_OR_PARTITION = 3
-_PREFERRED_LEADER_NOT_AVAILABLE = 80
-_ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
-_ELECTION_NOT_NEEDED = 84
 _UNCLEAN = 1
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
     if not access.allowed_on_cluster(broker, request, access.ALTER):
-        return {"throttle_time": 0, "error_code": access.CLUSTER_AUTHORIZATION_FAILED, "replica_election_results": [
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "replica_election_results": [
             {"topic": entry.topic, "partition_result": [
-                {"partition_id": partition, "error_code": access.CLUSTER_AUTHORIZATION_FAILED, "error_message": None}
+                {"partition_id": partition, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None}
                 for partition in entry.partitions]} for entry in body.topic_partitions or ()]}
     unclean = getattr(body, "election_type", 0) == _UNCLEAN
     results = []
@@ -35,12 +33,12 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         info = broker.logs.topic_info(entry.topic)
         partitions = []
         for partition in entry.partitions:
-            code, message = _ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+            code, message = ErrorCode.election_not_needed, "Leader election not needed for topic partition."
             if info is None or not 0 <= partition < info.partitions:
-                code, message = _UNKNOWN_TOPIC_OR_PARTITION, f"{entry.topic}-{partition} does not exist"
+                code, message = ErrorCode.unknown_topic_or_partition, f"{entry.topic}-{partition} does not exist"
             elif broker.logs.get_log(entry.topic, partition).failure is not None:
-                code = _ELIGIBLE_LEADERS_NOT_AVAILABLE if unclean else _PREFERRED_LEADER_NOT_AVAILABLE
+                code = ErrorCode.eligible_leaders_not_available if unclean else ErrorCode.preferred_leader_not_available
                 message = f"{entry.topic}-{partition} is offline: its only replica's log failed"
             partitions.append({"partition_id": partition, "error_code": code, "error_message": message})
         results.append({"topic": entry.topic, "partition_result": partitions})
-    return {"throttle_time": 0, "error_code": 0, "replica_election_results": results}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "replica_election_results": results}

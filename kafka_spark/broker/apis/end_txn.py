@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.transactions import fenced_error
 
@@ -23,7 +25,7 @@ TRANSACTION_V2_END_TXN = 5
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
     if not access.allowed(broker, request, access.WRITE, access.TRANSACTIONAL_ID, body.transactional_id):
-        return {"throttle_time": 0, "error_code": access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
     error, producer_id, producer_epoch = broker.transactions.end_txn(
         body.transactional_id, body.producer_id, body.producer_epoch, bool(body.committed),
         fenced_error(request.api_version, 2), transaction_v2=request.api_version >= TRANSACTION_V2_END_TXN,

@@ -22,28 +22,27 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.storage.errors import OffsetOutOfRangeError, StorageError
 from kafka_spark.broker.txn_index import last_offset_of
 
 _READ_COMMITTED = 1
-_FETCH_SESSION_ID_NOT_FOUND = 70
-_FENCED_LEADER_EPOCH = 74
-_UNKNOWN_TOPIC_ID = 100
 
 
 async def handle(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
     if getattr(body, "session_id", 0) not in (0, -1):
         # We never grant sessions, so a client naming one is confused; make it start over.
-        return {"throttle_time": 0, "error_code": _FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": ()}
+        return {"throttle_time": 0, "error_code": ErrorCode.fetch_session_id_not_found, "session_id": 0, "responses": ()}
     max_wait = body.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait
     while True:
         responses, total_bytes, has_error = _read(broker, request)
         remaining = deadline - time.monotonic()
         if total_bytes >= body.min_bytes or has_error or remaining <= 0:
-            return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
+            return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses}
         await broker.notifier.wait(remaining)
 
 
@@ -63,7 +62,7 @@ def _read(broker: Any, request: Any) -> tuple[list[dict[str, Any]], int, bool]:
         for fetch_partition in topic.partitions:
             if denied or name is None:
                 entry = _empty_entry(fetch_partition.partition)
-                entry["error_code"] = access.TOPIC_AUTHORIZATION_FAILED if denied else _UNKNOWN_TOPIC_ID
+                entry["error_code"] = ErrorCode.topic_authorization_failed if denied else ErrorCode.unknown_topic_id
             else:
                 entry = _read_partition(broker, name, fetch_partition, read_committed, budget, total)
             if entry["error_code"]:
@@ -77,7 +76,7 @@ def _read(broker: Any, request: Any) -> tuple[list[dict[str, Any]], int, bool]:
 def _empty_entry(partition: int) -> dict[str, Any]:
     return {
         "partition_index": partition,
-        "error_code": 0,
+        "error_code": ErrorCode.none,
         "high_watermark": -1,
         "last_stable_offset": -1,
         "log_start_offset": -1,
@@ -103,7 +102,7 @@ def _read_partition(
     entry["log_start_offset"] = log.log_start_offset
     leader_epoch = getattr(request, "current_leader_epoch", -1)
     if leader_epoch not in (-1, 0):
-        entry["error_code"] = _FENCED_LEADER_EPOCH
+        entry["error_code"] = ErrorCode.fenced_leader_epoch
         return entry
     # KIP-74: the first partition with data may exceed max_bytes; later ones share what is left.
     limit = min(request.partition_max_bytes, max(budget - used, 0)) if used else request.partition_max_bytes
@@ -116,7 +115,7 @@ def _read_partition(
             max_offset=last_stable if read_committed else high_watermark,
         )
     except OffsetOutOfRangeError:
-        entry["error_code"] = 1
+        entry["error_code"] = ErrorCode.offset_out_of_range
         return entry
     except StorageError as error:
         entry["error_code"] = error.error_code

@@ -6,29 +6,30 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 
-_INVALID_REQUEST = 42
 _KEY_TYPES = (0, 1)  # GROUP, TRANSACTION; 2 (SHARE, v6+) is for share groups, which this broker has not
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
     key_type = getattr(body, "key_type", 0)
-    error, message = 0, None
+    error, message = ErrorCode.none, None
     if key_type not in _KEY_TYPES:
-        error, message = _INVALID_REQUEST, f"key type {key_type} is not served; use 0 (group) or 1 (transaction)"
+        error, message = ErrorCode.invalid_request, f"key type {key_type} is not served; use 0 (group) or 1 (transaction)"
     here = {"node_id": broker.config.node_id, "host": broker.advertised_host, "port": broker.port}
     nowhere = {"node_id": -1, "host": "", "port": -1}
 
     def answer(key: str) -> dict[str, Any]:
         if error:
             return {"error_code": error, "error_message": message, **nowhere}
-        resource, refused = (access.GROUP, access.GROUP_AUTHORIZATION_FAILED) if key_type == 0 else (
-            access.TRANSACTIONAL_ID, access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        resource, refused = (access.GROUP, ErrorCode.group_authorization_failed) if key_type == 0 else (
+            access.TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed)
         if not access.allowed(broker, request, access.DESCRIBE, resource, key):
             return {"error_code": refused, "error_message": None, **nowhere}
-        return {"error_code": 0, "error_message": None, **here}
+        return {"error_code": ErrorCode.none, "error_message": None, **here}
 
     if request.api_version >= 4:
         return {"throttle_time": 0, "coordinators": [{"key": key, **answer(key)} for key in body.coordinator_keys]}

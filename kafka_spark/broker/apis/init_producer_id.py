@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 
 
@@ -24,10 +26,11 @@ def handle(broker: Any, request: Any) -> Any:
         # Kafka 3+ (KIP-679): IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
         if not (access.allowed_on_cluster(broker, request, access.IDEMPOTENT_WRITE)
                 or access.allowed_on_any(broker, request, access.WRITE, access.TOPIC)):
-            return {**refused, "error_code": access.CLUSTER_AUTHORIZATION_FAILED}
-        return {"throttle_time": 0, "error_code": 0, "producer_id": broker.producer_ids.next_id(), "producer_epoch": 0}
+            return {**refused, "error_code": ErrorCode.cluster_authorization_failed}
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": broker.producer_ids.next_id(),
+                "producer_epoch": 0}
     if not access.allowed(broker, request, access.WRITE, access.TRANSACTIONAL_ID, body.transactional_id):
-        return {**refused, "error_code": access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+        return {**refused, "error_code": ErrorCode.transactional_id_authorization_failed}
     timeout_ms = int(body.transaction_timeout.total_seconds() * 1000)
     error, producer_id, producer_epoch = broker.transactions.init_producer_id(
         body.transactional_id, timeout_ms, getattr(body, "producer_id", -1), getattr(body, "producer_epoch", -1),

@@ -10,13 +10,15 @@ import asyncio
 import datetime
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 
 
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
     if not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
-        return {"throttle_time": 0, "error_code": access.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "generation_id": -1,
                 "protocol_type": None, "protocol_name": "", "leader": "", "member_id": body.member_id, "members": []}
     result = broker.groups.join(
         body.group_id, body.member_id,

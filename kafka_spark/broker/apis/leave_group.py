@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
     if not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
-        return {"throttle_time": 0, "error_code": access.GROUP_AUTHORIZATION_FAILED, "members": []}
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "members": []}
     if request.api_version < 3:
         return {"throttle_time": 0, "error_code": broker.groups.leave(body.group_id, body.member_id)}
     members = [
@@ -20,4 +22,4 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
          "error_code": broker.groups.leave(body.group_id, member.member_id, member.group_instance_id)}
         for member in body.members
     ]
-    return {"throttle_time": 0, "error_code": 0, "members": members}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "members": members}

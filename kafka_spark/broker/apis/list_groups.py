@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 
 _CLASSIC = "classic"
@@ -20,7 +22,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
     coordinator = broker.groups
     groups = []
     if types and _CLASSIC not in types:
-        return {"throttle_time": 0, "error_code": 0, "groups": groups}
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}
     everything = access.allowed_on_cluster(broker, request, access.DESCRIBE)
     for group_id in coordinator.group_ids():
         if not everything and not access.allowed(broker, request, access.DESCRIBE, access.GROUP, group_id):
@@ -32,4 +34,4 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         protocol_type = (group.protocol_type if group is not None else None) or "consumer"
         groups.append({"group_id": group_id, "protocol_type": protocol_type, "group_state": state,
                        "group_type": _CLASSIC})
-    return {"throttle_time": 0, "error_code": 0, "groups": groups}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.storage.errors import StorageError
 
@@ -32,7 +34,6 @@ EARLIEST_PENDING_UPLOAD = -6
 _FIRST_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
                   EARLIEST_PENDING_UPLOAD: 11}
 _READ_COMMITTED = 1
-_INVALID_REQUEST = 42
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
@@ -45,7 +46,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         for partition in topic.partitions:
             if denied:
                 partitions.append({"partition_index": partition.partition_index, "timestamp": -1, "offset": -1,
-                                   "error_code": access.TOPIC_AUTHORIZATION_FAILED, "leader_epoch": -1})
+                                   "error_code": ErrorCode.topic_authorization_failed, "leader_epoch": -1})
                 continue
             partitions.append(_lookup(broker, topic.name, partition.partition_index, partition.timestamp,
                                       read_committed, request.api_version))
@@ -55,14 +56,14 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
 
 def _lookup(broker: Any, topic: str, partition: int, timestamp: int, read_committed: bool,
             version: int) -> dict[str, Any]:
-    entry = {"partition_index": partition, "error_code": 0, "timestamp": -1, "offset": -1, "leader_epoch": 0}
+    entry = {"partition_index": partition, "error_code": ErrorCode.none, "timestamp": -1, "offset": -1, "leader_epoch": 0}
     try:
         log = broker.logs.get_log(topic, partition)
     except StorageError as error:
         entry["error_code"] = error.error_code
         return entry
     if timestamp < 0 and version < _FIRST_VERSION.get(timestamp, 1 << 15):
-        entry["error_code"] = _INVALID_REQUEST
+        entry["error_code"] = ErrorCode.invalid_request
     elif timestamp in (EARLIEST, EARLIEST_LOCAL):
         entry["offset"] = log.log_start_offset
     elif timestamp == LATEST:

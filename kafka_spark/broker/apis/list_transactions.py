@@ -11,11 +11,12 @@ import re
 import time
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 
 _STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
            "PrepareEpochFence")
-_INVALID_REGULAR_EXPRESSION = 128
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
@@ -23,13 +24,13 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
     states = set(body.state_filters)
     producer_ids = set(body.producer_id_filters)
     duration = getattr(body, "duration_filter", -1)
-    response: dict[str, Any] = {"throttle_time": 0, "error_code": 0,
+    response: dict[str, Any] = {"throttle_time": 0, "error_code": ErrorCode.none,
                                 "unknown_state_filters": sorted(states - set(_STATES)), "transaction_states": []}
     pattern = getattr(body, "transactional_id_pattern", None)
     try:
         matcher = re.compile(pattern) if pattern else None
     except re.error:
-        return {**response, "error_code": _INVALID_REGULAR_EXPRESSION}
+        return {**response, "error_code": ErrorCode.invalid_regular_expression}
     now = int(time.time() * 1000)
     for meta in broker.transactions.all():
         if states and meta.state.value not in states:

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.authorizer import CLUSTER_NAME
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.broker.storage.log_manager import is_valid_topic_name
 
 NO_AUTHORIZED_OPERATIONS = -2147483648
-_UNKNOWN_TOPIC_ID = 100
 
 
 def is_internal_topic(name: str) -> bool:
@@ -55,11 +56,11 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
             topic_id = body.topics[index].topic_id
             name = broker.logs.topic_name(topic_id)
             if name is None:
-                topics.append({**_topic_error(None, _UNKNOWN_TOPIC_ID), "topic_id": topic_id})
+                topics.append({**_topic_error(None, ErrorCode.unknown_topic_id), "topic_id": topic_id})
                 continue
         if not access.allowed(broker, request, access.DESCRIBE, access.TOPIC, name):
             if not listing:  # a topic listing leaves out what the principal may not see
-                topics.append(_topic_error(name, access.TOPIC_AUTHORIZATION_FAILED))
+                topics.append(_topic_error(name, ErrorCode.topic_authorization_failed))
             continue
         info = existing.get(name)
         if info is None and allow_auto_create and broker.config.auto_create_topics_enable and not is_internal_topic(name) \
@@ -71,12 +72,13 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
                 topics.append(_topic_error(name, error.error_code))
                 continue
         if info is None:
-            code = 3 if is_valid_topic_name(name) else 17
+            code = (ErrorCode.unknown_topic_or_partition if is_valid_topic_name(name)
+                    else ErrorCode.invalid_topic_exception)
             topics.append(_topic_error(name, code))
             continue
         topics.append(
             {
-                "error_code": 0,
+                "error_code": ErrorCode.none,
                 "name": name,
                 "topic_id": info.topic_id,
                 "is_internal": is_internal_topic(name),
@@ -97,13 +99,13 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         "cluster_authorized_operations": access.authorized_operations(
             broker, request, access.CLUSTER, CLUSTER_NAME,
             bool(getattr(body, "include_cluster_authorized_operations", False))),  # v8-10
-        "error_code": 0,
+        "error_code": ErrorCode.none,
     }
 
 
 def partition_entry(index: int, node_id: int, offline: bool) -> dict[str, Any]:
     return {
-        "error_code": 5 if offline else 0,
+        "error_code": ErrorCode.leader_not_available if offline else ErrorCode.none,
         "partition_index": index,
         "leader_id": -1 if offline else node_id,
         "leader_epoch": 0,

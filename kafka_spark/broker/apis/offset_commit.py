@@ -15,24 +15,23 @@ import logging
 import time
 from typing import Any, Awaitable
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
-from kafka_spark.broker.apis.topic_ids import UNKNOWN_TOPIC_ID, topic_name
+from kafka_spark.broker.apis.topic_ids import topic_name
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.group_offsets import CommittedOffset
-from kafka_spark.broker.groups import ErrorCode
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.topic_partition import TopicPartition
 
 logger = logging.getLogger("kafka_spark.broker.groups")
-
-_KAFKA_STORAGE_ERROR = 56
 
 
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
     coordinator = broker.groups
     if not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
-        group_error: Any = access.GROUP_AUTHORIZATION_FAILED
+        group_error: Any = ErrorCode.group_authorization_failed
     else:
         group_error = coordinator.validate_offset_commit(
             body.group_id, body.generation_id_or_member_epoch, body.member_id,
@@ -47,17 +46,17 @@ def handle(broker: Any, request: Any) -> Any:
         for partition in topic.partitions:
             entry = {"partition_index": partition.partition_index, "error_code": int(group_error)}
             entries.append(entry)
-            if group_error != ErrorCode.NONE:
+            if group_error != ErrorCode.none:
                 continue
             if not readable:
-                entry["error_code"] = access.TOPIC_AUTHORIZATION_FAILED
+                entry["error_code"] = ErrorCode.topic_authorization_failed
                 continue
             if name is None:
-                entry["error_code"] = UNKNOWN_TOPIC_ID
+                entry["error_code"] = ErrorCode.unknown_topic_id
                 continue
             tp = TopicPartition(name, partition.partition_index)
             entry["error_code"] = int(coordinator.partition_error(tp, partition.committed_metadata))
-            if entry["error_code"] == 0:
+            if entry["error_code"] == ErrorCode.none:
                 accepted[tp] = (CommittedOffset(
                     partition.committed_offset, getattr(partition, "committed_leader_epoch", -1),
                     partition.committed_metadata or "", now), entry)
@@ -69,7 +68,7 @@ def handle(broker: Any, request: Any) -> Any:
     except StorageError as error:
         logger.error("group %s: storing offsets failed: %s", body.group_id, error)
         for _, entry in accepted.values():
-            entry["error_code"] = _KAFKA_STORAGE_ERROR
+            entry["error_code"] = ErrorCode.kafka_storage_error
     if durable is None:
         return response
     return Deferred(_after(durable, response))
@@ -82,6 +81,6 @@ async def _after(durable: Awaitable[None], response: dict[str, Any]) -> dict[str
         logger.error("fsync of committed offsets failed: %s", error)
         for topic in response["topics"]:
             for partition in topic["partitions"]:
-                if partition["error_code"] == 0:
-                    partition["error_code"] = _KAFKA_STORAGE_ERROR
+                if partition["error_code"] == ErrorCode.none:
+                    partition["error_code"] = ErrorCode.kafka_storage_error
     return response

@@ -8,6 +8,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Awaitable
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.storage.errors import StorageError
@@ -15,24 +17,22 @@ from kafka_spark.topic_partition import TopicPartition
 
 logger = logging.getLogger("kafka_spark.broker.groups")
 
-_KAFKA_STORAGE_ERROR = 56
-
 
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
     if not access.allowed(broker, request, access.DELETE, access.GROUP, body.group_id):
-        return _response(access.GROUP_AUTHORIZATION_FAILED, body, {})
+        return _response(ErrorCode.group_authorization_failed, body, {})
     readable = {topic.name for topic in body.topics
                 if access.allowed(broker, request, access.READ, access.TOPIC, topic.name)}
     partitions = [TopicPartition(topic.name, p.partition_index) for topic in body.topics for p in topic.partitions
                   if topic.name in readable]
     try:
         code, errors, durable = broker.groups.delete_offsets(body.group_id, partitions)
-        errors = {**errors, **{TopicPartition(topic.name, p.partition_index): access.TOPIC_AUTHORIZATION_FAILED
+        errors = {**errors, **{TopicPartition(topic.name, p.partition_index): ErrorCode.topic_authorization_failed
                                for topic in body.topics if topic.name not in readable for p in topic.partitions}}
     except StorageError as error:
         logger.error("deleting offsets of group %s failed: %s", body.group_id, error)
-        return _response(_KAFKA_STORAGE_ERROR, body, {})
+        return _response(ErrorCode.kafka_storage_error, body, {})
     response = _response(int(code), body, {tp: int(c) for tp, c in errors.items()})
     if durable is None:
         return response
@@ -42,9 +42,10 @@ def handle(broker: Any, request: Any) -> Any:
 def _response(code: int, body: Any, errors: dict[TopicPartition, int]) -> dict[str, Any]:
     return {"error_code": code, "throttle_time": 0, "topics": [
         {"name": topic.name, "partitions": [
-            {"partition_index": p.partition_index, "error_code": errors.get(TopicPartition(topic.name, p.partition_index), 0)}
+            {"partition_index": p.partition_index,
+             "error_code": errors.get(TopicPartition(topic.name, p.partition_index), ErrorCode.none)}
             for p in topic.partitions]}
-        for topic in body.topics] if code == 0 else []}
+        for topic in body.topics] if code == ErrorCode.none else []}
 
 
 async def _after(durable: Awaitable[None], response: dict[str, Any], body: Any) -> dict[str, Any]:
@@ -52,5 +53,5 @@ async def _after(durable: Awaitable[None], response: dict[str, Any], body: Any) 
         await durable
     except StorageError as error:
         logger.error("fsync of group %s's offset tombstones failed: %s", body.group_id, error)
-        return _response(_KAFKA_STORAGE_ERROR, body, {})
+        return _response(ErrorCode.kafka_storage_error, body, {})
     return response

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka_spark.broker.apis import access
-from kafka_spark.broker.apis.topic_ids import UNKNOWN_TOPIC_ID, topic_id, topic_name
-from kafka_spark.topic_partition import TopicPartition
+from kio.schema.errors import ErrorCode
 
-_UNSTABLE_OFFSET_COMMIT = 88
+from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.topic_ids import topic_id, topic_name
+from kafka_spark.topic_partition import TopicPartition
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:
@@ -24,15 +24,15 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
     require_stable = bool(getattr(body, "require_stable", False))
     if request.api_version < 8:
         if not access.allowed(broker, request, access.DESCRIBE, access.GROUP, body.group_id):
-            return {"throttle_time": 0, "topics": _refused(body.topics), "error_code": access.GROUP_AUTHORIZATION_FAILED}
+            return {"throttle_time": 0, "topics": _refused(body.topics), "error_code": ErrorCode.group_authorization_failed}
         topics = _fetch(broker, request, body.group_id, body.topics, require_stable)
-        return {"throttle_time": 0, "topics": topics, "error_code": 0}
+        return {"throttle_time": 0, "topics": topics, "error_code": ErrorCode.none}
     groups = []
     for group in body.groups:
         if not access.allowed(broker, request, access.DESCRIBE, access.GROUP, group.group_id):
-            groups.append({"group_id": group.group_id, "error_code": access.GROUP_AUTHORIZATION_FAILED, "topics": []})
+            groups.append({"group_id": group.group_id, "error_code": ErrorCode.group_authorization_failed, "topics": []})
         else:
-            groups.append({"group_id": group.group_id, "error_code": 0,
+            groups.append({"group_id": group.group_id, "error_code": ErrorCode.none,
                            "topics": _fetch(broker, request, group.group_id, group.topics, require_stable)})
     return {"throttle_time": 0, "groups": groups}
 
@@ -41,7 +41,7 @@ def _refused(requested: Any) -> list[dict[str, Any]]:
     """v0-7 answer a refused group on each partition asked for (v2+ also at the top)."""
     return [{"name": topic.name, "partitions": [
         {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
-         "error_code": access.GROUP_AUTHORIZATION_FAILED} for index in topic.partition_indexes]}
+         "error_code": ErrorCode.group_authorization_failed} for index in topic.partition_indexes]}
         for topic in requested or ()]
 
 
@@ -64,9 +64,10 @@ def _fetch(broker: Any, request: Any, group_id: str, requested: Any, require_sta
         for index in partitions:
             tp = TopicPartition(name, index) if name is not None else None
             found = committed.get(tp) if tp is not None else None
-            error = UNKNOWN_TOPIC_ID if name is None else (_UNSTABLE_OFFSET_COMMIT if tp in staged else 0)
+            error = (ErrorCode.unknown_topic_id if name is None
+                     else ErrorCode.unstable_offset_commit if tp in staged else ErrorCode.none)
             if not visible:
-                error = access.TOPIC_AUTHORIZATION_FAILED
+                error = ErrorCode.topic_authorization_failed
             rows.append({
                 "partition_index": index,
                 "committed_offset": -1 if found is None or error else found.offset,

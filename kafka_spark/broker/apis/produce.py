@@ -21,6 +21,8 @@ import functools
 import logging
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.deferred import Deferred
@@ -33,17 +35,9 @@ from kafka_spark.topic_partition import TopicPartition
 
 logger = logging.getLogger("kafka_spark.broker")
 
-_INVALID_REQUIRED_ACKS = 21
-_UNKNOWN_TOPIC_OR_PARTITION = 3
-_CORRUPT_MESSAGE = 2
-_INVALID_TOPIC_EXCEPTION = 17
-_UNKNOWN_TOPIC_ID = 100
 #: Produce v12+ is transaction protocol v2 (KIP-890): a transactional batch adds its partition to
 #: the producer's transaction itself (no AddPartitionsToTxn).
 TRANSACTION_V2_PRODUCE = 12
-
-
-_KAFKA_STORAGE_ERROR = 56
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any] | Deferred | None:
@@ -53,25 +47,25 @@ def handle(broker: Any, request: Any) -> dict[str, Any] | Deferred | None:
     appended = False
     durable: list[tuple[dict[str, Any], Any]] = []  # (partition response, fsync future)
     transactional_id = getattr(body, "transactional_id", None)
-    refused = 0  # an authorization error for the whole request
+    refused = ErrorCode.none  # an authorization error for the whole request
     if broker.authorizer is not None and transactional_id is not None and not access.allowed(
             broker, request, access.WRITE, access.TRANSACTIONAL_ID, transactional_id):
-        refused = access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        refused = ErrorCode.transactional_id_authorization_failed
     for topic in body.topic_data:
         name = topic.name if topic.name is not None else broker.logs.topic_name(topic.topic_id)  # v13+: by id
         denied = refused or (broker.authorizer is not None and not access.allowed(
-            broker, request, access.WRITE, access.TOPIC, name or "") and access.TOPIC_AUTHORIZATION_FAILED)
+            broker, request, access.WRITE, access.TOPIC, name or "") and ErrorCode.topic_authorization_failed)
         partition_responses = []
         for data in topic.partition_data:
-            entry = {"index": data.index, "error_code": 0, "base_offset": -1,
+            entry = {"index": data.index, "error_code": ErrorCode.none, "base_offset": -1,
                      "log_append_time": None,  # -1: CreateTime topics
                      "log_start_offset": -1}
             if denied:
                 entry["error_code"] = denied
             elif acks not in (-1, 0, 1):
-                entry["error_code"] = _INVALID_REQUIRED_ACKS
+                entry["error_code"] = ErrorCode.invalid_required_acks
             elif name is None:
-                entry["error_code"] = _UNKNOWN_TOPIC_ID
+                entry["error_code"] = ErrorCode.unknown_topic_id
             else:
                 log = _append(broker, name, data.index, data.records, acks, entry, transactional_id,
                               request.api_version >= TRANSACTION_V2_PRODUCE)
@@ -110,7 +104,7 @@ def _when_durable(loop: asyncio.AbstractEventLoop, response: dict[str, Any],
         error = future.exception()
         if isinstance(error, StorageError):
             logger.error("%s", error)
-            entry["error_code"] = _KAFKA_STORAGE_ERROR
+            entry["error_code"] = ErrorCode.kafka_storage_error
             entry["base_offset"] = -1
         elif error is not None:
             answer.set_exception(error)
@@ -130,7 +124,7 @@ def _append(broker: Any, topic: str, partition: int, records: bytes | None, acks
     if is_internal_topic(topic):
         # Kafka: "Cannot append to internal topic" (INVALID_TOPIC_EXCEPTION); the broker's own
         # records there (transaction and group state) are replayed at start and must stay its own.
-        entry["error_code"] = _INVALID_TOPIC_EXCEPTION
+        entry["error_code"] = ErrorCode.invalid_topic_exception
         return None
     try:
         log = broker.logs.get_log(topic, partition)
@@ -139,7 +133,7 @@ def _append(broker: Any, topic: str, partition: int, records: bytes | None, acks
         return None
     entry["log_start_offset"] = log.log_start_offset
     if not records:
-        entry["error_code"] = _CORRUPT_MESSAGE
+        entry["error_code"] = ErrorCode.corrupt_message
         return None
     try:
         config = log.config

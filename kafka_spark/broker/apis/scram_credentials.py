@@ -15,28 +15,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.credentials import MECHANISM_CODES, MECHANISM_NAMES, CredentialError, validate
 
-_UNSUPPORTED_SASL_MECHANISM = 33
-_RESOURCE_NOT_FOUND = 91
-_DUPLICATE_RESOURCE = 92
-_UNACCEPTABLE_CREDENTIAL = 93
-
 
 def handle_describe(broker: Any, request: Any) -> dict[str, Any]:
-    response: dict[str, Any] = {"throttle_time": 0, "error_code": 0, "error_message": None, "results": []}
+    response: dict[str, Any] = {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "results": []}
     if not access.allowed_on_cluster(broker, request, access.DESCRIBE):
-        return {**response, "error_code": access.CLUSTER_AUTHORIZATION_FAILED,
+        return {**response, "error_code": ErrorCode.cluster_authorization_failed,
                 "error_message": "not authorized to DESCRIBE the cluster"}
     stored = broker.credentials.users()
     asked = [user.name for user in request.body.users or ()]
     for user in asked or sorted(stored):
-        result: dict[str, Any] = {"user": user, "error_code": 0, "error_message": None, "credential_infos": []}
+        result: dict[str, Any] = {"user": user, "error_code": ErrorCode.none, "error_message": None, "credential_infos": []}
         if asked.count(user) > 1:
-            result.update(error_code=_DUPLICATE_RESOURCE, error_message=f"user {user} is asked for more than once")
+            result.update(error_code=ErrorCode.duplicate_resource, error_message=f"user {user} is asked for more than once")
         elif user not in stored:
-            result.update(error_code=_RESOURCE_NOT_FOUND,
+            result.update(error_code=ErrorCode.resource_not_found,
                           error_message=f"Attempt to describe a user credential that does not exist: {user}")
         else:
             result["credential_infos"] = [{"mechanism": MECHANISM_CODES[mechanism], "iterations": iterations}
@@ -53,7 +50,7 @@ def handle_alter(broker: Any, request: Any) -> dict[str, Any]:
     users = list(dict.fromkeys(name for name, _, _ in changes))
     if not access.allowed_on_cluster(broker, request, access.ALTER):
         return {"throttle_time": 0, "results": [
-            {"user": user, "error_code": access.CLUSTER_AUTHORIZATION_FAILED,
+            {"user": user, "error_code": ErrorCode.cluster_authorization_failed,
              "error_message": "not authorized to ALTER the cluster"} for user in users]}
     results = []
     for user in users:
@@ -74,19 +71,21 @@ def handle_alter(broker: Any, request: Any) -> dict[str, Any]:
 def _check(broker: Any, user: str, changes: list[tuple[int, Any]]) -> tuple[int, str] | None:
     """The error of a user's changes, checked before any of them applies."""
     if not user:
-        return _UNACCEPTABLE_CREDENTIAL, "a SCRAM credential needs a user name"
+        return ErrorCode.unacceptable_credential, "a SCRAM credential needs a user name"
     codes = [code for code, _ in changes]
     if len(codes) != len(set(codes)):
-        return _DUPLICATE_RESOURCE, f"a mechanism of user {user} is named more than once in the request"
+        return ErrorCode.duplicate_resource, f"a mechanism of user {user} is named more than once in the request"
     for code, upsert in changes:
         mechanism = MECHANISM_NAMES.get(code)
         if mechanism is None:
-            return _UNSUPPORTED_SASL_MECHANISM, f"unknown SCRAM mechanism {code}; use 1 (SCRAM-SHA-256) or 2 (SHA-512)"
+            return ErrorCode.unsupported_sasl_mechanism, (f"unknown SCRAM mechanism {code}; use 1 (SCRAM-SHA-256) "
+                                                          "or 2 (SHA-512)")
         if upsert is None and broker.credentials.get(mechanism, user) is None:
-            return _RESOURCE_NOT_FOUND, f"Attempt to delete a user credential that does not exist: {user} {mechanism}"
+            return ErrorCode.resource_not_found, (f"Attempt to delete a user credential that does not exist: "
+                                                  f"{user} {mechanism}")
         if upsert is not None:
             try:
                 validate(user, mechanism, upsert.iterations, upsert.salt, upsert.salted_password)
             except CredentialError as error:
-                return _UNACCEPTABLE_CREDENTIAL, str(error)
+                return ErrorCode.unacceptable_credential, str(error)
     return None

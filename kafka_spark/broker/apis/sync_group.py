@@ -8,20 +8,20 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kafka_spark.broker.apis import access
+from kio.schema.errors import ErrorCode
 
-_INCONSISTENT_GROUP_PROTOCOL = 23
+from kafka_spark.broker.apis import access
 
 
 def handle(broker: Any, request: Any) -> Any:
     body = request.body
     if not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
-        return {"throttle_time": 0, "error_code": access.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "assignment": b""}
     group = broker.groups.group(body.group_id)
     protocol_type, protocol_name = getattr(body, "protocol_type", None), getattr(body, "protocol_name", None)
     if group is not None and ((protocol_type is not None and protocol_type != group.protocol_type)
                               or (protocol_name is not None and protocol_name != group.protocol_name)):
-        return {"throttle_time": 0, "error_code": _INCONSISTENT_GROUP_PROTOCOL, "assignment": b""}
+        return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_group_protocol, "assignment": b""}
     assignments = {entry.member_id: entry.assignment for entry in body.assignments}
     result = broker.groups.sync(body.group_id, body.generation_id, body.member_id, assignments,
                                 getattr(body, "group_instance_id", None))
@@ -36,6 +36,6 @@ async def _parked(broker: Any, group_id: str, future: "asyncio.Future[dict[str, 
 
 def _with_protocol(broker: Any, group_id: str, response: dict[str, Any]) -> dict[str, Any]:
     group = broker.groups.group(group_id)
-    if response["error_code"] == 0 and group is not None:
+    if response["error_code"] == ErrorCode.none and group is not None:
         response = {**response, "protocol_type": group.protocol_type, "protocol_name": group.protocol_name}
     return response

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-#: Kafka's answer for a topic id that no topic has.
-UNKNOWN_TOPIC_ID = 100
-
 
 def topic_name(broker: Any, topic: Any) -> str | None:
     """The name of a request's topic entry: its ``name`` when it has one, else the name of the

@@ -13,18 +13,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.configs import topic_config_entries
 from kafka_spark.broker.apis.metadata import is_internal_topic
-from kafka_spark.broker.apis.topic_ids import UNKNOWN_TOPIC_ID, topic_id
+from kafka_spark.broker.apis.topic_ids import topic_id
 from kafka_spark.broker.storage.errors import StorageError
 
 logger = logging.getLogger("kafka_spark.broker")
-
-_INVALID_REPLICATION_FACTOR = 38
-_INVALID_REPLICA_ASSIGNMENT = 39
-_INVALID_REQUEST = 42
-_INVALID_TOPIC = 17
 
 
 def handle_create(broker: Any, request: Any) -> dict[str, Any]:
@@ -35,10 +32,10 @@ def handle_create(broker: Any, request: Any) -> dict[str, Any]:
         if on_cluster or access.allowed(broker, request, access.CREATE, access.TOPIC, topic.name):
             code, message = _create(broker, topic, body.validate_only)
         else:
-            code, message = access.TOPIC_AUTHORIZATION_FAILED, f"not authorized to create topic {topic.name}"
+            code, message = ErrorCode.topic_authorization_failed, f"not authorized to create topic {topic.name}"
         result: dict[str, Any] = {"name": topic.name, "error_code": code, "error_message": message,
                                   "num_partitions": -1, "replication_factor": -1, "configs": []}
-        if code == 0 and request.api_version >= 5:
+        if code == ErrorCode.none and request.api_version >= 5:
             result.update(_created(broker, topic, body.validate_only))
         results.append(result)
     return {"throttle_time": 0, "topics": results}
@@ -58,23 +55,24 @@ def _created(broker: Any, topic: Any, validate_only: bool) -> dict[str, Any]:
 
 def _create(broker: Any, topic: Any, validate_only: bool) -> tuple[int, str | None]:
     if is_internal_topic(topic.name):
-        return _INVALID_TOPIC, f"topic names starting with '__' are reserved for the broker's internal topics: {topic.name!r}"
+        return ErrorCode.invalid_topic_exception, (f"topic names starting with '__' are reserved for the broker's "
+                                                   f"internal topics: {topic.name!r}")
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
-            return _INVALID_REQUEST, ("Both numPartitions or replicationFactor and replicasAssignments were set. "
+            return ErrorCode.invalid_request, ("Both numPartitions or replicationFactor and replicasAssignments were set. "
                                       "Both cannot be used at the same time.")
         indexes = sorted(assignment.partition_index for assignment in topic.assignments)
         if indexes != list(range(len(indexes))):
-            return _INVALID_REPLICA_ASSIGNMENT, (f"Unexpected partition indexes {indexes}: the manual partition "
+            return ErrorCode.invalid_replica_assignment, (f"Unexpected partition indexes {indexes}: the manual partition "
                                                  "assignment must number its partitions 0, 1, 2, ...")
         for assignment in topic.assignments:
             error = _replica_error(broker, assignment.broker_ids)
             if error:
-                return _INVALID_REPLICA_ASSIGNMENT, error
+                return ErrorCode.invalid_replica_assignment, error
         partitions = len(indexes)
     elif topic.replication_factor not in (-1, 1):
         return (
-            _INVALID_REPLICATION_FACTOR,
+            ErrorCode.invalid_replication_factor,
             f"Replication factor: {topic.replication_factor} larger than available brokers: 1.",
         )
     else:
@@ -88,7 +86,7 @@ def _create(broker: Any, topic: Any, validate_only: bool) -> tuple[int, str | No
             logger.info("created topic %s with %d partition(s)", topic.name, partitions)
     except StorageError as error:
         return error.error_code, str(error)
-    return 0, None
+    return ErrorCode.none, None
 
 
 def handle_delete(broker: Any, request: Any) -> dict[str, Any]:
@@ -102,18 +100,18 @@ def handle_delete(broker: Any, request: Any) -> dict[str, Any]:
         if name is None:
             name = broker.logs.topic_name(tid)
             if name is None:
-                responses.append({"name": None, "topic_id": tid, "error_code": UNKNOWN_TOPIC_ID,
+                responses.append({"name": None, "topic_id": tid, "error_code": ErrorCode.unknown_topic_id,
                                   "error_message": f"no topic has the id {tid}"})
                 continue
         tid = topic_id(broker, name)
         if not access.allowed(broker, request, access.DELETE, access.TOPIC, name):
-            responses.append({"name": name, "topic_id": tid, "error_code": access.TOPIC_AUTHORIZATION_FAILED})
+            responses.append({"name": name, "topic_id": tid, "error_code": ErrorCode.topic_authorization_failed})
             continue
         if is_internal_topic(name):  # the broker's state (groups, transactions): not the client's to delete
-            responses.append({"name": name, "topic_id": tid, "error_code": _INVALID_REQUEST,
+            responses.append({"name": name, "topic_id": tid, "error_code": ErrorCode.invalid_request,
                               "error_message": f"{name} is an internal topic of the broker and cannot be deleted"})
             continue
-        code, message = 0, None
+        code, message = ErrorCode.none, None
         try:
             broker.logs.delete_topic(name)
             broker.forget_topic(name)
@@ -160,16 +158,16 @@ def handle_create_partitions(broker: Any, request: Any) -> dict[str, Any]:
     names = [topic.name for topic in body.topics]
     results = []
     for topic in body.topics:
-        code, message = 0, None
+        code, message = ErrorCode.none, None
         try:
             if names.count(topic.name) > 1:
-                code, message = _INVALID_REQUEST, f"topic {topic.name!r} appears more than once in the request"
+                code, message = ErrorCode.invalid_request, f"topic {topic.name!r} appears more than once in the request"
             elif not access.allowed(broker, request, access.ALTER, access.TOPIC, topic.name):
-                code, message = access.TOPIC_AUTHORIZATION_FAILED, f"not authorized to alter topic {topic.name}"
+                code, message = ErrorCode.topic_authorization_failed, f"not authorized to alter topic {topic.name}"
             elif is_internal_topic(topic.name):
-                code, message = 3, f"topic {topic.name!r} does not exist"
+                code, message = ErrorCode.unknown_topic_or_partition, f"topic {topic.name!r} does not exist"
             elif topic.assignments and (error := _assignments_error(broker, topic)):
-                code, message = _INVALID_REPLICA_ASSIGNMENT, error
+                code, message = ErrorCode.invalid_replica_assignment, error
             elif body.validate_only:
                 broker.logs.check_add_partitions(topic.name, topic.count)
             else:

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.apis import access
-from kafka_spark.broker.apis.topic_ids import UNKNOWN_TOPIC_ID, topic_name
+from kafka_spark.broker.apis.topic_ids import topic_name
 from kafka_spark.topic_partition import TopicPartition
 
 
@@ -31,12 +33,12 @@ def handle(broker: Any, request: Any) -> Any:
         for partition in topic.partitions
     }
     generation_id, member_id = getattr(body, "generation_id", -1), getattr(body, "member_id", "")
-    error = 0
+    error = ErrorCode.none
     denied: set[str] = set()
     if not access.allowed(broker, request, access.WRITE, access.TRANSACTIONAL_ID, body.transactional_id):
-        error = access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        error = ErrorCode.transactional_id_authorization_failed
     elif not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
-        error = access.GROUP_AUTHORIZATION_FAILED
+        error = ErrorCode.group_authorization_failed
     else:
         denied = {name for name in names if name is not None
                   and not access.allowed(broker, request, access.READ, access.TOPIC, name)}
@@ -53,8 +55,8 @@ def handle(broker: Any, request: Any) -> Any:
         "topics": [
             {"name": name, "topic_id": getattr(topic, "topic_id", None),
              "partitions": [{"partition_index": p.partition_index,
-                             "error_code": access.TOPIC_AUTHORIZATION_FAILED if name in denied
-                             else error if name is not None else UNKNOWN_TOPIC_ID} for p in topic.partitions]}
+                             "error_code": ErrorCode.topic_authorization_failed if name in denied
+                             else error if name is not None else ErrorCode.unknown_topic_id} for p in topic.partitions]}
             for name, topic in zip(names, body.topics)
         ],
     }

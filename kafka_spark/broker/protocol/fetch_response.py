@@ -15,6 +15,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.protocol.primitives import NO_TAGS, array_length, string, uuid_bytes, uvarint
 
 VERSIONS = range(4, 19)
@@ -38,7 +40,7 @@ def encode(correlation_id: int, version: int, response: dict[str, Any]) -> list[
         head += NO_TAGS  # response header v1
     head += _I32.pack(response.get("throttle_time", 0))
     if version >= 7:
-        head += struct.pack(">hi", response.get("error_code", 0), response.get("session_id", 0))
+        head += struct.pack(">hi", response.get("error_code", ErrorCode.none), response.get("session_id", 0))
     parts: list[bytes | memoryview] = []
     topics = response.get("responses", ())
     head += array_length(len(topics), flexible)
@@ -49,7 +51,7 @@ def encode(correlation_id: int, version: int, response: dict[str, Any]) -> list[
         head += array_length(len(partitions), flexible)
         for entry in partitions:
             head += _PARTITION.pack(
-                entry["partition_index"], entry.get("error_code", 0), entry.get("high_watermark", -1),
+                entry["partition_index"], entry.get("error_code", ErrorCode.none), entry.get("high_watermark", -1),
                 entry.get("last_stable_offset", -1), entry.get("log_start_offset", -1),
             )[:partition_width]
             aborted = entry.get("aborted_transactions", ())

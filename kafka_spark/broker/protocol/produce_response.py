@@ -15,6 +15,8 @@ import datetime
 import struct
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.protocol.primitives import NO_TAGS, array_length, nullable_string, string, uuid_bytes
 
 VERSIONS = range(3, 14)
@@ -45,7 +47,7 @@ def encode(correlation_id: int, version: int, response: dict[str, Any]) -> bytes
             if isinstance(append_time, datetime.datetime):
                 append_time = (append_time - _EPOCH) // _MILLISECOND  # exact, unlike timestamp() * 1000
             out += _PARTITION.pack(
-                entry["index"], int(entry.get("error_code", 0)), entry["base_offset"],
+                entry["index"], int(entry.get("error_code", ErrorCode.none)), entry["base_offset"],
                 -1 if append_time is None else append_time, entry.get("log_start_offset", -1),
             )[:width]
             if version >= 8:

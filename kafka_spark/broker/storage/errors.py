@@ -7,11 +7,13 @@ offset or setting involved and says what to do.
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 
 class StorageError(Exception):
     """Base class. ``error_code`` is Kafka's numeric error code (-1 UNKNOWN_SERVER_ERROR here)."""
 
-    error_code: int = -1
+    error_code: ErrorCode = ErrorCode.unknown_server_error
 
 
 class OffsetOutOfRangeError(StorageError):
@@ -20,7 +22,7 @@ class OffsetOutOfRangeError(StorageError):
     Clients answer it by resetting per their ``auto.offset.reset`` policy.
     """
 
-    error_code = 1
+    error_code = ErrorCode.offset_out_of_range
 
     def __init__(self, message: str, *, offset: int, log_start_offset: int, log_end_offset: int) -> None:
         super().__init__(message)
@@ -32,43 +34,43 @@ class OffsetOutOfRangeError(StorageError):
 class CorruptRecordError(StorageError):
     """A record batch that is truncated, inconsistent or fails its CRC (2 CORRUPT_MESSAGE)."""
 
-    error_code = 2
+    error_code = ErrorCode.corrupt_message
 
 
 class UnknownTopicOrPartitionError(StorageError):
     """No such topic, or no such partition of it (3 UNKNOWN_TOPIC_OR_PARTITION)."""
 
-    error_code = 3
+    error_code = ErrorCode.unknown_topic_or_partition
 
 
 class RecordTooLargeError(StorageError):
     """A produce payload above the topic's ``max.message.bytes`` (10 MESSAGE_TOO_LARGE)."""
 
-    error_code = 10
+    error_code = ErrorCode.message_too_large
 
 
 class InvalidTopicError(StorageError):
     """An illegal topic name (17 INVALID_TOPIC_EXCEPTION)."""
 
-    error_code = 17
+    error_code = ErrorCode.invalid_topic_exception
 
 
 class TopicExistsError(StorageError):
     """CreateTopics for a topic that already exists (36 TOPIC_ALREADY_EXISTS)."""
 
-    error_code = 36
+    error_code = ErrorCode.topic_already_exists
 
 
 class InvalidPartitionsError(StorageError):
     """A partition count below 1, or not above the current count (37 INVALID_PARTITIONS)."""
 
-    error_code = 37
+    error_code = ErrorCode.invalid_partitions
 
 
 class InvalidConfigError(StorageError):
     """An unknown topic config name or a bad value (40 INVALID_CONFIG)."""
 
-    error_code = 40
+    error_code = ErrorCode.invalid_config
 
 
 class KafkaStorageError(StorageError):
@@ -77,14 +79,14 @@ class KafkaStorageError(StorageError):
     Clients retry it; the cause (disk full, permissions, ...) is in the message and ``__cause__``.
     """
 
-    error_code = 56
+    error_code = ErrorCode.kafka_storage_error
 
 
 class InvalidRecordError(StorageError):
     """A batch Kafka's broker would refuse as a whole: wrong magic, or a control batch sent by a
     client (87 INVALID_RECORD)."""
 
-    error_code = 87
+    error_code = ErrorCode.invalid_record
 
 
 class RecordValidationError(StorageError):
@@ -106,4 +108,4 @@ class InvalidTimestampError(RecordValidationError):
     """Records whose timestamps lie outside ``message.timestamp.before.max.ms`` /
     ``message.timestamp.after.max.ms`` of the broker's clock (32 INVALID_TIMESTAMP)."""
 
-    error_code = 32
+    error_code = ErrorCode.invalid_timestamp
