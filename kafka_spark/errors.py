@@ -16,7 +16,7 @@ writer of ``topic_writer``, ``lag_metrics``, the CLI, offset and option helpers.
 
 from __future__ import annotations
 
-__all__ = ["DataLossError", "OffsetJsonError", "PylogError", "PylogOptionError", "PylogReadTimeout"]
+__all__ = ["DataLossError", "KafkaReadError", "OffsetJsonError", "PylogError", "PylogOptionError", "PylogReadTimeout"]
 
 
 class PylogError(Exception):
@@ -35,6 +35,12 @@ class DataLossError(PylogError, RuntimeError):
     """Offsets a query should read are gone (retention, a deleted topic, a log that moved
     backwards). Raised only with ``failOnDataLoss=true``; the message names topic, partition and
     offsets."""
+
+
+class KafkaReadError(PylogError, RuntimeError):
+    """Reading a partition failed in a way that retrying in the task cannot fix (a fatal client
+    error, records out of order, an offset reported out of range again and again); the message
+    names the topic-partition and the offset."""
 
 
 class PylogReadTimeout(PylogError, TimeoutError):

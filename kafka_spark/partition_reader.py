@@ -37,7 +37,7 @@ from kafka_spark.client import ConfigKey, PooledConsumer, acquire_consumer, rele
 from kafka_spark.offsets import report_data_loss
 from kafka_spark.options import secured_connection
 from kafka_spark.arrow_columns import HEADERS, SCHEMAS, TIMESTAMP_US, constant_string
-from kafka_spark.errors import PylogReadTimeout
+from kafka_spark.errors import KafkaReadError, PylogReadTimeout
 
 __all__ = ["KafkaInputPartition", "PylogReadTimeout", "read_partition", "records_to_batch"]
 
@@ -206,7 +206,7 @@ class _RangeReader:
                     self.position = self.until
                     self.pooled.next_offset = None
                 elif event.error().fatal():
-                    raise RuntimeError(f"reading {self.tp} at offset {self.position}: {event.error()}")
+                    raise KafkaReadError(f"reading {self.tp} at offset {self.position}: {event.error()}")
                 else:
                     # Transport errors and the like: librdkafka retries them on its own.
                     log.warning("pylog source: reading %s: %s", self.tp, event.error())
@@ -243,7 +243,7 @@ class _RangeReader:
         segment = messages[start:end]
         offsets = [m.offset() for m in segment]
         if offsets[0] < self.position:
-            raise RuntimeError(
+            raise KafkaReadError(
                 f"got offset {offsets[0]} of {self.tp} while reading from {self.position}: the "
                 f"broker returned records out of order"
             )
@@ -325,7 +325,7 @@ def out_of_range_position(tp, position: int, until: int, low: int, high: int, er
         lose(f"{tp}: offsets [{position}, {until}) are past the log end offset {high} ({error})")
         return until
     if retries >= 3:
-        raise RuntimeError(
+        raise KafkaReadError(
             f"offset {position} of {tp} keeps being reported out of range although the log holds "
             f"[{low}, {high}): {error}"
         )

@@ -96,6 +96,11 @@ class TopicSinkError(PylogError, ValueError):
     """A topic sink misconfiguration, raised when the query starts; names what to change."""
 
 
+class TopicSinkDeliveryError(PylogError, RuntimeError):
+    """Records of a task were not delivered or its transaction did not commit; the message says
+    how many and the first errors."""
+
+
 @dataclass(frozen=True)
 class TopicSinkOptions:
     bootstrap_servers: str
@@ -472,7 +477,7 @@ def write_at_least_once(options: TopicSinkOptions, batches: Iterator[Any]) -> To
     count = _produce_all(producer, _records(options, batches), errors, options)
     remaining = producer.flush(options.transaction_timeout_ms / 1000)
     if errors or remaining:
-        raise RuntimeError(f"pylog topic sink: {len(errors) + remaining} of {count} records not delivered: {errors[:3]}")
+        raise TopicSinkDeliveryError(f"pylog topic sink: {len(errors) + remaining} of {count} records not delivered: {errors[:3]}")
     return TopicSinkCommitMessage(partition_id, count, skipped=False)
 
 
@@ -517,7 +522,7 @@ def write_exactly_once(options: TopicSinkOptions, batches: Iterator[Any], write_
     producer.flush(options.transaction_timeout_ms / 1000)
     if errors or marker.offset is None:
         producer.abort_transaction(block_s)
-        raise RuntimeError(f"pylog topic sink: {len(errors)} of {count} records failed in {transactional_id}: "
+        raise TopicSinkDeliveryError(f"pylog topic sink: {len(errors)} of {count} records failed in {transactional_id}: "
                            f"{(errors or [marker.error])[:3]}")
     offsets = [TopicPartition(options.marker_topic, 0, marker.offset + 1, metadata=json.dumps({"batchId": batch_id}))]
     producer.send_offsets_to_transaction(offsets, group_metadata, block_s)
@@ -631,7 +636,7 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
             return write_at_least_once(self.options, iterator)
         query_id, batch_id, _, _ = _task_ids()
         if query_id is None or batch_id is None:
-            raise RuntimeError("pylog topic sink: no streaming query id / batch id in the task context")
+            raise TopicSinkError("pylog topic sink: no streaming query id / batch id in the task context")
         return write_exactly_once(self.options, iterator, query_id, batch_id)
 
     def commit(self, messages: list[Any], batchId: int) -> None:

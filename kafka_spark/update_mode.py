@@ -22,7 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kafka_spark.errors import PylogError
+
 __all__ = ["topic_writer"]
+
+
+class TopicWriterError(PylogError, ValueError):
+    """``topic_writer`` given options it sets itself, or run where no streaming query is named."""
 
 
 class _TopicWriter:
@@ -32,14 +38,14 @@ class _TopicWriter:
         lowered = {k.lower() for k in options}
         for reserved in ("queryid", "batchid"):
             if reserved in lowered:
-                raise ValueError(f"topic_writer sets {reserved[:-2]}Id itself; remove it from the options")
+                raise TopicWriterError(f"topic_writer sets {reserved[:-2]}Id itself; remove it from the options")
         self.options = options
         self.query_id = query_id
 
     def __call__(self, df: Any, batch_id: int) -> None:
         query_id = self.query_id or df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
         if not query_id:
-            raise RuntimeError(
+            raise TopicWriterError(
                 "topic_writer runs inside foreachBatch of a streaming query, which names the query in the "
                 "thread's Spark properties; none was found here: pass query_id=... to topic_writer")
         (df.write.format("pylog").options(**self.options)
