@@ -149,6 +149,10 @@ def last_produce_answered(bootstrap: str, partitions: int) -> bool:
     return len(answered) == partitions and all(answered)
 
 
+#: How long the read back may go without a single record before it gives up.
+STALL_S = 120.0
+
+
 def read_back(bootstrap: str, partitions: int, runs: list[ProducerRun]) -> list[bytearray]:
     """How often each (producer, seq) is stored (saturating at 255), read from the start of
     every partition to its end."""
@@ -159,12 +163,19 @@ def read_back(bootstrap: str, partitions: int, runs: list[ProducerRun]) -> list[
                          "enable.partition.eof": True, "fetch.max.bytes": 16 << 20})
     consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(partitions)])
     at_end: set[int] = set()
-    deadline = time.monotonic() + 600
+    # An 11-minute soak stores tens of millions of records: no fixed deadline for reading them
+    # all, but one for progress, so that a broker that stops serving fetches is still reported.
+    read, last_progress = 0, time.monotonic()
     try:
         while len(at_end) < partitions:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"read back reached the end of {len(at_end)} of {partitions} partitions in 600 s")
-            for message in consumer.consume(10_000, timeout=1.0):
+            if time.monotonic() - last_progress > STALL_S:
+                raise TimeoutError(f"read back stalled: no record for {STALL_S:.0f} s after {read:,} records, at the "
+                                   f"end of {len(at_end)} of {partitions} partitions")
+            batch = consumer.consume(10_000, timeout=1.0)
+            if batch:
+                read += len(batch)
+                last_progress = time.monotonic()
+            for message in batch:
                 error = message.error()
                 if error is not None:
                     if error.code() != KafkaError._PARTITION_EOF:
