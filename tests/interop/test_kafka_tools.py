@@ -1,14 +1,16 @@
 """Kafka's own command-line tools (Apache Kafka 4.3, run by main class) against pylog's broker,
 each test run the same way against Apache Kafka as the reference: what the tools print and do
-must be the same on both. Known differences (API versions pylog does not serve yet) are listed
-in the README under "Tested against"."""
+must be the same on both. Known differences (features, configs and APIs pylog does not have) are
+listed in the README under "Tested against"."""
 
 from __future__ import annotations
 
 import re
 import time
 
-from interop.harness import Cluster, table
+from confluent_kafka import Producer
+
+from interop.harness import BASE_TS, Cluster, table
 
 
 def consume(cluster: Cluster, topic: str, count: int, *args: str) -> list[str]:
@@ -43,13 +45,17 @@ def test_topics_create_describe_alter_list_and_delete(cluster: Cluster):
     assert cluster.tool("kafka-topics", "--create", "--topic", topic, "--if-not-exists").returncode == 0
 
     described = cluster.tool("kafka-topics", "--describe", "--topic", topic).stdout
-    assert re.search(rf"Topic: {topic}\t.*PartitionCount: 2\tReplicationFactor: 1\tConfigs: .*retention.ms=3600000",
-                     described), described
-    assert re.findall(r"Partition: (\d+)\tLeader: \d+\tReplicas: \d+\tIsr: \d+", described) == ["0", "1"]
+    # The topic id (Metadata v10+, DescribeTopicPartitions) and the eligible leader replicas
+    # (KIP-966), empty on a single node.
+    header = re.search(rf"Topic: {topic}\tTopicId: ([A-Za-z0-9_-]{{22}})\tPartitionCount: 2\tReplicationFactor: 1\t"
+                       r"Configs: .*retention.ms=3600000", described)
+    assert header and header.group(1) != "AAAAAAAAAAAAAAAAAAAAAA", described
+    assert re.findall(r"Partition: (\d+)\tLeader: \d+\tReplicas: \d+\tIsr: \d+\tElr: \tLastKnownElr: $", described,
+                      re.MULTILINE) == ["0", "1"], described
 
     cluster.tool("kafka-topics", "--alter", "--topic", topic, "--partitions", "3")
     described = cluster.tool("kafka-topics", "--describe", "--topic", topic).stdout
-    assert "PartitionCount: 3" in described
+    assert f"TopicId: {header.group(1)}\tPartitionCount: 3" in described  # the same id after the alter
     fewer = cluster.tool("kafka-topics", "--alter", "--topic", topic, "--partitions", "2", check=False)
     assert fewer.returncode != 0 and "InvalidPartitionsException" in fewer.stdout + fewer.stderr
 
@@ -100,6 +106,17 @@ def test_consumer_groups_describe_reset_offsets_and_delete(cluster: Cluster):
     assert group in cluster.tool("kafka-consumer-groups", "--list").stdout.split()
     state = table(cluster.tool("kafka-consumer-groups", "--describe", "--group", group, "--state").stdout)
     assert [(row["GROUP"], row["STATE"], row["#MEMBERS"]) for row in state] == [(group, "Empty", "0")]
+    # --list with states and types (ListGroups v4/v5): other tests' groups may be listed too.
+    listed = table(cluster.tool("kafka-consumer-groups", "--list", "--state").stdout)
+    assert [row["STATE"] for row in listed if row["GROUP"] == group] == ["Empty"], listed
+    listed = table(cluster.tool("kafka-consumer-groups", "--list", "--type").stdout)
+    assert [row["TYPE"] for row in listed if row["GROUP"] == group] == ["Classic"], listed
+    assert group in [row["GROUP"] for row in table(cluster.tool("kafka-consumer-groups", "--list", "--state",
+                                                                   "Empty").stdout)]
+    assert group not in [row["GROUP"] for row in table(cluster.tool("kafka-consumer-groups", "--list", "--state",
+                                                                       "Stable").stdout)]
+    assert group not in [row["GROUP"] for row in table(cluster.tool("kafka-consumer-groups", "--list", "--type",
+                                                                       "consumer").stdout)]
 
     dry = table(cluster.tool("kafka-consumer-groups", "--reset-offsets", "--group", group, "--topic", topic,
                              "--to-earliest", "--dry-run").stdout)
@@ -126,6 +143,65 @@ def test_consumer_groups_describe_reset_offsets_and_delete(cluster: Cluster):
     assert group not in cluster.tool("kafka-consumer-groups", "--list").stdout.split()
     unknown = cluster.tool("kafka-consumer-groups", "--delete", "--group", group, check=False)
     assert "GroupIdNotFoundException" in unknown.stdout + unknown.stderr
+
+
+def offsets(cluster: Cluster, topic: str, spec: str) -> dict[int, int]:
+    """kafka-get-offsets ``--time spec``: partition -> offset (the partitions it prints)."""
+    printed = cluster.tool("kafka-get-offsets", "--topic", topic, "--time", spec).stdout.split()
+    return {int(line.rsplit(":", 2)[1]): int(line.rsplit(":", 2)[2]) for line in printed}
+
+
+def test_get_offsets_by_max_timestamp_earliest_local_and_latest_tiered(cluster: Cluster, tmp_path):
+    topic = cluster.topic(partitions=2)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    for partition, seconds in ((0, 1), (0, 3), (0, 2), (1, 5), (1, 4)):
+        producer.produce(topic, b"v", partition=partition, timestamp=BASE_TS + seconds * 1000)
+        assert producer.flush(30) == 0  # in this order: the largest timestamp is at offsets 1 and 0
+    assert offsets(cluster, topic, "-1") == {0: 3, 1: 2}
+    assert offsets(cluster, topic, "-3") == {0: 1, 1: 0}  # max timestamp (ListOffsets v7+)
+    assert offsets(cluster, topic, "-2") == offsets(cluster, topic, "-4") == {0: 0, 1: 0}  # earliest local (v8+)
+    plan = tmp_path / "delete.json"
+    plan.write_text(f'{{"version": 1, "partitions": [{{"topic": "{topic}", "partition": 0, "offset": 2}}]}}')
+    cluster.tool("kafka-delete-records", "--offset-json-file", str(plan))
+    assert offsets(cluster, topic, "-2") == offsets(cluster, topic, "-4") == {0: 2, 1: 0}  # every log is local
+    # Latest tiered (v9+): no tiered storage, so no offset, and the tool prints no partition.
+    latest_tiered = cluster.tool("kafka-get-offsets", "--topic", topic, "--time", "-5")
+    assert latest_tiered.stdout.strip() == "", latest_tiered.stdout
+
+
+def tab_rows(output: str) -> list[dict[str, str]]:
+    """The rows of kafka-transactions' tab-separated table, as dicts by column name."""
+    header, *lines = [line for line in output.splitlines() if line.strip()]
+    names = [name.strip() for name in header.split("\t")]
+    return [dict(zip(names, (value.strip() for value in line.split("\t")))) for line in lines]
+
+
+def test_transactions_list_and_describe(cluster: Cluster):
+    topic = cluster.topic(partitions=2)
+    done_id, open_id = f"tools-done-{topic}", f"tools-open-{topic}"
+    done = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": done_id})
+    done.init_transactions(60)
+    done.begin_transaction()
+    done.produce(topic, b"committed", partition=0)
+    done.commit_transaction(60)
+    ongoing = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": open_id})
+    ongoing.init_transactions(60)
+    ongoing.begin_transaction()
+    ongoing.produce(topic, b"open", partition=1)
+    assert ongoing.flush(30) == 0
+
+    listed = {row["TransactionalId"]: row for row in tab_rows(cluster.tool("kafka-transactions", "list").stdout)}
+    assert (listed[done_id]["TransactionState"], listed[open_id]["TransactionState"]) == ("CompleteCommit", "Ongoing")
+    described = tab_rows(cluster.tool("kafka-transactions", "describe", "--transactional-id", open_id).stdout)
+    assert [(row["CoordinatorId"], row["ProducerId"], row["TransactionState"], row["TransactionTimeoutMs"],
+             row["TopicPartitions"]) for row in described] == [
+        (listed[open_id]["Coordinator"], listed[open_id]["ProducerId"], "Ongoing", "60000", f"{topic}-1")]
+    ongoing.abort_transaction(60)
+    described = tab_rows(cluster.tool("kafka-transactions", "describe", "--transactional-id", open_id).stdout)
+    assert [(row["TransactionState"], row["TopicPartitions"]) for row in described] == [("CompleteAbort", "")]
+    unknown = cluster.tool("kafka-transactions", "describe", "--transactional-id", f"none-{topic}", check=False)
+    assert unknown.returncode != 0 and f"transactionalId `none-{topic}` failed because the ID could not be found" \
+        in unknown.stdout + unknown.stderr
 
 
 def test_producer_and_consumer_perf_tests_move_every_record(cluster: Cluster):
