@@ -179,7 +179,7 @@ def test_pylog_options_parse():
 ])
 def test_unknown_option_close_to_a_known_one_fails_with_did_you_mean(typo, meant):
     with pytest.raises(PylogOptionError, match=f"unknown option '{typo.lower()}' for the pylog source: did "
-                                              f"you mean {meant}\?"):
+                                              rf"you mean {meant}\?"):
         parse_source_options(lowered({**BASE, "subscribe": "a", typo: "x"}))
 
 
