@@ -20,7 +20,7 @@ Latency: a streaming query with a 0-second processing-time trigger; a producer s
 time into each value, foreachBatch notes when the row is visible; p50 and p95 of the difference.
 
 Usage: python bench/source_throughput.py [--messages 4000000] [--rounds 3] [--latency-messages 2000]
-           [--sweep-rows 1000000] [--parts synthetic,kafka,sweep]
+           [--sweep-rows 1000000] [--sweep-pylog-only] [--parts synthetic,kafka,sweep]
 """
 
 from __future__ import annotations
@@ -178,13 +178,14 @@ def synthetic_part(spark, args) -> None:  # noqa: ANN001
           f"p95 {p95 * 1000:.0f} ms ({args.latency_messages} records)", flush=True)
 
 
-def interleaved(spark, bootstrap: str, topic: str, rows: int, rounds: int) -> dict[str, list[float]]:  # noqa: ANN001
-    """rows/s of both sources reading ``topic``, a warm-up each, then ``rounds`` interleaved."""
+def interleaved(spark, bootstrap: str, topic: str, rows: int, rounds: int,  # noqa: ANN001
+                sources: tuple[str, ...] = ("pylog", "kafka")) -> dict[str, list[float]]:
+    """rows/s of the sources reading ``topic``, a warm-up each, then ``rounds`` interleaved."""
     readers = {fmt: spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-               for fmt in ("pylog", "kafka")}
+               for fmt in sources}
     for reader in readers.values():
         timed_count(reader.load())
-    rates: dict[str, list[float]] = {"pylog": [], "kafka": []}
+    rates: dict[str, list[float]] = {fmt: [] for fmt in sources}
     for _ in range(rounds):
         for fmt, reader in readers.items():
             rates[fmt].append(rows / timed_count(reader.load()))
@@ -211,16 +212,19 @@ def kafka_parts(spark, args, parts: set[str]) -> None:  # noqa: ANN001
             for partitions in args.sweep_partitions:
                 topic = f"sweep-{partitions}"
                 rows = fill(bootstrap, topic, args.sweep_rows, partitions, spread=partitions > PARTITIONS)
-                rates = interleaved(spark, bootstrap, topic, rows, args.rounds)
+                sources = ("pylog",) if args.sweep_pylog_only else ("pylog", "kafka")
+                rates = interleaved(spark, bootstrap, topic, rows, args.rounds, sources)
                 sweep[partitions] = {fmt: median(values) for fmt, values in rates.items()}
+                spark_rate = sweep[partitions].get("kafka", float("nan"))
                 print(f"sweep {partitions:5d} partitions: pylog {sweep[partitions]['pylog']:12,.0f} rows/s   "
-                      f"spark-kafka {sweep[partitions]['kafka']:12,.0f} rows/s", flush=True)
+                      f"spark-kafka {spark_rate:12,.0f} rows/s", flush=True)
             best = max(rates["pylog"] for rates in sweep.values())
             print(f"cost as the work grows: {args.sweep_rows:,} rows over 1 to {max(sweep)} partitions "
                   f"(pylog plans by work; Spark's source makes a task per partition)")
             for partitions, rates in sweep.items():
+                spark_rate = rates.get("kafka", float("nan"))
                 print(f"sweep {partitions:5d} partitions  pylog {rates['pylog']:12,.0f} rows/s   spark-kafka "
-                      f"{rates['kafka']:12,.0f} rows/s   ratio pylog/spark {rates['pylog'] / rates['kafka']:5.2f}   "
+                      f"{spark_rate:12,.0f} rows/s   ratio pylog/spark {rates['pylog'] / spark_rate:5.2f}   "
                       f"pylog/best {rates['pylog'] / best:4.2f}")
 
 
@@ -232,6 +236,9 @@ def main() -> int:
     parser.add_argument("--sweep-rows", type=int, default=1_000_000)
     parser.add_argument("--sweep-partitions", type=lambda text: [int(p) for p in text.split(",")],
                         default=[1, 8, 64, 256, 1000])
+    parser.add_argument("--sweep-pylog-only", action="store_true",
+                        help="sweep: time pylog alone (Spark's source costs a task per partition, minutes "
+                             "at 1,000 partitions)")
     parser.add_argument("--parts", default="synthetic,kafka,sweep",
                         help="which comparisons to run: synthetic, kafka, sweep (comma-separated)")
     args = parser.parse_args()

@@ -33,7 +33,7 @@ from kafka_spark.kafka_errors import ErrorCode
 if TYPE_CHECKING:  # pragma: no cover
     from kafka_spark.partition_reader import KafkaInputPartition
 
-__all__ = ["ArrowRangeReader", "fetch_settings"]
+__all__ = ["ArrowRangeReader", "ArrowTaskReader", "fetch_settings"]
 
 _CONTROL_ABORT = 0
 
@@ -80,6 +80,11 @@ class ArrowRangeReader:
         self.timeout_s = p.poll_timeout_ms / 1000.0
         self.lose = lose
         self.out_of_range_retries = 0
+        # Read as part of a task (ArrowTaskReader): when the wait for data ends, the retries of
+        # the current failure, and the response that last brought records.
+        self.deadline = time.monotonic() + self.timeout_s
+        self.attempt = 0
+        self.served = 0
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -118,22 +123,16 @@ class ArrowRangeReader:
                     attempt += 1
                     self._on_error(fetched.error, deadline, attempt)
                     continue
-                records = fetched.records
-                buf = np.frombuffer(records, np.uint8)
-                index = rd.scan_batches(buf)
-                if not len(index):
-                    if len(records) and len(records) >= self.settings["partition_max_bytes"]:
-                        # A batch larger than the limit (brokers before KIP-74): ask for more.
-                        self.settings["partition_max_bytes"] *= 2
-                        continue
-                    self._nothing_fetched(fetched, deadline)
+                scanned = self._index(fetched, deadline)
+                if scanned is None:
                     continue
+                buf, index = scanned
                 attempt = 0
                 deadline = time.monotonic() + self.timeout_s
                 next_position = int(index.last_offset[-1]) + 1
                 if next_position < self.until:
                     pending = self._send(conn, next_position)  # the broker works while we decode
-                batch = self._decode(records, buf, index, fetched.aborted)
+                batch = self._decode(fetched.records, buf, index, fetched.aborted, self.position)
                 if next_position > self.position:
                     self.position = min(next_position, self.until)
                 if batch is not None and batch.num_rows:
@@ -152,15 +151,33 @@ class ArrowRangeReader:
 
     # -- one response --------------------------------------------------------------------------
 
+    def _index(self, fetched: kf.FetchedPartition, deadline: float) -> tuple[np.ndarray, rd.BatchIndex] | None:
+        """The complete batches of this partition's part of a response, or None when it holds
+        none (then handled: the per-partition limit raised, a truncated log reported, or the wait
+        checked against ``deadline``)."""
+        records = fetched.records
+        buf = np.frombuffer(records, np.uint8)
+        index = rd.scan_batches(buf)
+        if len(index):
+            return buf, index
+        if len(records) and len(records) >= self.settings["partition_max_bytes"]:
+            # A batch larger than the limit (brokers before KIP-74): ask for more.
+            self.settings["partition_max_bytes"] *= 2
+            return None
+        self._nothing_fetched(fetched, deadline)
+        return None
+
     def _decode(self, records: memoryview, buf: np.ndarray, index: rd.BatchIndex,
-                aborted: list[tuple[int, int]]) -> pa.RecordBatch | None:
+                aborted: list[tuple[int, int]], low: int) -> pa.RecordBatch | None:
+        """The records of ``index``'s batches at offsets in ``[low, until)`` (``low``: the read
+        position the response answered)."""
         if (index.magic != 2).any():
             raise kf.KafkaProtocolError(
                 f"{self.tp} holds record batches of message format v{int(index.magic.min())}; the "
                 f"Arrow fetch path reads v2 (Kafka 0.11 and newer): set the source option "
                 f"fetcher=librdkafka to read older formats"
             )
-        keep = ((index.attributes & rd.ATTR_CONTROL) == 0) & (index.last_offset >= self.position)
+        keep = ((index.attributes & rd.ATTR_CONTROL) == 0) & (index.last_offset >= low)
         keep &= index.base_offset < self.until
         if self.read_committed and aborted:
             keep &= ~self._aborted(records, index, aborted)
@@ -174,7 +191,7 @@ class ArrowRangeReader:
             ends = index.position[chosen] + index.size[chosen]
         else:
             data, starts, ends = self._decompressed(records, index, chosen, codecs)
-        decoded = rd.decode_records(data, starts, ends, index, chosen, self.position, self.until,
+        decoded = rd.decode_records(data, starts, ends, index, chosen, low, self.until,
                                     self.partition.include_headers)
         return rd.to_arrow(decoded, self.tp.topic, self.tp.partition, self.schema)
 
@@ -223,14 +240,17 @@ class ArrowRangeReader:
 
     # -- errors and ends -----------------------------------------------------------------------
 
-    def _on_error(self, code: int, deadline: float, attempt: int) -> None:
+    def _on_error(self, code: int, deadline: float, attempt: int, *, wait: bool = True) -> None:
+        """A partition's error code in a Fetch response. ``wait=False``: no backoff for a
+        retriable error (the caller waits once for all its partitions)."""
         if code == ErrorCode.offset_out_of_range:
             self._out_of_range()
         elif code == ErrorCode.unknown_topic_or_partition:
             self._gone("the broker reports it unknown")
         elif code in kf.RETRIABLE_ERRORS:
             self._check_deadline(deadline, f"the broker keeps answering {kf.RETRIABLE_ERRORS[code]}")
-            kf.backoff(attempt)
+            if wait:
+                kf.backoff(attempt)
         else:
             raise kf.KafkaProtocolError(f"fetching {self.tp} at offset {self.position} failed with Kafka error code {code}", code)
 
@@ -270,6 +290,190 @@ class ArrowRangeReader:
             f"[{self.range.from_offset}, {self.until})). Check that the broker is reachable from "
             f"executors; kafkaConsumer.pollTimeoutMs sets how long to wait."
         )
+
+
+class ArrowTaskReader:
+    """Reads the ranges of many topic-partitions (one task's) with shared Fetch requests.
+
+    Each range is read by an :class:`ArrowRangeReader` (its position, limits, errors, data loss
+    and deadline are that reader's, as when it reads alone); this class only batches their
+    fetches: one Fetch names every partition being read that the same broker leads, each at its
+    own position and with its own ``partition_max_bytes``, ``max_bytes`` bounding the whole
+    answer. Each partition's part of the response is decoded by its reader; the parts of one
+    response are yielded together. A partition continues from where its last part ended until
+    its range is read, then its next range (ranges of one partition are read in order) starts.
+
+    One request is in flight at a time (the next one is sent before the current response is
+    decoded, as the single-range loop does). Partitions are named least recently served first,
+    so a partition left out of one answer by ``max_bytes`` (KIP-74 fills partitions in request
+    order, always giving the first at least one batch) leads the next request and is never
+    starved. Work that talks to a broker besides the Fetch itself (a leader lookup, an
+    out-of-range check) is done only when no response is waiting to be decoded, since it would
+    reuse the connection's buffer the response lies in.
+    """
+
+    def __init__(self, client: kf.FetchClient, ranges: "tuple[OffsetRange, ...]", p: "KafkaInputPartition",
+                 schema: pa.Schema, settings: dict[str, int], lose):  # noqa: ANN001
+        self.client = client
+        self.partition = p
+        self.schema = schema
+        self.settings = settings
+        self.lose = lose
+        self.queued: dict = {}  # TopicPartition -> its ranges still to start, in order
+        for r in ranges:
+            if r.size > 0:
+                self.queued.setdefault(r.topic_partition, []).append(r)
+        self.active: dict = {}  # TopicPartition -> the ArrowRangeReader of its current range
+        self.round = 0
+        for tp in list(self.queued):
+            self._start(tp)
+
+    def _start(self, tp) -> None:  # noqa: ANN001
+        ranges = self.queued.get(tp)
+        if not ranges:
+            self.queued.pop(tp, None)
+            self.active.pop(tp, None)
+            return
+        reader = ArrowRangeReader(self.client, ranges.pop(0), self.partition, self.schema, self.settings, self.lose)
+        reader.served = self.round
+        self.active[tp] = reader
+
+    def _retire(self) -> None:
+        """Readers whose range is read make way for their partition's next range."""
+        for tp, reader in list(self.active.items()):
+            if reader.position >= reader.until:
+                self._start(tp)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def parts(self) -> Iterator[list[tuple[object, pa.RecordBatch]]]:
+        """Per response, its non-empty ``(topic_partition, batch)`` parts."""
+        pending = None  # (connection, correlation, readers): the request in flight
+        try:
+            while self.active:
+                if pending is None:
+                    pending = self._send_next()
+                    if pending is None:
+                        if self.active:  # every partition left waits for its leader
+                            kf.backoff(max(r.attempt for r in self.active.values()))
+                        continue
+                conn, correlation, readers = pending
+                try:
+                    entries = self.client.receive_fetch_many(conn, correlation, [(r.tp.topic, r.tp.partition) for r in readers])
+                except OSError as error:  # connection refused, reset, timed out
+                    pending = None
+                    self.client.discard(conn)
+                    self._failed(readers, f"the broker connection failed: {error}")
+                    kf.backoff(max(r.attempt for r in readers))
+                    continue
+                pending = None
+                self.round += 1
+                work, deferred, wait = self._take(readers, entries)
+                self._retire()
+                if self.active and not deferred and not wait and self._leaders_known():
+                    pending = self._send_next()  # the broker works while we decode
+                parts = []
+                for reader, entry, buf, index, low in work:
+                    batch = reader._decode(entry.records, buf, index, entry.aborted, low)
+                    if batch is not None and batch.num_rows:
+                        parts.append((reader.tp, batch))
+                # The response is decoded: its buffer may be reused by the broker requests these need.
+                for reader, code in deferred:
+                    reader._on_error(code, reader.deadline, reader.attempt, wait=False)
+                self._retire()
+                if wait:
+                    kf.backoff(wait)
+                if parts:
+                    yield parts
+        finally:
+            if pending is not None:
+                self.client.discard(pending[0])  # a response in flight must never meet another request
+
+    def _take(self, readers: list, entries: list[kf.FetchedPartition]) -> tuple[list, list, int]:
+        """Each reader's part of a response: positions advanced past its batches; returns the
+        parts to decode ``(reader, part, buf, index, position it was read from)``, the errors that
+        need the broker (out of range) and the backoff attempt for retriable errors (0: none)."""
+        work, deferred, wait = [], [], 0
+        for reader, entry in zip(readers, entries):
+            if entry.error:
+                reader.attempt += 1
+                if entry.error == ErrorCode.offset_out_of_range:
+                    deferred.append((reader, entry.error))
+                else:
+                    reader._on_error(entry.error, reader.deadline, reader.attempt, wait=False)
+                    if entry.error in kf.RETRIABLE_ERRORS:
+                        wait = max(wait, reader.attempt)
+                continue
+            scanned = reader._index(entry, reader.deadline)
+            if scanned is None:
+                continue
+            buf, index = scanned
+            reader.attempt = 0
+            reader.deadline = time.monotonic() + reader.timeout_s
+            reader.served = self.round
+            low = reader.position
+            next_position = int(index.last_offset[-1]) + 1
+            if next_position > reader.position:
+                reader.position = min(next_position, reader.until)
+            work.append((reader, entry, buf, index, low))
+        return work, deferred, wait
+
+    def _leaders_known(self) -> bool:
+        """Whether the next request can be sent without asking a broker anything else."""
+        leaders = self.client.leaders
+        return all(r.attempt == 0 and (r.tp.topic, r.tp.partition) in leaders for r in self.active.values())
+
+    def _send_next(self):  # noqa: ANN202
+        """Send one Fetch for the partitions led by the broker of the least recently served
+        partition; None when no partition can be fetched now (no leader: deadlines checked)."""
+        order = sorted(self.active.values(), key=lambda r: r.served)
+        groups: dict[tuple[str, int], list[ArrowRangeReader]] = {}
+        refreshed: set[str] = set()
+        for at, reader in enumerate(order):
+            topic, partition = reader.tp.topic, reader.tp.partition
+            refresh = reader.attempt > 0 and topic not in refreshed
+            try:
+                address = self.client.leader(topic, partition, refresh=refresh)
+            except kf.KafkaProtocolError as error:
+                if error.code == ErrorCode.unknown_topic_or_partition:
+                    reader._gone(str(error))
+                    continue
+                if error.code == ErrorCode.leader_not_available:
+                    reader.attempt += 1
+                    reader._check_deadline(reader.deadline, str(error))
+                    continue
+                raise
+            except OSError as error:  # no broker reachable for the metadata: none for the rest either
+                self._failed(order[at:], f"the broker connection failed: {error}")
+                break
+            finally:
+                if refresh:
+                    refreshed.add(topic)
+            groups.setdefault(address, []).append(reader)
+        self._retire()
+        if not groups:
+            return None
+        address, readers = next(iter(groups.items()))
+        s = self.settings
+        try:
+            conn = self.client.connection(address)
+            correlation = self.client.send_fetch_many(
+                conn, [(r.tp.topic, r.tp.partition, r.position, r.settings["partition_max_bytes"]) for r in readers],
+                max_wait_ms=s["max_wait_ms"], min_bytes=s["min_bytes"], max_bytes=s["max_bytes"],
+                isolation=s["isolation"],
+            )
+        except OSError as error:
+            conn = self.client.connections.get(address)
+            if conn is not None:
+                self.client.discard(conn)
+            self._failed(readers, f"the broker connection failed: {error}")
+            return None
+        return conn, correlation, readers
+
+    def _failed(self, readers: list, why: str) -> None:
+        for reader in readers:
+            reader.attempt += 1
+            reader._check_deadline(reader.deadline, why)
 
 
 def _control_type(records: memoryview, position: int) -> int:

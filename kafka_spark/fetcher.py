@@ -7,7 +7,8 @@ serve it) and gives back the raw batch bytes of the response, which kafka_spark.
 turns into Arrow columns with compiled loops.
 
 Scope, deliberately small: Metadata v1 (to find the partition leader), ListOffsets v1 (log start
-and end, for the data-loss checks), Fetch v11 for one partition at a time, ApiVersions v0 (to
+and end, for the data-loss checks), Fetch v11 (one partition, or all of a task's partitions on
+one broker in one request), ApiVersions v0 (to
 fail clearly on a broker too old for Fetch v11). Plaintext connections only; a source with
 ``kafka.security.protocol`` other than PLAINTEXT, or any ``sasl.*`` / ``ssl.*`` setting, reads
 through confluent-kafka instead (kafka_spark.options ``fetcher``).
@@ -197,13 +198,31 @@ def _fetch_body(topic: str, partition: int, offset: int, *, max_wait_ms: int, mi
     ))
 
 
-def _parse_fetch(body: memoryview, topic: str, partition: int) -> FetchedPartition:
+def _fetch_body_many(wanted: list[tuple[str, int, int, int]], *, max_wait_ms: int, min_bytes: int,
+                     max_bytes: int, isolation: int) -> bytes:
+    """A Fetch of many partitions: ``wanted`` holds ``(topic, partition, offset,
+    partition_max_bytes)``, in the order the broker should fill the response (KIP-74: the first
+    partition with data gets at least one batch, later ones what is left of ``max_bytes``).
+    A topic is named once, at its first partition's place."""
+    topics: dict[str, list[bytes]] = {}
+    for topic, partition, offset, partition_max_bytes in wanted:
+        topics.setdefault(topic, []).append(struct.pack(">iiqqi", partition, -1, offset, -1, partition_max_bytes))
+    parts = [struct.pack(">iiiibii", -1, max_wait_ms, min_bytes, max_bytes, isolation, 0, -1), _I32.pack(len(topics))]
+    for topic, entries in topics.items():
+        parts += [_string(topic), _I32.pack(len(entries)), *entries]
+    parts += [_I32.pack(0), _string("")]
+    return b"".join(parts)
+
+
+def _parse_fetch_all(body: memoryview) -> tuple[int, dict[tuple[str | None, int], FetchedPartition]]:
+    """``(top-level error, {(topic, partition): its part})`` of a Fetch v11 response."""
     r = _Reader(body)
     r.i32()  # throttle_time_ms
     error = r.i16()
     r.i32()  # session_id
+    found: dict[tuple[str | None, int], FetchedPartition] = {}
     if error:
-        return FetchedPartition(error, -1, -1, -1, [], memoryview(b""))
+        return error, found
     for _ in range(r.i32()):
         name = r.string()
         for _ in range(r.i32()):
@@ -213,9 +232,28 @@ def _parse_fetch(body: memoryview, topic: str, partition: int) -> FetchedPartiti
             aborted = [(r.i64(), r.i64()) for _ in range(max(count, 0))]
             r.i32()  # preferred_read_replica
             records = r.bytes_view()
-            if name == topic and index == partition:
-                return FetchedPartition(code, hw, lso, start, aborted, records if records is not None else memoryview(b""))
-    raise KafkaProtocolError(f"the Fetch response holds no entry for {topic}-{partition}")
+            found[(name, index)] = FetchedPartition(code, hw, lso, start, aborted,
+                                                    records if records is not None else memoryview(b""))
+    return 0, found
+
+
+def _parse_fetch(body: memoryview, topic: str, partition: int) -> FetchedPartition:
+    return _parse_fetch_many(body, [(topic, partition)])[0]
+
+
+def _parse_fetch_many(body: memoryview, keys: list[tuple[str, int]]) -> list[FetchedPartition]:
+    """The parts of a Fetch response for ``keys`` (topic, partition), in that order; a top-level
+    error is every partition's error."""
+    error, found = _parse_fetch_all(body)
+    if error:
+        return [FetchedPartition(error, -1, -1, -1, [], memoryview(b"")) for _ in keys]
+    parts = []
+    for topic, partition in keys:
+        part = found.get((topic, partition))
+        if part is None:
+            raise KafkaProtocolError(f"the Fetch response holds no entry for {topic}-{partition}")
+        parts.append(part)
+    return parts
 
 
 class FetchClient:
@@ -329,6 +367,17 @@ class FetchClient:
 
     def receive_fetch(self, conn: BrokerConnection, correlation: int, topic: str, partition: int) -> FetchedPartition:
         return _parse_fetch(conn.receive(correlation), topic, partition)
+
+    def send_fetch_many(self, conn: BrokerConnection, wanted: list[tuple[str, int, int, int]], **limits: int) -> int:
+        """One Fetch of many partitions of this broker (see :func:`_fetch_body_many`)."""
+        return conn.send(API_FETCH, FETCH_VERSION, _fetch_body_many(wanted, **limits))
+
+    def receive_fetch_many(self, conn: BrokerConnection, correlation: int,
+                           keys: list[tuple[str, int]]) -> list[FetchedPartition]:
+        """The parts of the response to ``correlation`` for ``keys``, in order. Their ``records``
+        are views into the connection's buffer: decode them before the next ``receive`` or
+        request on ``conn``."""
+        return _parse_fetch_many(conn.receive(correlation), keys)
 
     def list_offsets(self, topic: str, partition: int) -> tuple[int, int]:
         """``(log start, log end)`` of a partition, from its leader (ListOffsets v1)."""

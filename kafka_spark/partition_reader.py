@@ -13,6 +13,11 @@ when a record with offset ``until - 1`` arrives, so gaps are never mistaken for 
 are gone (below the log start, above the log end, a deleted partition) are data loss: an error
 with ``failOnDataLoss=true``, a warning and a skip otherwise.
 
+With the Arrow fetch path (kafka_spark.arrow_reader), a partition whose ranges span several
+topic-partitions reads them together, one Fetch per broker naming all of them: each
+topic-partition's records still come in offset order and exactly as above, but batches of
+different topic-partitions interleave instead of following the order of the ranges.
+
 Consumers come from the worker's pool (kafka_spark.client): ``assign`` + offset, never
 ``subscribe``. Records are taken from librdkafka in bulk (one ``poll`` that waits, then a
 non-blocking ``consume`` of everything already fetched) and turned into columns with list
@@ -106,6 +111,9 @@ def read_partition(partition: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
         from kafka_spark.late_binding import current_ranges
 
         ranges = current_ranges(ranges, partition.late)
+    if partition.fetcher == "arrow" and len({r.topic_partition for r in ranges if r.size > 0}) > 1:
+        yield from _arrow_task_batches(partition, ranges)
+        return
     for offset_range in ranges:
         if offset_range.size <= 0:
             continue
@@ -127,19 +135,47 @@ def read_partition(partition: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
             release_consumer(pooled, reusable=reusable)
 
 
-def _arrow_batches(partition: KafkaInputPartition, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
-    from kafka_spark.arrow_reader import ArrowRangeReader, fetch_settings
+def _fetch_client(partition: KafkaInputPartition):  # noqa: ANN202
     from kafka_spark.client import attempt_number
     from kafka_spark.fetcher import client_for
 
     config = dict(partition.config)
-    client = client_for(config["bootstrap.servers"], config.get("client.id", "pylog"),
-                        partition.poll_timeout_ms / 1000.0, fresh=attempt_number() > 0)
+    return config, client_for(config["bootstrap.servers"], config.get("client.id", "pylog"),
+                              partition.poll_timeout_ms / 1000.0, fresh=attempt_number() > 0)
+
+
+def _arrow_batches(partition: KafkaInputPartition, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
+    from kafka_spark.arrow_reader import ArrowRangeReader, fetch_settings
+
+    config, client = _fetch_client(partition)
     reader = ArrowRangeReader(
         client, offset_range, partition, SCHEMAS[partition.include_headers], fetch_settings(config),
         lambda message: report_data_loss(message, partition.fail_on_data_loss, log),
     )
     return reader.batches()
+
+
+def _arrow_task_batches(partition: KafkaInputPartition, ranges: tuple[OffsetRange, ...]) -> Iterator[pa.RecordBatch]:
+    """The ranges of many partitions read together (kafka_spark.arrow_reader.ArrowTaskReader):
+    one Arrow batch per Fetch response, holding every partition's part of it."""
+    from kafka_spark.arrow_reader import ArrowTaskReader, fetch_settings
+
+    config, client = _fetch_client(partition)
+    reader = ArrowTaskReader(
+        client, ranges, partition, SCHEMAS[partition.include_headers], fetch_settings(config),
+        lambda message: report_data_loss(message, partition.fail_on_data_loss, log),
+    )
+    for parts in reader.parts():
+        if partition.avro:
+            batches = [batch for tp, part in parts for batch in _with_avro(iter([part]), partition.avro, tp)]
+        else:
+            batches = [batch for _, batch in parts]
+        yield batches[0] if len(batches) == 1 else _concat(batches)
+
+
+def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """One record batch of ``batches`` (same schema), their rows in order."""
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 _DECODERS: dict = {}  # AvroColumn -> AvroDecoder, per Python worker (registry lookups cached)
