@@ -8,7 +8,7 @@ the same Spark session, rounds interleaved; ratio pylog/Spark (target >= 1.0).
 
 Cost as the work grows (``--parts sweep``): the same ``--sweep-rows`` rows spread over 1, 8, 64,
 256 and 1,000 partitions of Apache Kafka, each read by both sources. Spark's source makes a task
-per partition; pylog plans by work (kafka_spark.work_planner). Prints rows/s of both, the ratio,
+per partition; pylog plans by work (kafka_spark.planning). Prints rows/s of both, the ratio,
 and pylog's rate as a fraction of its best across the sweep (target >= 0.8 everywhere).
 
 Throughput: N messages of 100 bytes in 8 partitions of the embedded broker (a separate broker

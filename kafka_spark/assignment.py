@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from kafka_spark.errors import PylogError
-from kafka_spark.topic_partition import TopicPartition
+from kafka_spark.common.topic_partition import TopicPartition
 
 __all__ = [
     "ASSIGNMENT_STRATEGIES",

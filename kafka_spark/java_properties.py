@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kafka_spark.errors import PylogError
-from kafka_spark.jaas import JaasConfigError, librdkafka_config
+from kafka_spark.common.jaas import JaasConfigError, librdkafka_config
 from kafka_spark.option_names import close_match, warn_once
 
 __all__ = [

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from kafka_spark.errors import DataLossError, OffsetJsonError
-from kafka_spark.topic_partition import TopicPartition
+from kafka_spark.common.topic_partition import TopicPartition
 
 __all__ = [
     "EARLIEST",

@@ -29,7 +29,7 @@ Options added by pylog (not in Spark's Kafka source)
     the source of truth for where a query resumes. Requires ``kafka.group.id``.
 ``startingOffsetsFromOutput`` (a path)
     Start a **new** query where the output of a pylog file sink at that path left off: the source
-    offsets committed with that output (``kafka_spark.file_sink.committed_source_offsets``) take
+    offsets committed with that output (``kafka_spark.files.writers.committed_source_offsets``) take
     precedence over all other starting options; partitions that output never saw start at
     earliest. If the output holds no committed batch yet, the other starting options apply.
 """
@@ -59,7 +59,7 @@ from kafka_spark.offsets import (
     partitions_from_json,
 )
 from kafka_spark.option_names import one_of, unknown_options
-from kafka_spark.topic_partition import TopicPartition
+from kafka_spark.common.topic_partition import TopicPartition
 
 __all__ = [
     "Assign",
@@ -147,10 +147,10 @@ class SourceOptions:
     fetch_offset_retry_interval_ms: int = 1000
     commit_offsets_to_group: bool = False
     starting_offsets_from_output: str | None = None
-    #: kafka_spark.avro.AvroColumn per Avro-decoded column (valueFormat/keyFormat=avro), key first.
+    #: kafka_spark.avro.codec.AvroColumn per Avro-decoded column (valueFormat/keyFormat=avro), key first.
     avro_columns: tuple = ()
     #: Read path of the executors: "auto", "arrow" (own Fetch client, compiled Arrow decoding)
-    #: or "librdkafka" (confluent-kafka consumers); see kafka_spark.partition_reader.resolve_fetcher.
+    #: or "librdkafka" (confluent-kafka consumers); see kafka_spark.read.partition.resolve_fetcher.
     fetcher: str = "auto"
     #: librdkafka name -> the kafka.* option (without the prefix) it came from, for messages.
     kafka_origin: tuple[tuple[str, str], ...] = ()
@@ -363,7 +363,7 @@ def parse_source_options(options: Mapping[str, str], *, warn: bool = False) -> S
     options and ignored ``kafka.*`` properties are logged, once each, when ``warn`` is set (the
     source sets it where the query is defined, not on every re-parse on executors).
     """
-    from kafka_spark.avro import AVRO_OPTIONS
+    from kafka_spark.avro.codec import AVRO_OPTIONS
     from kafka_spark.java_properties import warn_ignored
 
     opts = {str(k).lower(): str(v) for k, v in options.items()}
@@ -467,8 +467,8 @@ def _honoured_ms(client: ClientConfig, name: str) -> int | None:
 
 
 def _avro_columns(opts: Mapping[str, str]) -> tuple:
-    """valueFormat/keyFormat=avro and their schema options (kafka_spark.avro documents them)."""
-    from kafka_spark.avro import parse_avro_options
+    """valueFormat/keyFormat=avro and their schema options (kafka_spark.avro.codec documents them)."""
+    from kafka_spark.avro.codec import parse_avro_options
 
     columns = parse_avro_options(opts)
     return tuple(columns[role] for role in ("key", "value") if role in columns)

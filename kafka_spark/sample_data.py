@@ -56,7 +56,7 @@ def produce_orders(bootstrap_servers: str, topic: str, count: int, *, first_id: 
     """Produce ``count`` orders with an idempotent producer; returns how many were acknowledged."""
     from confluent_kafka import Producer
 
-    from kafka_spark.librdkafka_log import routed
+    from kafka_spark.client.librdkafka_log import routed
 
     producer = Producer(routed({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True, "linger.ms": 10}))
     delivered = 0

@@ -21,8 +21,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kafka_spark.batch_reader import PylogBatchReader
-from kafka_spark.client import check_client_configs, resolve_bootstrap_servers
+from kafka_spark.read.batch import PylogBatchReader
+from kafka_spark.client.offset_reader import check_client_configs, resolve_bootstrap_servers
 from kafka_spark.options import (
     PylogOptionError,
     SourceOptions,
@@ -30,7 +30,7 @@ from kafka_spark.options import (
     check_streaming,
     parse_source_options,
 )
-from kafka_spark.stream_reader import PylogStreamReader
+from kafka_spark.read.stream import PylogStreamReader
 
 __all__ = ["PylogDataSource", "source_schema"]
 
@@ -95,14 +95,14 @@ class PylogDataSource(DataSource):
         return PylogBatchReader(options, resolve_bootstrap_servers(options))
 
     def writer(self, schema: StructType, overwrite: bool) -> "DataSourceWriter":
-        """``df.write.format("pylog")``: the topic sink (kafka_spark.topic_sink)."""
-        from kafka_spark.topic_sink import batch_writer
+        """``df.write.format("pylog")``: the topic sink (kafka_spark.topics.task)."""
+        from kafka_spark.topics.task import batch_writer
 
         return batch_writer(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> "DataSourceStreamWriter":
-        """``df.writeStream.format("pylog")``: the exactly-once topic sink (kafka_spark.topic_sink)."""
-        from kafka_spark.topic_sink import stream_writer
+        """``df.writeStream.format("pylog")``: the exactly-once topic sink (kafka_spark.topics.task)."""
+        from kafka_spark.topics.task import stream_writer
 
         return stream_writer(self.options, schema, overwrite)
 

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.types import LongType, StructField, StructType
 
-from kafka_spark.file_sink import FileBatchWriter, FileSinkCommitMessage, FileSinkOptions, FileStreamWriter
-from kafka_spark.metadata_log import SinkFileStatus
+from kafka_spark.files.writers import FileBatchWriter, FileSinkCommitMessage, FileSinkOptions, FileStreamWriter
+from kafka_spark.files.metadata_log import SinkFileStatus
 
 SCHEMA = StructType([StructField("id", LongType())])
 

@@ -1,4 +1,4 @@
-"""The Arrow fetch path (kafka_spark.fetcher + record_decoder + arrow_reader) against the
+"""The Arrow fetch path (kafka_spark.client.fetch_client + read.record_decoder + read.arrow) against the
 embedded broker: the same rows as confluent-kafka's path for every record shape, codec and
 isolation level, the pooled connection, and malformed input failing clearly."""
 
@@ -13,13 +13,13 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 
-from kafka_spark import fetcher
-from kafka_spark import record_decoder as rd
+from kafka_spark.client import fetch_client as fetcher
+from kafka_spark.read import record_decoder as rd
 from kafka_spark.assignment import OffsetRange
-from kafka_spark.client import close_pooled_consumers, consumer_config
+from kafka_spark.client.offset_reader import close_pooled_consumers, consumer_config
 from kafka_spark.options import parse_source_options
-from kafka_spark.partition_reader import KafkaInputPartition, read_partition
-from kafka_spark.topic_partition import TopicPartition as TP
+from kafka_spark.read.partition import KafkaInputPartition, read_partition
+from kafka_spark.common.topic_partition import TopicPartition as TP
 
 
 @pytest.fixture(autouse=True)
@@ -291,7 +291,7 @@ def test_a_partition_without_a_leader_is_waited_for_not_reported_lost(tmp_path, 
     import dataclasses
 
     from kafka_spark.broker import EmbeddedBroker
-    from kafka_spark.partition_reader import PylogReadTimeout
+    from kafka_spark.read.partition import PylogReadTimeout
 
     with EmbeddedBroker(log_dir=tmp_path / "data", register=False) as broker:
         broker.create_topic("leaderless", partitions=1)

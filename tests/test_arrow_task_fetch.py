@@ -1,4 +1,4 @@
-"""A task holding ranges of many partitions on the Arrow fetch path (kafka_spark.arrow_reader
+"""A task holding ranges of many partitions on the Arrow fetch path (kafka_spark.read.arrow
 ArrowTaskReader): one Fetch names all of them, and each range still reads exactly its records,
 with gaps, aborted transactions, compaction, data loss and timeouts handled per partition."""
 
@@ -9,13 +9,13 @@ import dataclasses
 import pytest
 from confluent_kafka import Producer
 
-from kafka_spark import fetcher
+from kafka_spark.client import fetch_client as fetcher
 from kafka_spark.assignment import OffsetRange
-from kafka_spark.client import consumer_config
+from kafka_spark.client.offset_reader import consumer_config
 from kafka_spark.offsets import DataLossError
 from kafka_spark.options import parse_source_options
-from kafka_spark.partition_reader import KafkaInputPartition, PylogReadTimeout, read_partition
-from kafka_spark.topic_partition import TopicPartition as TP
+from kafka_spark.read.partition import KafkaInputPartition, PylogReadTimeout, read_partition
+from kafka_spark.common.topic_partition import TopicPartition as TP
 from tests.test_arrow_fetch import _fresh_pools  # noqa: F401  (autouse: empty pools around each test)
 
 

@@ -46,7 +46,7 @@ from kafka_spark.assignment import (
     split_ranges,
     task_member_ids,
 )
-from kafka_spark.topic_partition import TopicPartition
+from kafka_spark.common.topic_partition import TopicPartition
 
 # ---------------------------------------------------------------------------------------------
 # helpers

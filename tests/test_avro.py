@@ -1,4 +1,4 @@
-"""Avro codecs (kafka_spark.avro, kafka_spark.avro_schema): types, round trips, evolution, framing.
+"""Avro codecs (kafka_spark.avro.codec, kafka_spark.avro.schema): types, round trips, evolution, framing.
 
 The Confluent path runs against confluent-kafka's in-memory schema registry (``mock://``), the
 client library's own registry implementation; interop is checked against confluent-kafka's own
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from pyspark import cloudpickle
 from pyspark.sql import types as T
 
-from kafka_spark.avro import (
+from kafka_spark.avro.codec import (
     AvroDecoder,
     AvroEncodeError,
     AvroEncoder,
@@ -34,7 +34,7 @@ from kafka_spark.avro import (
     registry_client,
     topic_subject,
 )
-from kafka_spark.avro_schema import arrow_type, load_schema, spark_type
+from kafka_spark.avro.schema import arrow_type, load_schema, spark_type
 from kafka_spark.options import PylogOptionError
 
 ORDER = {

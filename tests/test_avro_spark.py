@@ -9,7 +9,7 @@ from confluent_kafka import Producer
 from pyspark.errors import PySparkException
 from pyspark.sql import Row
 
-from kafka_spark.schema_registry import EmbeddedSchemaRegistry
+from kafka_spark.avro.registry_server import EmbeddedSchemaRegistry
 
 V1 = {"type": "record", "name": "Order", "fields": [
     {"name": "id", "type": "long"},

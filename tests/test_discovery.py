@@ -10,7 +10,7 @@ import chispa
 import pytest
 from confluent_kafka import Producer
 
-from kafka_spark.bootstrap import resolve_bootstrap_servers
+from kafka_spark.client.bootstrap import resolve_bootstrap_servers
 from kafka_spark.broker import EmbeddedBroker, discovery
 
 

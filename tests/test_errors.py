@@ -15,10 +15,11 @@ from kafka_spark.errors import DataLossError, OffsetJsonError, PylogError, Pylog
 
 def connector_exception_classes() -> list[type[BaseException]]:
     found = []
-    for module in pkgutil.iter_modules(kafka_spark.__path__):
-        if module.name in ("broker", "demo"):
+    for module in pkgutil.walk_packages(kafka_spark.__path__, "kafka_spark."):
+        if module.name in ("kafka_spark.broker", "kafka_spark.demo") or module.name.startswith("kafka_spark.broker.") \
+                or module.name.endswith(".__main__"):
             continue
-        imported = importlib.import_module(f"kafka_spark.{module.name}")
+        imported = importlib.import_module(module.name)
         found += [c for _, c in inspect.getmembers(imported, inspect.isclass)
                   if issubclass(c, BaseException) and c.__module__ == imported.__name__]
     return found
@@ -47,7 +48,7 @@ def test_a_bad_option_is_caught_as_a_pylog_error_with_its_message():
 def test_the_old_import_paths_still_name_the_same_classes():
     from kafka_spark.offsets import DataLossError as offsets_data_loss
     from kafka_spark.options import PylogOptionError as options_option_error
-    from kafka_spark.partition_reader import PylogReadTimeout as reader_timeout
+    from kafka_spark.read.partition import PylogReadTimeout as reader_timeout
 
     assert (offsets_data_loss, options_option_error, reader_timeout) == (DataLossError, PylogOptionError,
                                                                          PylogReadTimeout)

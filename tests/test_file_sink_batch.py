@@ -11,8 +11,8 @@ import fastavro
 import pytest
 from pyspark.sql import functions as F
 
-from kafka_spark.file_sink import committed_source_offsets, vacuum
-from kafka_spark.metadata_log import MetadataLog
+from kafka_spark.files.writers import committed_source_offsets, vacuum
+from kafka_spark.files.metadata_log import MetadataLog
 from pyarrow.fs import LocalFileSystem
 
 

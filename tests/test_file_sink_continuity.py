@@ -1,5 +1,5 @@
 """The pylog-files sink decides whether a batch continues the output from what it and Spark's
-checkpoint recorded (kafka_spark.sink_continuity), for any output schema and any sources.
+checkpoint recorded (kafka_spark.files.continuity), for any output schema and any sources.
 
 Commit-level tests drive the sink's driver-side commit with checkpoints laid out as Spark writes
 them (tests/sink_commits.py); the Spark tests run real queries: two pylog sources in one query,
@@ -16,10 +16,10 @@ import pytest
 from pyarrow.fs import LocalFileSystem
 from pyspark.errors import StreamingQueryException
 
-from kafka_spark.file_sink import committed_source_offsets
-from kafka_spark.metadata_log import MetadataLog
-from kafka_spark.sink_continuity import OtherSourcesError, UnknownStartError
-from kafka_spark.sink_offsets import OffsetContinuityError
+from kafka_spark.files.writers import committed_source_offsets
+from kafka_spark.files.metadata_log import MetadataLog
+from kafka_spark.files.continuity import OtherSourcesError, UnknownStartError
+from kafka_spark.files.sidecar import OffsetContinuityError
 from tests.sink_commits import FakeCheckpoint, commit_batch_job, commit_stream_batch
 from tests.source_fixtures import embedded_kafka  # noqa: F401
 

@@ -17,9 +17,9 @@ import pytest
 from pyarrow.fs import LocalFileSystem
 from pyspark.errors import StreamingQueryException
 
-from kafka_spark.file_sink import committed_source_offsets
-from kafka_spark.metadata_log import MalformedMetadataLogError, MetadataLog
-from kafka_spark.sink_offsets import SinkStateError
+from kafka_spark.files.writers import committed_source_offsets
+from kafka_spark.files.metadata_log import MalformedMetadataLogError, MetadataLog
+from kafka_spark.files.sidecar import SinkStateError
 from tests.sink_commits import FakeCheckpoint, commit_batch_job, commit_stream_batch, exists
 from tests.source_fixtures import embedded_kafka  # noqa: F401
 

@@ -26,7 +26,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from kafka_spark.metadata_log import MetadataLog
+from kafka_spark.files.metadata_log import MetadataLog
 from pyarrow.fs import LocalFileSystem
 from tests.source_fixtures import Record, embedded_kafka  # noqa: F401
 

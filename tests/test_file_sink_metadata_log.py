@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow.fs import LocalFileSystem
 
-from kafka_spark.metadata_log import MetadataLog, SinkFileStatus, deserialize, serialize
+from kafka_spark.files.metadata_log import MetadataLog, SinkFileStatus, deserialize, serialize
 
 GOLDEN = Path(__file__).parent / "golden" / "spark_metadata"
 KEYS = ["path", "size", "isDir", "modificationTime", "blockReplication", "blockSize", "action"]

@@ -7,7 +7,7 @@ import os
 import pyarrow.fs as pafs
 import pytest
 
-from kafka_spark.sink_fs import (
+from kafka_spark.files.fs import (
     FileSinkError,
     OutputLocation,
     UnsupportedFilesystemError,

@@ -4,7 +4,7 @@ The input is a small Python streaming source shaped like Spark's Kafka source (c
 partition, offset, value; offsets ``{"topic": {"partition": next}}``), so the sink's offset
 bookkeeping is exercised exactly as with the pylog source, with deterministic data: partition p
 holds records 0..endOffset-1, value "<topic>-<p>-<offset>". Like the pylog source, a new query's
-first batch is an empty start batch (kafka_spark.stream_reader), unless ``firstBatchCarriesData``.
+first batch is an empty start batch (kafka_spark.read.stream), unless ``firstBatchCarriesData``.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from kafka_spark.file_sink import (
+from kafka_spark.files.writers import (
     FileSinkCommitMessage,
     FileSinkOptions,
     FileStreamWriter,
     committed_source_offsets,
     vacuum,
 )
-from kafka_spark.metadata_log import MetadataLog, SinkFileStatus
+from kafka_spark.files.metadata_log import MetadataLog, SinkFileStatus
 from pyarrow.fs import LocalFileSystem
 
 # Spark ships the source class to Python workers, which cannot import this test module.

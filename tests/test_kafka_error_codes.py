@@ -1,5 +1,5 @@
 """One spelling of Kafka's error codes: kio's ``ErrorCode`` in the broker, and the connector's
-small ``kafka_spark.kafka_errors.ErrorCode`` (the executors do not load kio) agreeing with it name
+small ``kafka_spark.common.kafka_errors.ErrorCode`` (the executors do not load kio) agreeing with it name
 for name. A literal error number written back into the broker or the connector's wire clients
 fails here, with the file, line and the name to use instead."""
 
@@ -18,12 +18,12 @@ import pytest
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 import kafka_spark
-from kafka_spark.kafka_errors import ErrorCode, error_name
+from kafka_spark.common.kafka_errors import ErrorCode, error_name
 
 PACKAGE = Path(kafka_spark.__file__).parent
 #: The sources that put Kafka error codes on the wire or read them off it.
 SCANNED = sorted(PACKAGE.joinpath("broker").rglob("*.py")) + [
-    PACKAGE / "fetcher.py", PACKAGE / "group_admin.py", PACKAGE / "arrow_reader.py", PACKAGE / "cli.py",
+    PACKAGE / "client/fetch_client.py", PACKAGE / "cli/group_admin.py", PACKAGE / "read/arrow.py", PACKAGE / "cli/main.py",
 ]
 #: (file relative to kafka_spark, line) of literal error numbers accepted on purpose: none.
 ALLOWED: frozenset[tuple[str, int]] = frozenset()
@@ -114,7 +114,7 @@ def test_no_kafka_error_number_is_spelled_as_a_literal():
             if (relative, line) not in ALLOWED:
                 offenders.append(f"kafka_spark/{relative}:{line}: {what}")
     assert offenders == [], ("Kafka error codes are spelled ErrorCode.<name> (kio.schema.errors in the "
-                             "broker, kafka_spark.kafka_errors in the connector):\n" + "\n".join(offenders))
+                             "broker, kafka_spark.common.kafka_errors in the connector):\n" + "\n".join(offenders))
 
 
 @pytest.mark.parametrize("source", [
@@ -151,12 +151,12 @@ def test_the_scan_leaves_other_numbers_alone(source):
 def test_the_connectors_names_are_kios():
     mismatched = [(code.name, int(code)) for code in ErrorCode
                   if code.name not in KioErrorCode.__members__ or KioErrorCode[code.name] != code]
-    assert mismatched == [], "kafka_spark/kafka_errors.py disagrees with kio.schema.errors.ErrorCode"
+    assert mismatched == [], "kafka_spark/common/kafka_errors.py disagrees with kio.schema.errors.ErrorCode"
     assert len(ErrorCode) >= 20
 
 
 def test_the_fetcher_retries_only_codes_kafka_calls_retriable():
-    from kafka_spark.fetcher import RETRIABLE_ERRORS
+    from kafka_spark.client.fetch_client import RETRIABLE_ERRORS
 
     assert RETRIABLE_ERRORS[ErrorCode.leader_not_available] == "LEADER_NOT_AVAILABLE"
     assert [name for code, name in RETRIABLE_ERRORS.items() if not KioErrorCode(code).retriable] == []
@@ -170,7 +170,7 @@ def test_error_names_are_kafkas():
 
 def test_the_connectors_error_codes_do_not_load_kio():
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, kafka_spark.fetcher, kafka_spark.group_admin; "
+        [sys.executable, "-c", "import sys, kafka_spark.client.fetch_client, kafka_spark.cli.group_admin; "
                                "print(sorted(m for m in sys.modules if m.startswith(('kio', 'kafka_spark.broker'))))"],
         capture_output=True, text=True, check=True, cwd=PACKAGE.parent,
     ).stdout.strip()

@@ -8,9 +8,9 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from kafka_spark import librdkafka_log
-from kafka_spark.librdkafka_log import RateLimit, routed
-from kafka_spark.reachability import bootstrap_addresses, unreachable_reason
+from kafka_spark.client import librdkafka_log
+from kafka_spark.client.librdkafka_log import RateLimit, routed
+from kafka_spark.client.reachability import bootstrap_addresses, unreachable_reason
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from kafka_spark.offsets import (
     partitions_from_json,
     rate_limit,
 )
-from kafka_spark.topic_partition import TopicPartition as TP
+from kafka_spark.common.topic_partition import TopicPartition as TP
 
 
 # ------------------------------------------------------------------------------ JSON golden strings

@@ -22,8 +22,8 @@ from kafka_spark.options import (
     check_streaming,
     parse_source_options,
 )
-from kafka_spark.client import consumer_config
-from kafka_spark.topic_partition import TopicPartition as TP
+from kafka_spark.client.offset_reader import consumer_config
+from kafka_spark.common.topic_partition import TopicPartition as TP
 
 BASE = {"kafka.bootstrap.servers": "h:9092"}
 
@@ -279,7 +279,7 @@ def test_parsed_options_are_frozen_and_picklable():
     ],
 )
 def test_fetcher_auto_reads_secured_clusters_through_confluent_kafka(kafka, expected):
-    from kafka_spark.partition_reader import plan_for_options
+    from kafka_spark.read.partition import plan_for_options
     from kafka_spark.assignment import OffsetRange
 
     opts = parse(subscribe="a", **kafka)

@@ -8,7 +8,7 @@ import re
 import pytest
 from confluent_kafka import Message
 
-from kafka_spark.record_format import FormatError, compile_format, json_line
+from kafka_spark.cli.record_format import FormatError, compile_format, json_line
 
 RECORD = Message(topic="orders", partition=3, offset=42, key=b"alice", value=b"paid 10",
                  headers=[("source", b"web"), ("trace", None)], timestamp=(1, 1_700_000_000_123))

@@ -12,8 +12,8 @@ import pytest
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-from kafka_spark.avro_compatibility import incompatibilities
-from kafka_spark.schema_registry import EmbeddedSchemaRegistry
+from kafka_spark.avro.compatibility import incompatibilities
+from kafka_spark.avro.registry_server import EmbeddedSchemaRegistry
 
 
 def record(name: str, *fields: dict[str, Any], namespace: str = "shop") -> str:

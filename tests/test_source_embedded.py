@@ -7,12 +7,12 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from kafka_spark.assignment import OffsetRange
-from kafka_spark.client import OffsetReader, close_pooled_consumers, consumer_config
+from kafka_spark.client.offset_reader import OffsetReader, close_pooled_consumers, consumer_config
 from kafka_spark.offsets import DataLossError
 from kafka_spark.options import parse_source_options
-from kafka_spark.partition_reader import KafkaInputPartition, read_partition
-from kafka_spark.stream_reader import PylogStreamReader
-from kafka_spark.topic_partition import TopicPartition as TP
+from kafka_spark.read.partition import KafkaInputPartition, read_partition
+from kafka_spark.read.stream import PylogStreamReader
+from kafka_spark.common.topic_partition import TopicPartition as TP
 from tests.source_fixtures import embedded_kafka  # noqa: F401
 
 

@@ -8,14 +8,14 @@ import pytest
 from confluent_kafka import Producer
 from pyspark import TaskContext
 
-from kafka_spark import client
+from kafka_spark.client import offset_reader as client
 from kafka_spark.assignment import OffsetRange
-from kafka_spark.client import acquire_consumer, close_pooled_consumers, consumer_config, release_consumer
+from kafka_spark.client.offset_reader import acquire_consumer, close_pooled_consumers, consumer_config, release_consumer
 from kafka_spark.offsets import DataLossError
 from kafka_spark.options import parse_source_options
-from kafka_spark.partition_reader import KafkaInputPartition, read_partition
+from kafka_spark.read.partition import KafkaInputPartition, read_partition
 from kafka_spark.source import source_schema
-from kafka_spark.topic_partition import TopicPartition as TP
+from kafka_spark.common.topic_partition import TopicPartition as TP
 from tests.source_fixtures import kafka_cluster, mock_kafka  # noqa: F401
 
 
@@ -173,7 +173,7 @@ def test_idle_consumers_are_evicted(kafka_cluster, monkeypatch):
 def test_unreachable_broker_times_out_naming_the_poll_timeout_option(fetcher):
     import socket
 
-    from kafka_spark.partition_reader import PylogReadTimeout
+    from kafka_spark.read.partition import PylogReadTimeout
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))

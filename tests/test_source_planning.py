@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from kafka_spark.assignment import OffsetRange
-from kafka_spark.batch_reader import PylogBatchReader
-from kafka_spark.client import OffsetReader
+from kafka_spark.read.batch import PylogBatchReader
+from kafka_spark.client.offset_reader import OffsetReader
 from kafka_spark.options import parse_source_options
-from kafka_spark.topic_partition import TopicPartition as TP
+from kafka_spark.common.topic_partition import TopicPartition as TP
 from tests.source_fixtures import kafka_cluster, mock_kafka  # noqa: F401
 
 
@@ -48,7 +48,7 @@ def test_planned_partitions_follow_the_assignment_strategy(kafka_cluster, two_to
 
 def test_default_plan_groups_small_ranges_and_spark_options_plan_as_spark(kafka_cluster, two_topics):
     a, _ = two_topics
-    # By work (kafka_spark.work_planner): four 10-record ranges are one task's work.
+    # By work (kafka_spark.planning): four 10-record ranges are one task's work.
     assert _plan(kafka_cluster, subscribe=a) == [[f"{a}-{p}[0, 10)" for p in range(4)]]
     # Any of Spark's planning options gives Spark's plan: a task per partition range.
     assert _plan(kafka_cluster, subscribe=a, minPartitions="1") == [[f"{a}-{p}[0, 10)"] for p in range(4)]
@@ -69,7 +69,7 @@ def test_planning_is_deterministic(kafka_cluster, two_topics):
 
 def test_stream_partitions_use_the_same_planner(kafka_cluster, two_topics):
     from kafka_spark.offsets import offsets_to_dict
-    from kafka_spark.stream_reader import PylogStreamReader
+    from kafka_spark.read.stream import PylogStreamReader
 
     a, _ = two_topics
     opts = parse_source_options({"kafka.bootstrap.servers": kafka_cluster.bootstrap_servers,

@@ -27,7 +27,7 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from kafka_spark.offsets import DataLossError
 from kafka_spark.options import parse_source_options
-from kafka_spark.stream_reader import (
+from kafka_spark.read.stream import (
     AvailableNowTopicChangedError,
     CheckpointTopicsError,
     PylogStreamReader,

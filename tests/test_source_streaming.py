@@ -9,12 +9,12 @@ import uuid
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from kafka_spark.client import close_pooled_consumers
+from kafka_spark.client.offset_reader import close_pooled_consumers
 from kafka_spark.offsets import offsets_from_dict, offsets_from_json
 from kafka_spark.options import parse_source_options
-from kafka_spark.partition_reader import read_partition
-from kafka_spark.stream_reader import PylogStreamReader
-from kafka_spark.topic_partition import TopicPartition as TP
+from kafka_spark.read.partition import read_partition
+from kafka_spark.read.stream import PylogStreamReader
+from kafka_spark.common.topic_partition import TopicPartition as TP
 from tests.source_fixtures import embedded_kafka, kafka_cluster, mock_kafka  # noqa: F401
 
 

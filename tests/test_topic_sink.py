@@ -109,7 +109,7 @@ def test_marker_lookup_waits_while_the_group_coordinator_loads(pylog_broker, pyl
     last committed batch asks again instead of failing the task."""
     from kafka_spark.broker.apis import HANDLERS
     from kafka_spark.broker.protocol.versions import ApiKey
-    from kafka_spark.topic_sink import committed_offset
+    from kafka_spark.topics.task import committed_offset
 
     answers = iter([16, 14])  # NOT_COORDINATOR, then COORDINATOR_LOAD_IN_PROGRESS, then served
     served = HANDLERS[ApiKey.OFFSET_FETCH]

@@ -1,4 +1,4 @@
-"""Planning by work (kafka_spark.work_planner), the default when no planning option is set:
+"""Planning by work (kafka_spark.planning), the default when no planning option is set:
 table tests of the pure function."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kafka_spark.assignment import AssignmentError, OffsetRange
-from kafka_spark.topic_partition import TopicPartition as TP
-from kafka_spark.work_planner import RECORDS_PER_TASK, plan_by_work
+from kafka_spark.common.topic_partition import TopicPartition as TP
+from kafka_spark.planning import RECORDS_PER_TASK, plan_by_work
 
 
 def ranges(topic: str, sizes: list[int], start: int = 0) -> list[OffsetRange]:

@@ -19,14 +19,14 @@ from kafka_spark.broker.config import BrokerConfig
 from kafka_spark.broker.credentials import CredentialStore
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.durability import GroupCommit
-from kafka_spark.broker.groups import DEFAULT_INITIAL_REBALANCE_DELAY_MS, GroupCoordinator
+from kafka_spark.broker.coordinator.group import DEFAULT_INITIAL_REBALANCE_DELAY_MS, GroupCoordinator
 from kafka_spark.broker.notifier import DataNotifier
 from kafka_spark.broker.protocol import Request
-from kafka_spark.broker.producers import PartitionProducerState, ProducerIdManager
+from kafka_spark.broker.storage.producer_state import PartitionProducerState, ProducerIdManager
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import LogManager
-from kafka_spark.broker.transactions import TransactionCoordinator
-from kafka_spark.topic_partition import TopicPartition
+from kafka_spark.broker.coordinator.transaction import TransactionCoordinator
+from kafka_spark.common.topic_partition import TopicPartition
 
 logger = logging.getLogger("kafka_spark.broker")
 

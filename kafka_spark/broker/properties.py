@@ -294,7 +294,7 @@ def _tls_settings(properties: Mapping[str, str], listener: str) -> dict[str, Any
 
 def _sasl_users(properties: Mapping[str, str], listener: str) -> dict[str, str]:
     """The users of a SASL_PLAINTEXT listener, from its PlainLoginModule's user_NAME options."""
-    from kafka_spark.jaas import JaasConfigError, parse_jaas
+    from kafka_spark.common.jaas import JaasConfigError, parse_jaas
 
     from kafka_spark.broker.sasl import MECHANISMS
 

@@ -6,7 +6,7 @@ time any process of this driver reaches it (counted in the file ``PYLOG_CHAOS_CO
 records the phase in ``<counter>.killed`` and SIGKILLs the driver's whole process group (JVM,
 driver and workers), exactly as a crash at that instant would.
 
-Phases (see kafka_spark/file_sink.py and kafka_spark/topic_sink.py for the protocols):
+Phases (see kafka_spark/files/writers.py and kafka_spark/topics/task.py for the protocols):
   files-written        file sink: tasks wrote the batch's part files; the commit has not started
   sidecar-written      file sink: _sink/offsets/M written, manifest M not published
   manifest-published   file sink: manifest M published (the commit point), Spark's commits/N not written
@@ -45,10 +45,11 @@ def _reached(phase: str, detail: str) -> None:
 def _install() -> None:
     if _AIM not in PHASES:
         return
-    from kafka_spark import sink_commit, topic_sink
-    from kafka_spark.metadata_log import MetadataLog
-    from kafka_spark.sink_offsets import SinkState
-    from kafka_spark.stream_reader import PylogStreamReader
+    from kafka_spark.files import commit as sink_commit
+    from kafka_spark.topics import task as topic_sink
+    from kafka_spark.files.metadata_log import MetadataLog
+    from kafka_spark.files.sidecar import SinkState
+    from kafka_spark.read.stream import PylogStreamReader
 
     run = sink_commit.StreamCommit.run
 

@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafka_spark.broker import EmbeddedBroker
-from kafka_spark.broker.group_offsets import CommittedOffset, decode_key, decode_value, encode_key, encode_value
-from kafka_spark.topic_partition import TopicPartition as TP
+from kafka_spark.broker.coordinator.group_offsets import CommittedOffset, decode_key, decode_value, encode_key, encode_value
+from kafka_spark.common.topic_partition import TopicPartition as TP
 
 
 def on_loop(broker: EmbeddedBroker, function, *args):

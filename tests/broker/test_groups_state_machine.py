@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from kafka_spark.broker.durability import GroupCommit
-from kafka_spark.broker.groups import (
+from kafka_spark.broker.coordinator.group import (
     LEGAL_TRANSITIONS,
     Group,
     GroupCoordinator,
@@ -76,7 +76,7 @@ def test_members_arriving_within_the_initial_delay_share_the_first_generation(co
 
 
 def test_transactional_commit_bypasses_generation_checks_and_skips_missing_partitions(coordinator):
-    from kafka_spark.topic_partition import TopicPartition
+    from kafka_spark.common.topic_partition import TopicPartition
 
     coordinator._broker.logs.create_topic("t", 2)
 

@@ -4,7 +4,7 @@ kept per partition.
 A TCP proxy sits between a confluent-kafka producer (enable.idempotence) and the broker and
 cuts connections at random moments, mostly right after the broker answered a request and before
 the answer reaches the client: the client must retry batches the broker already wrote, and the
-broker must recognise them by producer id, epoch and sequence (producers.py).
+broker must recognise them by producer id, epoch and sequence (storage/producer_state.py).
 
 The broker binds 127.0.0.1 and advertises 127.0.0.2 on the same port, where the proxy listens,
 so every connection the client opens after Metadata goes through the proxy too.

@@ -17,7 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.properties import broker_options
 from kafka_spark.broker.storage.errors import InvalidConfigError
-from kafka_spark.jaas import JaasConfigError, librdkafka_config, parse_jaas
+from kafka_spark.common.jaas import JaasConfigError, librdkafka_config, parse_jaas
 
 SECRET = "s3cret-Pa55"
 JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="{SECRET}";'
@@ -290,9 +290,9 @@ def test_refused_credentials_are_reported_at_once_by_the_source_and_the_topic_si
 
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    from kafka_spark.client import OffsetFetchError, OffsetReader
+    from kafka_spark.client.offset_reader import OffsetFetchError, OffsetReader
     from kafka_spark.options import parse_source_options
-    from kafka_spark.topic_sink import TopicSinkError, TopicStreamWriter, ensure_marker_topic, parse_sink_options
+    from kafka_spark.topics.task import TopicSinkError, TopicStreamWriter, ensure_marker_topic, parse_sink_options
 
     secured = {"kafka.bootstrap.servers": sasl_broker.bootstrap_servers, "kafka.security.protocol": "SASL_PLAINTEXT",
                "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": JAAS.replace(SECRET, "guess")}

@@ -325,8 +325,8 @@ def test_coordinator_state_and_open_transactions_survive_a_restart(tmp_path):
 
 def test_commit_interrupted_after_prepare_commit_is_finished_on_restart(tmp_path):
     from kafka_spark.broker.storage.log_manager import LogManager
-    from kafka_spark.broker.transaction_log import TransactionLog
-    from kafka_spark.broker.transactions import TxnState
+    from kafka_spark.broker.coordinator.transaction_log import TransactionLog
+    from kafka_spark.broker.coordinator.transaction import TxnState
 
     topic = "interrupted"
     with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
@@ -440,7 +440,7 @@ def test_exhausted_epochs_move_to_a_new_producer_id_after_aborting_with_the_old_
 
 def test_compacted_transaction_state_replays_to_the_same_coordinator_state(tmp_path):
     from kafka_spark.broker.storage.log_manager import LogManager
-    from kafka_spark.broker.transaction_log import TRANSACTION_STATE_TOPIC, TransactionLog
+    from kafka_spark.broker.coordinator.transaction_log import TRANSACTION_STATE_TOPIC, TransactionLog
 
     topic = "compacted-state"
     with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:

@@ -11,7 +11,7 @@ import asyncio
 import time
 
 from kafka_spark.broker.storage.batch import build_record_batch
-from kafka_spark.topic_partition import TopicPartition
+from kafka_spark.common.topic_partition import TopicPartition
 from test_txn_protocol import END_TXN, INIT_PRODUCER_ID, PRODUCE, READ_COMMITTED, TXN_OFFSET_COMMIT, batches, fetch
 from wire import WireClient
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_spark.broker.transactions import (
+from kafka_spark.broker.coordinator.transaction import (
     LEGAL_TRANSITIONS,
     IllegalTransition,
     TransactionMetadata,
     TxnState,
     fenced_error,
 )
-from kafka_spark.broker.txn_index import control_type, last_offset_of
+from kafka_spark.broker.storage.txn_index import control_type, last_offset_of
 from kafka_spark.broker.storage.batch import build_control_batch, build_record_batch
-from kafka_spark.topic_partition import TopicPartition
+from kafka_spark.common.topic_partition import TopicPartition
 
 
 @pytest.mark.parametrize("source", list(TxnState))

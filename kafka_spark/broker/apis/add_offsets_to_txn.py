@@ -13,7 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
-from kafka_spark.broker.transactions import fenced_error
+from kafka_spark.broker.coordinator.transaction import fenced_error
 
 
 def handle(broker: Any, request: Any) -> Any:

@@ -17,8 +17,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
-from kafka_spark.broker.transactions import fenced_error
-from kafka_spark.topic_partition import TopicPartition
+from kafka_spark.broker.coordinator.transaction import fenced_error
+from kafka_spark.common.topic_partition import TopicPartition
 
 
 def handle(broker: Any, request: Any) -> Any:

@@ -18,7 +18,7 @@ from kafka_spark.broker.apis import access
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.storage.errors import StorageError
 
-logger = logging.getLogger("kafka_spark.broker.groups")
+logger = logging.getLogger("kafka_spark.broker.coordinator.group")
 
 _MESSAGES = {ErrorCode.non_empty_group: "The group {} is not empty: its members must leave (or expire) first.",
              ErrorCode.group_id_not_found: "Group {} not found."}

@@ -12,7 +12,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
-from kafka_spark.broker.groups import GroupState
+from kafka_spark.broker.coordinator.group import GroupState
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.storage.errors import OffsetOutOfRangeError, StorageError
-from kafka_spark.broker.txn_index import last_offset_of
+from kafka_spark.broker.storage.txn_index import last_offset_of
 
 _READ_COMMITTED = 1
 

@@ -3,7 +3,7 @@
 Without a transactional id (idempotent producer) every call gets a fresh producer id at epoch 0,
 as Kafka does, also for the KIP-360 "bump" an idempotent producer asks for after an error (it
 then restarts its sequences under the new id). With one, the transaction coordinator decides
-(transactions.py): a new id gets a new producer id, a known one is fenced forward (epoch + 1,
+(coordinator/transaction.py): a new id gets a new producer id, a known one is fenced forward (epoch + 1,
 ongoing transaction aborted); 50 INVALID_TRANSACTION_TIMEOUT for a timeout outside (0, 900000];
 47, or 90 PRODUCER_FENCED from v4, when a v3+ bump names a stale producer id or epoch. With an
 authorizer: WRITE on the transactional id (53), or for an idempotent producer IDEMPOTENT_WRITE on

@@ -13,9 +13,9 @@ from kio.schema.errors import ErrorCode
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.storage.errors import StorageError
-from kafka_spark.topic_partition import TopicPartition
+from kafka_spark.common.topic_partition import TopicPartition
 
-logger = logging.getLogger("kafka_spark.broker.groups")
+logger = logging.getLogger("kafka_spark.broker.coordinator.group")
 
 
 def handle(broker: Any, request: Any) -> Any:

@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.topic_ids import topic_id, topic_name
-from kafka_spark.topic_partition import TopicPartition
+from kafka_spark.common.topic_partition import TopicPartition
 
 
 def handle(broker: Any, request: Any) -> dict[str, Any]:

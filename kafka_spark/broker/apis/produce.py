@@ -7,7 +7,7 @@ record in a compacted topic: 87; a timestamp outside message.timestamp.before/af
 per record only where the topic's settings or the batch header call for it), answered in v8+
 with each record's index and reason (KIP-467); transactional batches only from the producer's
 current epoch (47), for a partition added to its ongoing transaction (48; 49 for a producer id
-no transactional id owns; from v12 the partition is added by the batch itself, KIP-890); idempotent sequence checks (producers.py); then append at the log end
+no transactional id owns; from v12 the partition is added by the batch itself, KIP-890); idempotent sequence checks (storage/producer_state.py); then append at the log end
 offset. Batches are stored verbatim, only base offset and leader epoch (outside the CRC)
 rewritten, unless the topic's compression.type names a codec: then batches in another codec are
 recompressed in it first, as Kafka does. acks=0 gets no response at all (answering would desynchronise
@@ -26,12 +26,12 @@ from kio.schema.errors import ErrorCode
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.deferred import Deferred
-from kafka_spark.broker.producers import ProducerStateError
+from kafka_spark.broker.storage.producer_state import ProducerStateError
 from kafka_spark.broker.storage.batch import validate_batches
 from kafka_spark.broker.storage.config import COMPRESSION_CODECS
 from kafka_spark.broker.storage.errors import RecordValidationError, StorageError
 from kafka_spark.broker.storage.records import recompress, validate_records
-from kafka_spark.topic_partition import TopicPartition
+from kafka_spark.common.topic_partition import TopicPartition
 
 logger = logging.getLogger("kafka_spark.broker")
 

@@ -1,0 +1,258 @@
+"""Committed offsets of consumer groups, kept durable in the internal topic ``__consumer_offsets``.
+
+Each commit appends one record per partition to ``__consumer_offsets`` (created on first use, with
+``cleanup.policy=compact`` so compaction keeps only the newest commit per key). A group always
+writes to the same partition of that topic (``java_string_hash(group) % partitions``, as Kafka
+places it), so one partition holds a group's history in commit order. Record layouts are Kafka's
+own (``OffsetCommitKey`` v1 and ``OffsetCommitValue`` v3, big endian)::
+
+    key   : version int16 = 1 | group string | topic string | partition int32
+    value : version int16 = 3 | offset int64 | leader_epoch int32 | metadata string | commit_timestamp int64
+    (string = int16 length + UTF-8; a null value is a tombstone: the commit was deleted)
+
+Replay rule: at broker start :meth:`GroupOffsetStore.load` reads every partition of the topic
+from its log start to its end and applies records in order; the last record per key wins and a
+tombstone removes the key. Records of other kinds (Kafka's group-metadata key, version 2) are
+skipped. Not thread-safe: used on the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Mapping
+
+from kafka_spark.broker.storage.batch import HEADER_SIZE, build_record_batch, iter_batches, read_varint
+from kafka_spark.broker.storage.errors import StorageError, TopicExistsError
+from kafka_spark.broker.storage.log import Log
+from kafka_spark.broker.storage.log_manager import LogManager
+from kafka_spark.common.topic_partition import TopicPartition
+
+OFFSETS_TOPIC = "__consumer_offsets"
+#: Kafka's offsets.topic.num.partitions is 50; a laptop broker needs a few.
+DEFAULT_OFFSETS_PARTITIONS = 4
+# Kafka's offsets.topic.segment.bytes: small enough that old commits roll into cleanable segments.
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+
+_KEY_VERSION = 1
+_VALUE_VERSION = 3
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_VALUE_HEAD = struct.Struct(">hqi")  # version, offset, leader_epoch
+_I64 = struct.Struct(">q")
+_READ_CHUNK = 1 << 20
+
+
+class CorruptOffsetsRecordError(StorageError):
+    """A record of ``__consumer_offsets`` that does not decode: the topic was written by something
+    else than this broker, or its data is damaged. Move the topic's directories away to start over
+    (committed offsets are then lost)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    """What a group committed for one partition. ``leader_epoch`` -1 means unknown;
+    ``metadata`` is the client's free-form string ("" when it sent null)."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = 0
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (UTF-16 code units), so groups land where Kafka puts them."""
+    value = 0
+    data = text.encode("utf-16-be")
+    for index in range(0, len(data), 2):
+        value = (31 * value + ((data[index] << 8) | data[index + 1])) & 0xFFFFFFFF
+    return value
+
+
+def offsets_partition_for(group_id: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of a group (Kafka: ``Utils.abs(hashCode) % n``)."""
+    return (java_string_hash(group_id) & 0x7FFFFFFF) % partitions
+
+
+def encode_key(group_id: str, topic_partition: TopicPartition) -> bytes:
+    return (_I16.pack(_KEY_VERSION) + _string(group_id) + _string(topic_partition.topic)
+            + _I32.pack(topic_partition.partition))
+
+
+def encode_value(committed: CommittedOffset) -> bytes:
+    return (_VALUE_HEAD.pack(_VALUE_VERSION, committed.offset, committed.leader_epoch)
+            + _string(committed.metadata) + _I64.pack(committed.commit_timestamp))
+
+
+def decode_key(raw: bytes) -> tuple[str, TopicPartition] | None:
+    """``(group, topic-partition)`` of an offset-commit key; None for other key kinds."""
+    (version,) = _I16.unpack_from(raw, 0)
+    if version not in (0, 1):
+        return None  # 2 = group metadata: not stored by this broker
+    group, position = _read_string(raw, 2)
+    topic, position = _read_string(raw, position)
+    (partition,) = _I32.unpack_from(raw, position)
+    return group, TopicPartition(topic, partition)
+
+
+def decode_value(raw: bytes) -> CommittedOffset:
+    version, offset, leader_epoch = _VALUE_HEAD.unpack_from(raw, 0)
+    if version != _VALUE_VERSION:
+        raise CorruptOffsetsRecordError(f"offset-commit value version {version}; this broker reads only version 3")
+    metadata, position = _read_string(raw, _VALUE_HEAD.size)
+    (timestamp,) = _I64.unpack_from(raw, position)
+    return CommittedOffset(offset, leader_epoch, metadata, timestamp)
+
+
+class GroupOffsetStore:
+    """The committed offsets of every group: an in-memory map backed by ``__consumer_offsets``."""
+
+    def __init__(self, logs: LogManager, *, partitions: int = DEFAULT_OFFSETS_PARTITIONS,
+                 time_ms: Callable[[], int] | None = None) -> None:
+        self._logs = logs
+        self._default_partitions = partitions
+        self._time_ms = time_ms or (lambda: int(time.time() * 1000))
+        self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+
+    # -- start-up ------------------------------------------------------------------------------
+
+    def load(self) -> int:
+        """Replay ``__consumer_offsets`` (if it exists) into memory; returns the records applied."""
+        info = self._logs.topics().get(OFFSETS_TOPIC)
+        if info is None:
+            return 0
+        applied = 0
+        for partition in range(info.partitions):
+            for key, value in _records(self._logs.get_log(OFFSETS_TOPIC, partition)):
+                decoded = decode_key(key) if key else None
+                if decoded is None:
+                    continue
+                group_id, topic_partition = decoded
+                if value is None:
+                    self._offsets.get(group_id, {}).pop(topic_partition, None)
+                    if not self._offsets.get(group_id, True):
+                        del self._offsets[group_id]
+                else:
+                    self._offsets.setdefault(group_id, {})[topic_partition] = decode_value(value)
+                applied += 1
+        return applied
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def groups(self) -> list[str]:
+        """Groups with at least one committed offset."""
+        return sorted(self._offsets)
+
+    def fetch(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
+        """A copy of every committed offset of ``group_id`` (empty when it has none)."""
+        return dict(self._offsets.get(group_id, {}))
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def commit(self, group_id: str, offsets: Mapping[TopicPartition, CommittedOffset]) -> tuple[Log, int] | None:
+        """Append ``offsets`` as one batch, then make them visible to :meth:`fetch`.
+
+        Returns ``(log, end_offset)`` so the caller can wait for the fsync (``GroupCommit``), or
+        None when there was nothing to write. Raises StorageError when the append fails; memory
+        is then unchanged.
+        """
+        if not offsets:
+            return None
+        records = [(encode_key(group_id, tp), encode_value(committed)) for tp, committed in offsets.items()]
+        result = self._append(group_id, records)
+        self._offsets.setdefault(group_id, {}).update(offsets)
+        return result
+
+    def delete(self, group_id: str, partitions: Iterable[TopicPartition] | None = None) -> tuple[Log, int] | None:
+        """Write tombstones for ``partitions`` (default: all) of ``group_id`` and forget them."""
+        committed = self._offsets.get(group_id, {})
+        targets = list(committed) if partitions is None else [tp for tp in partitions if tp in committed]
+        if not targets:
+            return None
+        result = self._append(group_id, [(encode_key(group_id, tp), None) for tp in targets])
+        for tp in targets:
+            del committed[tp]
+        if not committed:
+            self._offsets.pop(group_id, None)
+        return result
+
+    def delete_topic(self, topic: str) -> None:
+        """Forget (with tombstones) every group's commits for a deleted topic."""
+        for group_id in list(self._offsets):
+            self.delete(group_id, [tp for tp in self._offsets[group_id] if tp.topic == topic])
+
+    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> tuple[Log, int]:
+        log = self._log_for(group_id)
+        now = self._time_ms()
+        batch = build_record_batch([(key, value, (), now) for key, value in records])
+        log.append(batch, acks=1)  # the fsync is group-committed by the caller, off the loop
+        return log, log.log_end_offset
+
+    def _log_for(self, group_id: str) -> Log:
+        info = self._logs.topics().get(OFFSETS_TOPIC)
+        if info is None:
+            try:
+                info = self._logs.create_topic(OFFSETS_TOPIC, self._default_partitions, OFFSETS_TOPIC_CONFIGS)
+            except TopicExistsError:
+                info = self._logs.topics()[OFFSETS_TOPIC]
+        return self._logs.get_log(OFFSETS_TOPIC, offsets_partition_for(group_id, info.partitions))
+
+
+# -- record decoding (only this broker's own uncompressed batches are ever in this topic) -------
+
+
+def _records(log: Log) -> Iterator[tuple[bytes | None, bytes | None]]:
+    offset = log.log_start_offset
+    end = log.log_end_offset
+    while offset < end:
+        data = bytes(log.read(offset, _READ_CHUNK))
+        if not data:
+            break
+        batches = iter_batches(data)
+        for header in batches:
+            offset = header.next_offset
+            if header.is_control:
+                continue
+            if header.compression != 0:
+                raise CorruptOffsetsRecordError(
+                    f"{log.name} holds a compressed batch at offset {header.base_offset}; "
+                    "only the broker writes this topic, uncompressed"
+                )
+            start = batches.batch_position
+            yield from _decode_records(data[start + HEADER_SIZE : start + header.size], header.records_count)
+        if batches.error is not None:
+            raise CorruptOffsetsRecordError(f"{log.name} near offset {offset}: {batches.error}")
+
+
+def _decode_records(records: bytes, count: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """``(key, value)`` of each record (Kafka record v2: varint-framed, zigzag varints)."""
+    position = 0
+    for _ in range(count):
+        length, position = read_varint(records, position)
+        end = position + length
+        cursor = position + 1  # attributes
+        _timestamp_delta, cursor = read_varint(records, cursor)
+        _offset_delta, cursor = read_varint(records, cursor)
+        key_length, cursor = read_varint(records, cursor)
+        key = None if key_length < 0 else records[cursor : cursor + key_length]
+        cursor += max(key_length, 0)
+        value_length, cursor = read_varint(records, cursor)
+        value = None if value_length < 0 else records[cursor : cursor + value_length]
+        yield key, value
+        position = end
+
+
+def _string(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return _I16.pack(len(raw)) + raw
+
+
+def _read_string(raw: bytes, position: int) -> tuple[str, int]:
+    (length,) = _I16.unpack_from(raw, position)
+    position += 2
+    if length < 0:
+        return "", position
+    return raw[position : position + length].decode("utf-8"), position + length
+
+

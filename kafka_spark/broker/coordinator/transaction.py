@@ -1,0 +1,639 @@
+"""Transaction coordinator: transactional ids, producer epochs, and the transaction state machine.
+
+Single-node version of Kafka's ``TransactionCoordinator``. Per transactional id it keeps a
+:class:`TransactionMetadata` (producer id and epoch, timeout, state, the partitions and consumer
+groups of the ongoing transaction, the offsets staged by TxnOffsetCommit) and moves it through an
+explicit state machine (``LEGAL_TRANSITIONS``)::
+
+    Empty / CompleteCommit / CompleteAbort
+        --AddPartitionsToTxn, AddOffsetsToTxn-->  Ongoing
+    Ongoing --EndTxn(commit)-->  PrepareCommit  --markers written-->  CompleteCommit
+    Ongoing --EndTxn(abort), timeout, InitProducerId-->  PrepareAbort  --markers-->  CompleteAbort
+    CompleteCommit / CompleteAbort / Empty --InitProducerId (epoch + 1)-->  Empty
+
+Ending a transaction writes a COMMIT or ABORT control batch (valid CRC) to every partition of the
+transaction, tells each partition's transaction index (storage/txn_index.py), which moves the last stable
+offset and records aborted transactions, materialises staged offsets through the group
+coordinator on commit (``broker.groups.commit_offsets``), and wakes parked fetches. Markers are
+written synchronously on the event loop, so a Prepare state normally lasts one call; it is
+persisted first all the same, so a broker that dies in between finishes the transaction on
+restart (markers then go only where the producer's transaction is still open), and a marker
+append that fails keeps the transaction in Prepare (requests get 51 CONCURRENT_TRANSACTIONS)
+until a retry every MARKER_RETRY_MS succeeds.
+
+Transaction protocol v2 (KIP-890 part 2; ``transaction.version`` 2, which ApiVersions finalizes,
+as Kafka 4 does for new clusters): a producer that knows it sends Produce v12+ and TxnOffsetCommit
+v5+ without AddPartitionsToTxn / AddOffsetsToTxn, and the coordinator adds the partitions and the
+group to the transaction (beginning it) when they arrive. EndTxn v5+ bumps the epoch with every
+commit or abort: the markers carry the new epoch, fencing the batches of the transaction just
+ended, and the answer tells the producer its new epoch (a new producer id once the epochs are
+exhausted). A retry of that EndTxn, still carrying the old epoch, is answered like the first.
+
+Fencing: InitProducerId on a known id bumps the epoch (aborting an ongoing transaction first);
+a transaction older than its timeout is aborted by a periodic check that also bumps the epoch, so
+the abandoned producer ("zombie") gets INVALID_PRODUCER_EPOCH (47) or PRODUCER_FENCED (90) on its
+next request, and its produce is refused by the partitions' producer state (the marker carries
+the new epoch).
+
+Expiry: a transactional id not used for ``transactional_id_expiration_ms`` (Kafka's
+``transactional.id.expiration.ms``, 7 days) while no transaction of it is open is forgotten, with
+a tombstone in ``__transaction_state``, checked every hour as Kafka does; otherwise every query of
+the topic sink (which names its ids after the query) would leave ids behind for good. Its next
+InitProducerId starts afresh with a new producer id.
+
+Durability: every state change is appended to ``__transaction_state`` (coordinator/transaction_log.py) and
+replayed at start. Responses that changed state wait (``respond``) for the fsync of that log and
+of the marker-carrying partitions when their ``flush_on_ack_all`` is on, like acks=all produces.
+
+Thread-safety: event loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from kio.schema.errors import ErrorCode
+
+from kafka_spark.broker.deferred import Deferred
+from kafka_spark.broker.storage.batch import BatchHeader, build_control_batch
+from kafka_spark.broker.storage.errors import StorageError
+from kafka_spark.broker.storage.log import Log
+from kafka_spark.broker.coordinator.transaction_log import TransactionLog
+from kafka_spark.common.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from kafka_spark.broker.broker import Broker
+
+logger = logging.getLogger("kafka_spark.broker.coordinator.transaction")
+
+MAX_TRANSACTION_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
+ABORT_CHECK_INTERVAL_MS = 1_000  # Kafka checks every 10 s; a laptop broker can afford 1 s
+TRANSACTIONAL_ID_EXPIRATION_MS = 7 * 24 * 3_600_000  # Kafka's transactional.id.expiration.ms default
+EXPIRATION_CHECK_INTERVAL_MS = 3_600_000  # Kafka's transaction.remove.expired.transaction.cleanup.interval.ms
+COORDINATOR_EPOCH = 0  # one coordinator, never moved
+MARKER_RETRY_MS = 1_000
+_MAX_EPOCH = 32766  # Short.MaxValue - 1: past it, a new producer id starts at epoch 0
+
+#: staged consumer offsets: partition -> (offset, metadata, leader epoch of the last consumed record)
+Offsets = Mapping[TopicPartition, tuple[int, "str | None", int]]
+
+
+class TxnState(enum.Enum):
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+
+
+LEGAL_TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
+    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
+    TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT}),
+    TxnState.PREPARE_COMMIT: frozenset({TxnState.COMPLETE_COMMIT}),
+    TxnState.PREPARE_ABORT: frozenset({TxnState.COMPLETE_ABORT}),
+    TxnState.COMPLETE_COMMIT: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
+    TxnState.COMPLETE_ABORT: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
+}
+
+
+class IllegalTransition(RuntimeError):
+    """A bug: the coordinator tried a transition outside LEGAL_TRANSITIONS."""
+
+
+@dataclass
+class TransactionMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    last_producer_epoch: int = -1  # the epoch before the last bump: a retried InitProducerId (KIP-360)
+    partitions: set[TopicPartition] = field(default_factory=set)
+    groups: set[str] = field(default_factory=set)
+    pending_offsets: dict[str, dict[TopicPartition, tuple[int, str | None, int]]] = field(default_factory=dict)
+    txn_start_ms: int = -1
+    last_update_ms: int = -1
+    transaction_v2: bool = False  # the last EndTxn was v5+ (KIP-890): epochs bump per transaction
+    next_producer_id: int = -1  # v2 with exhausted epochs: the id the producer moves to on completion
+    previous_producer_id: int = -1  # the id before such a move (recognises a retried EndTxn)
+
+    def transition(self, new: TxnState) -> None:
+        if new not in LEGAL_TRANSITIONS[self.state]:
+            raise IllegalTransition(f"transaction {self.transactional_id!r}: {self.state.value} -> {new.value}")
+        self.state = new
+
+    def bump_epoch(self, new_producer_id: int) -> None:
+        """Next epoch; a new producer id (``new_producer_id``) once epochs are exhausted."""
+        if self.producer_epoch >= _MAX_EPOCH:
+            self.producer_id, self.producer_epoch, self.last_producer_epoch = new_producer_id, 0, -1
+        else:
+            self.last_producer_epoch = self.producer_epoch
+            self.producer_epoch += 1
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
+            "last_producer_epoch": self.last_producer_epoch, "timeout_ms": self.timeout_ms,
+            "state": self.state.value, "partitions": sorted([tp.topic, tp.partition] for tp in self.partitions),
+            "groups": sorted(self.groups),
+            "pending_offsets": {group: sorted([tp.topic, tp.partition, offset, metadata, leader_epoch]
+                                              for tp, (offset, metadata, leader_epoch) in offsets.items())
+                                for group, offsets in self.pending_offsets.items()},
+            "txn_start_ms": self.txn_start_ms, "last_update_ms": self.last_update_ms,
+            "transaction_v2": self.transaction_v2, "next_producer_id": self.next_producer_id,
+            "previous_producer_id": self.previous_producer_id,
+        }
+
+    @classmethod
+    def from_record(cls, transactional_id: str, record: Mapping[str, Any]) -> "TransactionMetadata":
+        return cls(
+            transactional_id, record["producer_id"], record["producer_epoch"], record["timeout_ms"],
+            TxnState(record["state"]), record["last_producer_epoch"],
+            {TopicPartition(topic, partition) for topic, partition in record["partitions"]},
+            set(record["groups"]),
+            {group: {TopicPartition(entry[0], entry[1]): (entry[2], entry[3], entry[4] if len(entry) > 4 else -1)
+                     for entry in entries}  # records from before leader epochs were kept have 4 fields
+             for group, entries in record["pending_offsets"].items()},
+            record["txn_start_ms"], record["last_update_ms"],
+            record.get("transaction_v2", False), record.get("next_producer_id", -1),
+            record.get("previous_producer_id", -1),
+        )
+
+
+def fenced_error(api_version: int, first_fenced_version: int) -> int:
+    """PRODUCER_FENCED (90) from ``first_fenced_version`` on, INVALID_PRODUCER_EPOCH (47) before,
+    as Kafka downgrades for older clients."""
+    return ErrorCode.producer_fenced if api_version >= first_fenced_version else ErrorCode.invalid_producer_epoch
+
+
+class TransactionCoordinator:
+    """Owns every transactional id of this node. See the module docstring."""
+
+    def __init__(self, broker: "Broker", *, abort_check_interval_ms: int = ABORT_CHECK_INTERVAL_MS,
+                 transactional_id_expiration_ms: int = TRANSACTIONAL_ID_EXPIRATION_MS,
+                 expiration_check_interval_ms: int = EXPIRATION_CHECK_INTERVAL_MS) -> None:
+        self._broker = broker
+        self.abort_check_interval_ms = abort_check_interval_ms
+        self.transactional_id_expiration_ms = transactional_id_expiration_ms
+        self.expiration_check_interval_ms = expiration_check_interval_ms
+        self._log = TransactionLog(broker.logs)
+        self._txns: dict[str, TransactionMetadata] = {}
+        self._by_producer_id: dict[int, TransactionMetadata] = {}
+        self._unsynced: dict[Log, int] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._expiry_timer: asyncio.TimerHandle | None = None
+        self._load()
+        self._schedule_abort_check()
+        self._schedule_expiry()
+
+    # -- state -------------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        for transactional_id, record in self._log.replay().items():
+            self._register(TransactionMetadata.from_record(transactional_id, record))
+        interrupted = []
+        for meta in self._txns.values():
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                interrupted.append(meta)
+            if meta.state is not TxnState.EMPTY:
+                for tp in meta.partitions:  # loads the partition's index, so its LSO holds at once
+                    self._partition(tp)
+        if interrupted:
+            # On the loop's first turn, before any request: the other coordinators (groups, for
+            # the offsets of a commit) are built after this one in Broker.__init__.
+            self._broker.loop.call_soon(self._finish_interrupted, interrupted)
+
+    def _finish_interrupted(self, interrupted: list[TransactionMetadata]) -> None:
+        for meta in interrupted:
+            logger.info("finishing transaction %r (%s) interrupted by a restart", meta.transactional_id,
+                        meta.state.value)
+            self._finish(meta, meta.state is TxnState.PREPARE_COMMIT, only_open=True)
+        self._drain_unsynced()
+
+    def _register(self, meta: TransactionMetadata) -> None:
+        self._txns[meta.transactional_id] = meta
+        self._by_producer_id[meta.producer_id] = meta
+
+    def _persist(self, meta: TransactionMetadata) -> None:
+        now = _now_ms()
+        meta.last_update_ms = now
+        log, end = self._log.append(meta.transactional_id, meta.to_record(), now)
+        self._unsynced[log] = end
+
+    def get(self, transactional_id: str) -> TransactionMetadata | None:
+        """The metadata of ``transactional_id`` (for tests and tools; do not mutate)."""
+        return self._txns.get(transactional_id)
+
+    def all(self) -> list[TransactionMetadata]:
+        """Every transactional id's metadata, by id (ListTransactions; do not mutate)."""
+        return [self._txns[transactional_id] for transactional_id in sorted(self._txns)]
+
+    # -- InitProducerId ------------------------------------------------------------------------------
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int,
+                         api_version: int) -> tuple[int, int, int]:
+        """``(error_code, producer_id, producer_epoch)`` for a transactional producer starting up.
+
+        A new id gets a new producer id at epoch 0. A known one has its ongoing transaction
+        aborted and its epoch bumped, fencing the previous instance. v3+ may name the current
+        producer id and epoch (KIP-360): they must match (or be the epoch before the last bump,
+        a retry) else 47, or 90 from v4.
+        """
+        if not 0 < timeout_ms <= MAX_TRANSACTION_TIMEOUT_MS:
+            logger.warning("InitProducerId for %r: transaction.timeout.ms=%d is outside (0, %d]",
+                           transactional_id, timeout_ms, MAX_TRANSACTION_TIMEOUT_MS)
+            return ErrorCode.invalid_transaction_timeout, -1, -1
+        meta = self._txns.get(transactional_id)
+        if meta is None:
+            meta = TransactionMetadata(transactional_id, self._broker.producer_ids.next_id(), 0, timeout_ms)
+            self._register(meta)
+            self._persist(meta)
+            return ErrorCode.none, meta.producer_id, meta.producer_epoch
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return ErrorCode.concurrent_transactions, -1, -1  # markers still being written
+        if producer_id >= 0:
+            if producer_id == meta.producer_id and producer_epoch == meta.last_producer_epoch \
+                    and meta.state is TxnState.EMPTY:
+                return ErrorCode.none, meta.producer_id, meta.producer_epoch  # retry of the bump just made
+            if producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
+                return fenced_error(api_version, 4), -1, -1
+        meta.timeout_ms = timeout_ms
+        if meta.state is TxnState.ONGOING:
+            # As Kafka: fence (epoch + 1, markers with it), abort, then the init's own bump.
+            _fence(meta)
+            logger.info("InitProducerId for %r aborts its ongoing transaction (epoch now %d)",
+                        transactional_id, meta.producer_epoch)
+            self._end(meta, commit=False)
+            if meta.state is TxnState.PREPARE_ABORT:  # markers pending a retry: the client retries too
+                return ErrorCode.concurrent_transactions, -1, -1
+        previous_id = meta.producer_id
+        meta.bump_epoch(self._next_id_if_exhausted(meta))
+        meta.transition(TxnState.EMPTY)
+        if meta.producer_id != previous_id:
+            self._by_producer_id.pop(previous_id, None)
+            self._register(meta)
+        self._persist(meta)
+        return ErrorCode.none, meta.producer_id, meta.producer_epoch
+
+    def _next_id_if_exhausted(self, meta: TransactionMetadata) -> int:
+        return self._broker.producer_ids.next_id() if meta.producer_epoch >= _MAX_EPOCH else meta.producer_id
+
+    # -- checks shared by the transaction APIs -------------------------------------------------------
+
+    def _validate(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                  fenced: int) -> tuple[TransactionMetadata | None, int]:
+        meta = self._txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return None, ErrorCode.invalid_producer_id_mapping
+        if producer_epoch != meta.producer_epoch:
+            return None, fenced
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return None, ErrorCode.concurrent_transactions
+        return meta, ErrorCode.none
+
+    def _begin(self, meta: TransactionMetadata) -> None:
+        if meta.state is not TxnState.ONGOING:
+            meta.transition(TxnState.ONGOING)
+            meta.txn_start_ms = _now_ms()
+            meta.partitions.clear()
+            meta.groups.clear()
+            meta.pending_offsets.clear()
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit ---------------------------------------
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Iterable[TopicPartition], fenced: int) -> dict[TopicPartition, int]:
+        """Per partition error code. One unknown partition fails the request: 3 for it, 55
+        OPERATION_NOT_ATTEMPTED for the others, as Kafka does."""
+        partitions = list(partitions)
+        meta, error = self._validate(transactional_id, producer_id, producer_epoch, fenced)
+        if meta is None:
+            return {tp: error for tp in partitions}
+        unknown = {tp for tp in partitions if not self._exists(tp)}
+        if unknown:
+            return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
+                    for tp in partitions}
+        if meta.state is not TxnState.ONGOING or not meta.partitions.issuperset(partitions):
+            self._begin(meta)
+            meta.partitions.update(partitions)
+            self._persist(meta)
+        return {tp: ErrorCode.none for tp in partitions}
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition], fenced: int) -> dict[TopicPartition, int]:
+        """Per partition: 0 when it is in the producer's ongoing transaction, 48 INVALID_TXN_STATE
+        when not (AddPartitionsToTxn v4+ with verify_only); changes nothing."""
+        partitions = list(partitions)
+        meta, error = self._validate(transactional_id, producer_id, producer_epoch, fenced)
+        if meta is None:
+            return {tp: error for tp in partitions}
+        ongoing = meta.state is TxnState.ONGOING
+        return {tp: ErrorCode.none if ongoing and tp in meta.partitions else ErrorCode.invalid_txn_state
+                for tp in partitions}
+
+    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
+                    fenced: int) -> int:
+        """Make ``group_id``'s offsets part of the transaction (TxnOffsetCommit follows)."""
+        meta, error = self._validate(transactional_id, producer_id, producer_epoch, fenced)
+        if meta is None:
+            return error
+        if meta.state is not TxnState.ONGOING or group_id not in meta.groups:
+            self._begin(meta)
+            meta.groups.add(group_id)
+            self._persist(meta)
+        return ErrorCode.none
+
+    def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
+                          offsets: Offsets, *, transaction_v2: bool = False) -> int:
+        """Stage consumer offsets in the ongoing transaction; OffsetFetch sees them after commit.
+        ``transaction_v2`` (TxnOffsetCommit v5+): the group joins the transaction implicitly."""
+        meta, error = self._validate(transactional_id, producer_id, producer_epoch,
+                                     ErrorCode.invalid_producer_epoch)
+        if meta is None:
+            return error
+        if transaction_v2 and (meta.state is not TxnState.ONGOING or group_id not in meta.groups):
+            self._begin(meta)
+            meta.groups.add(group_id)
+        if meta.state is not TxnState.ONGOING or group_id not in meta.groups:
+            logger.warning("TxnOffsetCommit for %r, group %r: call AddOffsetsToTxn for the group first",
+                           transactional_id, group_id)
+            return ErrorCode.invalid_txn_state
+        meta.pending_offsets.setdefault(group_id, {}).update(offsets)
+        self._persist(meta)
+        return ErrorCode.none
+
+    def staged_offsets(self, group_id: str) -> set[TopicPartition]:
+        """The partitions of ``group_id`` whose offsets an open transaction has staged (OffsetFetch's
+        ``require_stable`` answers them UNSTABLE_OFFSET_COMMIT until the transaction ends)."""
+        return {tp for meta in self._txns.values() if meta.state is not TxnState.EMPTY
+                for tp in meta.pending_offsets.get(group_id, ())}
+
+    # -- EndTxn ----------------------------------------------------------------------------------------
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                fenced: int, *, transaction_v2: bool = False) -> tuple[int, int, int]:
+        """``(error_code, producer_id, producer_epoch)``: the producer's id and epoch after the
+        transaction ended (what EndTxn v5+ answers; -1, -1 on an error)."""
+        meta = self._txns.get(transactional_id)
+        if meta is None:
+            return ErrorCode.invalid_producer_id_mapping, -1, -1
+        # Transaction protocol v2 bumped the epoch when this transaction ended: a retry of that
+        # EndTxn carries the epoch before (or, after a move to a new producer id, the last one).
+        bumped_retry = (meta.transaction_v2 and meta.producer_id == producer_id
+                        and meta.producer_epoch == producer_epoch + 1)
+        moved_retry = (meta.transaction_v2 and meta.previous_producer_id == producer_id
+                       and producer_epoch == _MAX_EPOCH and meta.producer_epoch == 0)
+        state = meta.state
+        if meta.producer_id != producer_id and not moved_retry:
+            return ErrorCode.invalid_producer_id_mapping, -1, -1
+        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.COMPLETE_COMMIT,
+                     TxnState.COMPLETE_ABORT) and (bumped_retry or moved_retry):
+            valid_epoch = True
+        else:
+            valid_epoch = producer_epoch == meta.producer_epoch
+        if not valid_epoch:
+            return fenced, -1, -1
+        if state is TxnState.ONGOING:
+            if transaction_v2:
+                meta.transaction_v2 = True
+                meta.previous_producer_id = -1
+                if meta.producer_epoch >= _MAX_EPOCH:
+                    meta.next_producer_id = self._broker.producer_ids.next_id()
+                meta.last_producer_epoch = meta.producer_epoch
+                meta.producer_epoch += 1  # the markers fence the epoch that wrote the transaction
+            else:
+                meta.transaction_v2 = False
+            self._end(meta, commit)
+            return ErrorCode.none, meta.producer_id, meta.producer_epoch
+        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return ErrorCode.concurrent_transactions, -1, -1
+        if state is (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
+            return ErrorCode.none, meta.producer_id, meta.producer_epoch  # a retry of the EndTxn that completed it
+        logger.warning("EndTxn(%s) for %r in state %s", "commit" if commit else "abort", transactional_id,
+                       state.value)
+        return ErrorCode.invalid_txn_state, -1, -1
+
+    def _end(self, meta: TransactionMetadata, commit: bool) -> None:
+        meta.transition(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+        self._persist(meta)
+        self._finish(meta, commit, only_open=False)
+
+    def _finish(self, meta: TransactionMetadata, commit: bool, *, only_open: bool) -> None:
+        """Markers, offsets, Complete state. ``only_open``: recovery — mark only partitions where
+        the producer's transaction is still open (the first attempt may have marked others)."""
+        if commit:
+            for group_id, offsets in meta.pending_offsets.items():
+                self._commit_offsets(meta, group_id, offsets)
+        now = _now_ms()
+        failed = [tp for tp in sorted(meta.partitions) if not self._write_marker(meta, tp, commit, now, only_open)]
+        if failed:
+            # Stay in Prepare*: the producer gets 51 CONCURRENT_TRANSACTIONS (and retries) until a
+            # later attempt marks the remaining partitions, as Kafka retries marker writes.
+            logger.error("transaction %r: markers missing on %s; retrying in %d ms", meta.transactional_id,
+                         ", ".join(map(str, failed)), MARKER_RETRY_MS)
+            self._broker.loop.call_later(MARKER_RETRY_MS / 1000, self._retry_finish, meta, commit)
+            return
+        meta.transition(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
+        if meta.next_producer_id >= 0:  # v2 exhausted the epochs: the producer moves to a new id
+            self._by_producer_id.pop(meta.producer_id, None)
+            meta.previous_producer_id, meta.producer_id = meta.producer_id, meta.next_producer_id
+            meta.producer_epoch, meta.last_producer_epoch, meta.next_producer_id = 0, -1, -1
+            self._register(meta)
+        meta.partitions.clear()
+        meta.groups.clear()
+        meta.pending_offsets.clear()
+        self._persist(meta)
+        self._broker.notifier.notify()
+
+    def _retry_finish(self, meta: TransactionMetadata, commit: bool) -> None:
+        if meta.state is (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
+            self._finish(meta, commit, only_open=True)
+            self._drain_unsynced()
+
+    def _write_marker(self, meta: TransactionMetadata, tp: TopicPartition, commit: bool, now: int,
+                      only_open: bool) -> bool:
+        """Append the marker to ``tp``; False when the append failed (to be retried)."""
+        found = self._partition(tp)
+        if found is None:
+            logger.warning("transaction %r: %s was deleted; no marker written there", meta.transactional_id, tp)
+            return True
+        log, state = found
+        index = state.txn_index
+        if only_open and (index is None or meta.producer_id not in index.ongoing):
+            return True
+        batch = build_control_batch(0, meta.producer_id, meta.producer_epoch, commit, COORDINATOR_EPOCH, now)
+        try:
+            result = log.append(batch, acks=1)
+        except StorageError as error:
+            logger.error("transaction %r: writing the %s marker to %s failed: %s", meta.transactional_id,
+                         "COMMIT" if commit else "ABORT", tp, error)
+            return False
+        header: BatchHeader = result.headers[0]
+        state.record(header)  # the marker's epoch fences older epochs on this partition
+        if index is not None:
+            index.on_marker(meta.producer_id, header.base_offset, commit)
+        self._unsynced[log] = result.last_offset + 1
+        return True
+
+    def _commit_offsets(self, meta: TransactionMetadata, group_id: str, offsets: Offsets) -> None:
+        groups = getattr(self._broker, "groups", None)
+        if groups is None:
+            logger.error("transaction %r committed offsets for group %r but this broker has no group "
+                         "coordinator; the offsets are lost", meta.transactional_id, group_id)
+            return
+        try:
+            groups.commit_offsets(group_id, dict(offsets))
+        except StorageError as error:
+            # The data commits regardless (markers follow); only the offsets are lost, so the
+            # consumer would re-read this transaction's input: say so loudly.
+            logger.error("transaction %r: committing offsets of group %r failed: %s", meta.transactional_id,
+                         group_id, error)
+
+    # -- Produce -------------------------------------------------------------------------------------
+
+    def check_produce(self, transactional_id: str | None, header: BatchHeader, tp: TopicPartition, *,
+                      transaction_v2: bool = False) -> int:
+        """Error code for a transactional batch (0 = may be written): its producer id must belong
+        to a transactional id (49), with the current epoch (47), whose ongoing transaction has
+        ``tp`` (48 INVALID_TXN_STATE: AddPartitionsToTxn first). With ``transaction_v2`` (Produce
+        v12+, KIP-890) the partition joins the transaction instead, beginning it if need be; 51
+        while the previous transaction's markers are being written."""
+        meta = self._by_producer_id.get(header.producer_id)
+        if meta is None or (transactional_id is not None and transactional_id != meta.transactional_id):
+            return ErrorCode.invalid_producer_id_mapping
+        if header.producer_epoch != meta.producer_epoch:
+            return ErrorCode.invalid_producer_epoch
+        if transaction_v2 and (meta.state is not TxnState.ONGOING or tp not in meta.partitions):
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                return ErrorCode.concurrent_transactions
+            self._begin(meta)
+            meta.partitions.add(tp)
+            self._persist(meta)
+        if meta.state is not TxnState.ONGOING or tp not in meta.partitions:
+            return ErrorCode.invalid_txn_state
+        return ErrorCode.none
+
+    # -- timeouts ------------------------------------------------------------------------------------
+
+    def _schedule_abort_check(self) -> None:
+        self._timer = self._broker.loop.call_later(self.abort_check_interval_ms / 1000, self._abort_check)
+
+    def _abort_check(self) -> None:
+        try:
+            self.abort_timed_out(_now_ms())
+        finally:
+            self._schedule_abort_check()
+
+    def abort_timed_out(self, now_ms: int) -> list[str]:
+        """Abort every ongoing transaction older than its timeout, bumping its epoch so the
+        abandoned producer is fenced. Returns the transactional ids aborted."""
+        expired = [meta for meta in self._txns.values()
+                   if meta.state is TxnState.ONGOING and now_ms - meta.txn_start_ms > meta.timeout_ms]
+        for meta in expired:
+            logger.warning("aborting transaction %r of producer %d: open %d ms, longer than its timeout %d ms",
+                           meta.transactional_id, meta.producer_id, now_ms - meta.txn_start_ms, meta.timeout_ms)
+            _fence(meta)
+            self._end(meta, commit=False)
+        if expired:
+            self._drain_unsynced()
+        return [meta.transactional_id for meta in expired]
+
+    def _schedule_expiry(self) -> None:
+        self._expiry_timer = self._broker.loop.call_later(self.expiration_check_interval_ms / 1000, self._expiry)
+
+    def _expiry(self) -> None:
+        try:
+            self.expire_transactional_ids(_now_ms())
+        except StorageError as error:  # tried again at the next check
+            logger.error("expiring transactional ids failed: %s", error)
+        finally:
+            self._schedule_expiry()
+
+    def expire_transactional_ids(self, now_ms: int) -> list[str]:
+        """Forget every transactional id idle for longer than ``transactional_id_expiration_ms``
+        with no transaction open (tombstoned in ``__transaction_state``). Returns those ids."""
+        idle = [meta for meta in self._txns.values()
+                if meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+                and now_ms - meta.last_update_ms > self.transactional_id_expiration_ms]
+        for meta in idle:
+            log, end = self._log.append(meta.transactional_id, None, now_ms)
+            self._unsynced[log] = end
+            del self._txns[meta.transactional_id]
+            if self._by_producer_id.get(meta.producer_id) is meta:
+                del self._by_producer_id[meta.producer_id]
+            logger.info("transactional id %r expired: unused for %d ms", meta.transactional_id,
+                        now_ms - meta.last_update_ms)
+        if idle:
+            self._drain_unsynced()  # fsynced in the background; a failure is logged
+        return [meta.transactional_id for meta in idle]
+
+    # -- responses and durability --------------------------------------------------------------------
+
+    def respond(self, response: dict[str, Any]) -> dict[str, Any] | Deferred:
+        """``response`` now, or once the state and markers just written are durable."""
+        waits = self._drain_unsynced()
+        if not waits:
+            return response
+        return Deferred(_after(waits, response))
+
+    def _drain_unsynced(self) -> list[asyncio.Future[None]]:
+        unsynced, self._unsynced = self._unsynced, {}
+        waits = [self._broker.group_commit.wait_durable(log, end) for log, end in unsynced.items()
+                 if log.config.flush_on_ack_all]
+        for wait in waits:
+            wait.add_done_callback(_log_failure)
+        return waits
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    def _exists(self, tp: TopicPartition) -> bool:
+        if tp.topic.startswith("__"):  # internal topics: the broker's own, never in a transaction
+            return False
+        info = self._broker.logs.topics().get(tp.topic)
+        return info is not None and 0 <= tp.partition < info.partitions
+
+    def _partition(self, tp: TopicPartition) -> tuple[Log, Any] | None:
+        try:
+            log = self._broker.logs.get_log(tp.topic, tp.partition)
+        except StorageError:
+            return None
+        return log, self._broker.producer_state(log)
+
+    def close(self) -> None:
+        for timer in (self._timer, self._expiry_timer):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._expiry_timer = None
+
+
+def _fence(meta: TransactionMetadata) -> None:
+    """Bump the epoch so the markers about to be written fence the current producer, unless the
+    epochs are exhausted: the markers must carry the producer id of the open transaction, and the
+    next InitProducerId moves to a new producer id anyway."""
+    if meta.producer_epoch < _MAX_EPOCH:
+        meta.bump_epoch(meta.producer_id)
+
+
+async def _after(waits: list[asyncio.Future[None]], response: dict[str, Any]) -> dict[str, Any]:
+    for wait in waits:
+        try:
+            await wait
+        except StorageError as error:  # the state is applied in memory; report the disk failure
+            logger.error("transaction state not durable: %s", error)
+            response["error_code"] = ErrorCode.kafka_storage_error
+    return response
+
+
+def _log_failure(future: asyncio.Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("fsync for the transaction coordinator failed: %s", future.exception())
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,10 @@
+"""The ``pylog`` command: ``main`` is its entry point (``pylog = kafka_spark.cli:main``).
+
+One module per group of commands: main.py (the parser and the broker, topics and groups
+commands), console.py (produce / consume), acls.py, users.py; record_format.py is how
+``pylog consume`` prints a record, group_admin.py the OffsetDelete client.
+"""
+
+from kafka_spark.cli.main import main
+
+__all__ = ["main"]

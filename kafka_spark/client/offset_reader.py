@@ -1,0 +1,579 @@
+"""confluent-kafka plumbing: bootstrap resolution, client configs, driver-side offset lookups and
+the executor consumer pool.
+
+Driver side (:class:`OffsetReader`) runs in Spark's Python *planner* worker, a separate process
+from the user's driver program: nothing here may rely on state of the user's process.
+
+Executor side (:func:`acquire_consumer` / :func:`release_consumer`) keeps a module-level pool of
+consumers, as Spark's ``KafkaDataConsumer`` pool: PySpark reuses Python workers across tasks and
+micro-batches, so a consumer assigned to ``orders-3`` in batch 7 is still connected, and usually
+positioned exactly where batch 8 starts, when batch 8 reads ``orders-3`` in the same worker.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kafka_spark.errors import PylogError
+from kafka_spark.common.jaas import CredentialsRefused, RefusalWatch, list_topics_watching
+from kafka_spark.client.librdkafka_log import routed
+from kafka_spark.offsets import (
+    EARLIEST,
+    LATEST,
+    EarliestOffsets,
+    GlobalTimestamp,
+    LatestOffsets,
+    OffsetSpec,
+    SpecificOffsets,
+    SpecificTimestamps,
+)
+from kafka_spark.options import PylogOptionError, SourceOptions
+from kafka_spark.common.topic_partition import TopicPartition
+
+if TYPE_CHECKING:  # pragma: no cover
+    from confluent_kafka import Consumer, Message
+    from confluent_kafka.admin import AdminClient
+
+__all__ = [
+    "ConfigKey",
+    "OffsetFetchError",
+    "OffsetReader",
+    "PooledConsumer",
+    "acquire_consumer",
+    "close_pooled_consumers",
+    "admin_config",
+    "consumer_config",
+    "release_consumer",
+    "resolve_bootstrap_servers",
+]
+
+log = logging.getLogger("kafka_spark")
+
+#: A client config frozen into a hashable, picklable value: sorted (key, value) pairs.
+ConfigKey = tuple[tuple[str, str], ...]
+
+# librdkafka properties that only consumers understand; an AdminClient given them logs a
+# warning per property, so they are left out of admin configs.
+_CONSUMER_ONLY = {
+    "group.id", "group.instance.id", "isolation.level", "enable.partition.eof",
+    "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset", "session.timeout.ms",
+    "heartbeat.interval.ms", "max.poll.interval.ms", "fetch.wait.max.ms", "fetch.min.bytes",
+    "fetch.max.bytes", "fetch.message.max.bytes", "max.partition.fetch.bytes",
+    "queued.min.messages", "queued.max.messages.kbytes", "check.crcs", "partition.assignment.strategy",
+    "group.protocol", "group.remote.assignor", "client.rack",
+}
+
+
+#: How long a driver-side metadata or offset call may take unless kafka.default.api.timeout.ms says.
+DEFAULT_API_TIMEOUT_MS = 30_000
+
+
+class OffsetFetchError(PylogError, RuntimeError):
+    """The broker did not answer an offset or metadata request within the configured retries,
+    or could not be reached at all within ``kafka.default.api.timeout.ms``."""
+
+
+def resolve_bootstrap_servers(options: SourceOptions) -> str:
+    """The bootstrap servers this source talks to, resolved on the driver.
+
+    ``kafka.bootstrap.servers`` when given; otherwise the local embedded broker, found or started
+    on demand (kafka_spark.client.bootstrap). The result travels to executors inside each input
+    partition, so executors never resolve it themselves.
+    """
+    from kafka_spark.client.bootstrap import resolve_bootstrap_servers as resolve
+
+    return resolve(options.kafka_config.get("bootstrap.servers", "").strip() or None)
+
+
+def freeze(config: Mapping[str, Any]) -> ConfigKey:
+    """A config dict as a hashable, picklable key."""
+    return tuple(sorted((str(k), str(v)) for k, v in config.items()))
+
+
+def consumer_config(options: SourceOptions, bootstrap_servers: str, group_id: str) -> ConfigKey:
+    """The config of a consumer that reads exactly what it is told (driver or executor).
+
+    As Spark's executors: no auto commit, no offset reset (``auto.offset.reset=error``: an
+    out-of-range fetch is reported to the reader, which decides about data loss); the user's
+    ``kafka.group.id`` wins over the generated ``group_id``. ``isolation.level`` defaults to
+    ``read_uncommitted`` like the Java client Spark uses (librdkafka's own default is
+    ``read_committed``); set ``kafka.isolation.level=read_committed`` to skip aborted records.
+    ``enable.partition.eof`` lets a read end at the log end without waiting for a timeout.
+    """
+    config: dict[str, str] = {"group.id": group_id, "isolation.level": "read_uncommitted"}
+    config.update(options.kafka_config)
+    config.update(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "enable.auto.commit": "false",
+            "enable.auto.offset.store": "false",
+            "auto.offset.reset": "error",
+            "enable.partition.eof": "true",
+        }
+    )
+    return freeze(config)
+
+
+def admin_config(options: SourceOptions, bootstrap_servers: str) -> dict[str, str]:
+    """The config of the driver's AdminClient: the user's connection and security settings."""
+    config = {k: v for k, v in options.kafka_config.items() if k not in _CONSUMER_ONLY}
+    config["bootstrap.servers"] = bootstrap_servers
+    return config
+
+
+def check_client_configs(options: SourceOptions) -> None:
+    """Create the source's consumer and admin client from the ``kafka.*`` options once, without
+    connecting, so that a setting librdkafka refuses fails where the query is defined, naming the
+    option, and never in a task (kafka_spark.java_properties)."""
+    from kafka_spark.java_properties import KafkaConfigError, check_client_config
+
+    origin = dict(options.kafka_origin)
+    try:
+        check_client_config(dict(consumer_config(options, "", "pylog-config-check")), "consumer", origin,
+                            "pylog source")
+        check_client_config(admin_config(options, ""), "admin", origin, "pylog source")
+    except KafkaConfigError as error:
+        raise PylogOptionError(str(error)) from None
+
+
+def isolation_level(options: SourceOptions) -> Any:
+    """``kafka.isolation.level`` as confluent-kafka's enum (default read_uncommitted, as Java)."""
+    from confluent_kafka import IsolationLevel
+
+    level = options.kafka_config.get("isolation.level", "read_uncommitted").strip().lower()
+    if level == "read_committed":
+        return IsolationLevel.READ_COMMITTED
+    if level == "read_uncommitted":
+        return IsolationLevel.READ_UNCOMMITTED
+    raise PylogOptionError(
+        f"kafka.isolation.level must be 'read_committed' or 'read_uncommitted', got {level!r}"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Driver: offsets and metadata
+# --------------------------------------------------------------------------------------------
+
+_INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
+
+
+class OffsetReader:
+    """Driver-side metadata and offset lookups (Spark's ``KafkaOffsetReaderAdmin``).
+
+    Uses one confluent-kafka ``AdminClient`` (ListOffsets honours ``kafka.isolation.level``, so
+    "latest" is the last stable offset under ``read_committed``). Each call is retried
+    ``fetchOffset.numRetries`` times, ``fetchOffset.retryIntervalMs`` apart, with a fresh client
+    after a failure. Before the first call, and again after a failure, the cluster must accept a
+    connection within ``kafka.default.api.timeout.ms`` (kafka_spark.client.reachability); if it does not,
+    the call fails at once naming the address, with no retries (they would each wait out the
+    whole timeout against a cluster that is not there). Not thread-safe; not picklable (holds a
+    client): create it where it is used.
+    """
+
+    def __init__(self, options: SourceOptions, bootstrap_servers: str, timeout_s: float | None = None):
+        self.options = options
+        self.bootstrap_servers = bootstrap_servers
+        if timeout_s is None:  # kafka.default.api.timeout.ms, as the Java client's API calls
+            timeout_s = (options.default_api_timeout_ms or DEFAULT_API_TIMEOUT_MS) / 1000.0
+        self.timeout_s = timeout_s
+        self._admin: AdminClient | None = None
+        self._refusal = RefusalWatch()
+        self._reached = False
+        log.info("pylog source: using bootstrap servers %s", bootstrap_servers)
+
+    def _client(self) -> AdminClient:
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            from confluent_kafka import KafkaException
+
+            try:
+                self._admin = AdminClient(routed({**admin_config(self.options, self.bootstrap_servers),
+                                                  "error_cb": self._refusal}))
+            except (KafkaException, ValueError, TypeError) as e:  # a bad kafka.* property
+                raise PylogOptionError(
+                    f"cannot create a Kafka client from the kafka.* options: {e}. kafka.* options "
+                    f"are passed to confluent-kafka (librdkafka property names)."
+                ) from e
+        return self._admin
+
+    def _await_cluster(self, what: str) -> None:
+        from kafka_spark.client.reachability import ClusterUnreachable, wait_reachable
+
+        if self._reached:
+            return
+        try:
+            wait_reachable(self.bootstrap_servers, self.timeout_s)
+        except ClusterUnreachable as e:
+            raise OffsetFetchError(
+                f"{what} failed: {e}. Check that the broker runs and that kafka.bootstrap.servers names it; "
+                f"set kafka.default.api.timeout.ms (now {int(self.timeout_s * 1000)}) to wait longer."
+            ) from None
+        self._reached = True
+
+    def _with_retries(self, what: str, fn):
+        attempts = max(self.options.fetch_offset_num_retries, 0) + 1
+        last: Exception | None = None
+        for attempt in range(attempts):
+            self._await_cluster(what)
+            try:
+                return fn(self._client())
+            except PylogOptionError:
+                raise
+            except CredentialsRefused as e:  # no retry cures it
+                raise OffsetFetchError(f"{what} failed: {e}.") from None
+            except Exception as e:  # noqa: BLE001 - any client failure is retried, then reported
+                last = e
+                refused = self._refusal.explain(self._admin, self.bootstrap_servers) if self._admin else None
+                if refused is not None:
+                    raise OffsetFetchError(f"{what} failed: {refused}.") from e
+                log.warning(
+                    "pylog source: %s failed (attempt %d of %d) against %s: %s",
+                    what, attempt + 1, attempts, self.bootstrap_servers, e,
+                )
+                self._admin = None
+                self._reached = False  # it may have gone away: the next attempt waits for it first
+                if attempt + 1 < attempts:
+                    time.sleep(self.options.fetch_offset_retry_interval_ms / 1000.0)
+        raise OffsetFetchError(
+            f"{what} failed after {attempts} attempts of at most {int(self.timeout_s * 1000)} ms each "
+            f"against {self.bootstrap_servers}: {last}. Check kafka.bootstrap.servers; "
+            f"fetchOffset.numRetries and fetchOffset.retryIntervalMs control the retries, "
+            f"kafka.default.api.timeout.ms the time each attempt may take."
+        ) from last
+
+    def topic_partitions(self) -> set[TopicPartition]:
+        """The topic-partitions the subscription covers now.
+
+        ``subscribe``: every partition of the listed topics that exist (a missing topic has no
+        partitions yet); ``subscribePattern``: of every non-internal topic whose whole name
+        matches; ``assign``: the assigned partitions that exist.
+        """
+        from kafka_spark.options import Assign, Subscribe
+
+        sub = self.options.subscription
+
+        def fetch(admin: AdminClient) -> dict[str, int]:
+            metadata = list_topics_watching(admin, self._refusal, self.bootstrap_servers, self.timeout_s)
+            return {
+                name: len(topic.partitions)
+                for name, topic in metadata.topics.items()
+                if topic.error is None
+            }
+
+        topics = self._with_retries("listing topics", fetch)
+        if isinstance(sub, Assign):  # only the assigned partitions that exist, as Spark's AssignStrategy
+            existing = {tp for tp in sub.partitions if tp.partition < topics.get(tp.topic, 0)}
+            if len(existing) < len(sub.partitions):
+                log.warning("pylog source: assigned %s do not exist (yet); they are read once they do",
+                            ", ".join(str(tp) for tp in sorted(set(sub.partitions) - existing)))
+            return existing
+        if isinstance(sub, Subscribe):
+            wanted = [t for t in sub.topics if t in topics]
+        else:
+            wanted = [t for t in topics if t not in _INTERNAL_TOPICS and sub.matches(t)]
+        return {TopicPartition(t, p) for t in wanted for p in range(topics[t])}
+
+    def _list_offsets(self, specs: Mapping[TopicPartition, Any], what: str) -> dict[TopicPartition, int]:
+        if not specs:
+            return {}
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+        level = isolation_level(self.options)
+
+        def fetch(admin: AdminClient) -> dict[TopicPartition, int]:
+            request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp, spec in specs.items()}
+            futures = admin.list_offsets(
+                request, isolation_level=level, request_timeout=self.timeout_s
+            )
+            offsets = {}
+            for ktp, future in futures.items():
+                try:
+                    offsets[TopicPartition(ktp.topic, ktp.partition)] = future.result(self.timeout_s).offset
+                except Exception as e:  # noqa: BLE001 - re-raised naming the partition (no leader, ...)
+                    raise OffsetFetchError(f"partition {ktp.topic}-{ktp.partition}: {e}") from e
+            return offsets
+
+        return self._with_retries(what, fetch)
+
+    def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The log start offset of each partition."""
+        from confluent_kafka.admin import OffsetSpec
+
+        return self._list_offsets({tp: OffsetSpec.earliest() for tp in tps}, "fetching earliest offsets")
+
+    def latest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The log end offset (high watermark; LSO under read_committed) of each partition."""
+        from confluent_kafka.admin import OffsetSpec
+
+        return self._list_offsets({tp: OffsetSpec.latest() for tp in tps}, "fetching latest offsets")
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        """The first offset whose record timestamp is >= the given one; ``None`` where no record
+        is that recent (Kafka answers -1)."""
+        from confluent_kafka.admin import OffsetSpec
+
+        found = self._list_offsets(
+            {tp: OffsetSpec.for_timestamp(ts) for tp, ts in timestamps.items()},
+            "fetching offsets for timestamps",
+        )
+        return {tp: (offset if offset >= 0 else None) for tp, offset in found.items()}
+
+    def resolve(
+        self,
+        spec: OffsetSpec,
+        tps: Iterable[TopicPartition],
+        *,
+        option: str,
+        is_start: bool,
+    ) -> dict[TopicPartition, int]:
+        """Concrete offsets for ``spec`` over ``tps`` (Spark's ``fetchSpecificOffsets`` and
+        timestamp variants). ``option`` names the option the spec came from, for messages.
+
+        Specific offsets and per-partition timestamps must list exactly the partitions of
+        ``tps``. A timestamp newer than every record gives, for a start,
+        ``startingOffsetsByTimestampStrategy``'s answer (``error``: raise; ``latest``: the latest
+        offset) and, for an end, the latest offset.
+        """
+        tps = sorted(set(tps))
+        if isinstance(spec, EarliestOffsets):
+            return self.earliest_offsets(tps)
+        if isinstance(spec, LatestOffsets):
+            return self.latest_offsets(tps)
+        if isinstance(spec, GlobalTimestamp):
+            spec = SpecificTimestamps({tp: spec.timestamp for tp in tps})
+        elif isinstance(spec, (SpecificOffsets, SpecificTimestamps)):
+            check_specified_partitions(spec, tps, option)
+        if isinstance(spec, SpecificOffsets):
+            offsets = spec.expand(tps)
+            earliest = self.earliest_offsets([tp for tp, o in offsets.items() if o == EARLIEST])
+            latest = self.latest_offsets([tp for tp, o in offsets.items() if o == LATEST])
+            return {tp: earliest.get(tp, latest.get(tp, o)) for tp, o in offsets.items()}
+        assert isinstance(spec, SpecificTimestamps)
+        found = self.offsets_for_times(spec.timestamps)
+        missing = sorted(tp for tp, offset in found.items() if offset is None)
+        if missing and is_start and self.options.starting_by_timestamp_strategy == "error":
+            tp = missing[0]
+            raise PylogOptionError(
+                f"No offset matched from request of topic-partition {tp} and timestamp "
+                f"{spec.timestamps[tp]} ({option}): no record is that recent. Set "
+                f"startingOffsetsByTimestampStrategy=latest to start such partitions at the "
+                f"latest offset instead."
+            )
+        latest = self.latest_offsets(missing)
+        return {tp: (offset if offset is not None else latest[tp]) for tp, offset in found.items()}
+
+    def resolve_some(self, spec: OffsetSpec, tps: Iterable[TopicPartition], *, option: str,
+                     is_start: bool) -> dict[TopicPartition, int]:
+        """:meth:`resolve` for some of the partitions a spec covers (a task re-resolving the
+        bounds of its own ranges): explicit specs are narrowed to ``tps`` first."""
+        tps = sorted(set(tps))
+        if isinstance(spec, SpecificOffsets):
+            spec = SpecificOffsets({tp: spec.expand(tps)[tp] for tp in tps})
+        elif isinstance(spec, SpecificTimestamps):
+            spec = SpecificTimestamps({tp: spec.timestamps[tp] for tp in tps})
+        return self.resolve(spec, tps, option=option, is_start=is_start)
+
+    def starting_offsets(self, tps: Iterable[TopicPartition], *, streaming: bool) -> dict[TopicPartition, int]:
+        """Where a new read starts: the offsets committed with ``startingOffsetsFromOutput``'s
+        output if it has any (partitions it never saw start at earliest), else the starting
+        options (default latest for streaming, earliest for batch)."""
+        tps = set(tps)
+        path = self.options.starting_offsets_from_output
+        if path is not None:
+            from kafka_spark.files.writers import committed_source_offsets
+
+            committed = committed_source_offsets(path)
+            if committed is not None:
+                known = {
+                    TopicPartition(topic, int(p)): int(offset)
+                    for topic, partitions in committed.items()
+                    for p, offset in partitions.items()
+                    if TopicPartition(topic, int(p)) in tps
+                }
+                log.info("pylog source: starting from the offsets committed in %s", path)
+                return {**self.earliest_offsets(tps - set(known)), **known}
+            log.info("pylog source: %s has no committed batch; using the starting options", path)
+        return self.resolve(
+            self.options.starting_for(streaming=streaming), tps,
+            option=self.options.starting_option, is_start=True,
+        )
+
+    def commit_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``offsets`` (next offsets to read) to consumer group ``group_id``, for lag
+        monitors. Uses a short-lived consumer with assign(), never joining the group."""
+        from confluent_kafka import Consumer
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+        config = dict(consumer_config(self.options, self.bootstrap_servers, group_id))
+        config["group.id"] = group_id
+        consumer = Consumer(routed(config))
+        try:
+            consumer.commit(
+                offsets=[KafkaTopicPartition(tp.topic, tp.partition, off) for tp, off in offsets.items()],
+                asynchronous=False,
+            )
+        finally:
+            consumer.close()
+
+    def close(self) -> None:
+        self._admin = None
+
+
+def check_specified_partitions(spec: OffsetSpec, tps: Iterable[TopicPartition], option: str) -> None:
+    """Explicit offsets or timestamps must name exactly the partitions the subscription has now
+    (Spark's ``fetchSpecificOffsets`` assertion); a topic they name that does not exist is
+    said so."""
+    tps = sorted(set(tps))
+    if isinstance(spec, SpecificOffsets):
+        given = set(spec.expand(tps))
+        named_topics = {tp.topic for tp in spec.offsets} | set(spec.topics)
+    else:
+        given = set(spec.timestamps)
+        named_topics = {tp.topic for tp in given}
+    existing_topics = {tp.topic for tp in tps}
+    missing_topics = sorted(named_topics - existing_topics)
+    if given == set(tps) and not missing_topics:
+        return
+    gone = (f" Topic(s) {', '.join(missing_topics)} do not exist or are not subscribed."
+            if missing_topics else "")
+    raise PylogOptionError(
+        f"If {option} contains specific offsets, you must specify all TopicPartitions (and only "
+        f"those of the subscription). Use -1 for latest, -2 for earliest. Specified: "
+        f"{', '.join(map(str, sorted(given))) or '-'}; assigned: {', '.join(map(str, tps)) or '-'}.{gone}"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Executors: the consumer pool
+# --------------------------------------------------------------------------------------------
+
+#: Idle consumers older than this are closed (Spark's spark.kafka.consumer.cache.timeout, 5m).
+IDLE_TIMEOUT_S = 300.0
+#: Soft cap on pooled consumers per worker (Spark's spark.kafka.consumer.cache.capacity, 64).
+CAPACITY = 64
+
+
+@dataclass(eq=False)
+class PooledConsumer:
+    """A consumer assigned to one topic-partition, with what it already fetched.
+
+    ``next_offset`` is the offset the previous read stopped at (its ``until``) and ``buffered``
+    the records it fetched past that point. A read that starts exactly at ``next_offset`` keeps
+    both, so consecutive micro-batches do not re-fetch; any other start re-assigns (seeks) and
+    drops the buffer. Used by one task at a time.
+    """
+
+    key: tuple[ConfigKey, TopicPartition]
+    consumer: Consumer
+    next_offset: int | None = None
+    buffered: list[Message] = field(default_factory=list)
+    last_used: float = field(default_factory=time.monotonic)
+
+    def seek(self, offset: int) -> None:
+        """Position the consumer at ``offset`` unless it is already there."""
+        if self.next_offset == offset:
+            return
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+        tp = self.key[1]
+        self.consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, offset)])
+        self.buffered = []
+        self.next_offset = offset
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()
+        except RuntimeError:
+            # Already closed (confluent-kafka raises RuntimeError then); nothing left to free.
+            pass
+
+
+_lock = threading.Lock()
+_idle: dict[tuple[ConfigKey, TopicPartition], list[PooledConsumer]] = {}
+
+
+def _evict_idle_locked(now: float) -> list[PooledConsumer]:
+    evicted = []
+    for key in list(_idle):
+        keep = [c for c in _idle[key] if now - c.last_used <= IDLE_TIMEOUT_S]
+        evicted.extend(c for c in _idle[key] if now - c.last_used > IDLE_TIMEOUT_S)
+        if keep:
+            _idle[key] = keep
+        else:
+            del _idle[key]
+    pooled = sorted((c for cs in _idle.values() for c in cs), key=lambda c: c.last_used)
+    for c in pooled[: max(0, len(pooled) - CAPACITY)]:
+        _idle[c.key].remove(c)
+        if not _idle[c.key]:
+            del _idle[c.key]
+        evicted.append(c)
+    return evicted
+
+
+def attempt_number() -> int:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context.attemptNumber() if context is not None else 0
+
+
+def acquire_consumer(config: ConfigKey, tp: TopicPartition) -> PooledConsumer:
+    """A consumer for ``tp`` with ``config``: a pooled one if this worker has one, else new.
+
+    A task retry (``TaskContext.attemptNumber() > 0``) closes every pooled consumer of the key
+    first, "for safety", as Spark does: whatever failed the first attempt may live in it.
+    Idle consumers older than :data:`IDLE_TIMEOUT_S` are closed on the way. Thread-safe.
+    """
+    key = (config, tp)
+    retry = attempt_number() > 0
+    with _lock:
+        stale = _evict_idle_locked(time.monotonic())
+        if retry:
+            stale.extend(_idle.pop(key, []))
+        candidates = _idle.get(key)
+        pooled = candidates.pop() if candidates else None
+        if candidates == []:
+            del _idle[key]
+    for c in stale:
+        c.close()
+    if pooled is not None:
+        return pooled
+    from confluent_kafka import Consumer
+
+    return PooledConsumer(key=key, consumer=Consumer(routed(dict(config))))
+
+
+def release_consumer(pooled: PooledConsumer, *, reusable: bool) -> None:
+    """Return a consumer to the pool, or close it when ``reusable`` is false (after an error)."""
+    if not reusable:
+        pooled.close()
+        return
+    pooled.last_used = time.monotonic()
+    with _lock:
+        _idle.setdefault(pooled.key, []).append(pooled)
+
+
+def close_pooled_consumers() -> None:
+    """Close every idle pooled consumer of this process (at exit, and in tests)."""
+    with _lock:
+        pooled = [c for cs in _idle.values() for c in cs]
+        _idle.clear()
+    for c in pooled:
+        c.close()
+
+
+# A worker exiting closes its consumers instead of leaving librdkafka threads to die mid-request.
+atexit.register(close_pooled_consumers)
+
+
+def pooled_consumer_count() -> int:
+    """How many idle consumers this worker holds (for tests and diagnostics)."""
+    with _lock:
+        return sum(len(cs) for cs in _idle.values())
