@@ -6,6 +6,6 @@ Spark imports every top-level ``pyspark_*`` module that has a ``DefaultSource`` 
 register() call.
 """
 
-from kafka_spark.files.writers import FileSinkDataSource as DefaultSource
+from kafka_spark.sink import FileSinkDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

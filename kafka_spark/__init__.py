@@ -38,7 +38,7 @@ _LAZY = {
 def register(spark: Any) -> None:
     """Register the ``pylog`` source and topic sink and the ``pylog-files`` file sink with a
     SparkSession (for Pythons where Spark's auto-registration does not find them)."""
-    from kafka_spark.files.writers import FileSinkDataSource
+    from kafka_spark.sink import FileSinkDataSource
     from kafka_spark.source import PylogDataSource
 
     spark.dataSource.register(PylogDataSource)

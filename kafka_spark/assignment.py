@@ -1,24 +1,20 @@
-"""Range and round-robin assignment, and planning a batch's offset ranges into Spark tasks.
+"""Kafka's range and round-robin assignors, pure.
 
 Pure functions: no Spark, no I/O, no clocks, no randomness. The same input always gives the same
 output, which is what lets a replayed micro-batch read exactly the records it read the first time.
 
-Three layers, each usable on its own:
-
-1. **Kafka's assignors**, with the results Apache Kafka's Java clients give
-   (``org.apache.kafka.clients.consumer.RangeAssignor`` / ``RoundRobinAssignor``, without rack
-   information): :func:`range_assign`, :func:`round_robin_assign`, and :func:`assign`, which picks
-   one by the ``assignmentStrategy`` option value (``range`` | ``roundrobin``).
-2. **Splitting** (:func:`split_ranges`): Spark's ``KafkaOffsetRangeCalculator.getRanges`` for the
-   ``minPartitions`` and ``maxRecordsPerPartition`` options, when a batch wants *more* tasks than it
-   has ranges or a range is too large for one task.
-3. **Grouping** (:func:`plan_tasks`): when *fewer* tasks than ranges are wanted, the ranges are
-   dealt to tasks with one of the assignors above.
+The assignors give the results Apache Kafka's Java clients give
+(``org.apache.kafka.clients.consumer.RangeAssignor`` / ``RoundRobinAssignor``, without rack
+information): :func:`range_assign`, :func:`round_robin_assign`, and :func:`assign`, which picks
+one by the ``assignmentStrategy`` option value (``range`` | ``roundrobin``). Planning
+(kafka_spark.planning) uses them to group a batch's offset ranges into fewer tasks
+(``maxPartitions``).
 
 Documented task layout
 ----------------------
 Topics ``orders`` (5 partitions), ``clicks`` (3) and ``audit`` (1), one offset range per
-partition, grouped into 3 tasks (``plan_tasks(ranges, strategy=..., num_tasks=3)``)::
+partition, grouped into 3 tasks (``kafka_spark.planning.plan_tasks(ranges, strategy=...,
+num_tasks=3)``)::
 
     task        strategy="range"                       strategy="roundrobin"
     ----------  -------------------------------------  ------------------------------
@@ -33,19 +29,17 @@ table literally.
 
 How a split partition is grouped
 --------------------------------
-When :func:`split_ranges` has cut one topic-partition into several sub-ranges, each sub-range is
-its own unit. The units of a topic are numbered in (partition, from_offset) order and handed to the
-assignor as that topic's "partitions" 0, 1, 2, ...: ``orders-0 [0, 50)``, ``orders-0 [50, 100)``,
-``orders-1 [0, 100)`` become ``orders`` units 0, 1, 2. Range therefore keeps neighbouring
-sub-ranges of a partition together; round-robin spreads them over tasks.
+When :func:`kafka_spark.planning.split_ranges` has cut one topic-partition into several
+sub-ranges, each sub-range is its own unit. The units of a topic are numbered in (partition,
+from_offset) order and handed to the assignor as that topic's "partitions" 0, 1, 2, ...:
+``orders-0 [0, 50)``, ``orders-0 [50, 100)``, ``orders-1 [0, 100)`` become ``orders`` units 0,
+1, 2. Range therefore keeps neighbouring sub-ranges of a partition together; round-robin spreads
+them over tasks.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from fractions import Fraction
+from collections.abc import Callable, Collection, Mapping
 
 from kafka_spark.errors import PylogError
 from kafka_spark.common.topic_partition import TopicPartition
@@ -53,13 +47,9 @@ from kafka_spark.common.topic_partition import TopicPartition
 __all__ = [
     "ASSIGNMENT_STRATEGIES",
     "AssignmentError",
-    "OffsetRange",
     "assign",
-    "plan_tasks",
     "range_assign",
     "round_robin_assign",
-    "split_ranges",
-    "task_member_ids",
 ]
 
 #: Legal values of the ``assignmentStrategy`` option, as spelled by Kafka's assignors' ``name()``.
@@ -212,230 +202,3 @@ def assign(
     return _assignor(strategy)(subscriptions, partitions_per_topic)
 
 
-# --------------------------------------------------------------------------------------------
-# Offset ranges and splitting (Spark's KafkaOffsetRangeCalculator)
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OffsetRange:
-    """The offsets ``[from_offset, until_offset)`` of one topic-partition: one read.
-
-    ``until_offset`` is exclusive (the next offset to read after this range), as in Spark's
-    ``KafkaOffsetRange``. A hashable value; :func:`plan_tasks` orders ranges by (topic,
-    partition, from_offset).
-    """
-
-    topic_partition: TopicPartition
-    from_offset: int
-    until_offset: int
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.topic_partition, TopicPartition):
-            raise TypeError(
-                f"OffsetRange.topic_partition must be a TopicPartition, got "
-                f"{self.topic_partition!r}; build it with TopicPartition(topic, partition)"
-            )
-
-    @property
-    def size(self) -> int:
-        """``until_offset - from_offset``: an estimate of the record count (compaction and
-        transaction markers leave gaps), as Spark's ``KafkaOffsetRange.size``."""
-        return self.until_offset - self.from_offset
-
-    def __str__(self) -> str:
-        return f"{self.topic_partition}[{self.from_offset}, {self.until_offset})"
-
-
-def _range_order(r: OffsetRange) -> tuple[bytes, int, int, int]:
-    return (_java_order(r.topic_partition.topic), r.topic_partition.partition, r.from_offset,
-            r.until_offset)
-
-
-def _java_math_round(x: float) -> int:
-    # java.lang.Math.round: the closest long, ties towards +infinity, computed exactly.
-    # Python's round() rounds ties to even, and floor(x + 0.5) in floating point is off for
-    # 0.49999999999999994; Fraction is exact.
-    return math.floor(Fraction(x) + Fraction(1, 2))
-
-
-def _part_count(size: int, total_size: int, min_parts: int) -> int:
-    # Spark: math.max(math.round(size.toDouble / totalSize * minParts), 1); the float() calls
-    # repeat Scala's Long-to-Double conversions so that huge sizes round the same way.
-    return max(_java_math_round(float(size) / float(total_size) * min_parts), 1)
-
-
-def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:
-    # Spark's getDividedPartition: part i takes remaining // (parts - i), so the remainder lands
-    # on the last parts (10 in 3 -> 3, 3, 4). Empty parts are dropped by the caller.
-    out = []
-    remaining = r.size
-    start = r.from_offset
-    for part in range(parts):
-        this_part = remaining // (parts - part)
-        remaining -= this_part
-        end = min(start + this_part, r.until_offset)
-        out.append(OffsetRange(r.topic_partition, start, end))
-        start = end
-    return out
-
-
-def _positive_option(name: str, value: int | None) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise AssignmentError(f"{name} must be a positive integer (as in Spark), got {value!r}")
-
-
-def split_ranges(
-    ranges: Sequence[OffsetRange],
-    min_partitions: int | None,
-    max_records_per_partition: int | None,
-) -> list[OffsetRange]:
-    """Spark's ``KafkaOffsetRangeCalculator.getRanges``: the ranges a batch reads, one per task.
-
-    Empty (``size == 0``) and inverted (``size < 0``) ranges are **dropped**, as Spark drops them;
-    data loss (an end below a start) must be reported before this point, as Spark's planner does.
-    Then:
-
-    * Neither option set, or only ``minPartitions`` and it is ``<=`` the number of ranges: the
-      ranges are returned unchanged.
-    * ``maxRecordsPerPartition`` set: each range is first cut into
-      ``ceil(size / maxRecordsPerPartition)`` contiguous parts (Spark 4.0, SPARK-49259).
-    * ``minPartitions`` set and still more than the number of ranges: ranges whose proportional
-      share ``round(size / total * minPartitions)`` is 1 stay whole ("unsplit", decided per
-      topic-partition, so after a ``maxRecordsPerPartition`` cut one small piece keeps every piece
-      of that partition whole, as in Spark); each other range gets
-      ``max(round(size / splitTotal * (minPartitions - #unsplit)), 1)`` parts (SPARK-36576).
-      ``round`` is Java's ``Math.round`` (halves go up), so the count is *about*
-      ``minPartitions``, sometimes more, as Spark documents.
-
-    A range cut into ``k`` parts gives parts of ``remaining // (k - i)`` offsets, so remainders go
-    to the last parts (``[0, 10)`` in 3 -> ``[0, 3) [3, 6) [6, 10)``). Output order: the input
-    order, each range replaced by its parts in offset order. Offsets must be resolved (``>= 0``):
-    split after turning Spark's ``-2``/``-1`` (earliest/latest) sentinels into real offsets.
-    """
-    _positive_option("minPartitions", min_partitions)
-    _positive_option("maxRecordsPerPartition", max_records_per_partition)
-    for r in ranges:
-        if r.from_offset < 0 or r.until_offset < 0:
-            raise AssignmentError(
-                f"cannot split {r}: offsets must be resolved to real offsets (>= 0) first; "
-                f"-2 (earliest) and -1 (latest) are sentinels, not positions"
-            )
-    offset_ranges = [r for r in ranges if r.size > 0]
-    if max_records_per_partition is None and (
-        min_partitions is None or len(offset_ranges) >= min_partitions
-    ):
-        return offset_ranges
-
-    if max_records_per_partition is not None:
-        divided = [
-            part
-            for r in offset_ranges
-            # Scala: math.ceil(size.toDouble / maxRecords).toInt
-            for part in _divide(r, math.ceil(float(r.size) / float(max_records_per_partition)))
-            if part.size > 0
-        ]
-    else:
-        divided = offset_ranges
-
-    if min_partitions is None or min_partitions <= len(divided):
-        return divided
-
-    total_size = sum(r.size for r in divided)
-    unsplit = [r for r in divided if _part_count(r.size, total_size, min_partitions) == 1]
-    unsplit_tps = {r.topic_partition for r in unsplit}
-    split_total_size = total_size - sum(r.size for r in unsplit)
-    split_min_partitions = max(min_partitions - len(unsplit), 1)
-    out = []
-    for r in divided:
-        parts = (
-            1
-            if r.topic_partition in unsplit_tps
-            else _part_count(r.size, split_total_size, split_min_partitions)
-        )
-        out.extend(part for part in _divide(r, parts) if part.size > 0)
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# Grouping ranges into tasks
-# --------------------------------------------------------------------------------------------
-
-
-def task_member_ids(num_tasks: int) -> list[str]:
-    """``["task-00000", "task-00001", ...]``: zero-padded so string order is numeric order.
-
-    At least five digits; wider when ``num_tasks`` needs it, always the same width in one list.
-    """
-    width = max(5, len(str(max(num_tasks - 1, 0))))
-    return [f"task-{i:0{width}d}" for i in range(num_tasks)]
-
-
-def _check_no_overlap(ordered: Iterable[OffsetRange]) -> None:
-    previous: OffsetRange | None = None
-    for r in ordered:
-        if (
-            previous is not None
-            and previous.topic_partition == r.topic_partition
-            and r.from_offset < previous.until_offset
-        ):
-            raise AssignmentError(
-                f"offset ranges {previous} and {r} overlap: the records in both would be read "
-                f"twice; plan each offset of a partition into exactly one range"
-            )
-        previous = r
-
-
-def plan_tasks(
-    ranges: Sequence[OffsetRange],
-    *,
-    strategy: str = "range",
-    num_tasks: int | None = None,
-) -> list[tuple[OffsetRange, ...]]:
-    """Group offset ranges into Spark tasks; each tuple is what one task reads.
-
-    * ``num_tasks`` is ``None`` or ``>= len(ranges)``: one task per range, in (topic, partition,
-      from_offset) order. (More tasks than ranges comes from :func:`split_ranges`, not from here.)
-    * ``num_tasks < len(ranges)``: the ranges are assigned by the ``strategy`` assignor (the
-      ``assignmentStrategy`` option: ``range`` | ``roundrobin``) to members ``task-00000``,
-      ``task-00001``, ... (see :func:`task_member_ids`), all subscribed to every topic. Each range
-      is one unit; a topic's units are numbered in (partition, from_offset) order and stand for
-      that topic's partitions, so sub-ranges of a split partition are units of their own (see the
-      module docstring). Tasks come in member-id order, each with its ranges in (topic, partition,
-      from_offset) order; tasks that get no range are omitted (Range gives a topic with fewer units
-      than tasks to the first tasks only), so there may be fewer than ``num_tasks`` tasks.
-
-    Every input range appears in exactly one task; nothing is dropped or split here (empty ranges
-    too: drop them with :func:`split_ranges` first). Deterministic: the result depends on the set
-    of ranges, not on their order. Overlapping ranges of one partition raise
-    :class:`AssignmentError`, as would an unknown strategy or ``num_tasks < 1``.
-    """
-    assignor = _assignor(strategy)
-    if num_tasks is not None and (
-        isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 1
-    ):
-        raise AssignmentError(f"num_tasks must be a positive integer or None, got {num_tasks!r}")
-    ordered = sorted(ranges, key=_range_order)
-    _check_no_overlap(ordered)
-    if num_tasks is None or num_tasks >= len(ordered):
-        return [(r,) for r in ordered]
-
-    units: dict[str, list[OffsetRange]] = {}
-    for r in ordered:
-        units.setdefault(r.topic_partition.topic, []).append(r)
-    members = task_member_ids(num_tasks)
-    topics = list(units)
-    assignment = assignor(
-        {member: topics for member in members},
-        {topic: len(topic_units) for topic, topic_units in units.items()},
-    )
-    tasks = []
-    for member in members:
-        task = sorted(
-            (units[tp.topic][tp.partition] for tp in assignment[member]), key=_range_order
-        )
-        if task:
-            tasks.append(tuple(task))
-    return tasks

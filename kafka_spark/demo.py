@@ -33,7 +33,7 @@ def main(out: Path = Path("demo-output")) -> int:
     from pyspark.sql import functions as F
 
     from kafka_spark.broker import EmbeddedBroker
-    from kafka_spark.files.writers import committed_source_offsets
+    from kafka_spark.files.table import committed_source_offsets
     from kafka_spark.sample_data import produce_orders
 
     output, checkpoint = out / "revenue_by_country", out / "checkpoint"

@@ -1,4 +1,5 @@
-"""Offset values, Spark-compatible offset JSON, start/end specs and the per-trigger rate limit.
+"""Offset values, Spark-compatible offset JSON, start/end specs, the per-trigger rate limit,
+offset ranges and the data-loss rules.
 
 Everything here is pure: no Kafka client, no Spark, no clock.
 
@@ -28,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from kafka_spark.errors import DataLossError, OffsetJsonError
+from kafka_spark.errors import DataLossError, KafkaReadError, OffsetJsonError
 from kafka_spark.common.topic_partition import TopicPartition
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "GlobalTimestamp",
     "LatestOffsets",
     "OffsetJsonError",
+    "OffsetRange",
     "OffsetSpec",
     "PartitionOffsets",
     "SpecificOffsets",
@@ -48,6 +50,7 @@ __all__ = [
     "offset_spec_from_json",
     "offsets_to_dict",
     "offsets_to_json",
+    "out_of_range_position",
     "partitions_from_json",
     "rate_limit",
     "report_data_loss",
@@ -315,3 +318,58 @@ def new_offset_count(
 def sorted_partitions(tps: Iterable[TopicPartition]) -> list[TopicPartition]:
     """Topic-partitions in (topic, partition) order."""
     return sorted(tps, key=lambda tp: (tp.topic, tp.partition))
+
+
+# Offset ranges: what one read covers, and where a read goes on when offsets are out of range
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """The offsets ``[from_offset, until_offset)`` of one topic-partition: one read.
+
+    ``until_offset`` is exclusive (the next offset to read after this range), as in Spark's
+    ``KafkaOffsetRange``. A hashable value; :func:`plan_tasks` orders ranges by (topic,
+    partition, from_offset).
+    """
+
+    topic_partition: TopicPartition
+    from_offset: int
+    until_offset: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.topic_partition, TopicPartition):
+            raise TypeError(
+                f"OffsetRange.topic_partition must be a TopicPartition, got "
+                f"{self.topic_partition!r}; build it with TopicPartition(topic, partition)"
+            )
+
+    @property
+    def size(self) -> int:
+        """``until_offset - from_offset``: an estimate of the record count (compaction and
+        transaction markers leave gaps), as Spark's ``KafkaOffsetRange.size``."""
+        return self.until_offset - self.from_offset
+
+    def __str__(self) -> str:
+        return f"{self.topic_partition}[{self.from_offset}, {self.until_offset})"
+
+
+def out_of_range_position(tp, position: int, until: int, low: int, high: int, error: str, lose,  # noqa: ANN001
+                          retries: int) -> int | None:
+    """Where a read continues after the broker said ``position`` is out of range, the log now
+    holding ``[low, high)``: past the deleted offsets (reported as loss through ``lose``), at
+    ``until`` when the range lies past the log end, or None when ``position`` is in range again
+    (e.g. the topic was recreated meanwhile: retry, as Spark does, up to 3 ``retries``)."""
+    if position < low:
+        skip_to = min(low, until)
+        lose(f"{tp}: offsets [{position}, {skip_to}) were deleted (the log start offset is now {low}; {error})")
+        return skip_to
+    if position >= high:
+        lose(f"{tp}: offsets [{position}, {until}) are past the log end offset {high} ({error})")
+        return until
+    if retries >= 3:
+        raise KafkaReadError(
+            f"offset {position} of {tp} keeps being reported out of range although the log holds "
+            f"[{low}, {high}): {error}"
+        )
+    return None
+

@@ -29,7 +29,7 @@ Options added by pylog (not in Spark's Kafka source)
     the source of truth for where a query resumes. Requires ``kafka.group.id``.
 ``startingOffsetsFromOutput`` (a path)
     Start a **new** query where the output of a pylog file sink at that path left off: the source
-    offsets committed with that output (``kafka_spark.files.writers.committed_source_offsets``) take
+    offsets committed with that output (``kafka_spark.files.table.committed_source_offsets``) take
     precedence over all other starting options; partitions that output never saw start at
     earliest. If the output holds no committed batch yet, the other starting options apply.
 """
@@ -150,7 +150,7 @@ class SourceOptions:
     #: kafka_spark.avro.codec.AvroColumn per Avro-decoded column (valueFormat/keyFormat=avro), key first.
     avro_columns: tuple = ()
     #: Read path of the executors: "auto", "arrow" (own Fetch client, compiled Arrow decoding)
-    #: or "librdkafka" (confluent-kafka consumers); see kafka_spark.read.partition.resolve_fetcher.
+    #: or "librdkafka" (confluent-kafka consumers); see kafka_spark.planning.resolve_fetcher.
     fetcher: str = "auto"
     #: librdkafka name -> the kafka.* option (without the prefix) it came from, for messages.
     kafka_origin: tuple[tuple[str, str], ...] = ()

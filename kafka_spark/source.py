@@ -22,7 +22,7 @@ from pyspark.sql.types import (
 )
 
 from kafka_spark.read.batch import PylogBatchReader
-from kafka_spark.client.offset_reader import check_client_configs, resolve_bootstrap_servers
+from kafka_spark.client.config import check_client_configs
 from kafka_spark.options import (
     PylogOptionError,
     SourceOptions,
@@ -54,6 +54,18 @@ def source_schema(include_headers: bool = False, avro_columns: tuple = ()) -> St
     for column in avro_columns:
         fields.append(StructField(f"{column.role}Avro", column.spark_type()))
     return StructType(fields)
+
+
+def resolve_bootstrap_servers(options: SourceOptions) -> str:
+    """The bootstrap servers this source talks to, resolved on the driver.
+
+    ``kafka.bootstrap.servers`` when given; otherwise the local embedded broker, found or started
+    on demand (kafka_spark.client.bootstrap). The result travels to executors inside each input
+    partition, so executors never resolve it themselves.
+    """
+    from kafka_spark.client.bootstrap import resolve_bootstrap_servers as resolve
+
+    return resolve(options.kafka_config.get("bootstrap.servers", "").strip() or None)
 
 
 class PylogDataSource(DataSource):
@@ -95,16 +107,17 @@ class PylogDataSource(DataSource):
         return PylogBatchReader(options, resolve_bootstrap_servers(options))
 
     def writer(self, schema: StructType, overwrite: bool) -> "DataSourceWriter":
-        """``df.write.format("pylog")``: the topic sink (kafka_spark.topics.task)."""
-        from kafka_spark.topics.task import batch_writer
+        """``df.write.format("pylog")``: the topic sink (kafka_spark.sink, kafka_spark.topics)."""
+        from kafka_spark.sink import topic_batch_writer
 
-        return batch_writer(self.options, schema, overwrite)
+        return topic_batch_writer(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> "DataSourceStreamWriter":
-        """``df.writeStream.format("pylog")``: the exactly-once topic sink (kafka_spark.topics.task)."""
-        from kafka_spark.topics.task import stream_writer
+        """``df.writeStream.format("pylog")``: the exactly-once topic sink (kafka_spark.sink,
+        kafka_spark.topics)."""
+        from kafka_spark.sink import topic_stream_writer
 
-        return stream_writer(self.options, schema, overwrite)
+        return topic_stream_writer(self.options, schema, overwrite)
 
     def streamReader(self, schema: StructType) -> PylogStreamReader:
         options = self._source_options()

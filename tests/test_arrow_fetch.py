@@ -15,10 +15,12 @@ from confluent_kafka import Producer
 
 from kafka_spark.client import fetch_client as fetcher
 from kafka_spark.read import record_decoder as rd
-from kafka_spark.assignment import OffsetRange
-from kafka_spark.client.offset_reader import close_pooled_consumers, consumer_config
+from kafka_spark.offsets import OffsetRange
+from kafka_spark.client.config import consumer_config
+from kafka_spark.client.consumer_pool import close_pooled_consumers
 from kafka_spark.options import parse_source_options
-from kafka_spark.read.partition import KafkaInputPartition, read_partition
+from kafka_spark.planning import KafkaInputPartition
+from kafka_spark.read.partition import read_partition
 from kafka_spark.common.topic_partition import TopicPartition as TP
 
 

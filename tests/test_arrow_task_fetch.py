@@ -10,11 +10,12 @@ import pytest
 from confluent_kafka import Producer
 
 from kafka_spark.client import fetch_client as fetcher
-from kafka_spark.assignment import OffsetRange
-from kafka_spark.client.offset_reader import consumer_config
+from kafka_spark.offsets import OffsetRange
+from kafka_spark.client.config import consumer_config
 from kafka_spark.offsets import DataLossError
 from kafka_spark.options import parse_source_options
-from kafka_spark.read.partition import KafkaInputPartition, PylogReadTimeout, read_partition
+from kafka_spark.planning import KafkaInputPartition
+from kafka_spark.read.partition import PylogReadTimeout, read_partition
 from kafka_spark.common.topic_partition import TopicPartition as TP
 from tests.test_arrow_fetch import _fresh_pools  # noqa: F401  (autouse: empty pools around each test)
 

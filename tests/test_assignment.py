@@ -36,16 +36,9 @@ with warnings.catch_warnings():
     from kafka.protocol.metadata import MetadataResponse
 
 import kafka_spark.assignment as assignment_module
-from kafka_spark.assignment import (
-    AssignmentError,
-    OffsetRange,
-    assign,
-    plan_tasks,
-    range_assign,
-    round_robin_assign,
-    split_ranges,
-    task_member_ids,
-)
+from kafka_spark.assignment import AssignmentError, assign, range_assign, round_robin_assign
+from kafka_spark.offsets import OffsetRange
+from kafka_spark.planning import plan_tasks, split_ranges, task_member_ids
 from kafka_spark.common.topic_partition import TopicPartition
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import fastavro
 import pytest
 from pyspark.sql import functions as F
 
-from kafka_spark.files.writers import committed_source_offsets, vacuum
+from kafka_spark.files.table import committed_source_offsets, vacuum
 from kafka_spark.files.metadata_log import MetadataLog
 from pyarrow.fs import LocalFileSystem
 

@@ -16,7 +16,7 @@ import pytest
 from pyarrow.fs import LocalFileSystem
 from pyspark.errors import StreamingQueryException
 
-from kafka_spark.files.writers import committed_source_offsets
+from kafka_spark.files.table import committed_source_offsets
 from kafka_spark.files.metadata_log import MetadataLog
 from kafka_spark.files.continuity import OtherSourcesError, UnknownStartError
 from kafka_spark.files.sidecar import OffsetContinuityError

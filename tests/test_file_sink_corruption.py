@@ -17,7 +17,7 @@ import pytest
 from pyarrow.fs import LocalFileSystem
 from pyspark.errors import StreamingQueryException
 
-from kafka_spark.files.writers import committed_source_offsets
+from kafka_spark.files.table import committed_source_offsets
 from kafka_spark.files.metadata_log import MalformedMetadataLogError, MetadataLog
 from kafka_spark.files.sidecar import SinkStateError
 from tests.sink_commits import FakeCheckpoint, commit_batch_job, commit_stream_batch, exists

@@ -13,7 +13,7 @@ import time
 
 from pyarrow.fs import LocalFileSystem
 
-from kafka_spark.files.writers import committed_source_offsets, vacuum
+from kafka_spark.files.table import committed_source_offsets, vacuum
 from kafka_spark.files.metadata_log import MetadataLog
 
 # 20 micro-batches: the kill lands within 1.5 s of the second commit, long before the last one

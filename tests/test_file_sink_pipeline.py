@@ -6,7 +6,7 @@ import shutil
 
 from pyspark.errors import StreamingQueryException
 
-from kafka_spark.files.writers import committed_source_offsets
+from kafka_spark.files.table import committed_source_offsets
 from tests.source_fixtures import embedded_kafka  # noqa: F401
 
 

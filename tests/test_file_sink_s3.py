@@ -19,7 +19,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 from test_file_sink_kill import END, QUERY, STEP, kill_within_a_later_batch  # the same query, on S3
 
-from kafka_spark.files.writers import committed_source_offsets, vacuum
+from kafka_spark.files.table import committed_source_offsets, vacuum
 from kafka_spark.files.metadata_log import MetadataLog
 from kafka_spark.files.fs import create_if_absent, resolve_output
 

@@ -22,13 +22,8 @@ from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from kafka_spark.files.writers import (
-    FileSinkCommitMessage,
-    FileSinkOptions,
-    FileStreamWriter,
-    committed_source_offsets,
-    vacuum,
-)
+from kafka_spark.files.table import committed_source_offsets, vacuum
+from kafka_spark.files.writers import FileSinkCommitMessage, FileSinkOptions, FileStreamWriter
 from kafka_spark.files.metadata_log import MetadataLog, SinkFileStatus
 from pyarrow.fs import LocalFileSystem
 

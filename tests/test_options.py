@@ -22,7 +22,7 @@ from kafka_spark.options import (
     check_streaming,
     parse_source_options,
 )
-from kafka_spark.client.offset_reader import consumer_config
+from kafka_spark.client.config import consumer_config
 from kafka_spark.common.topic_partition import TopicPartition as TP
 
 BASE = {"kafka.bootstrap.servers": "h:9092"}
@@ -279,8 +279,8 @@ def test_parsed_options_are_frozen_and_picklable():
     ],
 )
 def test_fetcher_auto_reads_secured_clusters_through_confluent_kafka(kafka, expected):
-    from kafka_spark.read.partition import plan_for_options
-    from kafka_spark.assignment import OffsetRange
+    from kafka_spark.planning import plan_for_options
+    from kafka_spark.offsets import OffsetRange
 
     opts = parse(subscribe="a", **kafka)
     config = consumer_config(opts, "h:9092", "g")

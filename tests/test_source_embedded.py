@@ -6,11 +6,14 @@ from __future__ import annotations
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from kafka_spark.assignment import OffsetRange
-from kafka_spark.client.offset_reader import OffsetReader, close_pooled_consumers, consumer_config
+from kafka_spark.offsets import OffsetRange
+from kafka_spark.client.config import consumer_config
+from kafka_spark.client.consumer_pool import close_pooled_consumers
+from kafka_spark.client.offset_reader import OffsetReader
 from kafka_spark.offsets import DataLossError
 from kafka_spark.options import parse_source_options
-from kafka_spark.read.partition import KafkaInputPartition, read_partition
+from kafka_spark.planning import KafkaInputPartition
+from kafka_spark.read.partition import read_partition
 from kafka_spark.read.stream import PylogStreamReader
 from kafka_spark.common.topic_partition import TopicPartition as TP
 from tests.source_fixtures import embedded_kafka  # noqa: F401

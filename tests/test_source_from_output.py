@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kafka_spark.files.writers import committed_source_offsets
+from kafka_spark.files.table import committed_source_offsets
 from tests.source_fixtures import kafka_cluster, mock_kafka  # noqa: F401
 
 

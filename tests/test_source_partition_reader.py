@@ -8,12 +8,14 @@ import pytest
 from confluent_kafka import Producer
 from pyspark import TaskContext
 
-from kafka_spark.client import offset_reader as client
-from kafka_spark.assignment import OffsetRange
-from kafka_spark.client.offset_reader import acquire_consumer, close_pooled_consumers, consumer_config, release_consumer
+from kafka_spark.client import consumer_pool as client
+from kafka_spark.offsets import OffsetRange
+from kafka_spark.client.config import consumer_config
+from kafka_spark.client.consumer_pool import acquire_consumer, close_pooled_consumers, release_consumer
 from kafka_spark.offsets import DataLossError
 from kafka_spark.options import parse_source_options
-from kafka_spark.read.partition import KafkaInputPartition, read_partition
+from kafka_spark.planning import KafkaInputPartition
+from kafka_spark.read.partition import read_partition
 from kafka_spark.source import source_schema
 from kafka_spark.common.topic_partition import TopicPartition as TP
 from tests.source_fixtures import kafka_cluster, mock_kafka  # noqa: F401

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_spark.assignment import OffsetRange
+from kafka_spark.offsets import OffsetRange
 from kafka_spark.read.batch import PylogBatchReader
 from kafka_spark.client.offset_reader import OffsetReader
 from kafka_spark.options import parse_source_options

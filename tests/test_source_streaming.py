@@ -9,7 +9,7 @@ import uuid
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from kafka_spark.client.offset_reader import close_pooled_consumers
+from kafka_spark.client.consumer_pool import close_pooled_consumers
 from kafka_spark.offsets import offsets_from_dict, offsets_from_json
 from kafka_spark.options import parse_source_options
 from kafka_spark.read.partition import read_partition

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_spark.assignment import AssignmentError, OffsetRange
+from kafka_spark.assignment import AssignmentError
+from kafka_spark.offsets import OffsetRange
 from kafka_spark.common.topic_partition import TopicPartition as TP
 from kafka_spark.planning import RECORDS_PER_TASK, plan_by_work
 

@@ -69,7 +69,6 @@ from typing import Any, Union
 import fastavro
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from fastavro._read_common import SchemaResolutionError
 
 from kafka_spark.avro.schema import (
@@ -309,6 +308,8 @@ class AvroDecoder:
 
     def _confluent_groups(self, arr: pa.BinaryArray, groups: list, errors: list) -> None:
         """Split framed values by writer schema id (vectorised over the Arrow buffers)."""
+        import pyarrow.compute as pc  # here, not at import: option parsing in Spark's planner imports this module
+
         n = len(arr)
         wire_option = "avroWireFormat" if self.role == "value" else "keyAvroWireFormat"
         lengths = pc.fill_null(pc.binary_length(arr), -1).to_numpy(zero_copy_only=False)

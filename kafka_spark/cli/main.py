@@ -315,7 +315,7 @@ def _topics_delete(args: argparse.Namespace) -> int:
 
 
 def _sink_vacuum(args: argparse.Namespace) -> int:
-    from kafka_spark.files.writers import vacuum
+    from kafka_spark.files.table import vacuum
 
     from kafka_spark.files.writers import FileSinkError
 

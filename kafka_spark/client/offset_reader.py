@@ -1,27 +1,20 @@
-"""confluent-kafka plumbing: bootstrap resolution, client configs, driver-side offset lookups and
-the executor consumer pool.
+"""Driver side: offsets and metadata of the subscribed topics (Spark's ``KafkaOffsetReader*``).
 
-Driver side (:class:`OffsetReader`) runs in Spark's Python *planner* worker, a separate process
-from the user's driver program: nothing here may rely on state of the user's process.
-
-Executor side (:func:`acquire_consumer` / :func:`release_consumer`) keeps a module-level pool of
-consumers, as Spark's ``KafkaDataConsumer`` pool: PySpark reuses Python workers across tasks and
-micro-batches, so a consumer assigned to ``orders-3`` in batch 7 is still connected, and usually
-positioned exactly where batch 8 starts, when batch 8 reads ``orders-3`` in the same worker.
+:class:`OffsetReader` runs in Spark's Python *planner* worker, a separate process from the
+user's driver program: nothing here may rely on state of the user's process. Its clients' configs
+come from kafka_spark.client.config; the executors' consumers from kafka_spark.client.consumer_pool.
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
-import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kafka_spark.errors import PylogError
-from kafka_spark.common.jaas import CredentialsRefused, RefusalWatch, list_topics_watching
+from kafka_spark.client.config import admin_config, consumer_config, isolation_level
+from kafka_spark.client.refusal import CredentialsRefused, RefusalWatch, list_topics_watching
 from kafka_spark.client.librdkafka_log import routed
 from kafka_spark.offsets import (
     EARLIEST,
@@ -37,37 +30,11 @@ from kafka_spark.options import PylogOptionError, SourceOptions
 from kafka_spark.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:  # pragma: no cover
-    from confluent_kafka import Consumer, Message
     from confluent_kafka.admin import AdminClient
 
-__all__ = [
-    "ConfigKey",
-    "OffsetFetchError",
-    "OffsetReader",
-    "PooledConsumer",
-    "acquire_consumer",
-    "close_pooled_consumers",
-    "admin_config",
-    "consumer_config",
-    "release_consumer",
-    "resolve_bootstrap_servers",
-]
+__all__ = ["OffsetFetchError", "OffsetReader", "check_specified_partitions"]
 
 log = logging.getLogger("kafka_spark")
-
-#: A client config frozen into a hashable, picklable value: sorted (key, value) pairs.
-ConfigKey = tuple[tuple[str, str], ...]
-
-# librdkafka properties that only consumers understand; an AdminClient given them logs a
-# warning per property, so they are left out of admin configs.
-_CONSUMER_ONLY = {
-    "group.id", "group.instance.id", "isolation.level", "enable.partition.eof",
-    "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset", "session.timeout.ms",
-    "heartbeat.interval.ms", "max.poll.interval.ms", "fetch.wait.max.ms", "fetch.min.bytes",
-    "fetch.max.bytes", "fetch.message.max.bytes", "max.partition.fetch.bytes",
-    "queued.min.messages", "queued.max.messages.kbytes", "check.crcs", "partition.assignment.strategy",
-    "group.protocol", "group.remote.assignor", "client.rack",
-}
 
 
 #: How long a driver-side metadata or offset call may take unless kafka.default.api.timeout.ms says.
@@ -78,87 +45,6 @@ class OffsetFetchError(PylogError, RuntimeError):
     """The broker did not answer an offset or metadata request within the configured retries,
     or could not be reached at all within ``kafka.default.api.timeout.ms``."""
 
-
-def resolve_bootstrap_servers(options: SourceOptions) -> str:
-    """The bootstrap servers this source talks to, resolved on the driver.
-
-    ``kafka.bootstrap.servers`` when given; otherwise the local embedded broker, found or started
-    on demand (kafka_spark.client.bootstrap). The result travels to executors inside each input
-    partition, so executors never resolve it themselves.
-    """
-    from kafka_spark.client.bootstrap import resolve_bootstrap_servers as resolve
-
-    return resolve(options.kafka_config.get("bootstrap.servers", "").strip() or None)
-
-
-def freeze(config: Mapping[str, Any]) -> ConfigKey:
-    """A config dict as a hashable, picklable key."""
-    return tuple(sorted((str(k), str(v)) for k, v in config.items()))
-
-
-def consumer_config(options: SourceOptions, bootstrap_servers: str, group_id: str) -> ConfigKey:
-    """The config of a consumer that reads exactly what it is told (driver or executor).
-
-    As Spark's executors: no auto commit, no offset reset (``auto.offset.reset=error``: an
-    out-of-range fetch is reported to the reader, which decides about data loss); the user's
-    ``kafka.group.id`` wins over the generated ``group_id``. ``isolation.level`` defaults to
-    ``read_uncommitted`` like the Java client Spark uses (librdkafka's own default is
-    ``read_committed``); set ``kafka.isolation.level=read_committed`` to skip aborted records.
-    ``enable.partition.eof`` lets a read end at the log end without waiting for a timeout.
-    """
-    config: dict[str, str] = {"group.id": group_id, "isolation.level": "read_uncommitted"}
-    config.update(options.kafka_config)
-    config.update(
-        {
-            "bootstrap.servers": bootstrap_servers,
-            "enable.auto.commit": "false",
-            "enable.auto.offset.store": "false",
-            "auto.offset.reset": "error",
-            "enable.partition.eof": "true",
-        }
-    )
-    return freeze(config)
-
-
-def admin_config(options: SourceOptions, bootstrap_servers: str) -> dict[str, str]:
-    """The config of the driver's AdminClient: the user's connection and security settings."""
-    config = {k: v for k, v in options.kafka_config.items() if k not in _CONSUMER_ONLY}
-    config["bootstrap.servers"] = bootstrap_servers
-    return config
-
-
-def check_client_configs(options: SourceOptions) -> None:
-    """Create the source's consumer and admin client from the ``kafka.*`` options once, without
-    connecting, so that a setting librdkafka refuses fails where the query is defined, naming the
-    option, and never in a task (kafka_spark.java_properties)."""
-    from kafka_spark.java_properties import KafkaConfigError, check_client_config
-
-    origin = dict(options.kafka_origin)
-    try:
-        check_client_config(dict(consumer_config(options, "", "pylog-config-check")), "consumer", origin,
-                            "pylog source")
-        check_client_config(admin_config(options, ""), "admin", origin, "pylog source")
-    except KafkaConfigError as error:
-        raise PylogOptionError(str(error)) from None
-
-
-def isolation_level(options: SourceOptions) -> Any:
-    """``kafka.isolation.level`` as confluent-kafka's enum (default read_uncommitted, as Java)."""
-    from confluent_kafka import IsolationLevel
-
-    level = options.kafka_config.get("isolation.level", "read_uncommitted").strip().lower()
-    if level == "read_committed":
-        return IsolationLevel.READ_COMMITTED
-    if level == "read_uncommitted":
-        return IsolationLevel.READ_UNCOMMITTED
-    raise PylogOptionError(
-        f"kafka.isolation.level must be 'read_committed' or 'read_uncommitted', got {level!r}"
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Driver: offsets and metadata
-# --------------------------------------------------------------------------------------------
 
 _INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
 
@@ -387,7 +273,7 @@ class OffsetReader:
         tps = set(tps)
         path = self.options.starting_offsets_from_output
         if path is not None:
-            from kafka_spark.files.writers import committed_source_offsets
+            from kafka_spark.files.table import committed_source_offsets
 
             committed = committed_source_offsets(path)
             if committed is not None:
@@ -450,130 +336,3 @@ def check_specified_partitions(spec: OffsetSpec, tps: Iterable[TopicPartition], 
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Executors: the consumer pool
-# --------------------------------------------------------------------------------------------
-
-#: Idle consumers older than this are closed (Spark's spark.kafka.consumer.cache.timeout, 5m).
-IDLE_TIMEOUT_S = 300.0
-#: Soft cap on pooled consumers per worker (Spark's spark.kafka.consumer.cache.capacity, 64).
-CAPACITY = 64
-
-
-@dataclass(eq=False)
-class PooledConsumer:
-    """A consumer assigned to one topic-partition, with what it already fetched.
-
-    ``next_offset`` is the offset the previous read stopped at (its ``until``) and ``buffered``
-    the records it fetched past that point. A read that starts exactly at ``next_offset`` keeps
-    both, so consecutive micro-batches do not re-fetch; any other start re-assigns (seeks) and
-    drops the buffer. Used by one task at a time.
-    """
-
-    key: tuple[ConfigKey, TopicPartition]
-    consumer: Consumer
-    next_offset: int | None = None
-    buffered: list[Message] = field(default_factory=list)
-    last_used: float = field(default_factory=time.monotonic)
-
-    def seek(self, offset: int) -> None:
-        """Position the consumer at ``offset`` unless it is already there."""
-        if self.next_offset == offset:
-            return
-        from confluent_kafka import TopicPartition as KafkaTopicPartition
-
-        tp = self.key[1]
-        self.consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, offset)])
-        self.buffered = []
-        self.next_offset = offset
-
-    def close(self) -> None:
-        try:
-            self.consumer.close()
-        except RuntimeError:
-            # Already closed (confluent-kafka raises RuntimeError then); nothing left to free.
-            pass
-
-
-_lock = threading.Lock()
-_idle: dict[tuple[ConfigKey, TopicPartition], list[PooledConsumer]] = {}
-
-
-def _evict_idle_locked(now: float) -> list[PooledConsumer]:
-    evicted = []
-    for key in list(_idle):
-        keep = [c for c in _idle[key] if now - c.last_used <= IDLE_TIMEOUT_S]
-        evicted.extend(c for c in _idle[key] if now - c.last_used > IDLE_TIMEOUT_S)
-        if keep:
-            _idle[key] = keep
-        else:
-            del _idle[key]
-    pooled = sorted((c for cs in _idle.values() for c in cs), key=lambda c: c.last_used)
-    for c in pooled[: max(0, len(pooled) - CAPACITY)]:
-        _idle[c.key].remove(c)
-        if not _idle[c.key]:
-            del _idle[c.key]
-        evicted.append(c)
-    return evicted
-
-
-def attempt_number() -> int:
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    return context.attemptNumber() if context is not None else 0
-
-
-def acquire_consumer(config: ConfigKey, tp: TopicPartition) -> PooledConsumer:
-    """A consumer for ``tp`` with ``config``: a pooled one if this worker has one, else new.
-
-    A task retry (``TaskContext.attemptNumber() > 0``) closes every pooled consumer of the key
-    first, "for safety", as Spark does: whatever failed the first attempt may live in it.
-    Idle consumers older than :data:`IDLE_TIMEOUT_S` are closed on the way. Thread-safe.
-    """
-    key = (config, tp)
-    retry = attempt_number() > 0
-    with _lock:
-        stale = _evict_idle_locked(time.monotonic())
-        if retry:
-            stale.extend(_idle.pop(key, []))
-        candidates = _idle.get(key)
-        pooled = candidates.pop() if candidates else None
-        if candidates == []:
-            del _idle[key]
-    for c in stale:
-        c.close()
-    if pooled is not None:
-        return pooled
-    from confluent_kafka import Consumer
-
-    return PooledConsumer(key=key, consumer=Consumer(routed(dict(config))))
-
-
-def release_consumer(pooled: PooledConsumer, *, reusable: bool) -> None:
-    """Return a consumer to the pool, or close it when ``reusable`` is false (after an error)."""
-    if not reusable:
-        pooled.close()
-        return
-    pooled.last_used = time.monotonic()
-    with _lock:
-        _idle.setdefault(pooled.key, []).append(pooled)
-
-
-def close_pooled_consumers() -> None:
-    """Close every idle pooled consumer of this process (at exit, and in tests)."""
-    with _lock:
-        pooled = [c for cs in _idle.values() for c in cs]
-        _idle.clear()
-    for c in pooled:
-        c.close()
-
-
-# A worker exiting closes its consumers instead of leaving librdkafka threads to die mid-request.
-atexit.register(close_pooled_consumers)
-
-
-def pooled_consumer_count() -> int:
-    """How many idle consumers this worker holds (for tests and diagnostics)."""
-    with _lock:
-        return sum(len(cs) for cs in _idle.values())

@@ -178,7 +178,7 @@ def create_if_absent(fs: pafs.FileSystem, path: str, data: bytes) -> bool:
 
     Never replaces an existing file (see the module docstring for the primitive per filesystem).
     A crash leaves either no file or the complete file, plus possibly a hidden temp file that
-    :func:`kafka_spark.files.writers.vacuum` removes.
+    :func:`kafka_spark.files.table.vacuum` removes.
     """
     if isinstance(fs, pafs.LocalFileSystem):
         tmp = _temp_path(path)

@@ -4,7 +4,7 @@ A task writes its rows (Arrow batches) into part files named
 ``[col=val/]part-<partitionId %05d>-<label>-<uuid>.<ext>`` (label = Spark batch id, or ``batch`` for
 batch jobs); names are unique per attempt, so nothing is ever overwritten. It stats each file after
 closing it (size, mtime in ms) for the manifest entry. If the task fails, it deletes what it wrote;
-files a killed task leaves behind are never logged and :func:`kafka_spark.files.writers.vacuum` removes
+files a killed task leaves behind are never logged and :func:`kafka_spark.files.table.vacuum` removes
 them.
 
 Thread-safety: a :class:`TaskWrite` belongs to one task.

@@ -84,24 +84,17 @@ batch continue the output), formats (Parquet/Avro/JSON), fs (pyarrow.fs, create-
 
 from __future__ import annotations
 
-import dataclasses
-import time
-import uuid
 from collections.abc import Iterator
 from typing import Optional
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 from pyspark.sql.datasource import (
-    DataSource,
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
 
-from kafka_spark.files import formats as sink_formats
-from kafka_spark.files.metadata_log import METADATA_DIR, MetadataLog
 from kafka_spark.files.commit import (
     ConcurrentWriterError,
     FileSinkCommitError,
@@ -109,115 +102,23 @@ from kafka_spark.files.commit import (
     abort_files,
     commit_batch_job,
 )
-from kafka_spark.files.continuity import OutputCoverage
-from kafka_spark.files.fs import FileSinkError, create_if_absent, list_names, resolve_output
-from kafka_spark.files.sidecar import SINK_DIR, Checkpoint, OffsetContinuityError, SinkState
+from kafka_spark.files.fs import FileSinkError
+from kafka_spark.files.sidecar import OffsetContinuityError
 from kafka_spark.files.options import SINK_NAME, FileSinkOptionError, FileSinkOptions
-from kafka_spark.files.task import FileSinkCommitMessage, TaskWrite, delete_quietly, task_context
+from kafka_spark.files.task import FileSinkCommitMessage, TaskWrite, task_context
 
 __all__ = [
     "ConcurrentWriterError",
+    "FileBatchWriter",
     "FileSinkCommitError",
     "FileSinkCommitMessage",
-    "FileSinkDataSource",
     "FileSinkError",
     "FileSinkOptionError",
     "FileSinkOptions",
+    "FileStreamWriter",
     "OffsetContinuityError",
     "SINK_NAME",
-    "committed_source_offsets",
-    "vacuum",
 ]
-
-
-class FileSinkDataSource(DataSource):
-    """``df.writeStream.format("pylog-files")`` / ``df.write.format("pylog-files")``."""
-
-    @classmethod
-    def name(cls) -> str:
-        return SINK_NAME
-
-    def writer(self, schema: StructType, overwrite: bool) -> "FileBatchWriter":
-        if overwrite:
-            raise FileSinkOptionError(
-                f"format {SINK_NAME!r} does not support mode('overwrite'): committed files are never "
-                "replaced. Use mode('append'), or delete the output directory first."
-            )
-        options = FileSinkOptions.parse(self.options, streaming=False)
-        return FileBatchWriter(_prepare(options, schema), schema)
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> "FileStreamWriter":
-        if overwrite:
-            raise FileSinkOptionError(
-                f"format {SINK_NAME!r} supports outputMode('append') only: files are never rewritten"
-            )
-        options = _prepare(FileSinkOptions.parse(self.options, streaming=True), schema)
-        return FileStreamWriter(options, schema, _last_commit(options))
-
-
-def _last_commit(options: FileSinkOptions) -> tuple[str, int] | None:
-    """(query id, last batch it committed here) for the query of ``checkpointLocation``, or None.
-
-    Read on the driver when Spark creates the writer of a micro-batch, so that tasks of a
-    replayed batch skip without reading ``_sink`` (a garbled sidecar fails here once, naming the
-    file, not in every task attempt). A lower bound is always safe: a task that does not skip
-    writes files that the commit of a replay deletes.
-    """
-    assert options.checkpoint_location is not None
-    ck = resolve_output(options.checkpoint_location, option="checkpointLocation")
-    query_id = Checkpoint(ck.fs, ck.root, options.checkpoint_location).query_id_if_started()
-    if query_id is None:
-        return None
-    loc = resolve_output(options.path)
-    latest = MetadataLog(loc.fs, loc.root).latest_id()
-    prior = SinkState(loc.fs, loc.root).last_commit_of(query_id, latest)
-    if prior is None or prior.batch_id is None:
-        return None
-    return query_id, prior.batch_id
-
-
-def _prepare(options: FileSinkOptions, schema: StructType) -> FileSinkOptions:
-    """Fail at query start, naming the option/path/column, rather than in a task.
-
-    Returns the options with local paths made absolute here, on the driver: executors of a
-    cluster have other working directories.
-    """
-    for column in options.partition_by:
-        if column not in schema.fieldNames():
-            raise FileSinkOptionError(
-                f"option 'partitionBy' names column {column!r}, which is not in the output columns "
-                f"{schema.fieldNames()}"
-            )
-    if options.partition_by and len(options.partition_by) == len(schema.fields):
-        raise FileSinkOptionError("option 'partitionBy' cannot use every column: no data columns would remain")
-    data_schema = StructType([f for f in schema.fields if f.name not in options.partition_by])
-    sink_formats.check_schema(data_schema, options.file_format)
-    loc = resolve_output(options.path)
-    checkpoint = options.checkpoint_location
-    if checkpoint:
-        checkpoint_loc = resolve_output(checkpoint, option="checkpointLocation")
-        if isinstance(checkpoint_loc.fs, pafs.LocalFileSystem):
-            checkpoint = checkpoint_loc.root
-    try:
-        loc.fs.create_dir(loc.root, recursive=True)
-        names = list_names(loc.fs, loc.root)
-        if names and SINK_DIR not in names:
-            foreign = [n for n in names if not n.startswith((".", "_"))] or names
-            raise FileSinkOptionError(
-                f"option 'path': {options.path} already holds files the sink did not write "
-                f"(e.g. {foreign[0]!r}); its _spark_metadata log would hide them. Use an empty "
-                "or new directory."
-            )
-        # _spark_metadata exists from the start, so Spark readers never list in-flight files.
-        loc.fs.create_dir(loc.join(METADATA_DIR), recursive=True)
-        loc.fs.create_dir(loc.join(SINK_DIR), recursive=True)
-        probe = loc.join(SINK_DIR, f".probe-{uuid.uuid4()}")
-        create_if_absent(loc.fs, probe, b"")
-        loc.fs.delete_file(probe)
-    except OSError as exc:
-        raise FileSinkError(f"option 'path': cannot write to {options.path}: {exc}") from exc
-    path = loc.root if isinstance(loc.fs, pafs.LocalFileSystem) else options.path
-    return dataclasses.replace(options, path=path, checkpoint_location=checkpoint)
 
 
 class FileStreamWriter(DataSourceStreamArrowWriter):
@@ -281,48 +182,3 @@ class FileBatchWriter(DataSourceArrowWriter):
         abort_files(self.options, messages)
 
 
-def committed_source_offsets(path: str) -> dict[str, dict[str, int]] | None:
-    """Where the output at ``path`` continues (``{topic: {partition: next_offset}}``): per
-    topic-partition, the end offset of the newest committed batch that read it, over every query
-    that wrote there; None if no committed batch read Kafka-style offsets.
-
-    This is where a new query must start to continue the output with no duplicate and no gap
-    (the pylog source's ``startingOffsetsFromOutput``). Reads only committed state, so it is
-    safe while a query writes.
-    """
-    loc = resolve_output(path)
-    latest = MetadataLog(loc.fs, loc.root).check_newest()
-    offsets = OutputCoverage.at(SinkState(loc.fs, loc.root), latest).offsets
-    return offsets or None
-
-
-def vacuum(path: str, older_than_seconds: float) -> list[str]:
-    """Delete part files (and leftover temp files) that no committed manifest references and
-    that are older than ``older_than_seconds``; return the deleted paths.
-
-    Committed files are never touched. The grace period must exceed the longest time a batch
-    takes from writing its first file to its commit (Spark's own cleanupDelay is 10 minutes),
-    otherwise the files of an in-flight batch could be deleted before its manifest lands.
-    """
-    if older_than_seconds < 0:
-        raise FileSinkOptionError(f"older_than_seconds must be >= 0, got {older_than_seconds}")
-    loc = resolve_output(path)
-    if SINK_DIR not in list_names(loc.fs, loc.root):
-        raise FileSinkError(f"{path} is not an output of the {SINK_NAME} sink (no {SINK_DIR}/); refusing to vacuum")
-    log = MetadataLog(loc.fs, loc.root)
-    # Read the log before listing: a batch committed in between has young files the grace protects.
-    referenced = {loc.from_uri(f.path) for f in log.all_files()}
-    cutoff_ns = time.time_ns() - int(older_than_seconds * 1e9)
-    doomed = []
-    for info in loc.fs.get_file_info(pafs.FileSelector(loc.root, recursive=True)):
-        if info.type != pafs.FileType.File or info.mtime_ns is None or info.mtime_ns > cutoff_ns:
-            continue
-        relative = info.path[len(loc.root):].lstrip("/")
-        name = info.base_name
-        in_log_dirs = relative.startswith((METADATA_DIR + "/", SINK_DIR + "/"))
-        if in_log_dirs:
-            if name.startswith(".") and name.endswith(".tmp"):
-                doomed.append(info.path)
-        elif name.startswith("part-") and info.path not in referenced:
-            doomed.append(info.path)
-    return delete_quietly(loc.fs, doomed)

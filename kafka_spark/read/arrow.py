@@ -26,12 +26,13 @@ import pyarrow as pa
 
 from kafka_spark.client import fetch_client as kf
 from kafka_spark.read import record_decoder as rd
-from kafka_spark.assignment import OffsetRange
-from kafka_spark.errors import PylogReadTimeout
+from kafka_spark.common.compression import decompress
 from kafka_spark.common.kafka_errors import ErrorCode
+from kafka_spark.errors import PylogReadTimeout
+from kafka_spark.offsets import OffsetRange, out_of_range_position
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kafka_spark.read.partition import KafkaInputPartition
+    from kafka_spark.planning import KafkaInputPartition
 
 __all__ = ["ArrowRangeReader", "ArrowTaskReader", "fetch_settings"]
 
@@ -197,14 +198,12 @@ class ArrowRangeReader:
 
     def _decompressed(self, records: memoryview, index: rd.BatchIndex, chosen: np.ndarray,
                       codecs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        from kafka_spark.broker.storage.batch import _decompress  # the broker's codec table
-
         parts, starts, ends, at = [], [], [], 0
         for i, codec in zip(chosen.tolist(), codecs.tolist()):
             begin = int(index.position[i])
             section = records[begin + rd.HEADER_SIZE: begin + int(index.size[i])]
             if codec:
-                section = _decompress(codec, section)
+                section = decompress(codec, section)
                 if section is None:
                     raise rd.CorruptRecordBatch(
                         f"{self.tp}: the batch at offset {int(index.base_offset[i])} uses compression "
@@ -271,8 +270,6 @@ class ArrowRangeReader:
         self._check_deadline(deadline, "no record arrived")
 
     def _out_of_range(self) -> None:
-        from kafka_spark.read.partition import out_of_range_position
-
         low, high = self.client.list_offsets(self.tp.topic, self.tp.partition)
         new_position = out_of_range_position(self.tp, self.position, self.until, low, high,
                                              "OFFSET_OUT_OF_RANGE", self.lose, self.out_of_range_retries)

@@ -19,12 +19,14 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader
 
-from kafka_spark.assignment import OffsetRange
-from kafka_spark.client.offset_reader import OffsetReader, consumer_config
+from kafka_spark.offsets import OffsetRange
+from kafka_spark.client.config import consumer_config
+from kafka_spark.client.offset_reader import OffsetReader
 from kafka_spark.read.late_binding import ResolvedStartAfterEnd, late_bound_partitions
 from kafka_spark.offsets import SpecificOffsets, SpecificTimestamps
 from kafka_spark.options import SourceOptions
-from kafka_spark.read.partition import KafkaInputPartition, plan_for_options, read_partition, resolve_fetcher
+from kafka_spark.planning import KafkaInputPartition, plan_for_options, resolve_fetcher
+from kafka_spark.read.partition import read_partition
 
 __all__ = ["PylogBatchReader"]
 

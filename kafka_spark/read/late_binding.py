@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kafka_spark.assignment import OffsetRange
+from kafka_spark.offsets import OffsetRange
 from kafka_spark.errors import PylogError
 from kafka_spark.offsets import (
     EARLIEST,

@@ -18,7 +18,7 @@ topic-partitions reads them together, one Fetch per broker naming all of them: e
 topic-partition's records still come in offset order and exactly as above, but batches of
 different topic-partitions interleave instead of following the order of the ranges.
 
-Consumers come from the worker's pool (kafka_spark.client.offset_reader): ``assign`` + offset, never
+Consumers come from the worker's pool (kafka_spark.client.consumer_pool): ``assign`` + offset, never
 ``subscribe``. Records are taken from librdkafka in bulk (one ``poll`` that waits, then a
 non-blocking ``consume`` of everything already fetched) and turned into columns with list
 comprehensions, with no per-record Python objects besides the client's ``Message``.
@@ -26,53 +26,25 @@ comprehensions, with no per-record Python objects besides the client's ``Message
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import logging
 import time
 from bisect import bisect_left
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql.datasource import InputPartition
 
-from kafka_spark.assignment import OffsetRange
-from kafka_spark.client.offset_reader import ConfigKey, PooledConsumer, acquire_consumer, release_consumer
-from kafka_spark.offsets import report_data_loss
-from kafka_spark.options import secured_connection
+from kafka_spark.client.consumer_pool import PooledConsumer, acquire_consumer, release_consumer
+from kafka_spark.offsets import OffsetRange, out_of_range_position, report_data_loss
+from kafka_spark.planning import KafkaInputPartition
 from kafka_spark.read.arrow_columns import HEADERS, SCHEMAS, TIMESTAMP_US, constant_string
 from kafka_spark.errors import KafkaReadError, PylogReadTimeout
 
-__all__ = ["KafkaInputPartition", "PylogReadTimeout", "read_partition", "records_to_batch"]
-
-if TYPE_CHECKING:  # pragma: no cover
-    from kafka_spark.options import SourceOptions
+__all__ = ["PylogReadTimeout", "read_partition", "records_to_batch"]
 
 log = logging.getLogger("kafka_spark")
 
 #: Records taken from librdkafka per consume call (and so, at most, per Arrow batch).
 CONSUME_BATCH = 10_000
-
-
-
-@dataclass(frozen=True)
-class KafkaInputPartition(InputPartition):
-    """What one Spark task reads: offset ranges and how to read them. Picklable, self-contained
-    (executors resolve nothing: the bootstrap servers are inside ``config``)."""
-
-    ranges: tuple[OffsetRange, ...]
-    config: ConfigKey
-    fail_on_data_loss: bool
-    include_headers: bool
-    poll_timeout_ms: int
-    avro: tuple = ()  # kafka_spark.avro.codec.AvroColumn per decoded column (key first)
-    fetcher: str = "librdkafka"  # "arrow": kafka_spark.read.arrow; "librdkafka": confluent-kafka
-    #: Batch reads: the bounds to resolve again when the task runs (kafka_spark.read.late_binding).
-    late: Any = None
-
-    def __repr__(self) -> str:  # the client config is long and may hold credentials
-        return f"KafkaInputPartition({', '.join(str(r) for r in self.ranges)})"
 
 
 def records_to_batch(
@@ -136,7 +108,7 @@ def read_partition(partition: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
 
 
 def _fetch_client(partition: KafkaInputPartition):  # noqa: ANN202
-    from kafka_spark.client.offset_reader import attempt_number
+    from kafka_spark.client.consumer_pool import attempt_number
     from kafka_spark.client.fetch_client import client_for
 
     config = dict(partition.config)
@@ -346,97 +318,4 @@ class _RangeReader:
     def _lose(self, message: str) -> None:
         report_data_loss(message, self.partition.fail_on_data_loss, log)
 
-
-def out_of_range_position(tp, position: int, until: int, low: int, high: int, error: str, lose,  # noqa: ANN001
-                          retries: int) -> int | None:
-    """Where a read continues after the broker said ``position`` is out of range, the log now
-    holding ``[low, high)``: past the deleted offsets (reported as loss through ``lose``), at
-    ``until`` when the range lies past the log end, or None when ``position`` is in range again
-    (e.g. the topic was recreated meanwhile: retry, as Spark does, up to 3 ``retries``)."""
-    if position < low:
-        skip_to = min(low, until)
-        lose(f"{tp}: offsets [{position}, {skip_to}) were deleted (the log start offset is now {low}; {error})")
-        return skip_to
-    if position >= high:
-        lose(f"{tp}: offsets [{position}, {until}) are past the log end offset {high} ({error})")
-        return until
-    if retries >= 3:
-        raise KafkaReadError(
-            f"offset {position} of {tp} keeps being reported out of range although the log holds "
-            f"[{low}, {high}): {error}"
-        )
-    return None
-
-
-def plan_input_partitions(
-    ranges: list[OffsetRange],
-    *,
-    config: ConfigKey,
-    min_partitions: int | None,
-    max_records_per_partition: int | None,
-    max_partitions: int | None,
-    assignment_strategy: str,
-    fail_on_data_loss: bool,
-    include_headers: bool,
-    poll_timeout_ms: int,
-    avro: tuple = (),
-    fetcher: str = "librdkafka",
-) -> list[KafkaInputPartition]:
-    """Offset ranges -> input partitions (Spark tasks). Pure and deterministic: the same ranges
-    and options always give the same partitions, which is what makes a replay read the same
-    records.
-
-    Empty ranges are dropped. With none of ``minPartitions``, ``maxRecordsPerPartition`` and
-    ``maxPartitions``, tasks are planned by work (:mod:`kafka_spark.planning`: large ranges
-    split, small ones grouped). With any of them, Spark's planning: ``minPartitions`` /
-    ``maxRecordsPerPartition`` split ranges (Spark's KafkaOffsetRangeCalculator), a task per
-    range, and ``maxPartitions`` then groups them into at most that many tasks with the
-    ``assignmentStrategy`` assignor.
-    """
-    from kafka_spark.assignment import plan_tasks, split_ranges
-    from kafka_spark.planning import plan_by_work
-
-    if min_partitions is None and max_records_per_partition is None and max_partitions is None:
-        tasks = plan_by_work(ranges)
-    else:
-        split = split_ranges(ranges, min_partitions, max_records_per_partition)
-        tasks = plan_tasks(split, strategy=assignment_strategy, num_tasks=max_partitions)
-    return [
-        KafkaInputPartition(
-            ranges=task,
-            config=config,
-            fail_on_data_loss=fail_on_data_loss,
-            include_headers=include_headers,
-            poll_timeout_ms=poll_timeout_ms,
-            avro=avro,
-            fetcher=fetcher,
-        )
-        for task in tasks
-    ]
-
-
-def plan_for_options(ranges: list[OffsetRange], opts: "SourceOptions", config: ConfigKey) -> list[KafkaInputPartition]:
-    """:func:`plan_input_partitions` with the planning options of a SourceOptions."""
-    return plan_input_partitions(
-        ranges,
-        config=config,
-        min_partitions=opts.min_partitions,
-        max_records_per_partition=opts.max_records_per_partition,
-        max_partitions=opts.max_partitions,
-        assignment_strategy=opts.assignment_strategy,
-        fail_on_data_loss=opts.fail_on_data_loss,
-        include_headers=opts.include_headers,
-        avro=opts.avro_columns,
-        poll_timeout_ms=opts.poll_timeout_ms,
-        fetcher=resolve_fetcher(opts.fetcher, dict(config)),
-    )
-
-
-def resolve_fetcher(choice: str, config: dict[str, str]) -> str:
-    """``fetcher`` option -> the read path: ``auto`` is the Arrow fetch path for plaintext
-    connections and confluent-kafka when the connection is secured (TLS, SASL), which the Arrow
-    path's own client does not speak."""
-    if choice != "auto":
-        return choice
-    return "librdkafka" if secured_connection(config) else "arrow"
 

@@ -74,8 +74,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from kafka_spark.assignment import OffsetRange
-from kafka_spark.client.offset_reader import OffsetFetchError, OffsetReader, consumer_config
+from kafka_spark.offsets import OffsetRange
+from kafka_spark.client.config import consumer_config
+from kafka_spark.client.offset_reader import OffsetFetchError, OffsetReader
 from kafka_spark.errors import PylogError
 from kafka_spark.offsets import (
     PartitionOffsets,
@@ -86,7 +87,8 @@ from kafka_spark.offsets import (
     report_data_loss,
 )
 from kafka_spark.options import Assign, SourceOptions, Subscribe, SubscribePattern
-from kafka_spark.read.partition import KafkaInputPartition, plan_for_options, read_partition
+from kafka_spark.planning import KafkaInputPartition, plan_for_options
+from kafka_spark.read.partition import read_partition
 
 __all__ = ["AvailableNowTopicChangedError", "CheckpointTopicsError", "PylogStreamReader", "UNLIMITED"]
 

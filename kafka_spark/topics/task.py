@@ -585,7 +585,7 @@ def connect_admin(options: TopicSinkOptions) -> tuple[Any, Any]:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    from kafka_spark.common.jaas import CredentialsRefused, RefusalWatch, list_topics_watching
+    from kafka_spark.client.refusal import CredentialsRefused, RefusalWatch, list_topics_watching
 
     refusal = RefusalWatch()
     admin = AdminClient(routed({"bootstrap.servers": options.bootstrap_servers, **dict(_security(options)),
@@ -676,25 +676,3 @@ class TopicBatchWriter(DataSourceArrowWriter):
         log.warning("pylog topic sink: batch write %s aborted", self.write_id)
 
 
-def stream_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> TopicStreamWriter:
-    """The streaming writer. PySpark creates it again for every micro-batch: to plan the batch's
-    write (where it is checked, and its warnings logged once per process) and to commit it, in
-    its streaming sink runner, where only ``commit`` / ``abort`` run and nothing is checked."""
-    define = not _in_commit_runner()
-    return TopicStreamWriter(parse_sink_options(options, schema, define=define), define=define)
-
-
-def _in_commit_runner() -> bool:
-    # The runner module is loaded only in the Python workers PySpark starts to commit a streaming
-    # write (pyspark/sql/worker/python_streaming_sink_runner.py).
-    import sys
-
-    runner = "pyspark.sql.worker.python_streaming_sink_runner"
-    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return runner in sys.modules or getattr(main_spec, "name", None) == runner
-
-
-def batch_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> TopicBatchWriter:
-    if overwrite:
-        raise TopicSinkError("the pylog topic sink only appends: use mode('append') (topics cannot be overwritten)")
-    return TopicBatchWriter(parse_sink_options(options, schema))

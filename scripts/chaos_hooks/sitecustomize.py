@@ -6,7 +6,7 @@ time any process of this driver reaches it (counted in the file ``PYLOG_CHAOS_CO
 records the phase in ``<counter>.killed`` and SIGKILLs the driver's whole process group (JVM,
 driver and workers), exactly as a crash at that instant would.
 
-Phases (see kafka_spark/files/writers.py and kafka_spark/topics/task.py for the protocols):
+Phases (see kafka_spark/sink.py for the two protocols side by side):
   files-written        file sink: tasks wrote the batch's part files; the commit has not started
   sidecar-written      file sink: _sink/offsets/M written, manifest M not published
   manifest-published   file sink: manifest M published (the commit point), Spark's commits/N not written

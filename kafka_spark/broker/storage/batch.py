@@ -30,6 +30,15 @@ from typing import Sequence
 import crc32c
 
 from kafka_spark.broker.storage.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from kafka_spark.common.compression import (  # noqa: F401  (the codec constants, as storage names them)
+    CODEC_GZIP,
+    CODEC_LZ4,
+    CODEC_NAMES,
+    CODEC_NONE,
+    CODEC_SNAPPY,
+    CODEC_ZSTD,
+    decompress,
+)
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -42,8 +51,6 @@ _MAX_TIMESTAMP_OFFSET = 35
 _ATTRIBUTES_OFFSET = 21
 _CRC_OFFSET = 17
 
-CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = range(5)
-CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
@@ -356,7 +363,7 @@ def first_record_at_or_after_timestamp(
         return None
     if header.timestamp_type == LOG_APPEND_TIME:
         return header.base_offset, header.max_timestamp
-    records = _decompress(header.compression, view[HEADER_SIZE : header.size])
+    records = decompress(header.compression, view[HEADER_SIZE : header.size])
     if records is None:
         fallback_ts = header.base_timestamp if header.base_timestamp >= target_ts else header.max_timestamp
         return header.base_offset, fallback_ts
@@ -385,43 +392,3 @@ def read_varint(buf: bytes | memoryview, position: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise ValueError("varint longer than 10 bytes")
-
-
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-
-
-def _decompress(codec: int, data: memoryview) -> bytes | memoryview | None:
-    """The records section, decompressed; None when the codec is unavailable or the data is bad."""
-    if codec == CODEC_NONE:
-        return data
-    try:
-        import cramjam
-    except ImportError:
-        return None
-    try:
-        if codec == CODEC_GZIP:
-            return bytes(cramjam.gzip.decompress(data))
-        if codec == CODEC_SNAPPY:
-            if bytes(data[:8]) == _XERIAL_MAGIC:
-                return _xerial_snappy(cramjam, data)
-            return bytes(cramjam.snappy.decompress_raw(data))
-        if codec == CODEC_LZ4:
-            return bytes(cramjam.lz4.decompress(data))
-        if codec == CODEC_ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
-    except (cramjam.DecompressionError, ValueError, struct.error):
-        return None
-    return None
-
-
-def _xerial_snappy(cramjam: object, data: memoryview) -> bytes:
-    # xerial framing (snappy-java): 8-byte magic, int32 version, int32 min-compatible version,
-    # then blocks of int32 length + raw snappy. No library decodes it, hence this loop.
-    out = bytearray()
-    position = 16
-    while position < len(data):
-        (length,) = struct.unpack_from(">i", data, position)
-        position += 4
-        out += cramjam.snappy.decompress_raw(data[position : position + length])  # type: ignore[attr-defined]
-        position += length
-    return bytes(out)

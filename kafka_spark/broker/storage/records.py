@@ -38,8 +38,8 @@ from kafka_spark.broker.storage.batch import (
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
     BatchHeader,
-    _decompress,  # batch.py's codec table (incl. xerial snappy); shared rather than duplicated
 )
+from kafka_spark.common.compression import decompress  # the codec table shared with the executors
 from kafka_spark.broker.storage.errors import (CorruptRecordError, InvalidRecordError, InvalidRecordsError,
                                                InvalidTimestampError)
 
@@ -79,7 +79,7 @@ def decode_records(batch: bytes | memoryview, header: BatchHeader) -> tuple[byte
     """``(records buffer, records)`` of one whole batch, decompressing when needed; None when the
     codec cannot be decoded here. Raises CorruptRecordError when the records do not parse."""
     view = memoryview(batch)
-    buf = _decompress(header.compression, view[HEADER_SIZE: header.size])
+    buf = decompress(header.compression, view[HEADER_SIZE: header.size])
     if buf is None:
         return None
     records: list[RecordView] = []
@@ -254,7 +254,7 @@ def recompress(records: bytes | memoryview, headers: Sequence[BatchHeader], code
         if header.compression == codec or header.is_control:
             out += batch
             continue
-        plain = _decompress(header.compression, batch[HEADER_SIZE:])
+        plain = decompress(header.compression, batch[HEADER_SIZE:])
         if plain is None:
             raise InvalidRecordError(f"cannot recompress a batch in codec {header.compression}: it does not decode")
         body = compress(codec, bytes(plain), levels.get(codec))
