@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test bootstrap bench clean
+.PHONY: demo test bootstrap bench clean lint-imports
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -12,6 +12,10 @@ demo: bootstrap
 
 test: bootstrap
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The layering contracts of setup.cfg ([importlinter]); tests/test_layout_imports.py runs them in `make test`.
+lint-imports: bootstrap
+	.venv/bin/lint-imports --no-cache
 
 bench: bootstrap
 	$(PY) bench/broker_throughput.py

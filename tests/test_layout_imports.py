@@ -1,0 +1,56 @@
+"""The package layout keeps its rules: the import-linter contracts of setup.cfg hold, and what
+Spark's Python workers import to look the formats up and to plan a batch stays light.
+
+PySpark imports every top-level ``pyspark_*`` module in the worker that looks data sources up,
+and the planner worker plans every micro-batch; neither should pay for the executors' decoder
+(numba), the Kafka client (confluent_kafka), pyarrow.compute or the embedded broker (kio).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_import_linter_contracts_of_setup_cfg_hold():
+    lint_imports = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert lint_imports, "import-linter is not installed in this environment: run `make bootstrap`"
+    result = subprocess.run([lint_imports, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    kept = [line for line in result.stdout.splitlines() if line.startswith("Contracts:")]
+    assert kept and kept[-1].startswith("Contracts: 5 kept, 0 broken"), result.stdout[-2000:]
+
+
+LOOKUP_AND_PLAN = textwrap.dedent(
+    """
+    import json, sys
+    import pyspark_pylog, pyspark_pylog_files  # what Spark's lookup worker imports
+    from kafka_spark.common.topic_partition import TopicPartition
+    from kafka_spark.offsets import OffsetRange
+    from kafka_spark.options import parse_source_options
+    from kafka_spark.planning import plan_for_options
+
+    opts = parse_source_options({"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"})
+    ranges = [OffsetRange(TopicPartition("t", p), 0, 500_000) for p in range(3)]
+    config = (("bootstrap.servers", "127.0.0.1:9092"), ("group.id", "g"))
+    partitions = plan_for_options(ranges, opts, config)
+    heavy = ["numba", "confluent_kafka", "pyarrow.compute", "kio", "kafka_spark.broker",
+             "kafka_spark.read.arrow", "kafka_spark.read.record_decoder", "kafka_spark.topics.task"]
+    print(json.dumps({"tasks": len(partitions), "fetcher": partitions[0].fetcher,
+                      "loaded": [m for m in heavy if m in sys.modules]}))
+    """
+)
+
+
+def test_looking_the_formats_up_and_planning_a_batch_import_nothing_heavy():
+    result = subprocess.run([sys.executable, "-c", LOOKUP_AND_PLAN], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    outcome = json.loads(result.stdout.splitlines()[-1])
+    assert outcome["tasks"] == 9 and outcome["fetcher"] == "arrow"  # by work: 3 parts of each range; plaintext
+    assert outcome["loaded"] == []
