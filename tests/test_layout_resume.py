@@ -10,18 +10,18 @@ output once, and none of the 30 old ones again.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 DATA = Path(__file__).parent / "data" / "pre_layout_query"
-sys.path.insert(0, str(DATA))
-import generate  # noqa: E402  (the query, the topic and the records, as they were written)
-
-sys.path.remove(str(DATA))
+# The query, the topic and the records, as they were written.
+_spec = importlib.util.spec_from_file_location("pre_layout_query_generate", DATA / "generate.py")
+generate = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(generate)
 
 
 def _relocated(tmp_path: Path) -> Path:
