@@ -68,4 +68,3 @@ def test_a_checkpoint_and_output_written_before_the_move_resume_exactly_once(spa
     record = json.loads(newest.read_text())
     assert record["queryId"] == query_id and record["batchId"] >= 2
     assert record["offsets"] == {generate.TOPIC: {"0": 50, "1": 50}}
-    assert spark.read.parquet(str(base / "out")).count() == len(expected)  # stock Spark agrees
