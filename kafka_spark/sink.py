@@ -48,7 +48,7 @@ from kafka_spark.files.sidecar import SINK_DIR, Checkpoint, SinkState
 from kafka_spark.files.writers import FileBatchWriter, FileStreamWriter
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kafka_spark.topics.task import TopicBatchWriter, TopicStreamWriter
+    from kafka_spark.topics.writers import TopicBatchWriter, TopicStreamWriter
 
 __all__ = ["FileSinkDataSource", "topic_batch_writer", "topic_stream_writer"]
 
@@ -151,7 +151,8 @@ def topic_stream_writer(options: Mapping[str, str], schema: StructType, overwrit
     """The streaming writer. PySpark creates it again for every micro-batch: to plan the batch's
     write (where it is checked, and its warnings logged once per process) and to commit it, in
     its streaming sink runner, where only ``commit`` / ``abort`` run and nothing is checked."""
-    from kafka_spark.topics.task import TopicStreamWriter, parse_sink_options
+    from kafka_spark.topics.options import parse_sink_options
+    from kafka_spark.topics.writers import TopicStreamWriter
 
     define = not _in_commit_runner()
     return TopicStreamWriter(parse_sink_options(options, schema, define=define), define=define)
@@ -169,7 +170,8 @@ def _in_commit_runner() -> bool:
 
 def topic_batch_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> "TopicBatchWriter":
     """The batch writer of ``df.write.format("pylog")``; appends only."""
-    from kafka_spark.topics.task import TopicBatchWriter, TopicSinkError, parse_sink_options
+    from kafka_spark.topics.options import TopicSinkError, parse_sink_options
+    from kafka_spark.topics.writers import TopicBatchWriter
 
     if overwrite:
         raise TopicSinkError("the pylog topic sink only appends: use mode('append') (topics cannot be overwritten)")

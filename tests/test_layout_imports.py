@@ -41,7 +41,7 @@ LOOKUP_AND_PLAN = textwrap.dedent(
     config = (("bootstrap.servers", "127.0.0.1:9092"), ("group.id", "g"))
     partitions = plan_for_options(ranges, opts, config)
     heavy = ["numba", "confluent_kafka", "pyarrow.compute", "kio", "kafka_spark.broker",
-             "kafka_spark.read.arrow", "kafka_spark.read.record_decoder", "kafka_spark.topics.task"]
+             "kafka_spark.read.arrow", "kafka_spark.read.record_decoder", "kafka_spark.topics"]
     print(json.dumps({"tasks": len(partitions), "fetcher": partitions[0].fetcher,
                       "loaded": [m for m in heavy if m in sys.modules]}))
     """

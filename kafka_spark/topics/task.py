@@ -52,253 +52,23 @@ import json
 import logging
 import threading
 import time
-import uuid
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator
 
 from pyspark.sql.datasource import (
-    DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    StringType,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-)
 
-from kafka_spark.client.bootstrap import resolve_bootstrap_servers
 from kafka_spark.errors import PylogError
-from kafka_spark.java_properties import ROUND_ROBIN
 from kafka_spark.client.librdkafka_log import routed
+from kafka_spark.topics.options import TopicSinkError, TopicSinkOptions, _security
 
 log = logging.getLogger("kafka_spark")
-
-EXACTLY_ONCE = "exactly-once"
-#: Java's max.block.ms default: the longest a task waits for queue room or a transaction call.
-DEFAULT_MAX_BLOCK_MS = 60_000
-AT_LEAST_ONCE = "at-least-once"
-
-_SINK_OPTIONS = {
-    name.lower(): name for name in (
-        "topic", "deliveryGuarantee", "markerTopic", "transactionalIdPrefix", "transactionTimeoutMs",
-        "includeHeaders", "path", "checkpointLocation", "queryId", "batchId",
-    )
-}
-_HEADER_TYPE = ArrayType(StructType().add("key", StringType()).add("value", BinaryType()))
-
-
-class TopicSinkError(PylogError, ValueError):
-    """A topic sink misconfiguration, raised when the query starts; names what to change."""
 
 
 class TopicSinkDeliveryError(PylogError, RuntimeError):
     """Records of a task were not delivered or its transaction did not commit; the message says
     how many and the first errors."""
-
-
-@dataclass(frozen=True)
-class TopicSinkOptions:
-    bootstrap_servers: str
-    topic: str | None
-    delivery: str
-    marker_topic: str
-    transactional_id_prefix: str
-    transaction_timeout_ms: int
-    kafka: tuple[tuple[str, str], ...]
-    avro: tuple = ()  # kafka_spark.avro.codec.AvroColumn per encoded column
-    #: kafka.max.block.ms: how long a task waits for room in the queue and for transaction calls.
-    max_block_ms: int = DEFAULT_MAX_BLOCK_MS
-    #: kafka.partitioner.class=...RoundRobinPartitioner: keyless rows dealt to partitions in turn.
-    round_robin: bool = False
-    #: The input's ``timestamp`` column is a timestamp: it becomes each record's CreateTime.
-    use_timestamp: bool = True
-    #: queryId / batchId options (kafka_spark.update_mode): a batch write that is batch
-    #: ``batch_id`` of streaming query ``query_id``, exactly once however often it is replayed.
-    query_id: str | None = None
-    batch_id: int | None = None
-
-    def avro_column(self, role: str) -> Any:
-        return next((column for column in self.avro if column.role == role), None)
-
-    def producer_config(self) -> dict[str, Any]:
-        config: dict[str, Any] = {
-            "bootstrap.servers": self.bootstrap_servers,
-            "enable.idempotence": True,
-            "partitioner": "murmur2_random",
-            "linger.ms": 5,
-        }
-        config.update(dict(self.kafka))
-        return config
-
-    def transactional_config(self, transactional_id: str) -> dict[str, Any]:
-        """The producer config of one exactly-once task."""
-        return {**self.producer_config(), "transactional.id": transactional_id,
-                "transaction.timeout.ms": self.transaction_timeout_ms}
-
-
-def parse_sink_options(options: Mapping[str, str], schema: StructType, *, define: bool = True) -> TopicSinkOptions:
-    """Validate options and the input schema; raise TopicSinkError naming what is wrong.
-
-    Unknown options are ignored as Spark's Kafka sink ignores them (one warning each), unless one
-    is close to a known option: a probable typo, refused with "did you mean". ``kafka.*`` options
-    are Java producer properties or librdkafka's (kafka_spark.java_properties). Where the write is
-    defined (``define``), ignored settings are logged and the producer is created once, without
-    connecting, so a refused setting fails the query now, naming the option.
-    """
-    warn = define
-    from kafka_spark.avro.codec import AVRO_OPTIONS, parse_avro_options
-    from kafka_spark.java_properties import PRODUCER, KafkaConfigError, translate, warn_ignored
-    from kafka_spark.option_names import one_of, unknown_options
-
-    lowered = {key.lower(): (key, value) for key, value in options.items()}
-    known = {**_SINK_OPTIONS, **{name.lower(): name for name in AVRO_OPTIONS}}
-    unknown_options([key for key, _ in lowered.values()], known, what="the pylog topic sink", error=TopicSinkError,
-                    warn=warn, ignore=("kafka.", "schemaregistry."))
-    java = {low[len("kafka."):]: value for low, (_, value) in lowered.items()
-            if low.startswith("kafka.") and low != "kafka.bootstrap.servers"}
-    try:
-        client = translate(java, PRODUCER)
-    except KafkaConfigError as error:
-        raise TopicSinkError(str(error)) from None
-    if warn:
-        warn_ignored(client, "pylog topic sink")
-
-    def value(name: str, default: str | None = None) -> str | None:
-        return lowered.get(name.lower(), ("", default))[1]
-
-    delivery = value("deliveryGuarantee", EXACTLY_ONCE).strip().lower()
-    if delivery not in (EXACTLY_ONCE, AT_LEAST_ONCE):
-        raise TopicSinkError(one_of("deliveryGuarantee", delivery, [EXACTLY_ONCE, AT_LEAST_ONCE]))
-    timeout_ms = _ms("transactionTimeoutMs", value("transactionTimeoutMs", client.honoured.get(
-        "transaction.timeout.ms", "600000")))
-    if not 1000 <= timeout_ms <= 900_000:
-        raise TopicSinkError("transactionTimeoutMs must be between 1000 and 900000 (the broker's maximum)")
-    idempotence = client.honoured.get("enable.idempotence", "true").strip().lower()
-    if idempotence not in ("true", "false"):
-        raise TopicSinkError(one_of("kafka.enable.idempotence", idempotence, ["true", "false"]))
-    if idempotence == "false":
-        if delivery == EXACTLY_ONCE:
-            raise TopicSinkError("kafka.enable.idempotence=false cannot be exactly once (transactions need an "
-                                 "idempotent producer): remove it, or set deliveryGuarantee=at-least-once")
-        client.librdkafka["enable.idempotence"] = "false"
-    topic = value("topic")
-    avro = parse_avro_options({low: v for low, (_, v) in lowered.items()})
-    use_timestamp = validate_schema(schema, topic, avro_roles=set(avro), warn=warn)
-    query_id, batch_id = value("queryId"), value("batchId")
-    if (query_id is None) != (batch_id is None):
-        raise TopicSinkError("set queryId and batchId together (kafka_spark.topic_writer sets both)")
-    sink = TopicSinkOptions(
-        bootstrap_servers=resolve_bootstrap_servers(value("kafka.bootstrap.servers")),
-        topic=topic,
-        delivery=delivery,
-        marker_topic=value("markerTopic", "pylog-sink-markers"),
-        transactional_id_prefix=value("transactionalIdPrefix", "pylog-sink"),
-        transaction_timeout_ms=timeout_ms,
-        kafka=tuple(sorted(client.librdkafka.items())),
-        avro=tuple(avro[role] for role in ("key", "value") if role in avro),
-        max_block_ms=_ms("kafka.max.block.ms", client.honoured.get("max.block.ms", str(DEFAULT_MAX_BLOCK_MS))),
-        round_robin=client.honoured.get("partitioner.class") == ROUND_ROBIN,
-        use_timestamp=use_timestamp,
-        query_id=query_id,
-        batch_id=_batch_id(batch_id),
-    )
-    if define:
-        _check_producer(sink, client.origin)
-    return sink
-
-
-def _ms(name: str, text: str) -> int:
-    try:
-        ms = int(str(text).strip())
-    except ValueError:
-        raise TopicSinkError(f"{name} must be a number of milliseconds, got {text!r}") from None
-    if ms < 0:
-        raise TopicSinkError(f"{name} must be >= 0, got {ms}")
-    return ms
-
-
-def _batch_id(text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise TopicSinkError(f"batchId must be a micro-batch id (an integer), got {text!r}") from None
-
-
-def _check_producer(options: TopicSinkOptions, origin: Mapping[str, str]) -> None:
-    from kafka_spark.java_properties import KafkaConfigError, check_client_config
-
-    config = (options.transactional_config("pylog-config-check") if options.delivery == EXACTLY_ONCE
-              else options.producer_config())
-    origin = {**origin, "transaction.timeout.ms": "transaction.timeout.ms (or the transactionTimeoutMs option)"}
-    try:
-        check_client_config(config, "producer", origin, "pylog topic sink")
-    except KafkaConfigError as error:
-        raise TopicSinkError(str(error)) from None
-
-
-def validate_schema(schema: StructType, topic_option: str | None, avro_roles: set[str] = frozenset(),
-                    warn: bool = False) -> bool:
-    """Spark's KafkaWriter.validateQuery; an Avro-encoded key or value (keyFormat/valueFormat=avro)
-    is a struct column. Returns whether the rows' ``timestamp`` column is a timestamp, which pylog
-    (unlike Spark, which ignores the column) writes as each record's CreateTime; a ``timestamp``
-    column of another type is ignored, as Spark ignores it, with a warning when ``warn``."""
-    fields = {field.name.lower(): field for field in schema.fields}
-    allowed = {
-        "value": (StringType(), BinaryType()),
-        "key": (StringType(), BinaryType()),
-        "topic": (StringType(),),
-        "partition": (IntegerType(),),
-        "headers": (_HEADER_TYPE,),
-    }
-    if "value" not in fields:
-        raise TopicSinkError(
-            "the pylog topic sink needs a 'value' column (string or binary); columns were: "
-            + ", ".join(schema.fieldNames())
-        )
-    if topic_option is None and "topic" not in fields:
-        raise TopicSinkError("no topic: set the 'topic' option or give the rows a string 'topic' column")
-    for name, types in allowed.items():
-        field = fields.get(name)
-        if field is None:
-            continue
-        if name in avro_roles:
-            if not isinstance(field.dataType, StructType):
-                raise TopicSinkError(f"column '{field.name}' has type {field.dataType.simpleString()}; with "
-                                     f"{name}Format=avro it must be a struct matching the Avro schema")
-            continue
-        if not any(_same_type(field.dataType, expected) for expected in types):
-            wanted = " or ".join(t.simpleString() for t in types)
-            raise TopicSinkError(
-                f"column '{field.name}' has type {field.dataType.simpleString()}, the pylog topic sink needs {wanted}"
-            )
-    stamp = fields.get("timestamp")
-    if stamp is None:
-        return False
-    if isinstance(stamp.dataType, (TimestampType, TimestampNTZType)):
-        return True
-    if warn:
-        from kafka_spark.option_names import warn_once
-
-        warn_once(f"pylog topic sink: column '{stamp.name}' has type {stamp.dataType.simpleString()}, not a "
-                  "timestamp: ignored (as Spark's Kafka sink ignores it); records get the time they are produced. "
-                  "Cast it to timestamp to set their CreateTime.")
-    return False
-
-
-def _same_type(actual: Any, expected: Any) -> bool:
-    if isinstance(expected, ArrayType):
-        if not isinstance(actual, ArrayType) or not isinstance(actual.elementType, StructType):
-            return False
-        names = [(f.name.lower(), type(f.dataType)) for f in actual.elementType.fields]
-        return names == [("key", StringType), ("value", BinaryType)]
-    return type(actual) is type(expected)
 
 
 # --- executor side ---------------------------------------------------------------------------
@@ -565,10 +335,6 @@ class _MarkerDelivery:
             self.offset = message.offset()
 
 
-def _security(options: TopicSinkOptions) -> list[tuple[str, str]]:
-    return [(k, v) for k, v in options.kafka if k.startswith(("security.", "sasl.", "ssl."))]
-
-
 def _committed_batch(metadata: str | None) -> int | None:
     if not metadata:
         return None
@@ -578,101 +344,5 @@ def _committed_batch(metadata: str | None) -> int | None:
         return None
 
 
-def connect_admin(options: TopicSinkOptions) -> tuple[Any, Any]:
-    """An admin client of the sink's cluster and the cluster's metadata. Called when a query is
-    defined, so that an unreachable cluster or refused credentials fail it then, with the reason,
-    rather than tasks after librdkafka's message timeout."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-
-    from kafka_spark.client.refusal import CredentialsRefused, RefusalWatch, list_topics_watching
-
-    refusal = RefusalWatch()
-    admin = AdminClient(routed({"bootstrap.servers": options.bootstrap_servers, **dict(_security(options)),
-                                "error_cb": refusal}))
-    try:
-        return admin, list_topics_watching(admin, refusal, options.bootstrap_servers, 15)
-    except CredentialsRefused as error:
-        raise TopicSinkError(str(error)) from None
-    except KafkaException as error:
-        raise TopicSinkError(
-            f"cannot reach Kafka at {options.bootstrap_servers} ({error.args[0].str()}); "
-            "check kafka.bootstrap.servers"
-        ) from None
-
-
-def ensure_marker_topic(options: TopicSinkOptions) -> None:
-    """Create the marker topic if missing; fails fast (at query start) if the broker is unreachable."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import NewTopic
-
-    admin, metadata = connect_admin(options)
-    if options.marker_topic in metadata.topics:
-        return
-    futures = admin.create_topics([NewTopic(options.marker_topic, num_partitions=1,
-                                            config={"cleanup.policy": "compact"})])
-    try:
-        futures[options.marker_topic].result(timeout=30)
-    except KafkaException as error:
-        if "TOPIC_ALREADY_EXISTS" not in str(error):
-            raise TopicSinkError(f"cannot create the marker topic {options.marker_topic!r}: {error}") from None
-
-
-# --- driver side -----------------------------------------------------------------------------
-
-
-class TopicStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, options: TopicSinkOptions, define: bool = True) -> None:
-        self.options = options
-        if not define:
-            return
-        if options.delivery == EXACTLY_ONCE:
-            ensure_marker_topic(options)
-        else:
-            connect_admin(options)  # fails the query now if the cluster is unreachable or refuses us
-
-    def write(self, iterator: Iterator[Any]) -> TopicSinkCommitMessage:
-        if self.options.delivery == AT_LEAST_ONCE:
-            return write_at_least_once(self.options, iterator)
-        query_id, batch_id, _, _ = _task_ids()
-        if query_id is None or batch_id is None:
-            raise TopicSinkError("pylog topic sink: no streaming query id / batch id in the task context")
-        return write_exactly_once(self.options, iterator, query_id, batch_id)
-
-    def commit(self, messages: list[Any], batchId: int) -> None:
-        rows = sum(m.rows for m in messages if m is not None)
-        skipped = sum(1 for m in messages if m is not None and m.skipped)
-        log.info("pylog topic sink: batch %d committed (%d rows, %d task(s) skipped as already committed)",
-                 batchId, rows, skipped)
-
-    def abort(self, messages: list[Any], batchId: int) -> None:
-        # Nothing to undo: an uncommitted transaction is aborted by the next attempt's
-        # init_transactions or by the transaction timeout, and stays invisible to read_committed.
-        log.warning("pylog topic sink: batch %d aborted", batchId)
-
-
-class TopicBatchWriter(DataSourceArrowWriter):
-    def __init__(self, options: TopicSinkOptions) -> None:
-        self.options = options
-        # One write id per job, shared by every task attempt; a micro-batch written through
-        # foreachBatch (kafka_spark.update_mode) is its query's batch, skipped when replayed.
-        self.write_id = options.query_id or f"batch-{uuid.uuid4()}"
-        self.batch_id = options.batch_id if options.batch_id is not None else 0
-        if options.delivery == EXACTLY_ONCE:
-            ensure_marker_topic(options)
-        else:
-            connect_admin(options)  # fails the query now if the cluster is unreachable or refuses us
-
-    def write(self, iterator: Iterator[Any]) -> TopicSinkCommitMessage:
-        if self.options.delivery == AT_LEAST_ONCE:
-            return write_at_least_once(self.options, iterator)
-        return write_exactly_once(self.options, iterator, self.write_id, self.batch_id)
-
-    def commit(self, messages: list[Any]) -> None:
-        log.info("pylog topic sink: batch write %s committed (%d rows)", self.write_id,
-                 sum(m.rows for m in messages if m is not None))
-
-    def abort(self, messages: list[Any]) -> None:
-        log.warning("pylog topic sink: batch write %s aborted", self.write_id)
 
 

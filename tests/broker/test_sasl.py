@@ -292,7 +292,8 @@ def test_refused_credentials_are_reported_at_once_by_the_source_and_the_topic_si
 
     from kafka_spark.client.offset_reader import OffsetFetchError, OffsetReader
     from kafka_spark.options import parse_source_options
-    from kafka_spark.topics.task import TopicSinkError, TopicStreamWriter, ensure_marker_topic, parse_sink_options
+    from kafka_spark.topics.options import TopicSinkError, parse_sink_options
+    from kafka_spark.topics.writers import TopicStreamWriter, ensure_marker_topic
 
     secured = {"kafka.bootstrap.servers": sasl_broker.bootstrap_servers, "kafka.security.protocol": "SASL_PLAINTEXT",
                "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": JAAS.replace(SECRET, "guess")}
