@@ -1,0 +1,178 @@
+"""`pylog consume` through pylog's own Fetch client (--fetcher wire) prints the same bytes as
+through confluent-kafka (--fetcher librdkafka), over a matrix of records: keys and none, empty
+and null keys and values, headers, values of one-, two- and three-byte lengths, every compression
+codec, aborted and committed transactions (read_committed skips the aborted ones and the
+markers), several partitions, --max-messages cutting a batch, --partition, the end of the log."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from confluent_kafka import Producer
+
+from kafka_spark import console_records as cr
+
+FORMAT = r"%t|%p|%o|%T|%k|%K|%s|%S|%h\n"
+OUTPUTS = [(), ("-J",), ("-f", FORMAT), ("--print-key", "--key-separator", "=")]
+
+
+def pylog(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kafka_spark.cli", *args], capture_output=True, env=env,
+                          timeout=120, check=True)
+
+
+def produce_matrix(bootstrap: str, topic: str) -> int:
+    """Records of every shape into partition 0 of ``topic``; returns how many a read_committed
+    consumer sees."""
+    seen = 0
+    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    shapes = [
+        (None, b"plain"), (b"", b""), (b"k", None), (None, None), (b"\x80", b"\xff\xfe not UTF-8"),
+        (b"multi", b"two\nlines"), (b"mid", b"m" * 3000), (b"big", b"b" * 300_000),
+    ]
+    for key, value in shapes:
+        plain.produce(topic, value, key, 0)
+        plain.flush(30)  # a batch each
+    plain.produce(topic, b"hv", b"hk", 0, headers=[("a", b"1"), ("b", None), ("a", b"2"), ("", b"")])
+    seen += len(shapes) + 1
+    for codec in ("gzip", "snappy", "lz4", "zstd"):
+        compressed = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 20})
+        for i in range(20):
+            compressed.produce(topic, b"%s-%d" % (codec.encode(), i) * 3, b"key-%d" % (i % 3) if i % 4 else None, 0,
+                               headers=[("codec", codec.encode())] if i % 2 else None)
+        compressed.flush(30)
+        seen += 20
+    transactional = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"matrix-{topic}"})
+    transactional.init_transactions(30)
+    for outcome in ("abort", "commit", "abort"):
+        transactional.begin_transaction()
+        for i in range(3):
+            transactional.produce(topic, b"%s-%d" % (outcome.encode(), i), None, 0)
+        transactional.flush(30)  # written before the outcome: an abort would purge unsent records
+        getattr(transactional, f"{outcome}_transaction")(30)
+    seen += 3
+    for i in range(5):
+        plain.produce(topic, b"after-%d" % i, None, 0)
+    plain.flush(30)
+    return seen + 5
+
+
+@pytest.fixture(scope="module")
+def matrix_broker(tmp_path_factory):
+    """A broker with topic ``matrix`` (1 partition, every shape of record) and ``spread`` (3
+    partitions, 600 keyed records)."""
+    home = tmp_path_factory.mktemp("console-fetch")
+    env = dict(os.environ, PYLOG_HOME=str(home / "home"))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", "0", "--log-dir", str(home / "data")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        line = process.stdout.readline().strip()
+        assert line.startswith("bootstrap.servers=127.0.0.1:"), line
+        bootstrap = line.split("=", 1)[1]
+        pylog("topics", "create", "matrix", "--bootstrap-server", bootstrap, env=env)
+        pylog("topics", "create", "spread", "--partitions", "3", "--bootstrap-server", bootstrap, env=env)
+        count = produce_matrix(bootstrap, "matrix")
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        for i in range(600):
+            producer.produce("spread", b"v%d" % i, b"k%d" % (i % 17))
+        producer.flush(30)
+        yield bootstrap, env, count
+    finally:
+        process.kill()
+        process.wait()
+
+
+def both(bootstrap: str, env: dict, *args: str) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    """The same consume through each fetcher."""
+    return tuple(pylog("consume", *args, "--fetcher", fetcher, "--bootstrap-server", bootstrap, env=env)
+                 for fetcher in ("wire", "librdkafka"))
+
+
+def processed(result: subprocess.CompletedProcess) -> bytes:
+    return result.stderr.split(b"Processed a total of ")[1].split(b" messages")[0]
+
+
+@pytest.mark.parametrize("output", OUTPUTS, ids=["values", "json", "format", "print-key"])
+def test_every_output_of_the_whole_log_is_the_same_bytes_through_either_fetcher(matrix_broker, output):
+    bootstrap, env, count = matrix_broker
+    wire, librdkafka = both(bootstrap, env, "matrix", "--from-beginning", "-e", *output)
+    assert wire.stdout == librdkafka.stdout
+    assert processed(wire) == processed(librdkafka) == str(count).encode()
+    if output == ("-J",):  # what the matrix holds came through: aborted records and markers did not
+        text = wire.stdout.decode()
+        assert '"value":"commit-2"' in text and "abort-" not in text and '"codec":"zstd"' in text
+        assert '"key":"","value":""' in text and '"key":"k","value":null' in text
+
+
+@pytest.mark.parametrize("count, output", [(3, ()), (23, ("-J",)), (37, ()), (61, ("-f", FORMAT))])
+def test_max_messages_cutting_a_batch_prints_the_same_records(matrix_broker, count, output):
+    bootstrap, env, _ = matrix_broker
+    wire, librdkafka = both(bootstrap, env, "matrix", "--from-beginning", "-c", str(count), *output)
+    assert wire.stdout == librdkafka.stdout
+    assert processed(wire) == processed(librdkafka) == str(count).encode()
+
+
+def test_several_partitions_give_the_same_records_and_one_partition_the_same_order(matrix_broker):
+    bootstrap, env, _ = matrix_broker
+    wire, librdkafka = both(bootstrap, env, "spread", "--from-beginning", "-e", "-J")
+    assert sorted(wire.stdout.splitlines()) == sorted(librdkafka.stdout.splitlines())
+    assert len(wire.stdout.splitlines()) == 600
+    wire, librdkafka = both(bootstrap, env, "spread", "--from-beginning", "-e", "--partition", "1")
+    assert wire.stdout == librdkafka.stdout and wire.stdout
+
+
+def test_without_from_beginning_both_start_at_the_end(matrix_broker):
+    bootstrap, env, _ = matrix_broker
+    wire, librdkafka = both(bootstrap, env, "spread", "-e")
+    assert wire.stdout == librdkafka.stdout == b""
+
+
+def test_compiled_and_python_walks_print_the_same_values(matrix_broker):
+    """kafka_spark/_console_values.c and its Python twin, batch by batch over the matrix."""
+    if not cr.C_VALUES:
+        pytest.skip("kafka_spark._console_values is not built (python setup.py build_ext --inplace)")
+    bootstrap, _, _ = matrix_broker
+    from kafka_spark import fetcher as kf
+
+    client = kf.FetchClient(bootstrap, "test", 30)
+    try:
+        conn = client.connection(client.leader("matrix", 0))
+        part = client.receive_fetch(conn, client.send_fetch(conn, "matrix", 0, 0, max_wait_ms=0, min_bytes=1,
+                                                            max_bytes=8 << 20, partition_max_bytes=8 << 20,
+                                                            isolation=0), "matrix", 0)
+        data = bytes(part.records)
+    finally:
+        client.close()
+    batches = [b for b in cr.scan(data) if not b.control]
+    assert len(batches) >= 15
+    for batch in batches:
+        buf, start, end = cr.records_section(data, batch)
+        python: list[bytes] = []
+        assert cr.values(buf, start, end, python) == batch.count
+        compiled, n = cr.lines(buf, start, end, -1)
+        assert n == batch.count and compiled == b"".join(v + b"\n" for v in python)
+        assert cr.lines(buf, start, end, 1) == (python[0] + b"\n", 1)
+    broken = bytearray(data[batches[0].position:batches[0].end])
+    broken[cr.HEADER_SIZE + 5] = 0x7E  # the first record's value (63 bytes, it says) runs past its record
+    with pytest.raises(ValueError, match="record 0 of the batch does not parse"):
+        cr.lines(bytes(broken), cr.HEADER_SIZE, len(broken), -1)
+
+
+def test_a_message_set_before_v2_is_left_to_librdkafka():
+    legacy = (0).to_bytes(8, "big") + (60).to_bytes(4, "big") + bytes(4) + b"\x01" + bytes(55)  # magic 1
+    with pytest.raises(cr.Unreadable) as raised:
+        cr.scan(legacy)
+    assert raised.value.offset == 0 and "format v1" in raised.value.why
+
+
+def test_wire_fetcher_refuses_a_group(matrix_broker):
+    bootstrap, env, _ = matrix_broker
+    result = subprocess.run([sys.executable, "-m", "kafka_spark.cli", "consume", "matrix", "--group", "g",
+                             "--fetcher", "wire", "--bootstrap-server", bootstrap], capture_output=True, env=env,
+                            timeout=60)
+    assert result.returncode == 1 and b"--fetcher wire reads without --group" in result.stderr
