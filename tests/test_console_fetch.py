@@ -76,11 +76,17 @@ def matrix_broker(tmp_path_factory):
         bootstrap = line.split("=", 1)[1]
         pylog("topics", "create", "matrix", "--bootstrap-server", bootstrap, env=env)
         pylog("topics", "create", "spread", "--partitions", "3", "--bootstrap-server", bootstrap, env=env)
+        pylog("topics", "create", "appended", "--config", "message.timestamp.type=LogAppendTime",
+              "--bootstrap-server", bootstrap, env=env)
         count = produce_matrix(bootstrap, "matrix")
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
         for i in range(600):
             producer.produce("spread", b"v%d" % i, b"k%d" % (i % 17))
         producer.flush(30)
+        for i in range(30):
+            producer.produce("appended", b"a%d" % i, None, 0, timestamp=1_000_000 + i)  # replaced by the broker's
+            if i % 10 == 9:
+                producer.flush(30)
         yield bootstrap, env, count
     finally:
         process.kill()
@@ -124,6 +130,15 @@ def test_several_partitions_give_the_same_records_and_one_partition_the_same_ord
     assert len(wire.stdout.splitlines()) == 600
     wire, librdkafka = both(bootstrap, env, "spread", "--from-beginning", "-e", "--partition", "1")
     assert wire.stdout == librdkafka.stdout and wire.stdout
+
+
+def test_log_append_time_prints_the_brokers_timestamp_through_either_fetcher(matrix_broker):
+    bootstrap, env, _ = matrix_broker
+    for output in (("-J",), ("-f", FORMAT)):
+        wire, librdkafka = both(bootstrap, env, "appended", "--from-beginning", "-e", *output)
+        assert wire.stdout == librdkafka.stdout and len(wire.stdout.splitlines()) == 30
+    timestamps = {int(line.split(b"|")[3]) for line in wire.stdout.splitlines()}
+    assert min(timestamps) > 1_600_000_000_000 and len(timestamps) <= 3  # a batch's append time
 
 
 def test_without_from_beginning_both_start_at_the_end(matrix_broker):
