@@ -343,9 +343,11 @@ def _processed(count: int, elapsed: float) -> None:
 
 
 def _emit(data: list[bytes]) -> bool:
-    """Write to stdout; False once its reader has gone (``| head``)."""
+    """Write to stdout, flushed (a reader following the topic sees each response as it comes);
+    False once its reader has gone (``| head``)."""
     try:
         sys.stdout.buffer.writelines(data)
+        sys.stdout.buffer.flush()
         return True
     except BrokenPipeError:
         _discard_stdout()

@@ -7,8 +7,10 @@ markers), several partitions, --max-messages cutting a batch, --partition, the e
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 from confluent_kafka import Producer
@@ -147,7 +149,29 @@ def test_without_from_beginning_both_start_at_the_end(matrix_broker):
     assert wire.stdout == librdkafka.stdout == b""
 
 
-def test_compiled_and_python_walks_print_the_same_values(matrix_broker):
+def test_ctrl_c_stops_the_wire_reader_with_what_it_printed(matrix_broker):
+    bootstrap, env, _ = matrix_broker
+    process = subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", "consume", "appended", "--from-beginning",
+                                "--fetcher", "wire", "--bootstrap-server", bootstrap],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={k: v for k, v in env.items() if k != "PYTHONUNBUFFERED"})
+    watchdog = threading.Timer(60, process.kill)  # a consumer that never prints fails the test, not hangs it
+    watchdog.start()
+    try:
+        printed = [process.stdout.readline() for _ in range(30)]
+        process.send_signal(signal.SIGINT)
+        assert process.wait(60) == 130
+        stderr = process.stderr.read()
+    finally:
+        watchdog.cancel()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert printed == [b"a%d\n" % i for i in range(30)]
+    assert b"Processed a total of 30 messages" in stderr and b"Traceback" not in stderr
+
+
+def test_compiled_and_python_walks_print_the_same_values(matrix_broker, monkeypatch):
     """kafka_spark/_console_values.c and its Python twin, batch by batch over the matrix."""
     if not cr.C_VALUES:
         pytest.skip("kafka_spark._console_values is not built (python setup.py build_ext --inplace)")
@@ -172,6 +196,10 @@ def test_compiled_and_python_walks_print_the_same_values(matrix_broker):
         compiled, n = cr.lines(buf, start, end, -1)
         assert n == batch.count and compiled == b"".join(v + b"\n" for v in python)
         assert cr.lines(buf, start, end, 1) == (python[0] + b"\n", 1)
+        with monkeypatch.context() as without_c:  # lines() where the extension is not built
+            without_c.setattr(cr, "_c_values", None)
+            assert cr.lines(buf, start, end, -1) == (compiled, n)
+            assert cr.lines(buf, start, end, 1) == (python[0] + b"\n", 1)
     broken = bytearray(data[batches[0].position:batches[0].end])
     broken[cr.HEADER_SIZE + 5] = 0x7E  # the first record's value (63 bytes, it says) runs past its record
     with pytest.raises(ValueError, match="record 0 of the batch does not parse"):
