@@ -7,15 +7,14 @@ markers), several partitions, --max-messages cutting a batch, --partition, the e
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import threading
 
 import pytest
 from confluent_kafka import Producer
 
 from kafka_spark import console_records as cr
+from test_cli_console import interrupted
 
 FORMAT = r"%t|%p|%o|%T|%k|%K|%s|%S|%h\n"
 OUTPUTS = [(), ("-J",), ("-f", FORMAT), ("--print-key", "--key-separator", "=")]
@@ -151,23 +150,10 @@ def test_without_from_beginning_both_start_at_the_end(matrix_broker):
 
 def test_ctrl_c_stops_the_wire_reader_with_what_it_printed(matrix_broker):
     bootstrap, env, _ = matrix_broker
-    process = subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", "consume", "appended", "--from-beginning",
-                                "--fetcher", "wire", "--bootstrap-server", bootstrap],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env={k: v for k, v in env.items() if k != "PYTHONUNBUFFERED"})
-    watchdog = threading.Timer(60, process.kill)  # a consumer that never prints fails the test, not hangs it
-    watchdog.start()
-    try:
-        printed = [process.stdout.readline() for _ in range(30)]
-        process.send_signal(signal.SIGINT)
-        assert process.wait(60) == 130
-        stderr = process.stderr.read()
-    finally:
-        watchdog.cancel()
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert printed == [b"a%d\n" % i for i in range(30)]
+    unbuffered = {k: v for k, v in env.items() if k != "PYTHONUNBUFFERED"}  # each response is flushed
+    printed, status, stderr = interrupted(["consume", "appended", "--from-beginning", "--fetcher", "wire",
+                                           "--bootstrap-server", bootstrap], 30, unbuffered)
+    assert status == 130 and printed == [b"a%d\n" % i for i in range(30)]
     assert b"Processed a total of 30 messages" in stderr and b"Traceback" not in stderr
 
 
