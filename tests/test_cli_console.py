@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+from typing import Callable
 
 from test_cli import pylog, running_broker  # noqa: F401  (running_broker: the fixture)
 
@@ -127,15 +128,19 @@ def test_windows_line_ends_are_not_part_of_the_record(running_broker):
     assert out.stdout == b"a=1|b=2|c=3|"
 
 
-def interrupted(args: list[str], lines: int, env: dict) -> tuple[list[bytes], int, bytes]:
-    """Run ``pylog ARGS``, read ``lines`` lines of its output, then Ctrl-C it: the lines, its exit
-    status and its stderr."""
+def interrupted(args: list[str], lines: int, env: dict, meanwhile: Callable[[], None] | None = None,
+                after: int = 0) -> tuple[list[bytes], int, bytes]:
+    """Run ``pylog ARGS``, read ``lines`` lines of its output (calling ``meanwhile`` once
+    ``after`` of them are read), then Ctrl-C it: the lines, its exit status and its stderr."""
     process = subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", *args], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, env=env)
-    watchdog = threading.Timer(60, process.kill)  # a consumer that never prints fails the test, not hangs it
+    watchdog = threading.Timer(90, process.kill)  # a consumer that never prints fails the test, not hangs it
     watchdog.start()
     try:
-        printed = [process.stdout.readline() for _ in range(lines)]
+        printed = [process.stdout.readline() for _ in range(after)]
+        if meanwhile is not None:
+            meanwhile()
+        printed += [process.stdout.readline() for _ in range(lines - after)]
         process.send_signal(signal.SIGINT)
         status = process.wait(60)
         return printed, status, process.stderr.read()

@@ -7,6 +7,7 @@ markers), several partitions, --max-messages cutting a batch, --partition, the e
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -14,15 +15,11 @@ import pytest
 from confluent_kafka import Producer
 
 from kafka_spark import console_records as cr
+from test_cli import pylog
 from test_cli_console import interrupted
 
 FORMAT = r"%t|%p|%o|%T|%k|%K|%s|%S|%h\n"
 OUTPUTS = [(), ("-J",), ("-f", FORMAT), ("--print-key", "--key-separator", "=")]
-
-
-def pylog(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kafka_spark.cli", *args], capture_output=True, env=env,
-                          timeout=120, check=True)
 
 
 def produce_matrix(bootstrap: str, topic: str) -> int:
@@ -155,6 +152,41 @@ def test_ctrl_c_stops_the_wire_reader_with_what_it_printed(matrix_broker):
                                            "--bootstrap-server", bootstrap], 30, unbuffered)
     assert status == 130 and printed == [b"a%d\n" % i for i in range(30)]
     assert b"Processed a total of 30 messages" in stderr and b"Traceback" not in stderr
+
+
+def test_a_broker_restart_hands_the_read_over_to_librdkafka_without_loss_or_repeat(tmp_path):
+    """The wire reader loses its connection: confluent-kafka's consumer reads on from each
+    partition's next offset once the broker is back."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
+    bootstrap = ("--bootstrap-server", f"127.0.0.1:{port}")
+
+    def start() -> subprocess.Popen:
+        broker = subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", str(port),
+                                   "--log-dir", str(tmp_path / "data")], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env=env)
+        assert broker.stdout.readline().startswith(b"bootstrap.servers=")
+        return broker
+
+    brokers = [start()]
+
+    def restart_and_produce_more() -> None:
+        brokers[0].kill()
+        brokers[0].wait()
+        brokers[0] = start()
+        pylog("produce", "moving", *bootstrap, env=env, stdin=b"".join(b"r%d\n" % i for i in range(10, 20)))
+
+    try:
+        pylog("produce", "moving", *bootstrap, env=env, stdin=b"".join(b"r%d\n" % i for i in range(10)))
+        printed, status, stderr = interrupted(["consume", "moving", "--from-beginning", *bootstrap], 20, env,
+                                              restart_and_produce_more, after=10)
+    finally:
+        brokers[0].kill()
+        brokers[0].wait()
+    assert status == 130 and printed == [b"r%d\n" % i for i in range(20)], stderr
+    assert b"Processed a total of 20 messages" in stderr and b"Traceback" not in stderr
 
 
 def test_compiled_and_python_walks_print_the_same_values(matrix_broker, monkeypatch):
