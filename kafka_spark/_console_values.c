@@ -50,6 +50,7 @@ PyDoc_STRVAR(values_doc,
 
 static PyObject *values(PyObject *self, PyObject *args)
 {
+    (void)self;
     Py_buffer view;
     Py_ssize_t start, end, limit;
     if (!PyArg_ParseTuple(args, "y*nnn", &view, &start, &end, &limit))
@@ -127,7 +128,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_console_values",
     "The default output of `pylog consume` from a record batch, in C (see kafka_spark.console_records).",
-    -1, methods,
+    -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__console_values(void)

@@ -5,7 +5,8 @@ librdkafka costs a third of what kcat spends on a whole 200,000-record read. Thi
 partition leader for record batches itself (kafka_spark.fetcher: Fetch v11, read_committed as
 librdkafka's default isolation level), keeps one Fetch in flight per broker while it prints the
 previous one, and turns a response into output a batch at a time (kafka_spark.console_records):
-for the default output one ``bytes`` per record, its value, and one write per response.
+for the default output one ``bytes`` object per batch, made by a compiled walk, and one write
+per response.
 
 It reads what the console consumer without ``--group`` reads: a topic's partitions (or one)
 from their beginning or their end, up to ``--max-messages``, to their ends (``--exit-at-end``)
@@ -105,7 +106,7 @@ def _list_offsets(client: kf.FetchClient, topic: str, leader: tuple[str, int], p
 
 
 def consume(args: Any, topic: str, bootstrap: str, formatter: Callable[[Any], bytes] | None,
-            emit: Callable[[bytes], bool], stop: Any, progress: Any, error: type[Exception]) -> int:
+            emit: Callable[[list[bytes]], bool], stop: Any, progress: Any, error: type[Exception]) -> int:
     """Print the records ``args`` asks for (see the module docstring); returns how many.
     ``emit`` writes a list of bytes to stdout and says False once its reader has gone."""
     client = kf.FetchClient(bootstrap, _CLIENT_ID, _TIMEOUT_S)
@@ -121,8 +122,10 @@ def consume(args: Any, topic: str, bootstrap: str, formatter: Callable[[Any], by
 
 
 class _Reading:
+    """One run of :func:`consume`: the partitions' positions, the Fetch loop, the printing."""
+
     def __init__(self, args: Any, topic: str, client: kf.FetchClient, formatter: Callable[[Any], bytes] | None,
-                 emit: Callable[[bytes], bool], stop: Any, progress: Any, error: type[Exception]) -> None:
+                 emit: Callable[[list[bytes]], bool], stop: Any, progress: Any, error: type[Exception]) -> None:
         self.args, self.topic, self.client = args, topic, client
         self.formatter, self.emit, self.stop, self.progress, self.error = formatter, emit, stop, progress, error
         self.count = 0

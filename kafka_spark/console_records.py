@@ -1,19 +1,21 @@
 """Record batches (Kafka's v2 format, as a Fetch response carries them) -> what ``pylog consume``
-prints, in plain Python, a batch at a time.
+prints, a batch at a time.
 
 The console consumer's fast path (kafka_spark.console_fetch) hands this module the raw bytes of
 a partition's part of a Fetch response. :func:`scan` walks the batch headers (one ``struct`` call
-per batch); :func:`values` takes the values of a batch's records for the default output (a value
-per line), a short loop per record that makes one ``bytes`` object, the value itself;
-:func:`records` makes a :class:`Record` per record, with the accessors of confluent-kafka's
-``Message`` that kafka_spark.record_format's format strings and JSON lines call, so the fast path
-prints through the same code as the librdkafka path and its output is the same byte for byte.
+per batch); :func:`lines` makes the default output of a batch's records (each value and a
+newline) as one ``bytes`` object, in C where kafka_spark/_console_values.c is built, else through
+:func:`values`, its Python twin; :func:`records` makes a :class:`Record` per record, with the
+accessors of confluent-kafka's ``Message`` that kafka_spark.record_format's format strings and
+JSON lines call, so the fast path prints through the same code as the librdkafka path and its
+output is the same byte for byte.
 
-No numpy or numba here: importing them costs more than the whole of a 200,000-record consume
+Why C: the Python walk costs ~0.13 s per 200,000 records by itself, as much as confluent-kafka's
+whole path, and numpy or numba cost more to import than kcat spends on the whole read
 (bench/cli_throughput.py). Anything this module does not read (message formats before v2, a
 compression codec whose library is missing, a record that does not parse) raises
-:class:`Unreadable` naming the batch's offset, and the caller hands that partition's reading from
-there to librdkafka.
+:class:`Unreadable` or ValueError, and the caller hands that partition's reading from that batch
+to librdkafka.
 """
 
 from __future__ import annotations

@@ -224,6 +224,51 @@ def test_compiled_and_python_walks_print_the_same_values(matrix_broker, monkeypa
         cr.lines(bytes(broken), cr.HEADER_SIZE, len(broken), -1)
 
 
+def _record(offset_delta: int, key: bytes | None, value: bytes | None, headers: list[tuple[bytes, bytes]]) -> bytes:
+    def varint(n: int) -> bytes:
+        n = (n << 1) ^ (n >> 63)
+        out = bytearray()
+        while n >= 0x80:
+            out.append((n & 0x7F) | 0x80)
+            n >>= 7
+        return bytes(out + bytes([n]))
+
+    def field(data: bytes | None) -> bytes:
+        return varint(-1) if data is None else varint(len(data)) + data
+
+    body = b"\x00" + varint(offset_delta * 3) + varint(offset_delta) + field(key) + field(value) + varint(len(headers))
+    body += b"".join(field(name) + field(data) for name, data in headers)
+    return varint(len(body)) + body
+
+
+def test_mangled_records_never_crash_the_compiled_walk():
+    """Random bytes changed in a records section: the C walk prints what the Python twin prints,
+    or both refuse it with ValueError (never a read past the buffer)."""
+    if not cr.C_VALUES:
+        pytest.skip("kafka_spark._console_values is not built (python setup.py build_ext --inplace)")
+    import random
+
+    rng = random.Random(17)
+    section = b"".join(_record(i, None if i % 3 else b"k%d" % i, None if i % 7 == 3 else b"v" * rng.randrange(300),
+                               [(b"h", b"x")] if i % 5 == 0 else []) for i in range(40))
+    for _ in range(3000):
+        mangled = bytearray(section)
+        for _ in range(rng.randrange(1, 4)):
+            mangled[rng.randrange(len(mangled))] = rng.randrange(256)
+        cut = bytes(mangled[:rng.randrange(len(mangled) + 1)] if rng.random() < 0.2 else mangled)
+        try:
+            compiled = cr.lines(cut, 0, len(cut), -1)
+        except ValueError:
+            compiled = None
+        python: list[bytes] | None = []
+        try:
+            cr.values(cut, 0, len(cut), python)
+        except (ValueError, IndexError):
+            python = None
+        if compiled is not None and python is not None:
+            assert compiled == (b"".join(v + b"\n" for v in python), len(python))
+
+
 def test_a_message_set_before_v2_is_left_to_librdkafka():
     legacy = (0).to_bytes(8, "big") + (60).to_bytes(4, "big") + bytes(4) + b"\x01" + bytes(55)  # magic 1
     with pytest.raises(cr.Unreadable) as raised:
