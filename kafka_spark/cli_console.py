@@ -302,6 +302,7 @@ def _consume(args: argparse.Namespace, client_config: Callable[..., dict[str, An
 
         bootstrap = client_config(args)["bootstrap.servers"]
         with _Stop() as stop:
+            handed_over = False
             try:
                 done = consume(args, topic, bootstrap, formatter, _emit, stop, progress, error)
             except Handover as handover:  # confluent-kafka reads on from where this stopped
@@ -309,8 +310,8 @@ def _consume(args: argparse.Namespace, client_config: Callable[..., dict[str, An
                     _flush_stdout()
                     raise error(f"--fetcher wire cannot read on ({handover.why}); "
                                 "drop --fetcher to hand over to librdkafka") from None
-                resume, done = handover.positions, handover.count
-            else:
+                handed_over, resume, done = True, handover.positions, handover.count
+            if not handed_over or stop.signum:  # done, or Ctrl-C came before the handover
                 stop_signum = stop.signum
                 _flush_stdout()
                 progress.close()
