@@ -26,7 +26,7 @@ import socket
 import struct
 import threading
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kafka_spark.errors import PylogError
 from kafka_spark.kafka_errors import ErrorCode, error_name
@@ -176,9 +176,9 @@ class BrokerConnection:
                 pass
 
 
-@dataclass
-class FetchedPartition:
-    """One partition's part of a Fetch response."""
+class FetchedPartition(NamedTuple):
+    """One partition's part of a Fetch response. (A NamedTuple rather than a dataclass: importing
+    dataclasses costs `pylog consume`, which reads through this module, 10 ms of its ~90.)"""
 
     error: int
     high_watermark: int
