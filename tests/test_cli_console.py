@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+from typing import Callable
 
 from test_cli import pylog, running_broker  # noqa: F401  (running_broker: the fixture)
 
@@ -127,24 +128,36 @@ def test_windows_line_ends_are_not_part_of_the_record(running_broker):
     assert out.stdout == b"a=1|b=2|c=3|"
 
 
-def test_interrupted_group_consumer_keeps_what_it_printed_committed(running_broker):
-    """Ctrl-C on a `consume --group` that runs until stopped: the records it printed count as read."""
-    _, bootstrap, env = running_broker
-    target = ("--bootstrap-server", bootstrap)
-    pylog("produce", "tail", *target, env=env, stdin=b"".join(b"t%d\n" % i for i in range(20)))
-    process = subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", "consume", "tail", "--group", "tailers",
-                                "--from-beginning", *target], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    watchdog = threading.Timer(60, process.kill)  # a consumer that never prints fails the test, not hangs it
+def interrupted(args: list[str], lines: int, env: dict, meanwhile: Callable[[], None] | None = None,
+                after: int = 0) -> tuple[list[bytes], int, bytes]:
+    """Run ``pylog ARGS``, read ``lines`` lines of its output (calling ``meanwhile`` once
+    ``after`` of them are read), then Ctrl-C it: the lines, its exit status and its stderr."""
+    process = subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env)
+    watchdog = threading.Timer(90, process.kill)  # a consumer that never prints fails the test, not hangs it
     watchdog.start()
     try:
-        printed = [process.stdout.readline() for _ in range(20)]
+        printed = [process.stdout.readline() for _ in range(after)]
+        if meanwhile is not None:
+            meanwhile()
+        printed += [process.stdout.readline() for _ in range(lines - after)]
         process.send_signal(signal.SIGINT)
-        assert process.wait(60) == 130
+        status = process.wait(60)
+        return printed, status, process.stderr.read()
     finally:
         watchdog.cancel()
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_interrupted_group_consumer_keeps_what_it_printed_committed(running_broker):
+    """Ctrl-C on a `consume --group` that runs until stopped: the records it printed count as read."""
+    _, bootstrap, env = running_broker
+    target = ("--bootstrap-server", bootstrap)
+    pylog("produce", "tail", *target, env=env, stdin=b"".join(b"t%d\n" % i for i in range(20)))
+    printed, status, _ = interrupted(["consume", "tail", "--group", "tailers", "--from-beginning", *target], 20, env)
+    assert status == 130
     assert sorted(printed) == sorted(b"t%d\n" % i for i in range(20))
     described = pylog("groups", "describe", "tailers", *target, env=env).stdout.decode()
     assert [line.split()[3:6] for line in described.splitlines() if line.startswith("tailers")] == [["20", "20", "0"]]

@@ -9,7 +9,9 @@ kcat and of Kafka's kafka-console-producer / kafka-console-consumer.
 Both move records in batches: stdin is read in blocks and split in C, a delivery report is asked
 for failures only, the consumer takes up to 10,000 records per call and stdout is written a batch
 at a time. That keeps the Python work per record to a few calls (bench/cli_throughput.py
-measures the tools against kcat).
+measures the tools against kcat). The default output (values) without ``--group`` does without
+a Python object per record: pylog's own Fetch client reads the record batches and a compiled
+walk prints a batch's values at once (kafka_spark.console_fetch; ``--fetcher`` chooses).
 
 Without ``--group`` the consumer assigns itself the topic's partitions and commits nothing; with
 ``--group G`` it joins the group (subscribe), starts from the group's committed offsets (where
@@ -69,6 +71,11 @@ def register(commands: Any, client: Callable[[argparse.ArgumentParser], argparse
     shape.add_argument("--print-key", action="store_true", help="print KEY<key-separator>VALUE (null for no key)")
     consume.add_argument("--key-separator", default="\t", help="with --print-key (default: a tab)")
     consume.add_argument("--progress", action="store_true", help="show progress and rate even when not on a terminal")
+    consume.add_argument("--fetcher", choices=("auto", "wire", "librdkafka"), default="auto",
+                         help="how records are read: pylog's own Fetch client (wire) or confluent-kafka's "
+                              "consumer (librdkafka); auto (the default) takes wire for the default output "
+                              "without --group or --command-config, and wire hands over to librdkafka where "
+                              "it cannot read on (a leader change, an old message format)")
     consume.set_defaults(func=lambda args: _consume(args, client_config, error, progress))
 
 
@@ -280,12 +287,89 @@ class _EndOfPartitions:
 
 def _consume(args: argparse.Namespace, client_config: Callable[..., dict[str, Any]], error: type[Exception],
              progress_bar: Callable[..., Any]) -> int:
-    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
-
     topic = _topic(args, error)
     formatter = _formatter(args, error)
     if args.group and args.partition is not None:
         raise error("--partition reads one partition without a group; with --group the group assigns partitions")
+    if args.fetcher == "wire" and (args.group or args.command_config):
+        raise error("--fetcher wire reads without --group over plaintext connections (no --command-config); "
+                    "drop --fetcher or set it to librdkafka")
+    progress = progress_bar(args, "consuming", unit="msg", total=args.max_messages)
+    started = time.perf_counter()
+    resume, done = None, 0
+    if args.fetcher == "wire" or (args.fetcher == "auto" and _wire_is_faster(args, formatter)):
+        from kafka_spark.console_fetch import Handover, consume
+
+        bootstrap = client_config(args)["bootstrap.servers"]
+        with _Stop() as stop:
+            handed_over = False
+            try:
+                done = consume(args, topic, bootstrap, formatter, _emit, stop, progress, error)
+            except Handover as handover:  # confluent-kafka reads on from where this stopped
+                if args.fetcher == "wire":
+                    _flush_stdout()
+                    raise error(f"--fetcher wire cannot read on ({handover.why}); "
+                                "drop --fetcher to hand over to librdkafka") from None
+                handed_over, resume, done = True, handover.positions, handover.count
+            if not handed_over or stop.signum:  # done, or Ctrl-C came before the handover
+                stop_signum = stop.signum
+                _flush_stdout()
+                progress.close()
+                _processed(done, time.perf_counter() - started)
+                return 128 + stop_signum if stop_signum else 0
+    if args.max_messages is not None:
+        args.max_messages -= done
+        if args.max_messages <= 0:
+            progress.close()
+            _processed(done, time.perf_counter() - started)
+            return 0
+    count, signum = _consume_librdkafka(args, topic, formatter, resume, client_config, error, progress)
+    _processed(done + count, time.perf_counter() - started)
+    return 128 + signum if signum else 0  # 130 after Ctrl-C, as a shell reports it
+
+
+def _wire_is_faster(args: argparse.Namespace, formatter: Callable[[Any], bytes] | None) -> bool:
+    """Whether ``--fetcher auto`` reads through pylog's Fetch client: for the default output
+    (values) where its walk is compiled, reading without a group over plaintext. There it takes a
+    third of confluent-kafka's CPU time; a format string or JSON lines makes a Python object per
+    record either way, which confluent-kafka's C builds faster (bench/cli_throughput.py)."""
+    from kafka_spark.console_records import C_VALUES
+
+    return formatter is None and C_VALUES and not args.group and not args.command_config
+
+
+def _processed(count: int, elapsed: float) -> None:
+    print(f"Processed a total of {count} messages in {elapsed:.2f}s ({count / max(elapsed, 1e-9):,.0f} msg/s)",
+          file=sys.stderr)
+
+
+def _emit(data: list[bytes]) -> bool:
+    """Write to stdout, flushed (a reader following the topic sees each response as it comes);
+    False once its reader has gone (``| head``)."""
+    try:
+        sys.stdout.buffer.writelines(data)
+        sys.stdout.buffer.flush()
+        return True
+    except BrokenPipeError:
+        _discard_stdout()
+        return False
+
+
+def _flush_stdout() -> None:
+    try:
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+
+
+def _consume_librdkafka(args: argparse.Namespace, topic: str, formatter: Callable[[Any], bytes] | None,
+                        resume: dict[int, int] | None, client_config: Callable[..., dict[str, Any]],
+                        error: type[Exception], progress: Any) -> tuple[int, int]:
+    """Read through confluent-kafka's consumer: from where the wire path stopped (``resume``:
+    partition -> next offset), else as the options say. Returns how many records and the signal
+    that stopped it (0: none)."""
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
+
     consumer = Consumer(client_config(args, **{
         "group.id": args.group or "pylog-console-consumer",
         "enable.auto.commit": bool(args.group),
@@ -314,16 +398,15 @@ def _consume(args: argparse.Namespace, client_config: Callable[..., dict[str, An
                 raise error(f"topic {topic!r} has no partition {args.partition}")
             start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
             partitions = sorted(found.partitions) if args.partition is None else [args.partition]
-            consumer.assign([TopicPartition(topic, p, start) for p in partitions])
+            if resume is not None:
+                partitions = sorted(resume)
+            consumer.assign([TopicPartition(topic, p, start if resume is None else resume[p]) for p in partitions])
             ends.assign(partitions)
         with _Stop() as stop:
-            count, elapsed = _copy_records(args, consumer, formatter, ends, stop, KafkaError._PARTITION_EOF, error,
-                                           progress_bar(args, "consuming", unit="msg", total=args.max_messages))
+            count, _ = _copy_records(args, consumer, formatter, ends, stop, KafkaError._PARTITION_EOF, error, progress)
     finally:
         consumer.close()  # with --group: commits the stored offsets and leaves the group
-    print(f"Processed a total of {count} messages in {elapsed:.2f}s ({count / max(elapsed, 1e-9):,.0f} msg/s)",
-          file=sys.stderr)
-    return 128 + stop.signum if stop.signum else 0  # 130 after Ctrl-C, as a shell reports it
+    return count, stop.signum
 
 
 def _copy_records(args: argparse.Namespace, consumer: Any, formatter: Callable[[Any], bytes] | None,
