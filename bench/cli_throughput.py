@@ -69,10 +69,10 @@ def main() -> int:
     # Bytecode of the package, as an installed one has it (pip compiles on install): a checkout
     # run with PYTHONDONTWRITEBYTECODE would otherwise compile the CLI's modules on every start.
     compileall.compile_dir(os.path.join(HERE, "..", "kafka_spark"), quiet=1)
-    from kafka_spark.console_records import C_VALUES
+    from kafka_spark.cli.console_records import C_VALUES
 
     print("pylog consume reads through its own Fetch client, values walked in C" if C_VALUES else
-          "kafka_spark._console_values is not built (python setup.py build_ext --inplace): pylog consume "
+          "kafka_spark.cli._console_values is not built (python setup.py build_ext --inplace): pylog consume "
           "reads through confluent-kafka", flush=True)
     workdir = tempfile.mkdtemp(prefix="pylog-bench-cli-")
     path = os.path.join(workdir, "input.txt")

@@ -27,9 +27,9 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 stamp=.venv/.pylog-installed
-# setup.py and the C source: the install builds kafka_spark/_console_values.c (optional) in place.
+# setup.py and the C source: the install builds kafka_spark/cli/_console_values.c (optional) in place.
 if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
-    || [ kafka_spark/_console_values.c -nt "$stamp" ]; then
+    || [ kafka_spark/cli/_console_values.c -nt "$stamp" ]; then
   echo "bootstrap: installing pylog and its test extras into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
   # The distribution was named "pylog" before it became pyspark-pylog: remove that old install

@@ -11,7 +11,7 @@ for failures only, the consumer takes up to 10,000 records per call and stdout i
 at a time. That keeps the Python work per record to a few calls (bench/cli_throughput.py
 measures the tools against kcat). The default output (values) without ``--group`` does without
 a Python object per record: pylog's own Fetch client reads the record batches and a compiled
-walk prints a batch's values at once (kafka_spark.console_fetch; ``--fetcher`` chooses).
+walk prints a batch's values at once (kafka_spark.cli.console_fetch; ``--fetcher`` chooses).
 
 Without ``--group`` the consumer assigns itself the topic's partitions and commits nothing; with
 ``--group G`` it joins the group (subscribe), starts from the group's committed offsets (where
@@ -298,7 +298,7 @@ def _consume(args: argparse.Namespace, client_config: Callable[..., dict[str, An
     started = time.perf_counter()
     resume, done = None, 0
     if args.fetcher == "wire" or (args.fetcher == "auto" and _wire_is_faster(args, formatter)):
-        from kafka_spark.console_fetch import Handover, consume
+        from kafka_spark.cli.console_fetch import Handover, consume
 
         bootstrap = client_config(args)["bootstrap.servers"]
         with _Stop() as stop:
@@ -333,7 +333,7 @@ def _wire_is_faster(args: argparse.Namespace, formatter: Callable[[Any], bytes] 
     (values) where its walk is compiled, reading without a group over plaintext. There it takes a
     third of confluent-kafka's CPU time; a format string or JSON lines makes a Python object per
     record either way, which confluent-kafka's C builds faster (bench/cli_throughput.py)."""
-    from kafka_spark.console_records import C_VALUES
+    from kafka_spark.cli.console_records import C_VALUES
 
     return formatter is None and C_VALUES and not args.group and not args.command_config
 

@@ -1,7 +1,7 @@
 /* The default output of `pylog consume` (each record's value and a newline) from the records of
  * a v2 record batch, in one pass and one bytes object.
  *
- * Optional: kafka_spark.console_records has the same walk in Python and uses it when this module
+ * Optional: kafka_spark.cli.console_records has the same walk in Python and uses it when this module
  * is not built (no C compiler at install time); the two print the same bytes
  * (tests/test_console_fetch.py). This loop is the whole per-record cost of a 200,000-record
  * `pylog consume`; in Python it costs more than kcat's whole run (bench/cli_throughput.py).
@@ -127,7 +127,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_console_values",
-    "The default output of `pylog consume` from a record batch, in C (see kafka_spark.console_records).",
+    "The default output of `pylog consume` from a record batch, in C (see kafka_spark.cli.console_records).",
     -1, methods, NULL, NULL, NULL, NULL,
 };
 

@@ -1,10 +1,10 @@
 """Record batches (Kafka's v2 format, as a Fetch response carries them) -> what ``pylog consume``
 prints, a batch at a time.
 
-The console consumer's fast path (kafka_spark.console_fetch) hands this module the raw bytes of
+The console consumer's fast path (kafka_spark.cli.console_fetch) hands this module the raw bytes of
 a partition's part of a Fetch response. :func:`scan` walks the batch headers (one ``struct`` call
 per batch); :func:`lines` makes the default output of a batch's records (each value and a
-newline) as one ``bytes`` object, in C where kafka_spark/_console_values.c is built, else through
+newline) as one ``bytes`` object, in C where kafka_spark/cli/_console_values.c is built, else through
 :func:`values`, its Python twin; :func:`records` makes a :class:`Record` per record, with the
 accessors of confluent-kafka's ``Message`` that kafka_spark.record_format's format strings and
 JSON lines call, so the fast path prints through the same code as the librdkafka path and its
@@ -24,10 +24,10 @@ import struct
 from typing import Any
 
 try:
-    from kafka_spark._console_values import values as _c_values
+    from kafka_spark.cli._console_values import values as _c_values
 except ImportError:  # built without a C compiler: the Python walk below
     _c_values = None
-#: Whether the default output's walk is compiled (kafka_spark/_console_values.c).
+#: Whether the default output's walk is compiled (kafka_spark/cli/_console_values.c).
 C_VALUES = _c_values is not None
 
 __all__ = [
@@ -110,11 +110,9 @@ def records_section(data: bytes, batch: Batch) -> tuple[bytes, int, int]:
     codec = batch.attributes & ATTR_COMPRESSION
     if not codec:
         return data, start, batch.end
-    try:
-        from kafka_spark.broker.storage.batch import _decompress  # the broker's codec table (cramjam)
-    except ImportError:  # pragma: no cover - cramjam and crc32c are dependencies
-        _decompress = None
-    section = _decompress(codec, memoryview(data)[start:batch.end]) if _decompress else None
+    from kafka_spark.common.compression import decompress  # cramjam: loaded only for compressed batches
+
+    section = decompress(codec, memoryview(data)[start:batch.end])
     if section is None:
         raise Unreadable(batch.base_offset, f"compression codec {codec} cannot be decompressed here")
     section = bytes(section)
@@ -138,7 +136,7 @@ def _varint(buf: bytes, p: int) -> tuple[int, int]:
 def lines(buf: bytes, start: int, end: int, limit: int) -> tuple[bytes, int]:
     """The default output of the records in ``buf[start:end]``: each value and a newline (a null
     value: an empty line), at most ``limit`` records (-1: all); returns it and how many records.
-    In C where kafka_spark._console_values is built, else :func:`values`."""
+    In C where kafka_spark.cli._console_values is built, else :func:`values`."""
     if _c_values is not None:
         output, count, _ = _c_values(buf, start, end, limit)
         return output, count
@@ -152,7 +150,7 @@ def lines(buf: bytes, start: int, end: int, limit: int) -> tuple[bytes, int]:
 
 def values(buf: bytes, p: int, end: int, out: list[bytes]) -> int:
     """Append the values of the records in ``buf[p:end]`` to ``out`` (``b""`` for a null value);
-    returns how many. The Python twin of kafka_spark/_console_values.c."""
+    returns how many. The Python twin of kafka_spark/cli/_console_values.c."""
     before = len(out)
     while p < end:
         length, p = _varint(buf, p)

@@ -2,9 +2,9 @@
 
 confluent-kafka's ``consume()`` builds a Python ``Message`` per record, and importing it with its
 librdkafka costs a third of what kcat spends on a whole 200,000-record read. This path asks each
-partition leader for record batches itself (kafka_spark.fetcher: Fetch v11, read_committed as
+partition leader for record batches itself (kafka_spark.client.fetch_client: Fetch v11, read_committed as
 librdkafka's default isolation level), keeps one Fetch in flight per broker while it prints the
-previous one, and turns a response into output a batch at a time (kafka_spark.console_records):
+previous one, and turns a response into output a batch at a time (kafka_spark.cli.console_records):
 for the default output one ``bytes`` object per batch, made by a compiled walk, and one write
 per response.
 
@@ -25,9 +25,9 @@ import struct
 import time
 from typing import Any, Callable
 
-from kafka_spark import console_records as cr
-from kafka_spark import fetcher as kf
-from kafka_spark.kafka_errors import ErrorCode
+from kafka_spark.cli import console_records as cr
+from kafka_spark.client import fetch_client as kf
+from kafka_spark.common.kafka_errors import ErrorCode
 
 __all__ = ["Handover", "consume"]
 
@@ -265,7 +265,7 @@ class _Reading:
     def _print(self, chosen: list) -> int | None:
         """Print the records of ``chosen`` (up to --max-messages); how many, None when stdout's
         reader has gone. The default output takes a bytes object per batch; a format string or
-        JSON lines, a :class:`~kafka_spark.console_records.Record` per record."""
+        JSON lines, a :class:`~kafka_spark.cli.console_records.Record` per record."""
         remaining = -1 if self.args.max_messages is None else self.args.max_messages - self.count
         out: list[Any] = []
         taken = 0
