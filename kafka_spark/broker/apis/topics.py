@@ -70,6 +70,13 @@ def _create(broker: Any, topic: Any, validate_only: bool) -> tuple[int, str | No
             if error:
                 return ErrorCode.invalid_replica_assignment, error
         partitions = len(indexes)
+    elif broker.cluster is not None:  # the controller assigns replicas across the cluster's brokers
+        try:
+            broker.cluster.create_topic(topic.name, topic.num_partitions, topic.replication_factor,
+                                        {config.name: config.value for config in topic.configs}, validate_only)
+        except StorageError as error:
+            return error.error_code, str(error)
+        return ErrorCode.none, None
     elif topic.replication_factor not in (-1, 1):
         return (
             ErrorCode.invalid_replication_factor,
