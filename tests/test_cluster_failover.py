@@ -1,0 +1,118 @@
+"""Clients through the kill of a partition leader: acks=all producers (confluent-kafka and
+kafka-python) and a consumer keep running; every acknowledged record survives and is consumed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import confluent_kafka
+import kafka
+import pytest
+
+from kafka_spark import EmbeddedCluster
+
+TOPIC = "events"
+
+
+class Consumer(threading.Thread):
+    """Reads both partitions from the beginning until stopped, keeping every value seen."""
+
+    def __init__(self, bootstrap: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "watchers",
+                                                  "log_level": 0, "topic.metadata.refresh.interval.ms": 500})
+        self.consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, confluent_kafka.OFFSET_BEGINNING)
+                              for p in range(2)])
+        self.seen: set[bytes] = set()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            message = self.consumer.poll(0.2)
+            if message is not None and not message.error():
+                self.seen.add(message.value())
+        self.consumer.close()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
+        time.sleep(0.02)
+
+
+def confluent_producer(bootstrap: str, acked: list[bytes], failed: list, stop: threading.Event) -> threading.Thread:
+    def run() -> None:
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                                             "enable.idempotence": True, "log_level": 0,
+                                             "topic.metadata.refresh.interval.ms": 500})
+
+        def delivered(error, message) -> None:
+            (failed if error else acked).append(error or message.value())
+
+        sequence = 0
+        while not stop.is_set():
+            try:
+                producer.produce(TOPIC, value=b"confluent-%d" % sequence, on_delivery=delivered)
+                sequence += 1
+            except BufferError:
+                pass
+            producer.poll(0.002)
+        producer.flush(120)
+
+    return threading.Thread(target=run, daemon=True)
+
+
+def kafka_python_producer(bootstrap: str, acked: list[bytes], failed: list, stop: threading.Event) -> threading.Thread:
+    def run() -> None:
+        producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=1_000_000,
+                                       retry_backoff_ms=100, linger_ms=5, request_timeout_ms=30_000,
+                                       max_in_flight_requests_per_connection=1, metadata_max_age_ms=500)
+        sequence = 0
+        while not stop.is_set():
+            value = b"kafka-python-%d" % sequence
+            sequence += 1
+            future = producer.send(TOPIC, value=value)
+            future.add_callback(lambda _, value=value: acked.append(value))
+            future.add_errback(lambda error: failed.append(error))
+            time.sleep(0.002)
+        producer.flush(120)
+        producer.close(30)
+
+    return threading.Thread(target=run, daemon=True)
+
+
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
+def test_acks_all_producer_and_consumer_ride_through_a_leader_kill(tmp_path: Path, client: str) -> None:
+    with EmbeddedCluster(brokers=3, log_dir=tmp_path, broker_session_timeout_ms=1_000) as cluster:
+        cluster.create_topic(TOPIC, partitions=2, replication_factor=3, config={"min.insync.replicas": "2"})
+        consumer = Consumer(cluster.bootstrap_servers)
+        consumer.start()
+        acked: list[bytes] = []
+        failed: list = []
+        stop = threading.Event()
+        make = confluent_producer if client == "confluent-kafka" else kafka_python_producer
+        producer = make(cluster.bootstrap_servers, acked, failed, stop)
+        producer.start()
+        try:
+            wait_until(lambda: len(acked) >= 100, 60, "the first acknowledgements")
+            victim = cluster.leader(TOPIC, 0)
+            cluster.kill_broker(victim)
+            at_kill = len(acked)
+            assert cluster.wait_for_leader(TOPIC, 0, not_on=victim) != victim
+            wait_until(lambda: len(acked) >= at_kill + 100, 60, "acknowledgements from the new leader")
+            cluster.restart_broker(victim)
+            cluster.wait_for_isr(TOPIC, 0, size=3)
+            wait_until(lambda: len(acked) >= at_kill + 200, 60, "acknowledgements after the restart")
+        finally:
+            stop.set()
+            producer.join(150)
+        assert not producer.is_alive()
+        assert failed == [], f"{len(failed)} records failed, e.g. {failed[:3]}"
+        wait_until(lambda: set(acked) <= consumer.seen, 60,
+                   f"the consumer to see every acknowledged record ({len(set(acked) - consumer.seen)} missing)")
+        consumer.stop.set()
+        consumer.join(30)
