@@ -93,8 +93,8 @@ def values_of(cluster: EmbeddedCluster, node_id: int, topic: str, partition: int
     """Every record value in one replica's log, read straight from its storage."""
     log = log_of(cluster, node_id, topic, partition)
     data = bytes(log.read(log.log_start_offset, 1 << 30, max_offset=log.log_end_offset))
-    values = []
-    for header in validate_batches(data, 1 << 30, allow_control=True):
+    values: list[bytes] = []
+    for header in validate_batches(data, 1 << 30, allow_control=True) if data else ():
         batch = data[:header.size]
         data = data[header.size:]
         buf, records = decode_records(batch, header)
@@ -134,7 +134,8 @@ def test_produced_records_reach_every_replica_with_leader_epochs_checkpointed(tm
         leaders = {cluster.leader("orders", p) for p in range(3)}
         assert leaders == {0, 1, 2}, "the leaders of 3 partitions are spread over the 3 brokers"
         values = [f"order-{i}".encode() for i in range(300)]
-        assert produce_confluent(cluster.bootstrap_servers, "orders", values) == []
+        for partition in range(3):
+            assert produce_confluent(cluster.bootstrap_servers, "orders", values[partition::3], partition=partition) == []
 
         for partition in range(3):
             expected = values_of(cluster, cluster.leader("orders", partition), "orders", partition)
@@ -267,3 +268,17 @@ def test_replication_factor_above_the_brokers_is_refused() -> None:
         cluster.wait_for_metadata()
         topic = admin.list_topics(timeout=30).topics["narrow"]
         assert all(sorted(p.replicas) == [0, 1] and sorted(p.isrs) == [0, 1] for p in topic.partitions.values())
+
+
+def test_cluster_restarted_on_its_log_dir_keeps_topics_leaders_and_records(tmp_path: Path) -> None:
+    with EmbeddedCluster(brokers=3, log_dir=tmp_path) as cluster:
+        cluster.create_topic("kept", partitions=2, replication_factor=2)
+        before = {p: cluster.partition("kept", p) for p in range(2)}
+        assert produce_confluent(cluster.bootstrap_servers, "kept", [b"%d" % i for i in range(50)], partition=0) == []
+        cluster.wait_for_isr("kept", 0)
+        bootstrap = cluster.bootstrap_servers
+    with EmbeddedCluster(brokers=3, log_dir=tmp_path) as cluster:
+        assert cluster.bootstrap_servers == bootstrap, "the old ports, still free, are taken again"
+        assert {p: cluster.partition("kept", p).replicas for p in range(2)} == {p: s.replicas for p, s in before.items()}
+        assert read_all(cluster.bootstrap_servers, "kept") == [b"%d" % i for i in range(50)]
+        assert produce_confluent(cluster.bootstrap_servers, "kept", [b"50"], partition=0) == []

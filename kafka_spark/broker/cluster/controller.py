@@ -29,23 +29,32 @@ Leaders change their ISR through :meth:`Controller.alter_partition` (Kafka's Alt
 FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION, which is what stops a deposed leader from changing
 anything.
 
+Persistence: with a ``metadata_dir`` (an EmbeddedCluster's ``<log_dir>/controller``) every change
+is written to ``metadata.json`` there (topics, partition states, broker addresses) — what KRaft keeps
+in its metadata log and snapshots — so a cluster restarted on the same log directory has its
+topics and leaders back. Brokers known from it count as alive for one session timeout after the
+load; one that does not register by then is fenced like a broker that died.
+
 Thread-safety: every method takes the controller's lock; pushes only schedule work on the
 brokers' loops, so no broker ever waits for another.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
+from kafka_spark.broker.storage import checkpoint
 from kafka_spark.broker.storage.errors import (InvalidPartitionsError, StorageError, TopicExistsError,
                                                UnknownTopicOrPartitionError)
 from kafka_spark.broker.storage.log_manager import TopicInfo
@@ -116,7 +125,7 @@ class Controller:
 
     def __init__(self, *, default_replication_factor: int = 1, min_insync_replicas: int = 1,
                  unclean_leader_election_enable: bool = False, broker_session_timeout_ms: int = 3000,
-                 num_partitions: int = 1) -> None:
+                 num_partitions: int = 1, metadata_dir: Path | None = None) -> None:
         self.default_replication_factor = default_replication_factor
         self.num_partitions = num_partitions
         self.session_timeout_ms = broker_session_timeout_ms
@@ -133,6 +142,9 @@ class Controller:
         self._controller_id = NO_LEADER
         self._controller_epoch = 0
         self._next_broker_epoch = 1
+        self._path = Path(metadata_dir) / "metadata.json" if metadata_dir is not None else None
+        if self._path is not None and self._path.exists():
+            self._load(self._path)
         self._image = self._snapshot()
         self._stop = threading.Event()
         self._monitor: threading.Thread | None = None
@@ -351,7 +363,38 @@ class Controller:
                              MappingProxyType(dict(self._brokers)), MappingProxyType(dict(self._topics)),
                              MappingProxyType(dict(self._partitions)), self._defaults)
 
+    def _load(self, path: Path) -> None:
+        document = json.loads(path.read_text())
+        for raw in document["topics"]:
+            info, _ = TopicInfo.from_json(json.dumps(raw).encode())
+            self._topics[info.name] = info
+        for raw in document["partitions"]:
+            self._partitions[TopicPartition(raw["topic"], raw["partition"])] = PartitionState(
+                raw["leader"], raw["leader_epoch"], raw["partition_epoch"], tuple(raw["replicas"]), tuple(raw["isr"]))
+        now = time.monotonic()
+        for raw in document["brokers"]:  # alive until their first session timeout passes without them
+            self._brokers[raw["node_id"]] = BrokerRegistration(raw["node_id"], raw["host"], raw["port"], 0, True)
+            self._last_heartbeat[raw["node_id"]] = now
+        self._next_broker_epoch = document.get("next_broker_epoch", 1)
+        logger.info("controller: loaded %d topic(s) and %d partition(s) from %s", len(self._topics),
+                    len(self._partitions), path)
+
+    def _save(self) -> None:
+        assert self._path is not None
+        document = {
+            "version": 1,
+            "next_broker_epoch": self._next_broker_epoch,
+            "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port} for b in self._brokers.values()],
+            "topics": [json.loads(info.to_json()) for info in self._topics.values()],
+            "partitions": [dict(asdict(state), topic=tp.topic, partition=tp.partition)
+                           for tp, state in self._partitions.items()],
+        }
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        checkpoint.atomic_write(self._path, json.dumps(document, indent=1).encode())
+
     def _publish(self) -> None:
+        if self._path is not None:
+            self._save()
         self._image = image = self._snapshot()
         for node_id, on_image in list(self._listeners.items()):
             try:

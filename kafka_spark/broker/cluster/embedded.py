@@ -110,7 +110,10 @@ class EmbeddedCluster:
                  default_replication_factor: int | None = None, min_insync_replicas: int = 1,
                  unclean_leader_election_enable: bool = False, replica_lag_time_max_ms: int = 30_000,
                  broker_session_timeout_ms: int = 3_000, broker_heartbeat_interval_ms: int = 250,
-                 replica_fetch_wait_max_ms: int = 500, num_partitions: int = 1, **broker_settings: Any) -> None:
+                 replica_fetch_wait_max_ms: int = 500, num_partitions: int = 1, ports: list[int] | None = None,
+                 **broker_settings: Any) -> None:
+        """``ports``: the brokers' ports (default: any free ones; a cluster restarted on the same
+        ``log_dir`` tries its previous ports first)."""
         if brokers < 1:
             raise ValueError(f"brokers={brokers}: a cluster needs at least one broker")
         factor = min(3, brokers) if default_replication_factor is None else default_replication_factor
@@ -128,7 +131,7 @@ class EmbeddedCluster:
         self.controller = Controller(default_replication_factor=factor, min_insync_replicas=min_insync_replicas,
                                      unclean_leader_election_enable=unclean_leader_election_enable,
                                      broker_session_timeout_ms=broker_session_timeout_ms,
-                                     num_partitions=num_partitions)
+                                     num_partitions=num_partitions, metadata_dir=self.log_dir / "controller")
         self._replication = {"replica_lag_time_max_ms": replica_lag_time_max_ms,
                              "heartbeat_interval_ms": broker_heartbeat_interval_ms,
                              "replica_fetch_wait_max_ms": replica_fetch_wait_max_ms}
@@ -136,6 +139,14 @@ class EmbeddedCluster:
         self._cluster_id: str | None = None
         self.nodes: dict[int, ClusterNode] = {}
         self._ports: dict[int, int] = {}
+        if ports is not None:
+            if len(ports) != brokers:
+                raise ValueError(f"ports={ports}: give one port per broker ({brokers})")
+            self._ports = dict(enumerate(ports))
+        else:  # a restart: the ports clients last knew, where still free
+            self._ports = {node: registration.port for node, registration in self.controller.image.brokers.items()
+                           if node < brokers}
+        self._fixed_ports = ports is not None
         self._started = False
 
     # -- lifecycle -----------------------------------------------------------------------------------
@@ -156,11 +167,20 @@ class EmbeddedCluster:
         return self
 
     def _start_node(self, node_id: int) -> ClusterNode:
-        node = ClusterNode(self.controller, self.size, self._replication,
-                           log_dir=self.log_dir / f"broker-{node_id}", host=self.host,
-                           port=self._ports.get(node_id, 0), node_id=node_id,
-                           **({"cluster_id": self._cluster_id} if self._cluster_id else {}), **self._settings)
-        node.start()
+        def make(port: int) -> ClusterNode:
+            return ClusterNode(self.controller, self.size, self._replication,
+                               log_dir=self.log_dir / f"broker-{node_id}", host=self.host, port=port, node_id=node_id,
+                               **({"cluster_id": self._cluster_id} if self._cluster_id else {}), **self._settings)
+
+        node = make(self._ports.get(node_id, 0))
+        try:
+            node.start()
+        except OSError:
+            if self._fixed_ports or not self._ports.get(node_id):
+                raise
+            logger.warning("broker %d: port %d is taken now; listening on another", node_id, self._ports[node_id])
+            node = make(0)
+            node.start()
         self._cluster_id = node.config.cluster_id
         self._ports[node_id] = node.port
         self.nodes[node_id] = node
