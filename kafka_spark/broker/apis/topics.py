@@ -120,8 +120,11 @@ def handle_delete(broker: Any, request: Any) -> dict[str, Any]:
             continue
         code, message = ErrorCode.none, None
         try:
-            broker.logs.delete_topic(name)
-            broker.forget_topic(name)
+            if broker.cluster is not None:  # through the controller: every replica goes
+                broker.cluster.delete_topic(name)
+            else:
+                broker.logs.delete_topic(name)
+                broker.forget_topic(name)
             logger.info("deleted topic %s", name)
         except StorageError as error:
             code, message = error.error_code, str(error)

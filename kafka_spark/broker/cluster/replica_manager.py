@@ -508,6 +508,10 @@ class ReplicaManager:
             self.apply(self.controller.image)
         return info
 
+    def delete_topic(self, name: str) -> None:
+        self.controller.delete_topic(name)
+        self.apply(self.controller.image)
+
 
 def _fail(entry: dict[str, Any], code: int) -> None:
     entry["error_code"] = code
