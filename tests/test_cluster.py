@@ -225,6 +225,21 @@ def test_killed_leader_loses_no_acknowledged_record_and_is_fenced(tmp_path: Path
         wait_until(lambda: values_of(cluster, old, "payments") == [b"%d" % i for i in range(200)],
                    what="the restarted broker to catch up")
 
+        # Preferred-replica election (ElectLeaders) gives the partition back to its first replica.
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        preferred = cluster.partition("payments").replicas[0]
+        assert preferred == old, "the leader at creation is the preferred replica"
+        partition = confluent_kafka.TopicPartition("payments", 0)
+        elected = admin.elect_leaders(confluent_kafka.ElectionType.PREFERRED, [partition]).result(30)
+        assert elected[partition] is None, elected
+        assert cluster.leader("payments") == old
+        cluster.wait_for_metadata()
+        futures = admin.describe_topics(confluent_kafka.TopicCollection(["payments"]))
+        described = futures["payments"].result(30)
+        assert described.partitions[0].leader.id == old
+        assert sorted(replica.id for replica in described.partitions[0].isr) == [0, 1, 2]
+        assert produce_confluent(cluster.bootstrap_servers, "payments", [b"200"]) == []
+
 
 def test_follower_truncates_its_divergent_tail_after_an_unclean_election(tmp_path: Path) -> None:
     """Only an unclean election can make a replica's tail diverge deterministically: the old

@@ -285,16 +285,29 @@ class Controller:
                 self._partitions.pop(TopicPartition(name, partition), None)
             self._publish()
 
-    def elect_preferred_leaders(self, partitions: Sequence[TopicPartition] | None = None) -> dict[TopicPartition, int]:
-        """Preferred-replica election (ElectLeaders, election type 0): make each partition's first
-        replica its leader where it is alive and in sync. Returns an error code per partition
-        (ELECTION_NOT_NEEDED when it already leads)."""
+    def elect_leaders(self, partitions: Sequence[TopicPartition] | None = None, *,
+                      unclean: bool = False) -> dict[TopicPartition, int]:
+        """ElectLeaders. Preferred (election type 0): make each partition's first replica its
+        leader where it is alive and in sync (ELECTION_NOT_NEEDED when it leads already).
+        Unclean (type 1): give an offline partition a live replica as leader even if out of sync
+        (ELECTION_NOT_NEEDED when it has a leader). Returns an error code per partition."""
         results: dict[TopicPartition, int] = {}
         with self._lock:
             for tp in partitions if partitions is not None else list(self._partitions):
                 state = self._partitions.get(tp)
                 if state is None:
                     results[tp] = ErrorCode.unknown_topic_or_partition
+                    continue
+                if unclean:
+                    live = [node for node in state.replicas if self._alive(node)]
+                    if state.leader != NO_LEADER:
+                        results[tp] = ErrorCode.election_not_needed
+                    elif not live:
+                        results[tp] = ErrorCode.eligible_leaders_not_available
+                    else:
+                        self._partitions[tp] = replace(state, leader=live[0], leader_epoch=state.leader_epoch + 1,
+                                                       partition_epoch=state.partition_epoch + 1, isr=(live[0],))
+                        results[tp] = ErrorCode.none
                     continue
                 preferred = state.replicas[0]
                 if state.leader == preferred:

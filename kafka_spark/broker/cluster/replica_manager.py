@@ -508,6 +508,20 @@ class ReplicaManager:
             self.apply(self.controller.image)
         return info
 
+    def elect_leaders(self, asked: Any, unclean: bool) -> list[dict[str, Any]]:
+        """ElectLeaders results (``asked`` None: every partition, listing those elected)."""
+        partitions = None if asked is None else [TopicPartition(entry.topic, p) for entry in asked
+                                                 for p in entry.partitions]
+        codes = self.controller.elect_leaders(partitions, unclean=unclean)
+        if asked is None:
+            codes = {tp: code for tp, code in codes.items() if code != ErrorCode.election_not_needed}
+        self.apply(self.controller.image)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, code in codes.items():
+            by_topic.setdefault(tp.topic, []).append({"partition_id": tp.partition, "error_code": code,
+                                                      "error_message": None})
+        return [{"topic": topic, "partition_result": results} for topic, results in by_topic.items()]
+
     def delete_topic(self, name: str) -> None:
         self.controller.delete_topic(name)
         self.apply(self.controller.image)
