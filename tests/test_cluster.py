@@ -297,3 +297,16 @@ def test_cluster_restarted_on_its_log_dir_keeps_topics_leaders_and_records(tmp_p
         assert {p: cluster.partition("kept", p).replicas for p in range(2)} == {p: s.replicas for p, s in before.items()}
         assert read_all(cluster.bootstrap_servers, "kept") == [b"%d" % i for i in range(50)]
         assert produce_confluent(cluster.bootstrap_servers, "kept", [b"50"], partition=0) == []
+
+
+def test_pylog_cluster_fixture_survives_a_follower_loss(pylog_cluster: EmbeddedCluster) -> None:
+    pylog_cluster.create_topic("fixture", config={"min.insync.replicas": "2"})
+    state = pylog_cluster.partition("fixture")
+    assert len(state.replicas) == 3, "the fixture's default replication factor is 3"
+    follower = next(node for node in state.replicas if node != state.leader)
+    pylog_cluster.kill_broker(follower)
+    pylog_cluster.wait_for_isr("fixture", size=2)
+    metadata = wire_metadata(address(pylog_cluster, state.leader), "fixture")
+    assert metadata["offline"] == [follower] and metadata["leader"] == state.leader
+    assert produce_confluent(pylog_cluster.bootstrap_servers, "fixture", [b"still-written"]) == []
+    assert read_all(pylog_cluster.bootstrap_servers, "fixture") == [b"still-written"]
