@@ -236,6 +236,9 @@ def test_killed_leader_loses_no_acknowledged_record_and_is_fenced(tmp_path: Path
         cluster.wait_for_metadata()
         futures = admin.describe_topics(confluent_kafka.TopicCollection(["payments"]))
         described = futures["payments"].result(30)
+        cluster_description = admin.describe_cluster().result(30)
+        assert sorted(node.id for node in cluster_description.nodes) == [0, 1, 2]
+        assert cluster_description.controller.id == cluster.describe()["controller"]
         assert described.partitions[0].leader.id == old
         assert sorted(replica.id for replica in described.partitions[0].isr) == [0, 1, 2]
         assert produce_confluent(cluster.bootstrap_servers, "payments", [b"200"]) == []
