@@ -287,6 +287,12 @@ def test_replication_factor_above_the_brokers_is_refused() -> None:
         topic = admin.list_topics(timeout=30).topics["narrow"]
         assert all(sorted(p.replicas) == [0, 1] and sorted(p.isrs) == [0, 1] for p in topic.partitions.values())
 
+        cluster.create_topic("single", replication_factor=1)  # a leader alone in its ISR: HW = LEO at once
+        leader = address(cluster, cluster.leader("single"))
+        assert wire_produce(leader, "single", [b"a"], acks=-1) == (0, 0)
+        assert wire_produce(leader, "single", [b"b"], acks=1) == (0, 1)
+        assert read_all(leader, "single") == [b"a", b"b"]
+
 
 def test_cluster_restarted_on_its_log_dir_keeps_topics_leaders_and_records(tmp_path: Path) -> None:
     with EmbeddedCluster(brokers=3, log_dir=tmp_path) as cluster:

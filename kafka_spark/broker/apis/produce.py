@@ -73,9 +73,11 @@ def handle(broker: Any, request: Any) -> dict[str, Any] | Deferred | None:
                     appended = True
                     if acks == -1 and log.config.flush_on_ack_all:
                         durable.append((entry, broker.group_commit.wait_durable(log, log.log_end_offset)))
-                    if acks == -1 and broker.cluster is not None:  # and every in-sync replica has it
-                        durable.append((entry, broker.cluster.wait_replicated(
-                            log, entry, log.log_end_offset, body.timeout.total_seconds() * 1000)))
+                    if broker.cluster is not None:  # the HW may move; acks=all waits for every in-sync replica
+                        broker.cluster.appended(log)
+                        if acks == -1:
+                            durable.append((entry, broker.cluster.wait_replicated(
+                                log, entry, log.log_end_offset, body.timeout.total_seconds() * 1000)))
             partition_responses.append(entry)
         responses.append({"name": name, "topic_id": topic.topic_id, "partition_responses": partition_responses})
     if appended:

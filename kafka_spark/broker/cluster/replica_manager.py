@@ -277,6 +277,12 @@ class ReplicaManager:
             return ErrorCode.not_enough_replicas
         return ErrorCode.none
 
+    def appended(self, log: Log) -> None:
+        """After a leader's append: a leader alone in its ISR moves its HW at once."""
+        replica = self.partitions.get(TopicPartition(log.topic, log.partition))
+        if replica is not None and replica.role == LEADER and replica.state is not None and len(replica.state.isr) == 1:
+            self._maybe_advance_high_watermark(replica)
+
     def wait_replicated(self, log: Log, entry: dict[str, Any], required_offset: int,
                         timeout_ms: float) -> asyncio.Future[None]:
         """A future done once the HW reaches ``required_offset`` (acks=all); a failure is written
