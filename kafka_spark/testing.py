@@ -11,7 +11,7 @@ Installed with pylog (entry point ``pytest11``), so these fixtures are available
 ``pylog_topic(partitions=1, name=None, config=None)`` creates a topic and returns its name.
 
 ``pylog_cluster`` is a fresh three-broker EmbeddedCluster per test (replication factor 3, a
-one-second broker session timeout so a killed broker is noticed fast), for testing a pipeline
+two-second broker session timeout so a killed broker is noticed fast), for testing a pipeline
 through a broker failure:
 
     def test_survives_a_broker_loss(pylog_cluster):
@@ -66,5 +66,5 @@ def pylog_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator["Embedde
     from kafka_spark.broker import EmbeddedCluster
 
     with EmbeddedCluster(brokers=3, log_dir=tmp_path_factory.mktemp("pylog-cluster"),
-                         broker_session_timeout_ms=1_000) as cluster:
+                         broker_session_timeout_ms=2_000) as cluster:
         yield cluster

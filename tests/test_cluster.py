@@ -199,7 +199,7 @@ def test_acks_all_needs_min_insync_replicas_and_lagging_followers_leave_and_rejo
 
 
 def test_killed_leader_loses_no_acknowledged_record_and_is_fenced(tmp_path: Path) -> None:
-    with EmbeddedCluster(brokers=3, log_dir=tmp_path, broker_session_timeout_ms=1_000) as cluster:
+    with EmbeddedCluster(brokers=3, log_dir=tmp_path, broker_session_timeout_ms=2_000) as cluster:
         cluster.create_topic("payments", replication_factor=3, config={"min.insync.replicas": "2"})
         old = cluster.leader("payments")
         assert produce_confluent(cluster.bootstrap_servers, "payments", [b"%d" % i for i in range(100)]) == []
@@ -247,7 +247,7 @@ def test_killed_leader_loses_no_acknowledged_record_and_is_fenced(tmp_path: Path
 def test_follower_truncates_its_divergent_tail_after_an_unclean_election(tmp_path: Path) -> None:
     """Only an unclean election can make a replica's tail diverge deterministically: the old
     leader's unreplicated records must go, found through OffsetForLeaderEpoch."""
-    with EmbeddedCluster(brokers=2, log_dir=tmp_path, broker_session_timeout_ms=1_000,
+    with EmbeddedCluster(brokers=2, log_dir=tmp_path, broker_session_timeout_ms=2_000,
                          unclean_leader_election_enable=True) as cluster:
         cluster.create_topic("diverge", replication_factor=2)
         a = cluster.leader("diverge")
