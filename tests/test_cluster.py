@@ -319,3 +319,31 @@ def test_pylog_cluster_fixture_survives_a_follower_loss(pylog_cluster: EmbeddedC
     assert metadata["offline"] == [follower] and metadata["leader"] == state.leader
     assert produce_confluent(pylog_cluster.bootstrap_servers, "fixture", [b"still-written"]) == []
     assert read_all(pylog_cluster.bootstrap_servers, "fixture") == [b"still-written"]
+
+
+def test_group_members_bootstrapped_on_different_brokers_share_one_coordinator() -> None:
+    with EmbeddedCluster(brokers=3) as cluster:
+        cluster.create_topic("shared", partitions=2, replication_factor=3)
+        for partition in (0, 1):
+            assert produce_confluent(cluster.bootstrap_servers, "shared", [b"%d-%d" % (partition, i) for i in range(5)],
+                                     partition=partition) == []
+        members = [confluent_kafka.Consumer({"bootstrap.servers": address, "group.id": "one-group",
+                                             "auto.offset.reset": "earliest", "log_level": 0})
+                   for address in cluster.bootstrap_servers.split(",")[:2]]
+        for member in members:
+            member.subscribe(["shared"])
+        seen: list[bytes] = []
+        try:
+            deadline = time.monotonic() + 30
+            while len(seen) < 10 or any(not member.assignment() for member in members):
+                assert time.monotonic() < deadline, f"{len(seen)} records read"
+                for member in members:
+                    message = member.poll(0.1)
+                    if message is not None and not message.error():
+                        seen.append(message.value())
+            assignments = [{tp.partition for tp in member.assignment()} for member in members]
+        finally:
+            for member in members:
+                member.close()
+        assert sorted(assignments, key=min) == [{0}, {1}], "one group: the partitions are split, not read twice"
+        assert sorted(seen) == sorted(b"%d-%d" % (p, i) for p in (0, 1) for i in range(5))

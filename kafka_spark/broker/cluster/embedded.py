@@ -20,9 +20,12 @@ Settings keep Kafka's server.properties names: ``default_replication_factor``
 ``broker_heartbeat_interval_ms``, ``replica_fetch_wait_max_ms``; topics may override
 ``min.insync.replicas`` and ``unclean.leader.election.enable``.
 
-What a cluster does not replicate: each broker keeps its own consumer-group and transaction
-coordinator state (``__consumer_offsets`` / ``__transaction_state`` are local to it), so group
-offsets and transactions do not survive the loss of the broker that coordinated them.
+What a cluster does not replicate: group and transaction coordinator state. FindCoordinator
+names the active controller's broker for every group and transactional id, so all members of a
+group meet there, but its ``__consumer_offsets`` / ``__transaction_state`` are local to it: group
+offsets do not survive the loss of that broker (consumers then start from auto.offset.reset), and
+transactions are not supported on a cluster (the coordinator writes its markers to its own logs
+only).
 """
 
 from __future__ import annotations

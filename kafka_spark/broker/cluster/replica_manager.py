@@ -502,6 +502,16 @@ class ReplicaManager:
         return [{"node_id": registration.node_id, "host": registration.host, "port": registration.port, "rack": None}
                 for registration in sorted(self.image.brokers.values(), key=lambda b: b.node_id) if registration.alive]
 
+    def coordinator(self) -> dict[str, Any]:
+        """The broker that coordinates every group and transactional id: the active controller's
+        broker, so all clients agree (its state is not replicated: see the module docstring of
+        cluster/embedded.py)."""
+        assert self.image is not None
+        registration = self.image.brokers.get(self.image.controller_id)
+        if registration is None or not registration.alive:
+            return {"node_id": self.node_id, "host": self.broker.advertised_host, "port": self.broker.port}
+        return {"node_id": registration.node_id, "host": registration.host, "port": registration.port}
+
     @property
     def controller_id(self) -> int:
         return self.image.controller_id if self.image is not None else self.node_id
