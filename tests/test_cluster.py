@@ -275,7 +275,9 @@ def test_follower_truncates_its_divergent_tail_after_an_unclean_election(tmp_pat
         assert (partition_dir(tmp_path / f"broker-{a}", "diverge", 0) / CHECKPOINT_FILE).exists()
 
 
-def test_replication_factor_above_the_brokers_is_refused() -> None:
+def test_topics_and_partitions_are_created_through_the_controller() -> None:
+    """CreateTopics (a replication factor above the live brokers is refused), CreatePartitions, and
+    a replication-factor-1 topic whose leader alone makes the HW."""
     with EmbeddedCluster(brokers=2) as cluster:
         admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         futures = admin.create_topics([confluent_kafka.admin.NewTopic("wide", 1, 3),
@@ -286,6 +288,15 @@ def test_replication_factor_above_the_brokers_is_refused() -> None:
         cluster.wait_for_metadata()
         topic = admin.list_topics(timeout=30).topics["narrow"]
         assert all(sorted(p.replicas) == [0, 1] and sorted(p.isrs) == [0, 1] for p in topic.partitions.values())
+
+        grown = admin.create_partitions([confluent_kafka.admin.NewPartitions("narrow", 4)])
+        grown["narrow"].result(30)
+        cluster.wait_for_metadata()
+        assert [len(cluster.partition("narrow", p).isr) for p in range(4)] == [2, 2, 2, 2]
+        for partition in (2, 3):
+            leader = address(cluster, cluster.leader("narrow", partition))
+            assert produce_confluent(leader, "narrow", [b"new-%d" % partition], partition=partition) == []
+            assert read_all(cluster.bootstrap_servers, "narrow", partition) == [b"new-%d" % partition]
 
         cluster.create_topic("single", replication_factor=1)  # a leader alone in its ISR: HW = LEO at once
         leader = address(cluster, cluster.leader("single"))

@@ -176,6 +176,8 @@ def handle_create_partitions(broker: Any, request: Any) -> dict[str, Any]:
                 code, message = ErrorCode.topic_authorization_failed, f"not authorized to alter topic {topic.name}"
             elif is_internal_topic(topic.name):
                 code, message = ErrorCode.unknown_topic_or_partition, f"topic {topic.name!r} does not exist"
+            elif broker.cluster is not None:  # the controller assigns the new partitions' replicas
+                broker.cluster.add_partitions(topic.name, topic.count, validate_only=body.validate_only)
             elif topic.assignments and (error := _assignments_error(broker, topic)):
                 code, message = ErrorCode.invalid_replica_assignment, error
             elif body.validate_only:

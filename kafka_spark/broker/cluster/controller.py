@@ -276,6 +276,32 @@ class Controller:
             logger.info("created topic %s: %d partition(s), replication factor %d", name, count, factor)
             return info
 
+    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> TopicInfo:
+        """CreatePartitions: grow ``name`` to ``count`` partitions, the new ones assigned as at
+        creation (same replication factor, spread over the live brokers)."""
+        with self._lock:
+            info = self._topics.get(name)
+            if info is None:
+                raise UnknownTopicOrPartitionError(f"cannot add partitions to topic {name!r}: it does not exist")
+            if count <= info.partitions:
+                raise InvalidPartitionsError(f"topic {name!r} has {info.partitions} partition(s); the new total "
+                                             f"must be above that, not {count}")
+            factor = len(self._partitions[TopicPartition(name, 0)].replicas)
+            live = sorted(node for node, registration in self._brokers.items() if registration.alive)
+            if factor > len(live):
+                raise InvalidReplicationFactorError(
+                    f"topic {name!r} has replication factor {factor}; only {len(live)} broker(s) are alive")
+            grown = TopicInfo(name, count, info.configs, info.topic_id)
+            if validate_only:
+                return grown
+            start = random.randrange(len(live))
+            for partition in range(info.partitions, count):
+                replicas = tuple(live[(start + partition + j) % len(live)] for j in range(factor))
+                self._partitions[TopicPartition(name, partition)] = PartitionState(replicas[0], 0, 0, replicas, replicas)
+            self._topics[name] = grown
+            self._publish()
+            return grown
+
     def delete_topic(self, name: str) -> None:
         with self._lock:
             if name not in self._topics:

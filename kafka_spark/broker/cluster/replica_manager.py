@@ -181,8 +181,11 @@ class ReplicaManager:
         for name, info in image.topics.items():
             hosted = any(self.node_id in image.partitions[TopicPartition(name, p)].replicas
                          for p in range(info.partitions))
-            if hosted and logs.topic_info(name) is None:
+            local = logs.topic_info(name)
+            if hosted and local is None:
                 logs.create_topic(name, info.partitions, dict(info.configs), topic_id=info.topic_id)
+            elif local is not None and local.partitions < info.partitions:  # CreatePartitions
+                logs.add_partitions(name, info.partitions)
         for tp in [tp for tp in self.partitions if tp not in image.partitions]:
             replica = self.partitions.pop(tp)
             self._fail_waiters(replica, ErrorCode.unknown_topic_or_partition)
@@ -537,6 +540,11 @@ class ReplicaManager:
             by_topic.setdefault(tp.topic, []).append({"partition_id": tp.partition, "error_code": code,
                                                       "error_message": None})
         return [{"topic": topic, "partition_result": results} for topic, results in by_topic.items()]
+
+    def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        self.controller.add_partitions(name, count, validate_only=validate_only)
+        if not validate_only:
+            self.apply(self.controller.image)
 
     def delete_topic(self, name: str) -> None:
         self.controller.delete_topic(name)
