@@ -358,3 +358,24 @@ def test_group_members_bootstrapped_on_different_brokers_share_one_coordinator()
                 member.close()
         assert sorted(assignments, key=min) == [{0}, {1}], "one group: the partitions are split, not read twice"
         assert sorted(seen) == sorted(b"%d-%d" % (p, i) for p in (0, 1) for i in range(5))
+
+
+def test_follower_behind_the_leaders_log_start_starts_over_there(tmp_path: Path) -> None:
+    with EmbeddedCluster(brokers=2, log_dir=tmp_path, broker_session_timeout_ms=120_000,
+                         replica_lag_time_max_ms=300) as cluster:
+        cluster.create_topic("trimmed", replication_factor=2, config={"segment.bytes": "1024"})
+        leader = cluster.leader("trimmed")
+        follower = 1 - leader
+        cluster.kill_broker(follower)
+        cluster.wait_for_isr("trimmed", size=1)
+        values = [b"%04d" % i + b"-" * 100 for i in range(60)]
+        assert produce_confluent(address(cluster, leader), "trimmed", values, partition=0) == []
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": address(cluster, leader)})
+        deleted = admin.delete_records([confluent_kafka.TopicPartition("trimmed", 0, 40)])
+        assert deleted[confluent_kafka.TopicPartition("trimmed", 0, 40)].result(30).low_watermark == 40
+
+        cluster.restart_broker(follower)  # its log ends at 0, below the leader's start (40)
+        cluster.wait_for_isr("trimmed", size=2)
+        wait_until(lambda: values_of(cluster, follower, "trimmed") == values_of(cluster, leader, "trimmed"),
+                   what="the follower to copy from the leader's log start")
+        assert log_of(cluster, follower, "trimmed").log_start_offset >= 40

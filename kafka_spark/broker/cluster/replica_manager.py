@@ -440,6 +440,11 @@ class ReplicaManager:
         log = replica.log
         view = memoryview(data)
         headers = validate_batches(view, 1 << 31, allow_control=True)
+        first = headers[0]
+        if log.log_end_offset == log.log_start_offset and first.base_offset < log.log_end_offset <= first.last_offset:
+            # An empty log started inside the leader's first batch (its log start offset is mid-batch):
+            # start at the batch instead, as Kafka's fetcher does on an UnexpectedAppendOffsetException.
+            log.truncate_fully_and_start_at(first.base_offset)
         position = 0
         groups: list[tuple[int, int, list[Any]]] = []  # (byte start, epoch, headers)
         for header in headers:
@@ -686,8 +691,16 @@ class _Fetcher:
                 if replica.state is None or replica.state.leader_epoch != epoch or replica.role != FOLLOWER:
                     continue
                 if result.error_code == ErrorCode.offset_out_of_range:
-                    replica.needs_truncation = True
-                    self._stall(replica, result.error_code)
+                    log = replica.log
+                    if 0 <= log.log_end_offset < result.log_start_offset:  # behind the leader's retention
+                        logger.warning("%s: broker %d ends at %d, below the leader's log start %d; starting over there",
+                                       replica.tp, manager.node_id, log.log_end_offset, result.log_start_offset)
+                        log.truncate_fully_and_start_at(result.log_start_offset)
+                        replica.epochs.truncate_from_end(0)
+                        manager.broker._producer_states.pop(replica.tp, None)
+                    else:  # ahead of the leader: find where the histories part
+                        replica.needs_truncation = True
+                        self._stall(replica, result.error_code)
                     continue
                 if result.error_code:
                     self._stall(replica, result.error_code)
@@ -696,3 +709,5 @@ class _Fetcher:
                     manager.append_as_follower(replica, result.records)
                 log = replica.log
                 log.replicated_high_watermark = min(result.high_watermark, log.log_end_offset)
+                if result.log_start_offset > log.log_start_offset:  # the leader's retention / DeleteRecords
+                    log.delete_records_before(min(result.log_start_offset, log.high_watermark))

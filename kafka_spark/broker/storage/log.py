@@ -565,6 +565,23 @@ class Log:
             self._segments[-1].truncate_to(offset)
             checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, self._segments[-1].base_offset)
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and start empty at ``offset`` (Kafka's truncateFullyAndStartAt): a
+        follower whose log ends below its leader's log start offset copies from there."""
+        with self._lock:
+            self._check_open()
+            try:
+                checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, offset)
+                for segment in self._segments:
+                    segment.delete()
+                self._segments = [LogSegment(self.directory, offset, index_interval_bytes=self.config.index_interval_bytes,
+                                             created_ms=self._time_ms())]
+                self._log_start_offset = offset
+                checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, offset)
+            except OSError as error:
+                self.mark_failed(f"truncation failed: {error}")
+                raise KafkaStorageError(f"truncating {self.name} failed: {error}") from error
+
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def flush(self) -> None:
