@@ -1,5 +1,6 @@
-"""Clients through the kill of a partition leader: acks=all producers (confluent-kafka, aiokafka and
-kafka-python) and a consumer keep running; every acknowledged record survives and is consumed."""
+"""Clients through the kill of a partition leader: acks=all producers and consumers of
+confluent-kafka, aiokafka and kafka-python keep running; every acknowledged record survives and is
+consumed."""
 
 from __future__ import annotations
 
@@ -19,23 +20,61 @@ TOPIC = "events"
 
 
 class Consumer(threading.Thread):
-    """Reads both partitions from the beginning until stopped, keeping every value seen."""
+    """Reads both partitions from the beginning until stopped, keeping every (partition, value)
+    seen, with one of the three clients."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, client: str = "confluent-kafka") -> None:
         super().__init__(daemon=True)
-        self.consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "watchers",
-                                                  "log_level": 0, "topic.metadata.refresh.interval.ms": 500})
-        self.consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, confluent_kafka.OFFSET_BEGINNING)
-                              for p in range(2)])
+        self.bootstrap, self.client = bootstrap, client
         self.seen: set[tuple[int, bytes]] = set()
         self.stop = threading.Event()
+        self.started = threading.Event()
 
     def run(self) -> None:
+        getattr(self, "_" + self.client.replace("-", "_"))()
+
+    def _confluent_kafka(self) -> None:
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": self.bootstrap, "group.id": "watchers",
+                                             "log_level": 0, "topic.metadata.refresh.interval.ms": 500})
+        consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, confluent_kafka.OFFSET_BEGINNING) for p in range(2)])
+        self.started.set()
         while not self.stop.is_set():
-            message = self.consumer.poll(0.2)
+            message = consumer.poll(0.2)
             if message is not None and not message.error():
                 self.seen.add((message.partition(), message.value()))
-        self.consumer.close()
+        consumer.close()
+
+    def _kafka_python(self) -> None:
+        consumer = kafka.KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
+                                       metadata_max_age_ms=500, retry_backoff_ms=100)
+        partitions = [kafka.TopicPartition(TOPIC, p) for p in range(2)]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        self.started.set()
+        while not self.stop.is_set():
+            for records in consumer.poll(timeout_ms=200).values():
+                self.seen.update((record.partition, record.value) for record in records)
+        consumer.close()
+
+    def _aiokafka(self) -> None:
+        async def consume() -> None:
+            from aiokafka import AIOKafkaConsumer, TopicPartition
+
+            consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
+                                        metadata_max_age_ms=500, retry_backoff_ms=100)
+            await consumer.start()
+            partitions = [TopicPartition(TOPIC, p) for p in range(2)]
+            consumer.assign(partitions)
+            await consumer.seek_to_beginning(*partitions)
+            self.started.set()
+            try:
+                while not self.stop.is_set():
+                    for records in (await consumer.getmany(timeout_ms=200)).values():
+                        self.seen.update((record.partition, record.value) for record in records)
+            finally:
+                await consumer.stop()
+
+        asyncio.run(consume())
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
@@ -116,12 +155,14 @@ PRODUCERS = {"confluent-kafka": confluent_producer, "kafka-python": kafka_python
              "aiokafka": aiokafka_producer}
 
 
-@pytest.mark.parametrize("client", sorted(PRODUCERS))
-def test_acks_all_producer_and_consumer_ride_through_a_leader_kill(tmp_path: Path, client: str) -> None:
+@pytest.mark.parametrize("client,reader", [(client, "confluent-kafka") for client in sorted(PRODUCERS)]
+                         + [("confluent-kafka", "kafka-python"), ("confluent-kafka", "aiokafka")])
+def test_acks_all_producer_and_consumer_ride_through_a_leader_kill(tmp_path: Path, client: str, reader: str) -> None:
     with EmbeddedCluster(brokers=3, log_dir=tmp_path, broker_session_timeout_ms=1_000) as cluster:
         cluster.create_topic(TOPIC, partitions=2, replication_factor=3, config={"min.insync.replicas": "2"})
-        consumer = Consumer(cluster.bootstrap_servers)
+        consumer = Consumer(cluster.bootstrap_servers, reader)
         consumer.start()
+        assert consumer.started.wait(60)
         acked: list[tuple[int, bytes]] = []  # (partition, value)
         failed: list = []
         stop = threading.Event()

@@ -34,7 +34,8 @@ class BrokerConnection:
     async def request(self, api_key: int, version: int, body: dict[str, Any], timeout: float = 30.0) -> Any:
         if self._writer is None:
             self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), timeout)
-        assert self._reader is not None
+        reader, writer = self._reader, self._writer  # close() may drop them while this request waits
+        assert reader is not None and writer is not None
         cls = request_class(api_key, version)
         self._correlation_id += 1
         buffer = io.BytesIO()
@@ -44,10 +45,10 @@ class BrokerConnection:
             buffer.write(b"\0")  # request header v2: empty tag buffer
         entity_writer(cls)(buffer, build(cls, body))
         payload = buffer.getvalue()
-        self._writer.write(_SIZE.pack(len(payload)) + payload)
-        await self._writer.drain()
-        (size,) = _SIZE.unpack(await asyncio.wait_for(self._reader.readexactly(4), timeout))
-        frame = await asyncio.wait_for(self._reader.readexactly(size), timeout)
+        writer.write(_SIZE.pack(len(payload)) + payload)
+        await writer.drain()
+        (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), timeout))
+        frame = await asyncio.wait_for(reader.readexactly(size), timeout)
         (correlation_id,) = struct.unpack_from(">i", frame, 0)
         if correlation_id != self._correlation_id:
             raise ConnectionError(f"broker {self.host}:{self.port} answered correlation id {correlation_id}, "

@@ -568,6 +568,11 @@ def _settle(waiter: _Waiter) -> None:
         waiter.future.set_result(None)
 
 
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("a replica fetcher stopped: %r", task.exception())
+
+
 class _Fetcher:
     """Fetches, for one leader broker, every partition this broker follows there."""
 
@@ -579,6 +584,7 @@ class _Fetcher:
         self._connection: BrokerConnection | None = None
         self._address: tuple[str, int] | None = None
         self._task = manager.loop.create_task(self._run())
+        self._task.add_done_callback(_log_failure)
 
     def wake(self) -> None:
         self._event.set()
@@ -629,7 +635,8 @@ class _Fetcher:
             except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as error:
                 logger.debug("broker %d: fetching from broker %d failed (%s); retrying", manager.node_id,
                              self.leader, error)
-                self._connection.close()
+                if self._connection is not None:
+                    self._connection.close()
                 self._connection = None
                 await asyncio.sleep(_RETRY_S)
             except StorageError as error:
