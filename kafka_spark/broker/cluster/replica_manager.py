@@ -642,6 +642,12 @@ class _Fetcher:
             except StorageError as error:
                 logger.warning("broker %d: replicating from broker %d: %s", manager.node_id, self.leader, error)
                 await asyncio.sleep(_RETRY_S)
+            except Exception:  # noqa: BLE001 - a fetcher that died would leave its partitions unreplicated
+                logger.exception("broker %d: replicating from broker %d failed; retrying", manager.node_id, self.leader)
+                if self._connection is not None:
+                    self._connection.close()
+                self._connection = None
+                await asyncio.sleep(_RETRY_S)
 
     def _stall(self, replica: Replica, code: int) -> None:
         logger.debug("%s: leader %d answered error %d; waiting for new metadata", replica.tp, self.leader, code)
