@@ -5,7 +5,8 @@ Public API:
 * ``register(spark)`` registers the ``pylog`` source and topic sink and the ``pylog-files``
   file sink explicitly (Spark also finds them on its own through the top-level
   ``pyspark_pylog`` and ``pyspark_pylog_files`` modules).
-* ``EmbeddedBroker`` runs a Kafka-compatible broker in this process.
+* ``EmbeddedBroker`` runs a Kafka-compatible broker in this process; ``EmbeddedCluster`` runs N
+  of them replicating each other, with a controller (kafka_spark.broker.cluster).
 * ``lag_metrics(progress)`` and ``LagListener``: Spark's ``minOffsetsBehindLatest`` /
   ``maxOffsetsBehindLatest`` / ``avgOffsetsBehindLatest`` of a pylog source (kafka_spark.lag).
 * ``topic_writer(**options)``: a ``foreachBatch`` function writing each micro-batch to a topic
@@ -22,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.2.0"
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kafka_spark.broker import EmbeddedBroker
+    from kafka_spark.broker import EmbeddedBroker, EmbeddedCluster
 
-__all__ = ["EmbeddedBroker", "LagListener", "PylogError", "lag_metrics", "register", "topic_writer", "__version__"]
+__all__ = ["EmbeddedBroker", "EmbeddedCluster", "LagListener", "PylogError", "lag_metrics", "register", "topic_writer", "__version__"]
 
 _LAZY = {
     "EmbeddedBroker": "kafka_spark.broker",
+    "EmbeddedCluster": "kafka_spark.broker",
     "LagListener": "kafka_spark.lag",
     "PylogError": "kafka_spark.errors",
     "lag_metrics": "kafka_spark.lag",

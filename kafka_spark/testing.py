@@ -9,6 +9,16 @@ Installed with pylog (entry point ``pytest11``), so these fixtures are available
 
 ``pylog_broker`` is one EmbeddedBroker per test session (temporary data, removed at the end);
 ``pylog_topic(partitions=1, name=None, config=None)`` creates a topic and returns its name.
+
+``pylog_cluster`` is a fresh three-broker EmbeddedCluster per test (replication factor 3, a
+two-second broker session timeout so a killed broker is noticed fast), for testing a pipeline
+through a broker failure:
+
+    def test_survives_a_broker_loss(pylog_cluster):
+        pylog_cluster.create_topic("orders", partitions=3, config={"min.insync.replicas": "2"})
+        ...                                                   # start the pipeline
+        pylog_cluster.kill_broker(pylog_cluster.leader("orders", 0))
+        ...                                                   # it carries on
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 import pytest
 
 if TYPE_CHECKING:  # imported lazily: loading this plugin must not start importing the broker
-    from kafka_spark.broker import EmbeddedBroker
+    from kafka_spark.broker import EmbeddedBroker, EmbeddedCluster
 
 _counter = itertools.count()
 
@@ -47,3 +57,14 @@ def pylog_topic(pylog_broker: "EmbeddedBroker", request: pytest.FixtureRequest) 
         return name
 
     return create
+
+
+@pytest.fixture
+def pylog_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator["EmbeddedCluster"]:
+    """Three replicating brokers and their controller, with temporary data; one per test, since
+    tests kill and restart its brokers."""
+    from kafka_spark.broker import EmbeddedCluster
+
+    with EmbeddedCluster(brokers=3, log_dir=tmp_path_factory.mktemp("pylog-cluster"),
+                         broker_session_timeout_ms=2_000) as cluster:
+        yield cluster

@@ -30,8 +30,8 @@ def test_readme_starts_with_the_two_commands():
 
 def test_python_blocks_run(tmp_path):
     python_blocks = blocks("python")
-    assert len(python_blocks) == 2
-    quickstart, fixture_example = python_blocks
+    assert len(python_blocks) == 3
+    quickstart, cluster_example, fixture_example = python_blocks
     script = tmp_path / "quickstart.py"
     script.write_text(quickstart)
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
@@ -40,6 +40,13 @@ def test_python_blocks_run(tmp_path):
     # what the README says it prints on success
     assert re.search(rf"^1000 orders written to {re.escape(str(tmp_path))}/tmp\S+/orders$", result.stdout, re.MULTILINE)
     assert "prints `1000 orders written to /tmp/tmp.../orders`" in " ".join((ROOT / "README.md").read_text().split())
+    script = tmp_path / "cluster.py"
+    script.write_text(cluster_example)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                            cwd=tmp_path, env=dict(os.environ, TMPDIR=str(tmp_path)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[-1] == "ISR of orders-0: [0, 1, 2]"
+    assert "prints `ISR of orders-0: [0, 1, 2]`" in (ROOT / "README.md").read_text()
     test_file = tmp_path / "test_user_pipeline.py"
     test_file.write_text(fixture_example)
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["EmbeddedBroker"]
+__all__ = ["EmbeddedBroker", "EmbeddedCluster"]
 
 
 def __getattr__(name: str) -> Any:
@@ -13,4 +13,8 @@ def __getattr__(name: str) -> Any:
         from kafka_spark.broker.embedded import EmbeddedBroker
 
         return EmbeddedBroker
+    if name == "EmbeddedCluster":
+        from kafka_spark.broker.cluster.embedded import EmbeddedCluster
+
+        return EmbeddedCluster
     raise AttributeError(name)

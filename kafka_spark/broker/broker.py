@@ -59,6 +59,9 @@ class Broker:
             max_session_timeout_ms=config.group_max_session_timeout_ms)
         self.transactions = TransactionCoordinator(  # replays __transaction_state
             self, transactional_id_expiration_ms=config.transactional_id_expiration_ms)
+        # Replication (kafka_spark.broker.cluster.ReplicaManager) on a broker of a cluster; None on
+        # the single-node broker, which leads every partition alone.
+        self.cluster: Any = None
         self._producer_expiry = loop.call_later(
             config.producer_id_expiration_check_interval_ms / 1000, self._expire_producers_periodically)
 

@@ -176,12 +176,14 @@ def _pid_alive(pid: int) -> bool:
 def _alive(info: BrokerInfo) -> bool:
     if not _pid_alive(info.pid):
         return False
-    host, _, port = info.bootstrap_servers.rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=2):
-            return True
-    except OSError:
-        return False
+    for address in info.bootstrap_servers.split(","):  # a cluster (pylog cluster start) lists every broker
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=2):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 @contextlib.contextmanager

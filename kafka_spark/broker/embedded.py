@@ -123,7 +123,7 @@ class EmbeddedBroker:
         self._loop = loop
         asyncio.set_event_loop(loop)
         try:
-            self._broker = Broker(self.config, loop)
+            self._broker = self._make_broker(loop)
             self._broker.notifier.bind_thread()
             self._server = BrokerServer(self._broker)
             loop.run_until_complete(self._server.start())
@@ -135,6 +135,10 @@ class EmbeddedBroker:
         started.set_result(None)
         loop.run_forever()
         loop.close()
+
+    def _make_broker(self, loop: asyncio.AbstractEventLoop) -> Broker:
+        """The node, made on its event loop's thread (a cluster's nodes add replication)."""
+        return Broker(self.config, loop)
 
     def _schedule_retention(self) -> None:
         assert self._loop is not None and self._broker is not None

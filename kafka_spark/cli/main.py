@@ -3,6 +3,7 @@
     pylog broker start [server.properties] [--override K=V] [--log-dir D] [--host H] [--port P]
                                                                foreground; prints bootstrap.servers=H:P
     pylog broker status | stop                                 the local (registered) broker
+    pylog cluster start --brokers N [--log-dir D] | status     a replicated embedded cluster (cli_cluster.py)
     pylog topics create NAME --partitions N [--config k=v ...] [--if-not-exists] | list
     pylog topics describe | alter | delete NAME [--if-exists]
     pylog produce TOPIC [-K SEP] [-H NAME=VALUE ...]            one record per stdin line
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kafka_spark.cli import acls as cli_acls
+from kafka_spark.cli import cluster as cli_cluster
 from kafka_spark.cli import console as cli_console
 from kafka_spark.cli import users as cli_users
 from kafka_spark.errors import PylogError
@@ -676,6 +678,7 @@ def build_parser() -> argparse.ArgumentParser:
     delete_group.add_argument("group")
     delete_group.set_defaults(func=_groups_delete)
     cli_acls.register(commands, client, _client_config, CliError)
+    cli_cluster.register(commands, client, _client_config, CliError)
     cli_users.register(commands, client, _client_config, CliError)
     sink = commands.add_parser("sink", help="maintain pylog-files sink outputs")
     sink_commands = sink.add_subparsers(dest="action", required=True)

@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 from kafka_spark.broker.apis import (acls, api_versions, configs, delete_records, describe_cluster, describe_log_dirs,
                                      describe_topic_partitions, elect_leaders, fetch, init_producer_id, list_offsets,
-                                     metadata, produce, scram_credentials, topics)
+                                     metadata, offset_for_leader_epoch, produce, scram_credentials, topics)
 from kafka_spark.broker.apis import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions, end_txn,
                                      list_transactions, txn_offset_commit)
 from kafka_spark.broker.apis import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group, list_groups,
@@ -19,6 +19,7 @@ HANDLERS: dict[int, Callable[..., Any]] = {
     ApiKey.PRODUCE: produce.handle,
     ApiKey.FETCH: fetch.handle,
     ApiKey.LIST_OFFSETS: list_offsets.handle,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.handle,
     ApiKey.CREATE_TOPICS: topics.handle_create,
     ApiKey.DELETE_TOPICS: topics.handle_delete,
     ApiKey.CREATE_PARTITIONS: topics.handle_create_partitions,

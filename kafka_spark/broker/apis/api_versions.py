@@ -12,7 +12,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafka_spark.broker.protocol.versions import FEATURES, SASL_VERSIONS, SUPPORTED_VERSIONS
+from kafka_spark.broker.protocol.versions import CLUSTER_ONLY, FEATURES, SASL_VERSIONS, SUPPORTED_VERSIONS
 
 #: The epoch of the finalized features: they never change while the broker runs.
 _FEATURES_EPOCH = 0
@@ -24,7 +24,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         "error_code": _wrong_node(broker.config, request.body),
         "api_keys": [
             {"api_key": key, "min_version": low, "max_version": high}
-            for key, (low, high) in sorted(served.items())
+            for key, (low, high) in sorted(served.items()) if key not in CLUSTER_ONLY or broker.cluster is not None
         ],
         "throttle_time": 0,
         # v3 answers omit features whose minimum is 0: older clients cannot parse them (KAFKA-17492).

@@ -27,14 +27,17 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
                 "error_message": f"endpoint type {endpoint_type} is not served by a broker; ask for brokers (1)",
                 "cluster_id": broker.config.cluster_id, "controller_id": -1, "brokers": [],
                 "cluster_authorized_operations": access.NOT_REQUESTED}
+    cluster = broker.cluster  # a cluster's brokers describe every live broker and the active controller
     return {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
         "error_message": None,
         "endpoint_type": _BROKERS,
         "cluster_id": broker.config.cluster_id,
-        "controller_id": node_id,
-        "brokers": [{"broker_id": node_id, "host": broker.advertised_host, "port": broker.port, "rack": None,
+        "controller_id": cluster.controller_id if cluster is not None else node_id,
+        "brokers": [{"broker_id": entry["node_id"], "host": entry["host"], "port": entry["port"], "rack": None,
+                     "is_fenced": False} for entry in cluster.broker_entries()] if cluster is not None else
+                   [{"broker_id": node_id, "host": broker.advertised_host, "port": broker.port, "rack": None,
                      "is_fenced": False}],  # v2: a serving node is never fenced
         "cluster_authorized_operations": access.authorized_operations(
             broker, request, access.CLUSTER, CLUSTER_NAME,

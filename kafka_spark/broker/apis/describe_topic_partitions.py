@@ -22,7 +22,8 @@ from kafka_spark.broker.apis.metadata import NO_AUTHORIZED_OPERATIONS, is_intern
 def handle(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
     node_id = broker.config.node_id
-    existing = broker.logs.topics()
+    cluster = broker.cluster  # a cluster's brokers answer from the controller's metadata image
+    existing = cluster.topics() if cluster is not None else broker.logs.topics()
     asked = bool(body.topics)
     names = sorted({topic.name for topic in body.topics}) if asked else sorted(existing)
     cursor = body.cursor
@@ -53,7 +54,8 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         budget -= len(indexes)
         topics.append({
             "error_code": ErrorCode.none, "name": name, "topic_id": info.topic_id, "is_internal": is_internal_topic(name),
-            "partitions": [{**partition_entry(index, node_id, (name, index) in offline),
+            "partitions": [{**(cluster.partition_entry(name, index) if cluster is not None
+                               else partition_entry(index, node_id, (name, index) in offline)),
                             "eligible_leader_replicas": [], "last_known_elr": []} for index in indexes],
             "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
         })

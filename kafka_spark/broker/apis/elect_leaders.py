@@ -28,6 +28,9 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
                 {"partition_id": partition, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None}
                 for partition in entry.partitions]} for entry in body.topic_partitions or ()]}
     unclean = getattr(body, "election_type", 0) == _UNCLEAN
+    if broker.cluster is not None:  # the controller elects: the preferred replica, or any live one (unclean)
+        return {"throttle_time": 0, "error_code": ErrorCode.none,
+                "replica_election_results": broker.cluster.elect_leaders(body.topic_partitions, unclean)}
     results = []
     for entry in body.topic_partitions or ():
         info = broker.logs.topic_info(entry.topic)

@@ -49,6 +49,7 @@ async def handle(broker: Any, request: Any) -> dict[str, Any]:
 def _read(broker: Any, request: Any) -> tuple[list[dict[str, Any]], int, bool]:
     body = request.body
     read_committed = getattr(body, "isolation_level", 0) == _READ_COMMITTED
+    replica_id = getattr(body, "replica_id", -1)  # a follower's fetch in a cluster (Fetch v4-14)
     budget = body.max_bytes
     total = 0
     has_error = False
@@ -64,7 +65,7 @@ def _read(broker: Any, request: Any) -> tuple[list[dict[str, Any]], int, bool]:
                 entry = _empty_entry(fetch_partition.partition)
                 entry["error_code"] = ErrorCode.topic_authorization_failed if denied else ErrorCode.unknown_topic_id
             else:
-                entry = _read_partition(broker, name, fetch_partition, read_committed, budget, total)
+                entry = _read_partition(broker, name, fetch_partition, read_committed, budget, total, replica_id)
             if entry["error_code"]:
                 has_error = True
             total += len(entry["records"])
@@ -87,9 +88,15 @@ def _empty_entry(partition: int) -> dict[str, Any]:
 
 
 def _read_partition(
-    broker: Any, topic: str, request: Any, read_committed: bool, budget: int, used: int
+    broker: Any, topic: str, request: Any, read_committed: bool, budget: int, used: int, replica_id: int = -1
 ) -> dict[str, Any]:
     entry = _empty_entry(request.partition)
+    leader_epoch = getattr(request, "current_leader_epoch", -1)
+    if broker.cluster is not None:  # the leader only; a follower's fetch reports its log end offset
+        code = broker.cluster.check_fetch(topic, request.partition, replica_id, request.fetch_offset, leader_epoch)
+        if code:
+            entry["error_code"] = code
+            return entry
     try:
         log = broker.logs.get_log(topic, request.partition)
     except StorageError as error:
@@ -100,8 +107,7 @@ def _read_partition(
     entry["high_watermark"] = high_watermark
     entry["last_stable_offset"] = last_stable
     entry["log_start_offset"] = log.log_start_offset
-    leader_epoch = getattr(request, "current_leader_epoch", -1)
-    if leader_epoch not in (-1, 0):
+    if broker.cluster is None and leader_epoch not in (-1, 0):
         entry["error_code"] = ErrorCode.fenced_leader_epoch
         return entry
     # KIP-74: the first partition with data may exceed max_bytes; later ones share what is left.
@@ -112,7 +118,7 @@ def _read_partition(
         data = log.read(
             request.fetch_offset,
             limit,
-            max_offset=last_stable if read_committed else high_watermark,
+            max_offset=log.log_end_offset if replica_id >= 0 else last_stable if read_committed else high_watermark,
         )
     except OffsetOutOfRangeError:
         entry["error_code"] = ErrorCode.offset_out_of_range

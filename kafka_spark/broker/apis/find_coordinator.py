@@ -20,6 +20,8 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
     if key_type not in _KEY_TYPES:
         error, message = ErrorCode.invalid_request, f"key type {key_type} is not served; use 0 (group) or 1 (transaction)"
     here = {"node_id": broker.config.node_id, "host": broker.advertised_host, "port": broker.port}
+    if broker.cluster is not None:  # one coordinator for the whole cluster, so every member finds the same
+        here = broker.cluster.coordinator()
     nowhere = {"node_id": -1, "host": "", "port": -1}
 
     def answer(key: str) -> dict[str, Any]:

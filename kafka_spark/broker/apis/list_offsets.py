@@ -57,6 +57,10 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
 def _lookup(broker: Any, topic: str, partition: int, timestamp: int, read_committed: bool,
             version: int) -> dict[str, Any]:
     entry = {"partition_index": partition, "error_code": ErrorCode.none, "timestamp": -1, "offset": -1, "leader_epoch": 0}
+    if broker.cluster is not None:  # answered by the leader, with its epoch
+        entry["error_code"], entry["leader_epoch"] = broker.cluster.list_offsets_check(topic, partition)
+        if entry["error_code"]:
+            return entry
     try:
         log = broker.logs.get_log(topic, partition)
     except StorageError as error:

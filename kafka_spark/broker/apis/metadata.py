@@ -41,7 +41,8 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
     node_id = broker.config.node_id
     # Internal topics (__consumer_offsets, __transaction_state) are listed as Kafka lists them,
     # is_internal=true (clients with exclude.internal.topics=false see them), and never auto-created.
-    existing = broker.logs.topics()
+    cluster = broker.cluster  # a cluster's brokers answer from the controller's metadata image
+    existing = cluster.topics() if cluster is not None else broker.logs.topics()
     listing = body.topics is None or (request.api_version == 0 and not body.topics)
     if listing:
         names: list[str | None] = sorted(existing)  # v0 [] and v1+ null both mean "all topics"
@@ -67,7 +68,8 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
                 and (access.allowed_on_cluster(broker, request, access.CREATE)
                      or access.allowed(broker, request, access.CREATE, access.TOPIC, name)):
             try:
-                info = broker.logs.create_topic(name, broker.config.num_partitions)
+                info = cluster.create_topic(name, -1, None, None) if cluster is not None \
+                    else broker.logs.create_topic(name, broker.config.num_partitions)
             except StorageError as error:
                 topics.append(_topic_error(name, error.error_code))
                 continue
@@ -82,7 +84,8 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
                 "name": name,
                 "topic_id": info.topic_id,
                 "is_internal": is_internal_topic(name),
-                "partitions": [partition_entry(index, node_id, (name, index) in offline)
+                "partitions": [cluster.partition_entry(name, index) if cluster is not None
+                               else partition_entry(index, node_id, (name, index) in offline)
                                for index in range(info.partitions)],
                 "topic_authorized_operations": access.authorized_operations(broker, request, access.TOPIC, name,
                                                                             with_operations),
@@ -90,11 +93,12 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         )
     return {
         "throttle_time": 0,
-        "brokers": [
+        "brokers": cluster.broker_entries() if cluster is not None else [
             {"node_id": node_id, "host": broker.advertised_host, "port": broker.port, "rack": None}
         ],
         "cluster_id": broker.config.cluster_id,
-        "controller_id": node_id,  # never -1: admin clients wait forever for a controller
+        # never -1: admin clients wait forever for a controller
+        "controller_id": cluster.controller_id if cluster is not None else node_id,
         "topics": topics,
         "cluster_authorized_operations": access.authorized_operations(
             broker, request, access.CLUSTER, CLUSTER_NAME,

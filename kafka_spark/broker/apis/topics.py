@@ -70,6 +70,13 @@ def _create(broker: Any, topic: Any, validate_only: bool) -> tuple[int, str | No
             if error:
                 return ErrorCode.invalid_replica_assignment, error
         partitions = len(indexes)
+    elif broker.cluster is not None:  # the controller assigns replicas across the cluster's brokers
+        try:
+            broker.cluster.create_topic(topic.name, topic.num_partitions, topic.replication_factor,
+                                        {config.name: config.value for config in topic.configs}, validate_only)
+        except StorageError as error:
+            return error.error_code, str(error)
+        return ErrorCode.none, None
     elif topic.replication_factor not in (-1, 1):
         return (
             ErrorCode.invalid_replication_factor,
@@ -113,8 +120,11 @@ def handle_delete(broker: Any, request: Any) -> dict[str, Any]:
             continue
         code, message = ErrorCode.none, None
         try:
-            broker.logs.delete_topic(name)
-            broker.forget_topic(name)
+            if broker.cluster is not None:  # through the controller: every replica goes
+                broker.cluster.delete_topic(name)
+            else:
+                broker.logs.delete_topic(name)
+                broker.forget_topic(name)
             logger.info("deleted topic %s", name)
         except StorageError as error:
             code, message = error.error_code, str(error)
@@ -166,6 +176,8 @@ def handle_create_partitions(broker: Any, request: Any) -> dict[str, Any]:
                 code, message = ErrorCode.topic_authorization_failed, f"not authorized to alter topic {topic.name}"
             elif is_internal_topic(topic.name):
                 code, message = ErrorCode.unknown_topic_or_partition, f"topic {topic.name!r} does not exist"
+            elif broker.cluster is not None:  # the controller assigns the new partitions' replicas
+                broker.cluster.add_partitions(topic.name, topic.count, validate_only=body.validate_only)
             elif topic.assignments and (error := _assignments_error(broker, topic)):
                 code, message = ErrorCode.invalid_replica_assignment, error
             elif body.validate_only:

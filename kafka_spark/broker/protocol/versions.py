@@ -35,6 +35,7 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
@@ -72,6 +73,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     ApiKey.END_TXN: (0, 5),
@@ -104,6 +106,10 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 2),
 }
+
+#: Served by every broker but advertised by the brokers of a cluster only (broker.cluster set): a
+#: single node keeps leader epoch 0, and clients then have no use for them.
+CLUSTER_ONLY: frozenset[int] = frozenset({ApiKey.OFFSET_FOR_LEADER_EPOCH})
 
 #: Features (KIP-584) ApiVersions v3+ reports: name -> (min supported, max supported, finalized
 #: level). ``transaction.version`` 2 is KIP-890's transaction protocol v2, finalized as Kafka 4

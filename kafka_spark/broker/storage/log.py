@@ -100,6 +100,10 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = time_ms()
         self.first_unstable_offset: int | None = None  # hook for the transaction layer
+        # Replication (kafka_spark.broker.cluster): the epoch stamped into appended batches, and
+        # the high watermark the replicas agreed on (None: a single replica, the HW is the LEO).
+        self.leader_epoch = 0
+        self.replicated_high_watermark: int | None = None
 
     @property
     def name(self) -> str:
@@ -164,8 +168,11 @@ class Log:
 
     @property
     def high_watermark(self) -> int:
-        """Single replica: everything appended is replicated, so the HW is the LEO."""
-        return self._segments[-1].next_offset
+        """Single replica: everything appended is replicated, so the HW is the LEO. Replicated:
+        what the leader computed (the smallest LEO of the in-sync replicas), never above the LEO."""
+        log_end = self._segments[-1].next_offset
+        replicated = self.replicated_high_watermark
+        return log_end if replicated is None else min(replicated, log_end)
 
     @property
     def last_stable_offset(self) -> int:
@@ -186,7 +193,7 @@ class Log:
     # -- append ------------------------------------------------------------------------------------
 
     def append(self, records: bytes | bytearray | memoryview, *, headers: Sequence[BatchHeader] | None = None,
-               acks: int = -1) -> AppendResult:
+               acks: int = -1, leader_epoch: int | None = None) -> AppendResult:
         """Append whole batches at the log end offset; all or nothing.
 
         ``headers`` are ``validate_batches`` output for ``records`` (the produce path validates
@@ -197,8 +204,10 @@ class Log:
         The active segment rolls first when this append would push it past ``segment_bytes`` or it
         spans more than ``segment_ms`` (measured, as in Kafka, from its first batch's timestamp to
         the incoming batches' max timestamp). With acks=-1 and ``flush_on_ack_all`` the log file is
-        fsynced before returning.
+        fsynced before returning. ``leader_epoch`` is stamped into the batches (default: the log's
+        ``leader_epoch``; a follower passes the epoch the leader stamped).
         """
+        epoch = self.leader_epoch if leader_epoch is None else leader_epoch
         view = memoryview(records)
         if headers is None:
             headers = validate_batches(view, self.config.max_message_bytes, allow_control=True)
@@ -216,7 +225,7 @@ class Log:
                 data = bytearray(view)
                 position = 0
                 for header in headers:
-                    rewrite_base_offset(data, position, offset, 0)
+                    rewrite_base_offset(data, position, offset, epoch)
                     set_log_append_time(data, position, header.size, now)
                     stored.append(BatchHeader.parse(data, position))
                     offset += header.last_offset_delta + 1
@@ -225,7 +234,7 @@ class Log:
             else:  # only the 16-byte prefix changes: write it beside the producer's bytes, no copy
                 position = 0
                 for header in headers:
-                    prefix = _BATCH_PREFIX.pack(offset, header.batch_length, 0)
+                    prefix = _BATCH_PREFIX.pack(offset, header.batch_length, epoch)
                     stored.append(BatchHeader.parse(prefix + view[position + _BATCH_PREFIX.size : position + HEADER_SIZE]))
                     parts.append(prefix)
                     parts.append(view[position + _BATCH_PREFIX.size : position + header.size])
@@ -555,6 +564,23 @@ class Log:
                 self._segments.pop().delete()
             self._segments[-1].truncate_to(offset)
             checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, self._segments[-1].base_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and start empty at ``offset`` (Kafka's truncateFullyAndStartAt): a
+        follower whose log ends below its leader's log start offset copies from there."""
+        with self._lock:
+            self._check_open()
+            try:
+                checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, offset)
+                for segment in self._segments:
+                    segment.delete()
+                self._segments = [LogSegment(self.directory, offset, index_interval_bytes=self.config.index_interval_bytes,
+                                             created_ms=self._time_ms())]
+                self._log_start_offset = offset
+                checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, offset)
+            except OSError as error:
+                self.mark_failed(f"truncation failed: {error}")
+                raise KafkaStorageError(f"truncating {self.name} failed: {error}") from error
 
     # -- lifecycle ---------------------------------------------------------------------------------
 

@@ -193,13 +193,15 @@ class LogManager:
             )
         return LogConfig.from_topic_configs(configs or {}, self.default_config)
 
-    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None) -> TopicInfo:
-        """Create a topic and its partition logs; returns its TopicInfo (see validate_topic for errors)."""
+    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None, *,
+                     topic_id: uuid.UUID | None = None) -> TopicInfo:
+        """Create a topic and its partition logs; returns its TopicInfo (see validate_topic for errors).
+        ``topic_id``: the id to give it (a cluster's brokers share the id its controller chose)."""
         with self._lock:
             self._check_open()
             config = self.validate_topic(name, partitions, configs)
             info = TopicInfo(name, partitions, MappingProxyType({k: v for k, v in (configs or {}).items()
-                                                                  if v is not None}))
+                                                                  if v is not None}), topic_id or uuid.uuid4())
             try:
                 checkpoint.atomic_write(self._metadata_path(info), info.to_json())
                 self._topics[name] = info

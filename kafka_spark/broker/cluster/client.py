@@ -1,0 +1,64 @@
+"""A broker's own Kafka client, for replication: one asyncio connection to another broker.
+
+Followers reach their leader over its listener with the requests Kafka's replica fetchers send
+(Fetch with a replica id, OffsetForLeaderEpoch), encoded and decoded with kio — the leader serves
+them on the same code path as any client's request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import struct
+from typing import Any
+
+from kio.serial import entity_reader, entity_writer
+
+from kafka_spark.broker.protocol.codec import build
+from kafka_spark.broker.protocol.schemas import request_class, response_class
+
+_SIZE = struct.Struct(">i")
+
+
+class BrokerConnection:
+    """Requests one at a time over one connection; ``request`` raises OSError-family errors
+    (ConnectionError, asyncio.IncompleteReadError) when the other broker goes away."""
+
+    def __init__(self, host: str, port: int, client_id: str) -> None:
+        self.host, self.port = host, port
+        self.client_id = client_id.encode("utf-8")
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation_id = 0
+
+    async def request(self, api_key: int, version: int, body: dict[str, Any], timeout: float = 30.0) -> Any:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), timeout)
+        reader, writer = self._reader, self._writer  # close() may drop them while this request waits
+        assert reader is not None and writer is not None
+        cls = request_class(api_key, version)
+        self._correlation_id += 1
+        buffer = io.BytesIO()
+        buffer.write(struct.pack(">hhi", api_key, version, self._correlation_id))
+        buffer.write(struct.pack(">h", len(self.client_id)) + self.client_id)
+        if cls.__flexible__:
+            buffer.write(b"\0")  # request header v2: empty tag buffer
+        entity_writer(cls)(buffer, build(cls, body))
+        payload = buffer.getvalue()
+        writer.write(_SIZE.pack(len(payload)) + payload)
+        await writer.drain()
+        (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), timeout))
+        frame = await asyncio.wait_for(reader.readexactly(size), timeout)
+        (correlation_id,) = struct.unpack_from(">i", frame, 0)
+        if correlation_id != self._correlation_id:
+            raise ConnectionError(f"broker {self.host}:{self.port} answered correlation id {correlation_id}, "
+                                  f"expected {self._correlation_id}")
+        response = response_class(api_key, version)
+        position = 5 if response.__flexible__ else 4  # response header v1: empty tag buffer
+        body_out, _ = entity_reader(response)(frame, position)
+        return body_out
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None

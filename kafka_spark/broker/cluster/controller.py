@@ -1,0 +1,442 @@
+"""The cluster controller: broker liveness and the state of every partition's replicas.
+
+One ``Controller`` object per :class:`~kafka_spark.broker.cluster.EmbeddedCluster` holds the
+cluster's metadata — registered brokers (alive or fenced), topics, and per partition its leader,
+leader epoch, partition epoch, replicas and in-sync replicas — and publishes every change as an
+immutable :class:`MetadataImage` that it pushes to each live broker (``on_image`` callbacks,
+which the brokers run on their own event loops). It is the in-process counterpart of KRaft's
+active controller: Kafka's controller appends the same records (RegisterBroker, Fence/Unfence,
+PartitionRecord, PartitionChangeRecord) to the replicated ``__cluster_metadata`` log and brokers
+apply them to their metadata image; here the record log is the controller's memory (the brokers
+of one process cannot outlive it), so the image is handed over directly.
+
+Which broker "is" the controller: the live broker with the lowest id hosts the active controller
+role and is named ``controller_id`` in Metadata; when it dies the role moves to the next one and
+the controller epoch is bumped, as a KRaft quorum elects a new active controller. The state
+survives the move, as it survives in KRaft's replicated metadata log.
+
+Liveness: a broker registers (getting a new broker epoch) and heartbeats every
+``broker.heartbeat.interval.ms``; a broker whose heartbeats stop for ``broker.session.timeout.ms``
+is fenced: it leaves every ISR, and each partition it led gets a new leader from the ISR (the
+first live in-sync replica in replica order) with the leader epoch and partition epoch bumped. With
+no live in-sync replica the partition goes offline (leader -1) and keeps its last ISR member, the
+one replica known to hold every acknowledged record, until it returns — unless
+``unclean.leader.election.enable`` lets an out-of-sync replica lead (and lose records). A clean
+shutdown moves leadership away before the broker stops (Kafka's controlled shutdown).
+
+Leaders change their ISR through :meth:`Controller.alter_partition` (Kafka's AlterPartition, API
+56): the request carries the leader's epoch and partition epoch, and a stale one is refused with
+FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION, which is what stops a deposed leader from changing
+anything.
+
+Persistence: with a ``metadata_dir`` (an EmbeddedCluster's ``<log_dir>/controller``) every change
+is written to ``metadata.json`` there (topics, partition states, broker addresses) — what KRaft keeps
+in its metadata log and snapshots — so a cluster restarted on the same log directory has its
+topics and leaders back. Brokers known from it count as alive for one session timeout after the
+load; one that does not register by then is fenced like a broker that died.
+
+Thread-safety: every method takes the controller's lock; pushes only schedule work on the
+brokers' loops, so no broker ever waits for another.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Callable, Mapping, Sequence
+
+from kio.schema.errors import ErrorCode
+
+from kafka_spark.broker.storage import checkpoint
+from kafka_spark.broker.storage.errors import (InvalidPartitionsError, StorageError, TopicExistsError,
+                                               UnknownTopicOrPartitionError)
+from kafka_spark.broker.storage.log_manager import TopicInfo
+from kafka_spark.common.topic_partition import TopicPartition
+
+logger = logging.getLogger("kafka_spark.broker.cluster")
+
+NO_LEADER = -1
+
+
+class InvalidReplicationFactorError(StorageError):
+    """CreateTopics with a replication factor the live brokers cannot host (38)."""
+
+    error_code = ErrorCode.invalid_replication_factor
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """What the controller decided about one partition (KRaft's PartitionRecord)."""
+
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    node_id: int
+    host: str
+    port: int
+    epoch: int
+    alive: bool
+
+
+@dataclass(frozen=True)
+class MetadataImage:
+    """An immutable snapshot of the cluster metadata; ``version`` grows with every change."""
+
+    version: int
+    controller_id: int
+    controller_epoch: int
+    brokers: Mapping[int, BrokerRegistration]
+    topics: Mapping[str, TopicInfo]
+    partitions: Mapping[TopicPartition, PartitionState]
+    defaults: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def alive(self, node_id: int) -> bool:
+        registration = self.brokers.get(node_id)
+        return registration is not None and registration.alive
+
+    def min_insync_replicas(self, topic: str) -> int:
+        info = self.topics.get(topic)
+        value = (info.configs.get("min.insync.replicas") if info is not None else None) \
+            or self.defaults.get("min.insync.replicas", "1")
+        return int(value)
+
+    def unclean_leader_election(self, topic: str) -> bool:
+        info = self.topics.get(topic)
+        value = (info.configs.get("unclean.leader.election.enable") if info is not None else None) \
+            or self.defaults.get("unclean.leader.election.enable", "false")
+        return str(value).lower() == "true"
+
+
+class Controller:
+    """See the module docstring. ``start()`` begins watching heartbeats; ``close()`` stops."""
+
+    def __init__(self, *, default_replication_factor: int = 1, min_insync_replicas: int = 1,
+                 unclean_leader_election_enable: bool = False, broker_session_timeout_ms: int = 3000,
+                 num_partitions: int = 1, metadata_dir: Path | None = None) -> None:
+        self.default_replication_factor = default_replication_factor
+        self.num_partitions = num_partitions
+        self.session_timeout_ms = broker_session_timeout_ms
+        self._defaults = MappingProxyType({"min.insync.replicas": str(min_insync_replicas),
+                                           "unclean.leader.election.enable": str(unclean_leader_election_enable).lower(),
+                                           "default.replication.factor": str(default_replication_factor)})
+        self._lock = threading.RLock()
+        self._brokers: dict[int, BrokerRegistration] = {}
+        self._last_heartbeat: dict[int, float] = {}
+        self._listeners: dict[int, Callable[[MetadataImage], None]] = {}
+        self._topics: dict[str, TopicInfo] = {}
+        self._partitions: dict[TopicPartition, PartitionState] = {}
+        self._version = 0
+        self._controller_id = NO_LEADER
+        self._controller_epoch = 0
+        self._next_broker_epoch = 1
+        self._path = Path(metadata_dir) / "metadata.json" if metadata_dir is not None else None
+        if self._path is not None and self._path.exists():
+            self._load(self._path)
+        self._image = self._snapshot()
+        self._stop = threading.Event()
+        self._monitor: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._monitor is None:
+            self._monitor = threading.Thread(target=self._watch, name="pylog-controller", daemon=True)
+            self._monitor.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._monitor is not None:
+            self._monitor.join(timeout=10)
+            self._monitor = None
+
+    def _watch(self) -> None:
+        interval = min(0.1, self.session_timeout_ms / 4000)
+        while not self._stop.wait(interval):
+            now = time.monotonic()
+            with self._lock:
+                expired = [node for node, last in self._last_heartbeat.items()
+                           if self._brokers[node].alive and (now - last) * 1000 > self.session_timeout_ms]
+                for node in expired:
+                    logger.warning("broker %d missed its heartbeats for %d ms: fencing it", node, self.session_timeout_ms)
+                    self._fence(node)
+                if expired:
+                    self._publish()
+
+    # -- what the brokers call ------------------------------------------------------------------------
+
+    def register(self, node_id: int, host: str, port: int, on_image: Callable[[MetadataImage], None]) -> int:
+        """A broker (re)starting: returns its new broker epoch. Partitions left offline with this
+        broker as their last in-sync replica get it as leader again."""
+        with self._lock:
+            epoch = self._next_broker_epoch
+            self._next_broker_epoch += 1
+            self._brokers[node_id] = BrokerRegistration(node_id, host, port, epoch, True)
+            self._last_heartbeat[node_id] = time.monotonic()
+            self._listeners[node_id] = on_image
+            for tp, state in self._partitions.items():
+                if state.leader == NO_LEADER and node_id in state.replicas and (
+                        node_id in state.isr or self._unclean(tp.topic)):
+                    self._partitions[tp] = replace(state, leader=node_id, leader_epoch=state.leader_epoch + 1,
+                                                   partition_epoch=state.partition_epoch + 1,
+                                                   isr=state.isr if node_id in state.isr else (node_id,))
+                    logger.info("%s: broker %d is back and leads again (epoch %d)", tp, node_id, state.leader_epoch + 1)
+            self._publish()
+            logger.info("broker %d registered at %s:%d (broker epoch %d)", node_id, host, port, epoch)
+            return epoch
+
+    def heartbeat(self, node_id: int, broker_epoch: int) -> bool:
+        """False when the broker was fenced or re-registered since (it must stop acting)."""
+        with self._lock:
+            registration = self._brokers.get(node_id)
+            if registration is None or registration.epoch != broker_epoch or not registration.alive:
+                return False
+            self._last_heartbeat[node_id] = time.monotonic()
+            return True
+
+    def shutdown_broker(self, node_id: int, broker_epoch: int) -> None:
+        """Controlled shutdown: move leadership off the broker and fence it now."""
+        with self._lock:
+            registration = self._brokers.get(node_id)
+            if registration is None or registration.epoch != broker_epoch or not registration.alive:
+                return
+            self._fence(node_id)
+            self._publish()
+
+    def alter_partition(self, tp: TopicPartition, leader: int, leader_epoch: int, partition_epoch: int,
+                        isr: Sequence[int]) -> tuple[int, PartitionState | None]:
+        """A leader's ISR change: ``(error code, new state)``."""
+        with self._lock:
+            state = self._partitions.get(tp)
+            if state is None:
+                return ErrorCode.unknown_topic_or_partition, None
+            if state.leader != leader or state.leader_epoch != leader_epoch:
+                return ErrorCode.fenced_leader_epoch, state
+            if state.partition_epoch != partition_epoch:
+                return ErrorCode.invalid_update_version, state
+            new_isr = tuple(node for node in state.replicas if node in isr and (node == leader or self._alive(node)))
+            if leader not in new_isr:
+                return ErrorCode.invalid_request, state
+            if new_isr == state.isr:
+                return ErrorCode.none, state
+            state = replace(state, isr=new_isr, partition_epoch=state.partition_epoch + 1)
+            self._partitions[tp] = state
+            logger.info("%s: ISR is now %s (leader %d, partition epoch %d)", tp, list(new_isr), leader,
+                        state.partition_epoch)
+            self._publish()
+            return ErrorCode.none, state
+
+    # -- what users and admin requests call -----------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int | None = None, replication_factor: int | None = None,
+                     configs: Mapping[str, str] | None = None, *, validate_only: bool = False) -> TopicInfo:
+        """Create a topic and assign its replicas across the live brokers (Kafka's rack-unaware
+        assignment: partition p's replicas are consecutive brokers from a random start + p).
+        ``replication_factor`` None or -1: default.replication.factor; ``configs`` may set
+        min.insync.replicas and unclean.leader.election.enable per topic."""
+        configs = {key: value for key, value in (configs or {}).items() if value is not None}
+        with self._lock:
+            if name in self._topics:
+                raise TopicExistsError(f"topic {name!r} already exists with {self._topics[name].partitions} partition(s)")
+            count = self.num_partitions if partitions in (None, -1) else partitions
+            if count < 1:
+                raise InvalidPartitionsError(f"topic {name!r} needs at least 1 partition, not {count}")
+            factor = self.default_replication_factor if replication_factor in (None, -1) else replication_factor
+            live = sorted(node for node, registration in self._brokers.items() if registration.alive)
+            if not 1 <= factor <= len(live):
+                raise InvalidReplicationFactorError(
+                    f"Replication factor: {factor} larger than available brokers: {len(live)}." if factor > len(live)
+                    else f"replication factor {factor} is invalid for topic {name!r}: give 1 to {len(live)}")
+            min_isr = configs.get("min.insync.replicas")
+            if min_isr is not None and not (min_isr.lstrip("-").isdigit() and 1 <= int(min_isr)):
+                from kafka_spark.broker.storage.errors import InvalidConfigError
+                raise InvalidConfigError(f"min.insync.replicas={min_isr!r} for topic {name!r}: give a whole number >= 1")
+            info = TopicInfo(name, count, MappingProxyType(dict(configs)), uuid.uuid4())
+            if validate_only:
+                return info
+            start = random.randrange(len(live))
+            self._topics[name] = info
+            for partition in range(count):
+                replicas = tuple(live[(start + partition + j) % len(live)] for j in range(factor))
+                self._partitions[TopicPartition(name, partition)] = PartitionState(
+                    leader=replicas[0], leader_epoch=0, partition_epoch=0, replicas=replicas, isr=replicas)
+            self._publish()
+            logger.info("created topic %s: %d partition(s), replication factor %d", name, count, factor)
+            return info
+
+    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> TopicInfo:
+        """CreatePartitions: grow ``name`` to ``count`` partitions, the new ones assigned as at
+        creation (same replication factor, spread over the live brokers)."""
+        with self._lock:
+            info = self._topics.get(name)
+            if info is None:
+                raise UnknownTopicOrPartitionError(f"cannot add partitions to topic {name!r}: it does not exist")
+            if count <= info.partitions:
+                raise InvalidPartitionsError(f"topic {name!r} has {info.partitions} partition(s); the new total "
+                                             f"must be above that, not {count}")
+            factor = len(self._partitions[TopicPartition(name, 0)].replicas)
+            live = sorted(node for node, registration in self._brokers.items() if registration.alive)
+            if factor > len(live):
+                raise InvalidReplicationFactorError(
+                    f"topic {name!r} has replication factor {factor}; only {len(live)} broker(s) are alive")
+            grown = TopicInfo(name, count, info.configs, info.topic_id)
+            if validate_only:
+                return grown
+            start = random.randrange(len(live))
+            for partition in range(info.partitions, count):
+                replicas = tuple(live[(start + partition + j) % len(live)] for j in range(factor))
+                self._partitions[TopicPartition(name, partition)] = PartitionState(replicas[0], 0, 0, replicas, replicas)
+            self._topics[name] = grown
+            self._publish()
+            return grown
+
+    def delete_topic(self, name: str) -> None:
+        with self._lock:
+            if name not in self._topics:
+                raise UnknownTopicOrPartitionError(f"cannot delete topic {name!r}: it does not exist")
+            info = self._topics.pop(name)
+            for partition in range(info.partitions):
+                self._partitions.pop(TopicPartition(name, partition), None)
+            self._publish()
+
+    def elect_leaders(self, partitions: Sequence[TopicPartition] | None = None, *,
+                      unclean: bool = False) -> dict[TopicPartition, int]:
+        """ElectLeaders. Preferred (election type 0): make each partition's first replica its
+        leader where it is alive and in sync (ELECTION_NOT_NEEDED when it leads already).
+        Unclean (type 1): give an offline partition a live replica as leader even if out of sync
+        (ELECTION_NOT_NEEDED when it has a leader). Returns an error code per partition."""
+        results: dict[TopicPartition, int] = {}
+        with self._lock:
+            for tp in partitions if partitions is not None else list(self._partitions):
+                state = self._partitions.get(tp)
+                if state is None:
+                    results[tp] = ErrorCode.unknown_topic_or_partition
+                    continue
+                if unclean:
+                    live = [node for node in state.replicas if self._alive(node)]
+                    if state.leader != NO_LEADER:
+                        results[tp] = ErrorCode.election_not_needed
+                    elif not live:
+                        results[tp] = ErrorCode.eligible_leaders_not_available
+                    else:
+                        self._partitions[tp] = replace(state, leader=live[0], leader_epoch=state.leader_epoch + 1,
+                                                       partition_epoch=state.partition_epoch + 1, isr=(live[0],))
+                        results[tp] = ErrorCode.none
+                    continue
+                preferred = state.replicas[0]
+                if state.leader == preferred:
+                    results[tp] = ErrorCode.election_not_needed
+                elif preferred in state.isr and self._alive(preferred):
+                    self._partitions[tp] = replace(state, leader=preferred, leader_epoch=state.leader_epoch + 1,
+                                                   partition_epoch=state.partition_epoch + 1)
+                    results[tp] = ErrorCode.none
+                else:
+                    results[tp] = ErrorCode.preferred_leader_not_available
+            if any(code == ErrorCode.none for code in results.values()):
+                self._publish()
+        return results
+
+    @property
+    def image(self) -> MetadataImage:
+        with self._lock:
+            return self._image
+
+    # -- internals ------------------------------------------------------------------------------------
+
+    def _alive(self, node_id: int) -> bool:
+        registration = self._brokers.get(node_id)
+        return registration is not None and registration.alive
+
+    def _unclean(self, topic: str) -> bool:
+        return self._image.unclean_leader_election(topic) if topic in self._topics else False
+
+    def _fence(self, node_id: int) -> None:
+        """The broker is gone: out of every ISR, and its partitions get new leaders."""
+        registration = self._brokers[node_id]
+        self._brokers[node_id] = replace(registration, alive=False)
+        self._listeners.pop(node_id, None)
+        for tp, state in self._partitions.items():
+            if node_id not in state.replicas:
+                continue
+            isr = tuple(node for node in state.isr if node != node_id)
+            if state.leader == node_id:
+                candidates = [node for node in state.replicas if node in isr and self._alive(node)]
+                if candidates:
+                    leader = candidates[0]
+                elif self._unclean(tp.topic) and any(self._alive(node) for node in state.replicas):
+                    leader = next(node for node in state.replicas if self._alive(node))
+                    isr = (leader,)
+                    logger.warning("%s: unclean leader election of out-of-sync broker %d: records may be lost",
+                                   tp, leader)
+                else:
+                    leader = NO_LEADER
+                    isr = isr or (node_id,)  # the last in-sync replica stays, the partition waits for it
+                    logger.warning("%s: no in-sync replica left to lead; offline until broker %d returns", tp, node_id)
+                self._partitions[tp] = replace(state, leader=leader, leader_epoch=state.leader_epoch + 1,
+                                               partition_epoch=state.partition_epoch + 1, isr=isr)
+                if leader != NO_LEADER:
+                    logger.info("%s: broker %d leads now (leader epoch %d)", tp, leader, state.leader_epoch + 1)
+            elif isr and isr != state.isr:
+                self._partitions[tp] = replace(state, isr=isr, partition_epoch=state.partition_epoch + 1)
+
+    def _snapshot(self) -> MetadataImage:
+        live = sorted(node for node, registration in self._brokers.items() if registration.alive)
+        controller = live[0] if live else NO_LEADER
+        if controller != self._controller_id:
+            self._controller_id = controller
+            self._controller_epoch += 1
+        self._version += 1
+        return MetadataImage(self._version, self._controller_id, self._controller_epoch,
+                             MappingProxyType(dict(self._brokers)), MappingProxyType(dict(self._topics)),
+                             MappingProxyType(dict(self._partitions)), self._defaults)
+
+    def _load(self, path: Path) -> None:
+        document = json.loads(path.read_text())
+        for raw in document["topics"]:
+            info, _ = TopicInfo.from_json(json.dumps(raw).encode())
+            self._topics[info.name] = info
+        for raw in document["partitions"]:
+            self._partitions[TopicPartition(raw["topic"], raw["partition"])] = PartitionState(
+                raw["leader"], raw["leader_epoch"], raw["partition_epoch"], tuple(raw["replicas"]), tuple(raw["isr"]))
+        now = time.monotonic()
+        for raw in document["brokers"]:  # alive until their first session timeout passes without them
+            self._brokers[raw["node_id"]] = BrokerRegistration(raw["node_id"], raw["host"], raw["port"], 0, True)
+            self._last_heartbeat[raw["node_id"]] = now
+        self._next_broker_epoch = document.get("next_broker_epoch", 1)
+        logger.info("controller: loaded %d topic(s) and %d partition(s) from %s", len(self._topics),
+                    len(self._partitions), path)
+
+    def _save(self) -> None:
+        assert self._path is not None
+        document = {
+            "version": 1,
+            "next_broker_epoch": self._next_broker_epoch,
+            "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port} for b in self._brokers.values()],
+            "topics": [json.loads(info.to_json()) for info in self._topics.values()],
+            "partitions": [dict(asdict(state), topic=tp.topic, partition=tp.partition)
+                           for tp, state in self._partitions.items()],
+        }
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        checkpoint.atomic_write(self._path, json.dumps(document, indent=1).encode())
+
+    def _publish(self) -> None:
+        if self._path is not None:
+            self._save()
+        self._image = image = self._snapshot()
+        for node_id, on_image in list(self._listeners.items()):
+            try:
+                on_image(image)
+            except RuntimeError:  # its loop is closed: the broker died; its heartbeats will lapse
+                logger.debug("broker %d did not take metadata version %d", node_id, image.version)

@@ -1,0 +1,726 @@
+"""One broker's side of replication (Kafka's ReplicaManager + Partition + ReplicaFetcherThread).
+
+A :class:`ReplicaManager` is attached to a broker of a cluster (``broker.cluster``); a broker
+without one is the single-node broker, whose behaviour none of this changes. It runs on the
+broker's event loop and applies the controller's metadata images: for each partition the broker
+hosts it is the **leader** (serves produce and fetch, tracks its followers) or a **follower**
+(fetches from the leader) or neither (the partition is offline).
+
+Leader:
+
+* Produce: only the leader appends (NOT_LEADER_OR_FOLLOWER elsewhere); batches are stamped with
+  its leader epoch. acks=all needs ``min.insync.replicas`` in the ISR before appending
+  (NOT_ENOUGH_REPLICAS), then waits until the high watermark passes the batch
+  (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile,
+  REQUEST_TIMED_OUT after the request's timeout, NOT_LEADER_OR_FOLLOWER if leadership moved).
+* Fetch with a replica id is a follower's: its fetch offset is that follower's log end offset
+  (LEO); it reads up to the LEO, not the high watermark. A follower that fetched up to the leader's
+  LEO is "caught up" at that time (Kafka's lastCaughtUpTimeMs rule).
+* High watermark (HW) = the smallest LEO among the in-sync replicas; consumers (replica id -1)
+  read below it only, ListOffsets' latest offset is it.
+* ISR: a follower that has not caught up for ``replica.lag.time.max.ms`` is removed; one whose
+  LEO reached the HW (and the start of the current leader epoch) is added back — both through the
+  controller's AlterPartition, with the leader's epochs, so a deposed leader cannot change it.
+* Fetch and OffsetForLeaderEpoch carrying a current leader epoch older than the partition's are
+  answered FENCED_LEADER_EPOCH, newer ones UNKNOWN_LEADER_EPOCH (KIP-320).
+
+Follower: one fetcher task per leader broker, with a connection to its listener. After a leader
+change it first asks the new leader (OffsetForLeaderEpoch) where its own latest epoch ended and
+truncates its log there, then fetches from its LEO, appending the leader's batches verbatim (their
+offsets and leader epochs kept) and taking the leader's HW (capped at its own LEO).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kio.schema.errors import ErrorCode
+
+from kafka_spark.broker.cluster.client import BrokerConnection
+from kafka_spark.broker.cluster.controller import NO_LEADER, Controller, MetadataImage, PartitionState
+from kafka_spark.broker.cluster.epochs import LeaderEpochCache
+from kafka_spark.broker.protocol.versions import ApiKey
+from kafka_spark.broker.storage.batch import validate_batches
+from kafka_spark.broker.storage.errors import StorageError
+from kafka_spark.broker.storage.log import Log
+from kafka_spark.broker.storage.log_manager import TopicInfo
+from kafka_spark.common.topic_partition import TopicPartition
+
+logger = logging.getLogger("kafka_spark.broker.cluster")
+
+LEADER, FOLLOWER, OFFLINE = "leader", "follower", "offline"
+#: Fetch and OffsetForLeaderEpoch versions the fetchers send (classic encoding, replica id in the body).
+FETCH_VERSION = 11
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+_RETRY_S = 0.1
+_FENCING = {ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
+            ErrorCode.unknown_topic_or_partition, ErrorCode.kafka_storage_error}
+
+
+@dataclass
+class FollowerState:
+    """What a leader knows of one follower."""
+
+    leo: int = -1
+    last_caught_up_ms: float = 0.0
+    last_fetch_leader_leo: int = -1
+    last_fetch_ms: float = 0.0
+
+
+@dataclass
+class _Waiter:
+    required_offset: int
+    future: asyncio.Future[None]
+    entry: dict[str, Any]
+    timer: asyncio.TimerHandle | None = None
+
+
+@dataclass
+class Replica:
+    """This broker's replica of one partition."""
+
+    tp: TopicPartition
+    log: Log
+    epochs: LeaderEpochCache
+    state: PartitionState | None = None
+    role: str = OFFLINE
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+    waiters: list[_Waiter] = field(default_factory=list)
+    epoch_start_offset: int = 0
+    needs_truncation: bool = False
+    stalled_until: float = 0.0
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000
+
+
+class ReplicaManager:
+    """See the module docstring. Every method runs on the broker's event loop unless noted."""
+
+    def __init__(self, broker: Any, controller: Controller, *, replica_lag_time_max_ms: int = 30_000,
+                 heartbeat_interval_ms: int = 250, replica_fetch_wait_max_ms: int = 500) -> None:
+        self.broker = broker
+        self.node_id = broker.config.node_id
+        self.controller = controller
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.replica_fetch_wait_max_ms = replica_fetch_wait_max_ms
+        self.image: MetadataImage | None = None
+        self.partitions: dict[TopicPartition, Replica] = {}
+        self.fetchers: dict[int, _Fetcher] = {}
+        self.broker_epoch = -1
+        self._timers: list[asyncio.TimerHandle] = []
+        self._closed = False
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self.broker.loop
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Register with the controller and start heartbeating and ISR checks."""
+        self._register()
+        self._schedule(self.heartbeat_interval_ms, self._heartbeat)
+        self._schedule(max(self.replica_lag_time_max_ms / 2, 20), self._shrink_isrs)
+
+    def _register(self) -> None:
+        def push(image: MetadataImage) -> None:  # called on the controller's thread
+            self.loop.call_soon_threadsafe(self.apply, image)
+
+        self.broker_epoch = self.controller.register(self.node_id, self.broker.advertised_host, self.broker.port, push)
+        self.apply(self.controller.image)
+
+    def _schedule(self, interval_ms: float, action: Callable[[], None]) -> None:
+        def tick() -> None:
+            if self._closed:
+                return
+            try:
+                action()
+            except Exception:  # noqa: BLE001 - a periodic task must survive a bad round
+                logger.exception("broker %d: %s failed", self.node_id, action.__name__)
+            self._timers.append(self.loop.call_later(interval_ms / 1000, tick))
+            del self._timers[:-4]
+
+        self._timers.append(self.loop.call_later(interval_ms / 1000, tick))
+
+    def _heartbeat(self) -> None:
+        if not self.controller.heartbeat(self.node_id, self.broker_epoch):
+            # Fenced while alive (heartbeats delayed past the session timeout): register anew and
+            # rejoin as a follower of every partition, as a Kafka broker does after being fenced.
+            logger.warning("broker %d was fenced by the controller; registering again", self.node_id)
+            self._register()
+
+    def stop(self, controlled: bool) -> None:
+        """Stop replicating; ``controlled``: tell the controller first (leadership moves now)."""
+        if controlled and not self._closed:
+            self.controller.shutdown_broker(self.node_id, self.broker_epoch)
+        self._closed = True
+        for timer in self._timers:
+            timer.cancel()
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+        self.fetchers.clear()
+        for replica in self.partitions.values():
+            self._fail_waiters(replica, ErrorCode.not_leader_or_follower)
+
+    # -- metadata ------------------------------------------------------------------------------------
+
+    def apply(self, image: MetadataImage) -> None:
+        """Take a new metadata image: create local logs, change roles, start or stop fetching."""
+        if self._closed or (self.image is not None and image.version <= self.image.version):
+            return
+        self.image = image
+        logs = self.broker.logs
+        for name, info in image.topics.items():
+            hosted = any(self.node_id in image.partitions[TopicPartition(name, p)].replicas
+                         for p in range(info.partitions))
+            local = logs.topic_info(name)
+            if hosted and local is None:
+                logs.create_topic(name, info.partitions, dict(info.configs), topic_id=info.topic_id)
+            elif local is not None and local.partitions < info.partitions:  # CreatePartitions
+                logs.add_partitions(name, info.partitions)
+        for tp in [tp for tp in self.partitions if tp not in image.partitions]:
+            replica = self.partitions.pop(tp)
+            self._fail_waiters(replica, ErrorCode.unknown_topic_or_partition)
+            if tp.topic not in image.topics and logs.topic_info(tp.topic) is not None:
+                logs.delete_topic(tp.topic)
+                self.broker.forget_topic(tp.topic)
+        for tp, state in image.partitions.items():
+            if self.node_id not in state.replicas:
+                continue
+            replica = self.partitions.get(tp)
+            if replica is None:
+                replica = self._open_replica(tp)
+            self._apply_state(replica, state)
+        for fetcher in self.fetchers.values():
+            fetcher.wake()
+        self.broker.notifier.notify()
+
+    def _open_replica(self, tp: TopicPartition) -> Replica:
+        log = self.broker.logs.get_log(tp.topic, tp.partition)
+        epochs = LeaderEpochCache(log.directory)
+        if not epochs.path.exists() and log.log_end_offset > log.log_start_offset:
+            epochs.rebuild(log.batch_headers(), log.log_end_offset)
+        epochs.truncate_from_end(log.log_end_offset)  # recovery may have cut a torn tail
+        replica = Replica(tp, log, epochs)
+        self.partitions[tp] = replica
+        return replica
+
+    def _apply_state(self, replica: Replica, state: PartitionState) -> None:
+        old = replica.state
+        if old is not None and (state.leader_epoch, state.partition_epoch) <= (old.leader_epoch, old.partition_epoch):
+            return
+        replica.state = state
+        if state.leader == self.node_id:
+            if old is None or replica.role != LEADER or old.leader_epoch != state.leader_epoch:
+                self._become_leader(replica)
+            else:
+                self._maybe_advance_high_watermark(replica)
+        elif old is None or old.leader_epoch != state.leader_epoch or replica.role == LEADER:
+            self._become_follower(replica)
+
+    def _become_leader(self, replica: Replica) -> None:
+        state, log = replica.state, replica.log
+        assert state is not None
+        self._stop_fetching(replica.tp)
+        replica.role = LEADER
+        replica.needs_truncation = False
+        log.leader_epoch = state.leader_epoch
+        replica.epochs.assign(state.leader_epoch, log.log_end_offset)
+        replica.epoch_start_offset = log.log_end_offset
+        if log.replicated_high_watermark is None:
+            log.replicated_high_watermark = log.log_end_offset
+        self.broker._producer_states.pop(replica.tp, None)  # rebuilt from the log, with the records it got as follower
+        now = _now_ms()
+        replica.followers = {node: FollowerState(last_caught_up_ms=now if node in state.isr else 0.0)
+                             for node in state.replicas if node != self.node_id}
+        logger.info("broker %d leads %s from offset %d (leader epoch %d, ISR %s)", self.node_id, replica.tp,
+                    log.log_end_offset, state.leader_epoch, list(state.isr))
+        self._maybe_advance_high_watermark(replica)
+
+    def _become_follower(self, replica: Replica) -> None:
+        state = replica.state
+        assert state is not None
+        self._fail_waiters(replica, ErrorCode.not_leader_or_follower)
+        self._stop_fetching(replica.tp)
+        replica.followers = {}
+        if state.leader == NO_LEADER:
+            replica.role = OFFLINE
+            return
+        replica.role = FOLLOWER
+        replica.needs_truncation = True
+        replica.stalled_until = 0.0
+        fetcher = self.fetchers.get(state.leader)
+        if fetcher is None:
+            fetcher = self.fetchers[state.leader] = _Fetcher(self, state.leader)
+        fetcher.partitions.add(replica.tp)
+        fetcher.wake()
+        logger.debug("broker %d follows %s from broker %d (leader epoch %d)", self.node_id, replica.tp,
+                     state.leader, state.leader_epoch)
+
+    def _stop_fetching(self, tp: TopicPartition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.partitions.discard(tp)
+
+    # -- leader: produce ------------------------------------------------------------------------------
+
+    def check_produce(self, topic: str, partition: int, acks: int) -> int:
+        """The error a produce to this partition gets before appending (0: go ahead)."""
+        replica = self.partitions.get(TopicPartition(topic, partition))
+        if replica is None or replica.role != LEADER or replica.state is None:
+            return ErrorCode.not_leader_or_follower
+        if acks == -1 and self.image is not None and len(replica.state.isr) < self.image.min_insync_replicas(topic):
+            return ErrorCode.not_enough_replicas
+        return ErrorCode.none
+
+    def appended(self, log: Log) -> None:
+        """After a leader's append: a leader alone in its ISR moves its HW at once."""
+        replica = self.partitions.get(TopicPartition(log.topic, log.partition))
+        if replica is not None and replica.role == LEADER and replica.state is not None and len(replica.state.isr) == 1:
+            self._maybe_advance_high_watermark(replica)
+
+    def wait_replicated(self, log: Log, entry: dict[str, Any], required_offset: int,
+                        timeout_ms: float) -> asyncio.Future[None]:
+        """A future done once the HW reaches ``required_offset`` (acks=all); a failure is written
+        into ``entry`` (the partition's produce response) and the future still completes."""
+        future: asyncio.Future[None] = self.loop.create_future()
+        replica = self.partitions.get(TopicPartition(log.topic, log.partition))
+        if replica is None or replica.role != LEADER:
+            _fail(entry, ErrorCode.not_leader_or_follower)
+            future.set_result(None)
+            return future
+        waiter = _Waiter(required_offset, future, entry)
+        replica.waiters.append(waiter)
+
+        def expire() -> None:
+            if not future.done():
+                replica.waiters.remove(waiter)
+                _fail(entry, ErrorCode.request_timed_out)
+                future.set_result(None)
+
+        waiter.timer = self.loop.call_later(max(timeout_ms, 1) / 1000, expire)
+        self._complete_waiters(replica)
+        return future
+
+    def _complete_waiters(self, replica: Replica) -> None:
+        if not replica.waiters or replica.state is None:
+            return
+        high_watermark = replica.log.high_watermark
+        enough = self.image is None or len(replica.state.isr) >= self.image.min_insync_replicas(replica.tp.topic)
+        pending = []
+        for waiter in replica.waiters:
+            if high_watermark >= waiter.required_offset:
+                if not enough:
+                    _fail(waiter.entry, ErrorCode.not_enough_replicas_after_append)
+                _settle(waiter)
+            else:
+                pending.append(waiter)
+        replica.waiters = pending
+
+    def _fail_waiters(self, replica: Replica, code: int) -> None:
+        for waiter in replica.waiters:
+            _fail(waiter.entry, code)
+            _settle(waiter)
+        replica.waiters = []
+
+    # -- leader: fetch --------------------------------------------------------------------------------
+
+    def check_fetch(self, topic: str, partition: int, replica_id: int, fetch_offset: int,
+                    current_leader_epoch: int) -> int:
+        """The error a Fetch of this partition gets (0: serve it); a follower's fetch also records
+        its LEO here, which may move the ISR and the high watermark."""
+        replica = self.partitions.get(TopicPartition(topic, partition))
+        if replica is None or replica.role != LEADER or replica.state is None:
+            return ErrorCode.not_leader_or_follower
+        code = self.check_epoch(replica, current_leader_epoch)
+        if code:
+            return code
+        if replica_id >= 0:
+            follower = replica.followers.get(replica_id)
+            if follower is None:
+                return ErrorCode.not_leader_or_follower
+            self._update_follower(replica, replica_id, follower, fetch_offset)
+        return ErrorCode.none
+
+    @staticmethod
+    def check_epoch(replica: Replica, current_leader_epoch: int) -> int:
+        assert replica.state is not None
+        if current_leader_epoch == -1 or current_leader_epoch == replica.state.leader_epoch:
+            return ErrorCode.none
+        if current_leader_epoch < replica.state.leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        return ErrorCode.unknown_leader_epoch
+
+    def _update_follower(self, replica: Replica, node: int, follower: FollowerState, fetch_offset: int) -> None:
+        now = _now_ms()
+        leader_leo = replica.log.log_end_offset
+        if fetch_offset >= leader_leo:
+            follower.last_caught_up_ms = now
+        elif fetch_offset >= follower.last_fetch_leader_leo >= 0:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        follower.last_fetch_leader_leo = leader_leo
+        follower.last_fetch_ms = now
+        follower.leo = min(fetch_offset, leader_leo)
+        state = replica.state
+        assert state is not None
+        if (node not in state.isr and follower.leo >= replica.log.high_watermark
+                and follower.leo >= replica.epoch_start_offset):
+            self._alter_isr(replica, state.isr + (node,))
+        self._maybe_advance_high_watermark(replica)
+
+    def _maybe_advance_high_watermark(self, replica: Replica) -> None:
+        state, log = replica.state, replica.log
+        assert state is not None
+        ends = [log.log_end_offset]
+        for node in state.isr:
+            if node != self.node_id:
+                follower = replica.followers.get(node)
+                ends.append(follower.leo if follower is not None else -1)
+        new = min(ends)  # -1 while an in-sync follower has not fetched from this leader yet
+        current = log.replicated_high_watermark
+        if new >= 0 and (current is None or new > current):
+            log.replicated_high_watermark = new
+            self.broker.notifier.notify()  # wakes consumers' fetches parked at the old HW
+        self._complete_waiters(replica)
+
+    def _shrink_isrs(self) -> None:
+        now = _now_ms()
+        for replica in self.partitions.values():
+            state = replica.state
+            if replica.role != LEADER or state is None:
+                continue
+            lagging = [node for node in state.isr if node != self.node_id
+                       and now - replica.followers.get(node, FollowerState()).last_caught_up_ms > self.replica_lag_time_max_ms]
+            if lagging:
+                logger.warning("%s: replica(s) %s fell behind by more than replica.lag.time.max.ms=%d; "
+                               "removing them from the ISR", replica.tp, lagging, self.replica_lag_time_max_ms)
+                self._alter_isr(replica, tuple(node for node in state.isr if node not in lagging))
+
+    def _alter_isr(self, replica: Replica, isr: tuple[int, ...]) -> None:
+        state = replica.state
+        assert state is not None
+        code, new_state = self.controller.alter_partition(replica.tp, self.node_id, state.leader_epoch,
+                                                          state.partition_epoch, isr)
+        if code:
+            logger.info("%s: ISR change to %s refused (error %d); waiting for newer metadata", replica.tp, list(isr), code)
+        if new_state is not None:
+            self._apply_state(replica, new_state)
+
+    def list_offsets_check(self, topic: str, partition: int) -> tuple[int, int]:
+        """``(error code, leader epoch)`` for ListOffsets: the leader answers."""
+        replica = self.partitions.get(TopicPartition(topic, partition))
+        if replica is None or replica.role != LEADER or replica.state is None:
+            return ErrorCode.not_leader_or_follower, -1
+        return ErrorCode.none, replica.state.leader_epoch
+
+    # -- OffsetForLeaderEpoch ---------------------------------------------------------------------------
+
+    def end_offset_for(self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int,
+                       replica_id: int) -> tuple[int, int, int]:
+        """``(error code, epoch, end offset)`` for OffsetForLeaderEpoch."""
+        replica = self.partitions.get(TopicPartition(topic, partition))
+        if replica is None or replica.state is None or (replica.role != LEADER):
+            return ErrorCode.not_leader_or_follower, -1, -1
+        code = self.check_epoch(replica, current_leader_epoch)
+        if code:
+            return code, -1, -1
+        epoch, end = replica.epochs.end_offset_for(leader_epoch, replica.log.log_end_offset)
+        return ErrorCode.none, epoch, end
+
+    # -- follower -------------------------------------------------------------------------------------
+
+    def append_as_follower(self, replica: Replica, data: bytes | memoryview) -> None:
+        log = replica.log
+        view = memoryview(data)
+        headers = validate_batches(view, 1 << 31, allow_control=True)
+        first = headers[0]
+        if log.log_end_offset == log.log_start_offset and first.base_offset < log.log_end_offset <= first.last_offset:
+            # An empty log started inside the leader's first batch (its log start offset is mid-batch):
+            # start at the batch instead, as Kafka's fetcher does on an UnexpectedAppendOffsetException.
+            log.truncate_fully_and_start_at(first.base_offset)
+        position = 0
+        groups: list[tuple[int, int, list[Any]]] = []  # (byte start, epoch, headers)
+        for header in headers:
+            if header.last_offset < log.log_end_offset:
+                position += header.size
+                continue
+            if not groups and header.base_offset != log.log_end_offset:
+                logger.warning("%s: leader sent offset %d, the log ends at %d; truncating again", replica.tp,
+                               header.base_offset, log.log_end_offset)
+                replica.needs_truncation = True
+                return
+            if groups and groups[-1][1] == header.partition_leader_epoch:
+                groups[-1][2].append(header)
+            else:
+                groups.append((position, header.partition_leader_epoch, [header]))
+            position += header.size
+        for start, epoch, group in groups:
+            size = sum(header.size for header in group)
+            base = log.log_end_offset
+            log.append(view[start:start + size], headers=group, acks=1, leader_epoch=epoch)
+            if epoch >= 0:
+                replica.epochs.assign(epoch, base)
+
+    def truncate(self, replica: Replica, epoch: int, end_offset: int) -> None:
+        """After OffsetForLeaderEpoch: cut this replica's log where the leader's history diverges."""
+        log = replica.log
+        requested = replica.epochs.latest_epoch
+        if end_offset < 0:
+            target = log.high_watermark  # the leader knows no such epoch: keep what was committed
+        else:
+            target = min(end_offset, log.log_end_offset)
+            if epoch != requested and epoch >= 0:
+                target = min(target, replica.epochs.end_offset_for(epoch, log.log_end_offset)[1])
+        if target < log.log_end_offset:
+            logger.info("%s: broker %d truncates its log from %d to %d (leader epoch %d ended there)", replica.tp,
+                        self.node_id, log.log_end_offset, target, epoch)
+            log.truncate_to(max(target, log.log_start_offset))
+            replica.epochs.truncate_from_end(log.log_end_offset)
+            self.broker._producer_states.pop(replica.tp, None)
+        replica.needs_truncation = False
+
+    # -- what Metadata and the admin requests read ------------------------------------------------------
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return dict(self.image.topics) if self.image is not None else {}
+
+    def partition_entry(self, topic: str, index: int) -> dict[str, Any]:
+        assert self.image is not None
+        state = self.image.partitions[TopicPartition(topic, index)]
+        offline = tuple(node for node in state.replicas if not self.image.alive(node))
+        return {
+            "error_code": ErrorCode.leader_not_available if state.leader == NO_LEADER else ErrorCode.none,
+            "partition_index": index,
+            "leader_id": state.leader,
+            "leader_epoch": state.leader_epoch,
+            "replica_nodes": state.replicas,
+            "isr_nodes": state.isr,
+            "offline_replicas": offline,
+        }
+
+    def broker_entries(self) -> list[dict[str, Any]]:
+        assert self.image is not None
+        return [{"node_id": registration.node_id, "host": registration.host, "port": registration.port, "rack": None}
+                for registration in sorted(self.image.brokers.values(), key=lambda b: b.node_id) if registration.alive]
+
+    def coordinator(self) -> dict[str, Any]:
+        """The broker that coordinates every group and transactional id: the active controller's
+        broker, so all clients agree (its state is not replicated: see the module docstring of
+        cluster/embedded.py)."""
+        assert self.image is not None
+        registration = self.image.brokers.get(self.image.controller_id)
+        if registration is None or not registration.alive:
+            return {"node_id": self.node_id, "host": self.broker.advertised_host, "port": self.broker.port}
+        return {"node_id": registration.node_id, "host": registration.host, "port": registration.port}
+
+    @property
+    def controller_id(self) -> int:
+        return self.image.controller_id if self.image is not None else self.node_id
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int | None,
+                     configs: dict[str, str] | None, validate_only: bool = False) -> TopicInfo:
+        """Through the controller; this broker takes the new image at once (others a moment later)."""
+        info = self.controller.create_topic(name, partitions, replication_factor, configs, validate_only=validate_only)
+        if not validate_only:
+            self.apply(self.controller.image)
+        return info
+
+    def elect_leaders(self, asked: Any, unclean: bool) -> list[dict[str, Any]]:
+        """ElectLeaders results (``asked`` None: every partition, listing those elected)."""
+        partitions = None if asked is None else [TopicPartition(entry.topic, p) for entry in asked
+                                                 for p in entry.partitions]
+        codes = self.controller.elect_leaders(partitions, unclean=unclean)
+        if asked is None:
+            codes = {tp: code for tp, code in codes.items() if code != ErrorCode.election_not_needed}
+        self.apply(self.controller.image)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, code in codes.items():
+            by_topic.setdefault(tp.topic, []).append({"partition_id": tp.partition, "error_code": code,
+                                                      "error_message": None})
+        return [{"topic": topic, "partition_result": results} for topic, results in by_topic.items()]
+
+    def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        self.controller.add_partitions(name, count, validate_only=validate_only)
+        if not validate_only:
+            self.apply(self.controller.image)
+
+    def delete_topic(self, name: str) -> None:
+        self.controller.delete_topic(name)
+        self.apply(self.controller.image)
+
+
+def _fail(entry: dict[str, Any], code: int) -> None:
+    entry["error_code"] = code
+    entry["base_offset"] = -1
+
+
+def _settle(waiter: _Waiter) -> None:
+    if waiter.timer is not None:
+        waiter.timer.cancel()
+    if not waiter.future.done():
+        waiter.future.set_result(None)
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("a replica fetcher stopped: %r", task.exception())
+
+
+class _Fetcher:
+    """Fetches, for one leader broker, every partition this broker follows there."""
+
+    def __init__(self, manager: ReplicaManager, leader: int) -> None:
+        self.manager = manager
+        self.leader = leader
+        self.partitions: set[TopicPartition] = set()
+        self._event = asyncio.Event()
+        self._connection: BrokerConnection | None = None
+        self._address: tuple[str, int] | None = None
+        self._task = manager.loop.create_task(self._run())
+        self._task.add_done_callback(_log_failure)
+
+    def wake(self) -> None:
+        self._event.set()
+
+    def stop(self) -> None:
+        self._task.cancel()
+        if self._connection is not None:
+            self._connection.close()
+
+    def _ready(self) -> list[Replica]:
+        now = time.monotonic()
+        replicas = []
+        for tp in sorted(self.partitions):
+            replica = self.manager.partitions.get(tp)
+            if (replica is not None and replica.role == FOLLOWER and replica.state is not None
+                    and replica.state.leader == self.leader and replica.stalled_until <= now):
+                replicas.append(replica)
+        return replicas
+
+    async def _run(self) -> None:
+        manager = self.manager
+        while not manager._closed:
+            replicas = self._ready()
+            image = manager.image
+            registration = image.brokers.get(self.leader) if image is not None else None
+            if not replicas or registration is None or not registration.alive:
+                self._event.clear()
+                try:
+                    await asyncio.wait_for(self._event.wait(), _RETRY_S * 2)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            address = (registration.host, registration.port)
+            if self._connection is None or self._address != address:
+                if self._connection is not None:
+                    self._connection.close()
+                self._connection = BrokerConnection(address[0], address[1], f"pylog-replica-{manager.node_id}")
+                self._address = address
+            try:
+                truncating = [replica for replica in replicas if replica.needs_truncation]
+                if truncating:
+                    await self._truncate(truncating)
+                fetching = [replica for replica in replicas if not replica.needs_truncation]
+                if fetching:
+                    await self._fetch(fetching)
+            except asyncio.CancelledError:
+                raise
+            except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as error:
+                logger.debug("broker %d: fetching from broker %d failed (%s); retrying", manager.node_id,
+                             self.leader, error)
+                if self._connection is not None:
+                    self._connection.close()
+                self._connection = None
+                await asyncio.sleep(_RETRY_S)
+            except StorageError as error:
+                logger.warning("broker %d: replicating from broker %d: %s", manager.node_id, self.leader, error)
+                await asyncio.sleep(_RETRY_S)
+            except Exception:  # noqa: BLE001 - a fetcher that died would leave its partitions unreplicated
+                logger.exception("broker %d: replicating from broker %d failed; retrying", manager.node_id, self.leader)
+                if self._connection is not None:
+                    self._connection.close()
+                self._connection = None
+                await asyncio.sleep(_RETRY_S)
+
+    def _stall(self, replica: Replica, code: int) -> None:
+        logger.debug("%s: leader %d answered error %d; waiting for new metadata", replica.tp, self.leader, code)
+        replica.stalled_until = time.monotonic() + _RETRY_S
+
+    async def _truncate(self, replicas: list[Replica]) -> None:
+        manager = self.manager
+        asked = {}
+        for replica in replicas:
+            if replica.epochs.latest_epoch < 0:  # nothing stamped yet: nothing to truncate
+                replica.needs_truncation = False
+                continue
+            asked[replica.tp] = (replica, replica.state.leader_epoch if replica.state else -1)
+        if not asked:
+            return
+        topics: dict[str, list[dict[str, int]]] = {}
+        for tp, (replica, current) in asked.items():
+            topics.setdefault(tp.topic, []).append({"partition": tp.partition, "current_leader_epoch": current,
+                                                    "leader_epoch": replica.epochs.latest_epoch})
+        assert self._connection is not None
+        response = await self._connection.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, {
+            "replica_id": manager.node_id,
+            "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()]})
+        for topic in response.topics:
+            for result in topic.partitions:
+                replica, current = asked[TopicPartition(topic.topic, result.partition)]
+                if replica.state is None or replica.state.leader_epoch != current or replica.role != FOLLOWER:
+                    continue  # metadata moved on while we asked
+                if result.error_code:
+                    self._stall(replica, result.error_code)
+                else:
+                    manager.truncate(replica, result.leader_epoch, result.end_offset)
+
+    async def _fetch(self, replicas: list[Replica]) -> None:
+        manager = self.manager
+        by_tp = {replica.tp: (replica, replica.state.leader_epoch if replica.state else -1) for replica in replicas}
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, (replica, epoch) in by_tp.items():
+            topics.setdefault(tp.topic, []).append({
+                "partition": tp.partition, "current_leader_epoch": epoch,
+                "fetch_offset": replica.log.log_end_offset, "log_start_offset": replica.log.log_start_offset,
+                "partition_max_bytes": 1 << 20})
+        assert self._connection is not None
+        response = await self._connection.request(ApiKey.FETCH, FETCH_VERSION, {
+            "replica_id": manager.node_id,
+            "max_wait": datetime.timedelta(milliseconds=manager.replica_fetch_wait_max_ms),
+            "min_bytes": 1, "max_bytes": 10 << 20, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
+            "forgotten_topics_data": [], "rack_id": ""},
+            timeout=manager.replica_fetch_wait_max_ms / 1000 + 30)
+        for topic in response.responses:
+            for result in topic.partitions:
+                replica, epoch = by_tp[TopicPartition(topic.topic, result.partition_index)]
+                if replica.state is None or replica.state.leader_epoch != epoch or replica.role != FOLLOWER:
+                    continue
+                if result.error_code == ErrorCode.offset_out_of_range:
+                    log = replica.log
+                    if 0 <= log.log_end_offset < result.log_start_offset:  # behind the leader's retention
+                        logger.warning("%s: broker %d ends at %d, below the leader's log start %d; starting over there",
+                                       replica.tp, manager.node_id, log.log_end_offset, result.log_start_offset)
+                        log.truncate_fully_and_start_at(result.log_start_offset)
+                        replica.epochs.truncate_from_end(0)
+                        manager.broker._producer_states.pop(replica.tp, None)
+                    else:  # ahead of the leader: find where the histories part
+                        replica.needs_truncation = True
+                        self._stall(replica, result.error_code)
+                    continue
+                if result.error_code:
+                    self._stall(replica, result.error_code)
+                    continue
+                if result.records:
+                    manager.append_as_follower(replica, result.records)
+                log = replica.log
+                log.replicated_high_watermark = min(result.high_watermark, log.log_end_offset)
+                if result.log_start_offset > log.log_start_offset:  # the leader's retention / DeleteRecords
+                    log.delete_records_before(min(result.log_start_offset, log.high_watermark))
