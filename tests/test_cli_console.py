@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 
-from test_cli import pylog, running_broker  # noqa: F401  (running_broker: the fixture)
+from cli_run import pylog
 
 
 def test_consume_prints_every_field_through_a_kcat_format_string(running_broker):
