@@ -81,6 +81,9 @@ log = logging.getLogger("kafka_spark")
 EXACTLY_ONCE = "exactly-once"
 #: Java's max.block.ms default: the longest a task waits for queue room or a transaction call.
 DEFAULT_MAX_BLOCK_MS = 60_000
+#: The source's default of kafka.default.api.timeout.ms: how long a write waits for the cluster
+#: to accept a connection and answer before it fails naming the address.
+DEFAULT_API_TIMEOUT_MS = 30_000
 AT_LEAST_ONCE = "at-least-once"
 
 _SINK_OPTIONS = {
@@ -113,6 +116,8 @@ class TopicSinkOptions:
     avro: tuple = ()  # kafka_spark.avro.codec.AvroColumn per encoded column
     #: kafka.max.block.ms: how long a task waits for room in the queue and for transaction calls.
     max_block_ms: int = DEFAULT_MAX_BLOCK_MS
+    #: kafka.default.api.timeout.ms: how long the driver waits for the cluster to answer at all.
+    default_api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS
     #: kafka.partitioner.class=...RoundRobinPartitioner: keyless rows dealt to partitions in turn.
     round_robin: bool = False
     #: The input's ``timestamp`` column is a timestamp: it becomes each record's CreateTime.
@@ -202,6 +207,8 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType, *, define
         kafka=tuple(sorted(client.librdkafka.items())),
         avro=tuple(avro[role] for role in ("key", "value") if role in avro),
         max_block_ms=_ms("kafka.max.block.ms", client.honoured.get("max.block.ms", str(DEFAULT_MAX_BLOCK_MS))),
+        default_api_timeout_ms=_ms("kafka.default.api.timeout.ms", client.honoured.get(
+            "default.api.timeout.ms", str(DEFAULT_API_TIMEOUT_MS))),
         round_robin=client.honoured.get("partitioner.class") == ROUND_ROBIN,
         use_timestamp=use_timestamp,
         query_id=query_id,
@@ -581,12 +588,22 @@ def _committed_batch(metadata: str | None) -> int | None:
 def connect_admin(options: TopicSinkOptions) -> tuple[Any, Any]:
     """An admin client of the sink's cluster and the cluster's metadata. Called when a query is
     defined, so that an unreachable cluster or refused credentials fail it then, with the reason,
-    rather than tasks after librdkafka's message timeout."""
+    rather than tasks after librdkafka's message timeout. A cluster that accepts no connection or
+    does not answer (kafka_spark.client.reachability) is waited for up to
+    kafka.default.api.timeout.ms, as the source waits, before the admin client is created."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
+    from kafka_spark.client.reachability import ClusterUnreachable, wait_reachable
     from kafka_spark.client.refusal import CredentialsRefused, RefusalWatch, list_topics_watching
 
+    try:
+        wait_reachable(options.bootstrap_servers, options.default_api_timeout_ms / 1000.0, require_answer=True)
+    except ClusterUnreachable as error:
+        raise TopicSinkError(
+            f"pylog topic sink: {error}. Check that the broker runs and that kafka.bootstrap.servers names it; "
+            f"set kafka.default.api.timeout.ms (now {options.default_api_timeout_ms}) to wait longer."
+        ) from None
     refusal = RefusalWatch()
     admin = AdminClient(routed({"bootstrap.servers": options.bootstrap_servers, **dict(_security(options)),
                                 "error_cb": refusal}))
