@@ -175,6 +175,9 @@ _PRODUCER: dict[str, Rule] = {
        for codec in ("gzip", "lz4", "zstd")},
     "max.block.ms": Rule("pylog", "how long a task waits for room in the producer's queue and for the "
                                   "transaction calls (default 60000)"),
+    "default.api.timeout.ms": Rule("pylog", "how long a write waits, when it starts, for a cluster that accepts "
+                                            "no connection or does not answer before it fails naming the "
+                                            "address (default 30000), as the source does"),
     "partitioner.class": Rule("pylog", "Kafka's DefaultPartitioner (the default): librdkafka's "
                                        "`murmur2_random`; UniformStickyPartitioner: `random`; "
                                        "RoundRobinPartitioner: pylog deals rows to partitions in turn; "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -22,6 +23,23 @@ os.environ["PYLOG_HOME"] = tempfile.mkdtemp(prefix="pylog-test-home-")
 # brokers of hundreds of broker tests hold over a thousand segment files open. These low
 # numbers are held from the start and given back just before the callback server starts.
 _LOW_DESCRIPTORS = [os.open(os.devnull, os.O_RDONLY) for _ in range(32)]
+
+
+@pytest.fixture
+def running_broker(tmp_path):
+    """A broker run by `pylog broker start --port 0` in a process of its own, for the CLI tests:
+    (its process, its bootstrap servers, the environment whose PYLOG_HOME registers it)."""
+    env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", "0", "--log-dir", str(tmp_path / "data")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    line = process.stdout.readline().strip()
+    assert line.startswith("bootstrap.servers=127.0.0.1:"), line
+    yield process, line.split("=", 1)[1], env
+    if process.poll() is None:
+        process.kill()
+        process.wait()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,31 +5,12 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
 
-import pytest
-
-
-def pylog(*args: str, env: dict, stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kafka_spark.cli", *args], input=stdin, capture_output=True,
-                          env=env, timeout=120, check=check)
-
-
-@pytest.fixture
-def running_broker(tmp_path):
-    env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", "0", "--log-dir", str(tmp_path / "data")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-    line = process.stdout.readline().strip()
-    assert line.startswith("bootstrap.servers=127.0.0.1:"), line
-    yield process, line.split("=", 1)[1], env
-    if process.poll() is None:
-        process.kill()
-        process.wait()
+from cli_run import pylog
 
 
 def test_topics_produce_consume_round_trip_through_the_cli(running_broker):
@@ -169,3 +150,23 @@ def test_an_address_where_nothing_listens_fails_fast_in_one_line(tmp_path):
         assert "127.0.0.1:1" in stderr and "connection refused" in stderr and "--bootstrap-server" in stderr, stderr
     elapsed = time.monotonic() - started
     assert elapsed < 25, f"took {elapsed:.0f}s"  # a sanity bound only; each command gives up after about 5 s
+
+
+def test_an_address_that_accepts_connections_but_never_answers_fails_as_fast_in_one_line(tmp_path):
+    env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
+    commands = [["topics", "list"], ["produce", "t"], ["consume", "t"], ["groups", "list"]]
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel accepts; nothing ever answers
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        running = [subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", *command, "--bootstrap-server", address],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                   for command in commands]
+        for command, process in zip(commands, running):
+            _, stderr_bytes = process.communicate(b"a record\n", timeout=120)
+            stderr = stderr_bytes.decode()
+            assert process.returncode == 1, (command, stderr)
+            assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1, (command, stderr)
+            assert f"no Kafka broker reachable at {address}" in stderr and "no answer to a Kafka request" in stderr, stderr
+            assert "--bootstrap-server" in stderr, stderr
+        elapsed = time.monotonic() - started
+    assert elapsed < 25, f"took {elapsed:.0f}s"  # a sanity bound only (librdkafka's own wait is 30 s per request)

@@ -9,9 +9,11 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import Callable
 
-from test_cli import pylog, running_broker  # noqa: F401  (running_broker: the fixture)
+from cli_run import pylog
+from confluent_kafka import Consumer
 
 
 def test_consume_prints_every_field_through_a_kcat_format_string(running_broker):
@@ -71,6 +73,40 @@ def test_group_resumes_from_its_committed_offsets_and_commits_as_it_goes(running
     assert lags == ["0", "0"], described
     again = pylog("consume", "resume", "--group", "readers", "--from-beginning", "-e", *target, env=env)
     assert again.stdout == b""  # all committed: --from-beginning applies only to a group without offsets
+
+
+def test_exit_at_end_with_a_group_exits_when_this_member_is_assigned_no_partition(running_broker):
+    """More members than partitions: the member left without a partition has nothing to read to
+    its end, and exits once the group has told it so (as soon as its empty assignment is known)."""
+    _, bootstrap, env = running_broker
+    target = ("--bootstrap-server", bootstrap)
+    pylog("topics", "create", "crowded", "--partitions", "1", *target, env=env)
+    pylog("produce", "crowded", *target, env=env, stdin=b"one\ntwo\n")
+    # The range assignor gives the partition to the member whose id sorts first; the broker
+    # begins member ids with the client id, and the CLI's is librdkafka's "rdkafka".
+    holder = Consumer({"bootstrap.servers": bootstrap, "group.id": "crowd", "client.id": "a-holder",
+                       "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    holder.subscribe(["crowded"])
+    deadline = time.monotonic() + 60
+    while not holder.assignment() and time.monotonic() < deadline:
+        holder.poll(0.1)
+    assert [tp.partition for tp in holder.assignment()] == [0]
+    stop = threading.Event()
+
+    def keep_polling():  # takes part in the rebalance the CLI's join starts
+        while not stop.is_set():
+            holder.poll(0.1)
+
+    polling = threading.Thread(target=keep_polling)
+    polling.start()
+    try:
+        result = pylog("consume", "crowded", "--group", "crowd", "--from-beginning", "-e", *target, env=env)
+    finally:
+        stop.set()
+        polling.join()
+        holder.close()
+    assert result.stdout == b""  # both records are the holder's to read
+    assert b"Processed a total of 0 messages" in result.stderr
 
 
 def test_malformed_line_is_reported_by_number_after_delivering_the_lines_before_it(running_broker):

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Producer
 
 from kafka_spark.cli import console_records as cr
-from test_cli import pylog
+from cli_run import pylog
 from test_cli_console import interrupted
 
 FORMAT = r"%t|%p|%o|%T|%k|%K|%s|%S|%h\n"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import socket
 
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.client import librdkafka_log
 from kafka_spark.client.librdkafka_log import RateLimit, routed
 from kafka_spark.client.reachability import bootstrap_addresses, unreachable_reason
@@ -52,3 +54,14 @@ def test_unreachable_reasons_name_each_address():
     assert unreachable_reason("127.0.0.1:1") == "127.0.0.1:1: connection refused"
     assert unreachable_reason("127.0.0.1:notaport") == "127.0.0.1: the port is not a number from 1 to 65535"
     assert unreachable_reason("no-such-host.invalid:9092") == "no-such-host.invalid: unknown host"
+
+
+def test_a_silent_address_is_told_from_one_that_answers(tmp_path):
+
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        assert unreachable_reason(address, 0.5) is None  # the connection alone is accepted
+        assert unreachable_reason(address, 0.5, require_answer=True) == (
+            f"{address}: accepts connections but sent no answer to a Kafka request within 0.5s")
+    with EmbeddedBroker(log_dir=tmp_path / "data", register=False) as broker:
+        assert unreachable_reason(broker.bootstrap_servers, 5.0, require_answer=True) is None

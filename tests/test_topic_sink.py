@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 
 import pytest
@@ -96,11 +97,47 @@ def test_wrong_column_type_and_unknown_option_are_named(spark, pylog_broker, pyl
            .option("topci", "x").mode("append").save())
 
 
-def test_unreachable_broker_fails_at_start_naming_it(spark):
+def _unreachable_sink_message(raised) -> str:
+    message = str(raised.value)
+    assert "no Kafka broker reachable at 127.0.0.1:1 within 1.5s (127.0.0.1:1: connection refused)" in message
+    assert "set kafka.default.api.timeout.ms (now 1500) to wait longer" in message
+    return message
+
+
+@pytest.mark.parametrize("delivery", ["exactly-once", "at-least-once"])
+def test_a_batch_write_to_an_address_where_nothing_listens_fails_at_start_naming_it(spark, delivery):
+    # As the source: kafka.default.api.timeout.ms (default 30 s) bounds the wait for a cluster
+    # that is still starting, and the message says how to wait longer.
     df = spark.createDataFrame([("x",)], "value string")
-    with pytest.raises(PySparkException, match="cannot reach Kafka at 127.0.0.1:1"):
+    with pytest.raises(PySparkException) as raised:
         (df.write.format("pylog").option("kafka.bootstrap.servers", "127.0.0.1:1")
+           .option("kafka.default.api.timeout.ms", "1500").option("deliveryGuarantee", delivery)
            .option("topic", "t").mode("append").save())
+    _unreachable_sink_message(raised)
+
+
+def test_a_streaming_write_to_an_address_where_nothing_listens_fails_naming_it(spark, tmp_path):
+    query = (spark.readStream.format("rate").load().selectExpr("CAST(value AS STRING) AS value")
+             .writeStream.format("pylog").option("kafka.bootstrap.servers", "127.0.0.1:1")
+             .option("kafka.default.api.timeout.ms", "1500").option("topic", "t")
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    try:
+        with pytest.raises(PySparkException) as raised:
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+    _unreachable_sink_message(raised)
+
+
+def test_a_write_to_an_address_that_never_answers_fails_naming_it(spark):
+    df = spark.createDataFrame([("x",)], "value string")
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel accepts; nothing ever answers
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(PySparkException) as raised:
+            (df.write.format("pylog").option("kafka.bootstrap.servers", address)
+               .option("kafka.default.api.timeout.ms", "1500").option("topic", "t").mode("append").save())
+    assert f"no Kafka broker reachable at {address} within 1.5s" in str(raised.value)
+    assert "no answer to a Kafka request" in str(raised.value)
 
 
 def test_marker_lookup_waits_while_the_group_coordinator_loads(pylog_broker, pylog_topic, monkeypatch):

@@ -58,7 +58,8 @@ def register(commands: Any, client: Callable[[argparse.ArgumentParser], argparse
                          help="start at the beginning (with --group: where the group has no committed offset)")
     consume.add_argument("-c", "--max-messages", type=int, help="exit after this many records")
     consume.add_argument("-e", "--exit-at-end", action="store_true",
-                         help="exit once every partition is read to its end (kcat -e)")
+                         help="exit once every partition is read to its end (kcat -e); with --group, every partition "
+                              "assigned to this consumer (none assigned: exit once the group says so)")
     consume.add_argument("-p", "--partition", type=int, help="read this partition only (not with --group)")
     consume.add_argument("--group", help="join this consumer group: resume from its committed offsets, commit as it goes")
     consume.add_argument("--timeout-ms", type=int, help="exit after this long without a message")
@@ -261,16 +262,24 @@ class _Stop:
 
 
 class _EndOfPartitions:
-    """Which assigned partitions are read to their end, for ``--exit-at-end``."""
+    """Which assigned partitions are read to their end, for ``--exit-at-end``.
+
+    All are read once the assignment is known (given by ``assign``, not yet taken back by
+    ``revoke``) and each of its partitions has reported its end. An empty assignment (a group
+    member with nothing to read: more members than partitions) is read as soon as it is known,
+    so ``--group G -e`` exits then instead of waiting for a partition that never comes."""
 
     def __init__(self) -> None:
+        self.known = False
         self.assigned: set[int] = set()
         self.at_end: set[int] = set()
 
     def assign(self, partitions: list[int]) -> None:
+        self.known = True
         self.assigned.update(partitions)
 
     def revoke(self, partitions: list[int]) -> None:
+        self.known = False  # a rebalance: the next assignment follows
         self.assigned.difference_update(partitions)
         self.at_end.difference_update(partitions)
 
@@ -282,7 +291,7 @@ class _EndOfPartitions:
         self.at_end.difference_update(partitions)
 
     def all_read(self) -> bool:
-        return bool(self.assigned) and self.at_end >= self.assigned
+        return self.known and self.at_end >= self.assigned
 
 
 def _consume(args: argparse.Namespace, client_config: Callable[..., dict[str, Any]], error: type[Exception],

@@ -173,19 +173,21 @@ def _client_config(args: argparse.Namespace, **settings: Any) -> dict[str, Any]:
     return routed(config)
 
 
-#: How long a client command waits for a cluster that refuses connections (one starting up).
+#: How long a client command waits for a cluster that refuses connections (one starting up) or
+#: does not answer a Kafka request.
 REACH_TIMEOUT_S = 5.0
 
 
 def _check_reachable(args: argparse.Namespace, bootstrap: str) -> None:
-    """Fail at once, in one line, when nothing listens at the cluster's address: librdkafka would
-    wait out each request's timeout and then say only "transport failure"."""
+    """Fail at once, in one line, when nothing listens at the cluster's address or what listens
+    does not answer: librdkafka would wait out each request's timeout and then say only
+    "transport failure" or "timed out"."""
     from kafka_spark.client.reachability import ClusterUnreachable, wait_reachable
 
     if getattr(args, "reached", None) == bootstrap:
         return
     try:
-        wait_reachable(bootstrap, REACH_TIMEOUT_S)
+        wait_reachable(bootstrap, REACH_TIMEOUT_S, require_answer=True)
     except ClusterUnreachable as error:
         raise CliError(f"{error}; check that the broker runs (`pylog broker status` for the local one) "
                        "and that --bootstrap-server names it") from None

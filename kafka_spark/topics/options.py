@@ -30,6 +30,9 @@ EXACTLY_ONCE = "exactly-once"
 
 #: Java's max.block.ms default: the longest a task waits for queue room or a transaction call.
 DEFAULT_MAX_BLOCK_MS = 60_000
+#: The source's default of kafka.default.api.timeout.ms: how long a write waits for the cluster
+#: to accept a connection and answer before it fails naming the address.
+DEFAULT_API_TIMEOUT_MS = 30_000
 
 
 AT_LEAST_ONCE = "at-least-once"
@@ -62,6 +65,8 @@ class TopicSinkOptions:
     avro: tuple = ()  # kafka_spark.avro.codec.AvroColumn per encoded column
     #: kafka.max.block.ms: how long a task waits for room in the queue and for transaction calls.
     max_block_ms: int = DEFAULT_MAX_BLOCK_MS
+    #: kafka.default.api.timeout.ms: how long the driver waits for the cluster to answer at all.
+    default_api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS
     #: kafka.partitioner.class=...RoundRobinPartitioner: keyless rows dealt to partitions in turn.
     round_robin: bool = False
     #: The input's ``timestamp`` column is a timestamp: it becomes each record's CreateTime.
@@ -151,6 +156,8 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType, *, define
         kafka=tuple(sorted(client.librdkafka.items())),
         avro=tuple(avro[role] for role in ("key", "value") if role in avro),
         max_block_ms=_ms("kafka.max.block.ms", client.honoured.get("max.block.ms", str(DEFAULT_MAX_BLOCK_MS))),
+        default_api_timeout_ms=_ms("kafka.default.api.timeout.ms", client.honoured.get(
+            "default.api.timeout.ms", str(DEFAULT_API_TIMEOUT_MS))),
         round_robin=client.honoured.get("partitioner.class") == ROUND_ROBIN,
         use_timestamp=use_timestamp,
         query_id=query_id,

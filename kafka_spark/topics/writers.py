@@ -25,11 +25,22 @@ log = logging.getLogger("kafka_spark")
 def connect_admin(options: TopicSinkOptions) -> tuple[Any, Any]:
     """An admin client of the sink's cluster and the cluster's metadata. Called when a query is
     defined, so that an unreachable cluster or refused credentials fail it then, with the reason,
-    rather than tasks after librdkafka's message timeout."""
+    rather than tasks after librdkafka's message timeout. A cluster that accepts no connection or
+    does not answer (kafka_spark.client.reachability) is waited for up to
+    kafka.default.api.timeout.ms, as the source waits, before the admin client is created."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
+    from kafka_spark.client.reachability import ClusterUnreachable, wait_reachable
     from kafka_spark.client.refusal import CredentialsRefused, RefusalWatch, list_topics_watching
+
+    try:
+        wait_reachable(options.bootstrap_servers, options.default_api_timeout_ms / 1000.0, require_answer=True)
+    except ClusterUnreachable as error:
+        raise TopicSinkError(
+            f"pylog topic sink: {error}. Check that the broker runs and that kafka.bootstrap.servers names it; "
+            f"set kafka.default.api.timeout.ms (now {options.default_api_timeout_ms}) to wait longer."
+        ) from None
 
     refusal = RefusalWatch()
     admin = AdminClient(routed({"bootstrap.servers": options.bootstrap_servers, **dict(_security(options)),
