@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what pylog needs on a fresh Debian machine: Java 17 (Spark; the JDK, since the interop
 # tests compile small Java clients), Maven and kcat (client compatibility tests and benchmarks), a
-# virtualenv with the package and its test extras, and Apache Kafka and Spark's Kafka connector
-# from Maven Central (scripts/fetch_references.sh).
+# virtualenv with the package and its test and lint extras (make lint), and Apache Kafka and Spark's
+# Kafka connector from Maven Central (scripts/fetch_references.sh).
 # Idempotent: each step is skipped when its result is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +28,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.pylog-installed
 if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ]; then
-  echo "bootstrap: installing pylog and its test extras into .venv"
+  echo "bootstrap: installing pylog and its test and lint extras into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
   # The distribution was named "pylog" before it became pyspark-pylog: remove that old install
   # (recognised by its summary; "pylog" on the package index is another project).
@@ -39,7 +39,7 @@ if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ]; then
   fi
   # compat mode: Spark finds data sources by listing top-level `pyspark_*` modules
   # (pkgutil.iter_modules), which setuptools' default editable finder hides.
-  .venv/bin/python -m pip install -q -e '.[test]' --config-settings editable_mode=compat
+  .venv/bin/python -m pip install -q -e '.[test,lint]' --config-settings editable_mode=compat
   touch "$stamp"
 fi
 

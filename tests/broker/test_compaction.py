@@ -24,7 +24,6 @@ from kafka_spark.broker.storage.config import LogConfig
 from kafka_spark.broker.storage.errors import InvalidRecordError
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import LogManager
-from kafka_spark.broker.storage.config import LogConfig
 from kafka_spark.broker.storage.records import DELETE_HORIZON_MASK, validate_records
 
 TS = 1_700_000_000_000
