@@ -100,6 +100,7 @@ class ArrowRangeReader:
                     if pending is None:
                         conn = self.client.connection(self.client.leader(topic, partition, refresh=attempt > 0))
                         pending = self._send(conn, self.position)
+                    assert conn is not None  # pending is a request sent on conn
                     fetched = self.client.receive_fetch(conn, pending, topic, partition)
                     pending = None
                 except kf.KafkaProtocolError as error:
@@ -200,16 +201,15 @@ class ArrowRangeReader:
         from kafka_spark.broker.storage.batch import _decompress  # the broker's codec table
 
         parts, starts, ends, at = [], [], [], 0
-        for i, codec in zip(chosen.tolist(), codecs.tolist()):
+        for i, codec in zip(chosen.tolist(), codecs.tolist(), strict=True):
             begin = int(index.position[i])
-            section = records[begin + rd.HEADER_SIZE: begin + int(index.size[i])]
-            if codec:
-                section = _decompress(codec, section)
-                if section is None:
-                    raise rd.CorruptRecordBatch(
-                        f"{self.tp}: the batch at offset {int(index.base_offset[i])} uses compression "
-                        f"codec {codec}, which cannot be decompressed here (unknown codec or bad data)"
-                    )
+            raw = records[begin + rd.HEADER_SIZE: begin + int(index.size[i])]
+            section = _decompress(codec, raw) if codec else raw
+            if section is None:
+                raise rd.CorruptRecordBatch(
+                    f"{self.tp}: the batch at offset {int(index.base_offset[i])} uses compression "
+                    f"codec {codec}, which cannot be decompressed here (unknown codec or bad data)"
+                )
             parts.append(section)
             starts.append(at)
             at += len(section)
@@ -394,7 +394,7 @@ class ArrowTaskReader:
         parts to decode ``(reader, part, buf, index, position it was read from)``, the errors that
         need the broker (out of range) and the backoff attempt for retriable errors (0: none)."""
         work, deferred, wait = [], [], 0
-        for reader, entry in zip(readers, entries):
+        for reader, entry in zip(readers, entries, strict=True):
             if entry.error:
                 reader.attempt += 1
                 if entry.error == ErrorCode.offset_out_of_range:

@@ -27,6 +27,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
+from typing import cast
 
 from kafka_spark.errors import PylogError
 from kafka_spark.kafka_errors import ErrorCode, error_name
@@ -47,7 +48,7 @@ API_FETCH, API_LIST_OFFSETS, API_METADATA, API_VERSIONS = 1, 2, 3, 18
 FETCH_VERSION = 11
 
 #: Leadership moved or is settling: look the leader up again and retry (name by code, for messages).
-RETRIABLE_ERRORS = {code: error_name(code) for code in (
+RETRIABLE_ERRORS: dict[int, str] = {code: error_name(code) for code in (
     ErrorCode.leader_not_available, ErrorCode.not_leader_or_follower, ErrorCode.request_timed_out,
     ErrorCode.replica_not_available, ErrorCode.network_exception, ErrorCode.kafka_storage_error,
     ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_id,
@@ -340,14 +341,14 @@ class FetchClient:
             raise
         brokers = {}
         for _ in range(r.i32()):
-            node, host, port = r.i32(), r.string(), r.i32()
+            node, host, port = r.i32(), cast(str, r.string()), r.i32()  # host and name: never null here
             r.string()  # rack
             brokers[node] = (host, port)
         r.i32()  # controller_id
         self.leaderless = {key for key in self.leaderless if key[0] != topic}
         for _ in range(r.i32()):
             r.i16()  # topic error: a missing topic just has no partitions here
-            name = r.string()
+            name = cast(str, r.string())
             r.i8()  # is_internal
             for _ in range(r.i32()):
                 r.i16()
