@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test bootstrap bench clean lint-imports
+.PHONY: demo test lint lint-imports bootstrap bench clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -17,8 +17,15 @@ test: bootstrap
 lint-imports: bootstrap
 	.venv/bin/lint-imports --no-cache
 
+# ruff (rules and formatting) over every Python file of the repository and mypy over the package;
+# the settings are in pyproject.toml. CI runs it before the tests (.ci/run).
+lint: lint-imports
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	.venv/bin/mypy
+
 bench: bootstrap
 	$(PY) bench/broker_throughput.py
 
 clean:
-	rm -rf .venv build *.egg-info
+	rm -rf .venv build *.egg-info .mypy_cache .ruff_cache

@@ -86,7 +86,7 @@ def java_consume(bootstrap: str, topic: str, messages: int) -> float:
     result = kafka_tool("kafka-consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic, "--messages",
                         str(messages), "--timeout", "120000", fast_start=False, timeout=900)
     header, values = result.stdout.strip().splitlines()[-2:]
-    stats = dict(zip((h.strip() for h in header.split(",")), (v.strip() for v in values.split(","))))
+    stats = dict(zip((h.strip() for h in header.split(",")), (v.strip() for v in values.split(",")), strict=False))
     if int(stats["data.consumed.in.nMsg"]) != messages:
         raise RuntimeError(f"kafka-consumer-perf-test read {stats['data.consumed.in.nMsg']} of {messages}")
     return float(stats["fetch.nMsg.sec"])
@@ -152,13 +152,13 @@ def main() -> int:
         for phase in ("produce kcat", "produce java", "consume kcat", "consume java"):
             if phase not in results[pylog_name]:
                 continue
-            ratios = [p / k for p, k in zip(results[pylog_name][phase], results[kafka_name][phase])]
+            ratios = [p / k for p, k in zip(results[pylog_name][phase], results[kafka_name][phase], strict=False)]
             print(f"{pair:10s} {phase:12s} pylog {median(results[pylog_name][phase]):12,.0f} msg/s   "
                   f"kafka {median(results[kafka_name][phase]):12,.0f} msg/s   ratio pylog/kafka "
                   f"{median(ratios):5.2f}   (rounds {min(ratios):.2f} to {max(ratios):.2f})")
     for phase in ("produce kcat", "consume kcat"):
         pylog_name = "pylog-os"
-        ratios = [p / m for p, m in zip(results[pylog_name][phase], results["mock"][phase])]
+        ratios = [p / m for p, m in zip(results[pylog_name][phase], results["mock"][phase], strict=False)]
         print(f"secondary  {phase:12s} pylog {median(results[pylog_name][phase]):12,.0f} msg/s   "
               f"librdkafka mock {median(results['mock'][phase]):12,.0f} msg/s   ratio pylog/mock {median(ratios):5.2f}")
     return 0

@@ -8,9 +8,10 @@ records read from the beginning by each (kcat -C -c N, `pylog consume --from-beg
 `pylog consume --from-beginning --exit-at-end`, each with its own default wait at the end of a
 partition: librdkafka's 500 ms for kcat, 100 ms for pylog's --exit-at-end), output to /dev/null.
 Wall time of each command, start-up included: that is what a user waits for (the package's
-bytecode compiled first, as an installed package has it). Rounds alternate which tool goes first; ratio = pylog msg/s / kcat msg/s (target >= 0.5), the
-median of the per-round ratios with their range. The CPU seconds of each command (user + system)
-are printed beside it: on a busy machine the wall time follows them.
+bytecode compiled first, as an installed package has it). Rounds alternate which tool goes
+first; ratio = pylog msg/s / kcat msg/s (target >= 0.5), the median of the per-round ratios with
+their range. The CPU seconds of each command (user + system) are printed beside it: on a busy
+machine the wall time follows them.
 
 Usage: python bench/cli_throughput.py [--messages 200000] [--rounds 3]
 """
@@ -110,7 +111,7 @@ def main() -> int:
     print(f"100-byte messages, {args.messages:,} per run, {PARTITIONS} partitions; median of {args.rounds} "
           "rounds; ratio = pylog / kcat (range over rounds)")
     for phase, values in rates.items():
-        ratios = [p / k for p, k in zip(values["pylog"], values["kcat"])]
+        ratios = [p / k for p, k in zip(values["pylog"], values["kcat"], strict=False)]
         print(f"{phase:10s} pylog {median(values['pylog']):10,.0f} msg/s   kcat {median(values['kcat']):10,.0f} msg/s   "
               f"ratio pylog/kcat {median(ratios):5.2f}   (rounds {min(ratios):.2f} to {max(ratios):.2f})   "
               f"CPU s pylog {median(cpu[phase]['pylog']):.2f} kcat {median(cpu[phase]['kcat']):.2f}")

@@ -77,7 +77,7 @@ def paired(old, current, pairs: int = 9) -> tuple[float, float, float]:
         olds.append(per_call(old))
         currents.append(per_call(current))
     return statistics.median(olds), statistics.median(currents), statistics.median(
-        o / c for o, c in zip(olds, currents))
+        o / c for o, c in zip(olds, currents, strict=True))
 
 
 def codec_figures() -> None:
@@ -90,9 +90,12 @@ def codec_figures() -> None:
         for client, (produce_version, fetch_version) in CURRENT.items():
             frame = produce_frame(produce_version, partitions, size)
             request = Request(1, fetch_version, 1, "c", object())
-            old_decode, decode, read_ratio = paired(lambda: decode_request(old_produce), lambda: decode_request(frame))
-            old_encode, encode, write_ratio = paired(lambda: codec.encode_response_parts(old_request, response),
-                                                     lambda: codec.encode_response_parts(request, response))
+            # each lambda binds this iteration's values (default arguments cost nothing per call)
+            old_decode, decode, read_ratio = paired(lambda frame=old_produce: decode_request(frame),
+                                                    lambda frame=frame: decode_request(frame))
+            old_encode, encode, write_ratio = paired(
+                lambda request=old_request, response=response: codec.encode_response_parts(request, response),
+                lambda request=request, response=response: codec.encode_response_parts(request, response))
             print(f"  {partitions:2d} x {size // 1024:2d} KiB  {client:16s} Produce v{produce_version} read "
                   f"{decode * 1e6:7.1f} vs v{OLD[0]} {old_decode * 1e6:7.1f}  ratio {read_ratio:4.2f}   "
                   f"Fetch v{fetch_version} write {encode * 1e6:7.1f} vs v{OLD[1]} {old_encode * 1e6:7.1f}  "

@@ -90,7 +90,7 @@ def bench_file_sink(
     stage_input(spark, warm, 10_000, 2)
     sinks = {"pylog-files": "pylog-files", "spark parquet": "parquet"}
     rates: dict[str, list[float]] = {name: [] for name in sinks}
-    for name, sink_format in sinks.items():  # warm-up: Python workers, JIT, file system caches
+    for sink_format in sinks.values():  # warm-up: Python workers, JIT, file system caches
         tag = sink_format.replace("-", "_")
         stream_once(spark, warm, sink_format, os.path.join(workdir, f"w_{tag}"), os.path.join(workdir, f"wc_{tag}"), 2)
     for run in range(repeats):
@@ -234,7 +234,7 @@ def main() -> None:
     if topic_results is not None:
         print_topic_sink(topic_results, args)
     if kafka_results is not None:
-        ratios = [p / s for p, s in zip(kafka_results["pylog"], kafka_results["spark"])]
+        ratios = [p / s for p, s in zip(kafka_results["pylog"], kafka_results["spark"], strict=False)]
         print(f"topic sinks on Apache Kafka, {args.topic_rows:,} rows x 100-byte values, 2 tasks, "
               f"median of {args.repeats} alternating runs")
         print(f"  pylog exactly-once        {statistics.median(kafka_results['pylog']):12,.0f} rows/s")

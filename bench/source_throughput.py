@@ -201,11 +201,12 @@ def kafka_parts(spark, args, parts: set[str]) -> None:  # noqa: ANN001
         if "kafka" in parts:
             rows = fill(bootstrap, "bench", args.messages)
             rates = interleaved(spark, bootstrap, "bench", rows, args.rounds)
-            ratios = [p / k for p, k in zip(rates["pylog"], rates["kafka"])]
+            ratios = [p / k for p, k in zip(rates["pylog"], rates["kafka"], strict=False)]
             print(f"spark.read on Apache Kafka, {rows:,} rows of 100-byte values in {PARTITIONS} partitions; "
                   f"median of {args.rounds} interleaved rounds, local[2], one session")
-            print(f"kafka-read pylog {median(rates['pylog']):12,.0f} rows/s   spark-kafka {median(rates['kafka']):12,.0f} "
-                  f"rows/s   ratio pylog/spark {median(ratios):5.2f}   (rounds {min(ratios):.2f} to {max(ratios):.2f})",
+            print(f"kafka-read pylog {median(rates['pylog']):12,.0f} rows/s   "
+                  f"spark-kafka {median(rates['kafka']):12,.0f} rows/s   ratio pylog/spark {median(ratios):5.2f}   "
+                  f"(rounds {min(ratios):.2f} to {max(ratios):.2f})",
                   flush=True)
         if "sweep" in parts:
             sweep: dict[int, dict[str, float]] = {}

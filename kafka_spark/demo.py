@@ -83,7 +83,7 @@ def main(out: Path = Path("demo-output")) -> int:
             written = spark.read.parquet(str(output))  # stock Spark: sees committed files only
             rows_out = written.count()
             distinct = written.select("window_start", "country").distinct().count()
-            orders_out = written.agg(F.sum("orders")).first()[0] or 0
+            orders_out = written.agg(F.sum("orders")).collect()[0][0] or 0
             offsets = committed_source_offsets(str(output))
         finally:
             spark.stop()

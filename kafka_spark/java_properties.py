@@ -286,10 +286,12 @@ def translate(config: Mapping[str, str], role: str, prefix: str = "kafka.") -> C
             out.honoured[name] = value
         elif name.startswith("compression.") and name.endswith(".level"):
             codec = name.split(".")[1]
+            assert rule.target is not None  # a renamed rule names its target
             if given.get("compression.type", "").strip().lower() == codec:
                 passed[rule.target] = value
                 out.origin[rule.target] = name
         else:  # renamed
+            assert rule.target is not None
             try:
                 passed[rule.target] = rule.convert(value) if rule.convert else value
             except ValueError:

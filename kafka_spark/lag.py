@@ -49,7 +49,7 @@ def _java_double(value: float) -> str:
         return repr(float(value))
     sign, digits, exponent = Decimal(repr(float(value))).normalize().as_tuple()
     text = "".join(map(str, digits))
-    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{len(digits) + exponent - 1}"
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{len(digits) + int(exponent) - 1}"
 
 
 def lag_metrics(progress: Any, source: int = 0) -> dict[str, str]:

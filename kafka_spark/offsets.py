@@ -27,7 +27,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from kafka_spark.errors import DataLossError, KafkaReadError, OffsetJsonError
 from kafka_spark.common.topic_partition import TopicPartition
@@ -139,7 +139,7 @@ class GlobalTimestamp:
 
 
 #: The closed set of start/end specs.
-OffsetSpec = Union[EarliestOffsets, LatestOffsets, SpecificOffsets, SpecificTimestamps, GlobalTimestamp]
+OffsetSpec = EarliestOffsets | LatestOffsets | SpecificOffsets | SpecificTimestamps | GlobalTimestamp
 
 
 # --------------------------------------------------------------------------------------------

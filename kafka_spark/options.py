@@ -40,7 +40,6 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Union
 
 from kafka_spark.errors import PylogOptionError
 from kafka_spark.java_properties import CONSUMER, ClientConfig, KafkaConfigError, translate
@@ -106,7 +105,7 @@ class Assign:
     partitions: tuple[TopicPartition, ...]
 
 
-Subscription = Union[Subscribe, SubscribePattern, Assign]
+Subscription = Subscribe | SubscribePattern | Assign
 
 
 # --------------------------------------------------------------------------------------------

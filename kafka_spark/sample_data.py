@@ -23,7 +23,7 @@ COUNTRIES = ["DE", "FR", "NL", "ES", "IT", "PL", "SE", "US"]
 class Event:
     key: bytes
     value: bytes
-    headers: list[tuple[str, bytes]]
+    headers: list[tuple[str, str | bytes | None]]
     timestamp_ms: int
 
 

@@ -223,7 +223,7 @@ def soak(seconds: float, producers: int = 2, partitions: int = 8, value_bytes: i
         def produce(run: ProducerRun) -> None:
             try:
                 produce_for(bootstrap, run, partitions, seconds, value_bytes)
-            except BaseException as error:  # reported below, with the figures
+            except BaseException as error:  # noqa: BLE001 reported below, with the figures
                 failures.append(error)
 
         threads = [threading.Thread(target=produce, args=(run,), name=f"soak-producer-{run.number}") for run in runs]
@@ -236,12 +236,12 @@ def soak(seconds: float, producers: int = 2, partitions: int = 8, value_bytes: i
         counts = read_back(bootstrap, partitions, runs)
         for failure in failures:
             print(f"soak: {failure}", file=sys.stderr)
-    for run, stored in zip(runs, counts):
+    for run, stored in zip(runs, counts, strict=False):
         result.produced += len(run.status)
         result.max_ack_latency_ms = max(result.max_ack_latency_ms, run.max_latency_s * 1000)
         for name, count in run.errors.items():
             result.errors[name] = result.errors.get(name, 0) + count
-        for status, count in zip(run.status, stored):
+        for status, count in zip(run.status, stored, strict=False):
             if status == 1:
                 result.acked += 1
                 if count == 0:

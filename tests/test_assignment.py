@@ -524,7 +524,7 @@ def test_split_covers_every_offset_exactly_once(specs, min_partitions, max_recor
         # Contiguous, in order, exactly the original span.
         assert parts[0].from_offset == original.from_offset
         assert parts[-1].until_offset == original.until_offset
-        for left, right in zip(parts, parts[1:]):
+        for left, right in zip(parts, parts[1:], strict=False):
             assert left.until_offset == right.from_offset
     assert split_ranges(ranges, min_partitions, max_records) == out
 
@@ -573,7 +573,7 @@ def test_uneven_layout_agrees_with_kafka_python():
 def test_module_docstring_shows_the_tested_layout():
     doc = assignment_module.__doc__
     for i, (by_range, by_round_robin) in enumerate(zip(UNEVEN_RANGE_LAYOUT,
-                                                       UNEVEN_ROUND_ROBIN_LAYOUT)):
+                                                       UNEVEN_ROUND_ROBIN_LAYOUT, strict=True)):
         row = f"task-{i:05d}  {', '.join(by_range):<37}  {', '.join(by_round_robin)}"
         assert row in doc, row
 

@@ -142,7 +142,7 @@ def test_an_address_where_nothing_listens_fails_fast_in_one_line(tmp_path):
     running = [subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", *command, "--bootstrap-server", "127.0.0.1:1"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
                for command in commands]  # side by side: each mostly waits for the address to answer
-    for command, process in zip(commands, running):
+    for command, process in zip(commands, running, strict=True):
         _, stderr_bytes = process.communicate(b"a record\n", timeout=120)
         stderr = stderr_bytes.decode()
         assert process.returncode == 1, (command, stderr)

@@ -87,7 +87,7 @@ def test_sigkill_mid_stream_on_s3_then_restart_is_exactly_once(s3, tmp_path):
         object_path = location.from_uri(status.path)
         assert location.fs.get_file_info(object_path).size == status.size  # logged with its real size
         table = pq.read_table(object_path, filesystem=location.fs)
-        rows += zip(table.column("partition").to_pylist(), table.column("offset").to_pylist())
+        rows += zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(), strict=True)
     assert sorted(rows) == sorted((p, o) for p in range(2) for o in range(END))
 
     vacuum(out, older_than_seconds=0)  # orphans of the killed batch go; committed objects stay

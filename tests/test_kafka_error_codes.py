@@ -70,7 +70,7 @@ def literal_error_numbers(source: str) -> list[tuple[int, str]]:
     tree = ast.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values):
+            for key, value in zip(node.keys, node.values, strict=True):
                 found += [(n.lineno, f"{ast.unparse(key)}: {ast.unparse(value)}")
                           for n in _numbers(value) if _is_code_key(key)]
         elif isinstance(node, ast.keyword) and node.arg is not None and node.arg.endswith("error_code"):
@@ -78,7 +78,7 @@ def literal_error_numbers(source: str) -> list[tuple[int, str]]:
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
-                pairs = (zip(target.elts, node.value.elts)
+                pairs = (zip(target.elts, node.value.elts, strict=False)
                          if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
                          else [(target, node.value)])
                 for name, value in pairs:

@@ -304,8 +304,8 @@ def test_topic_level_offsets_json_parses_whole_topics_beside_partitions():
     ({"startingOffsets": '{"a":"latest"}'}, "startingOffsets for topic a can't be latest \\(-1\\)"),
     ({"endingOffsets": '{"a":"earliest"}'}, "endingOffsets for topic a can't be earliest \\(-2\\)"),
     ({"startingOffsets": '{"a":{"0":1,"1":1}}', "endingOffsets": '{"a":{"0":5}}'},
-     "The specified start offset and end offset should have the same topic-partitions. Topic-partitions for start "
-     "offset: a-0, a-1, topic-partitions for end offset: a-0."),
+     "The specified start offset and end offset should have the same topic-partitions. "
+     "Topic-partitions for start offset: a-0, a-1, topic-partitions for end offset: a-0."),
     ({"startingOffsets": '{"a":{"0":7}}', "endingOffsets": '{"a":{"0":5}}'},
      "The specified start offset 7 is greater than the end offset 5 for topic a partition 0."),
     ({"startingOffsetsByTimestamp": '{"a":{"0":2000}}', "endingOffsetsByTimestamp": '{"a":{"0":1000}}'},

@@ -59,10 +59,14 @@ SESSION = textwrap.dedent(
 
         for name in ("pylog", "pylog-files"):
             try:
-                spark.read.format(name).load() if name == "pylog" else spark.range(1).write.format(name).mode("append").save(out + "/probe")
+                if name == "pylog":
+                    spark.read.format(name).load()
+                else:
+                    spark.range(1).write.format(name).mode("append").save(out + "/probe")
                 print(f"BEFORE {name}: found")
             except Exception as exc:
-                print(f"BEFORE {name}: {'not found' if 'Failed to find the data source' in str(exc) or 'DATA_SOURCE_NOT_FOUND' in str(exc) else exc}")
+                missing = 'Failed to find the data source' in str(exc) or 'DATA_SOURCE_NOT_FOUND' in str(exc)
+                print(f"BEFORE {name}: {'not found' if missing else exc}")
         import kafka_spark
         kafka_spark.register(spark)
         print("AFTER:", use_both())

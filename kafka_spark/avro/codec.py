@@ -64,7 +64,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 import fastavro
 import numpy as np
@@ -114,7 +114,7 @@ _READ_ERRORS = (EOFError, ValueError, IndexError, KeyError, TypeError, OverflowE
 _WRITE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, OverflowError)
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError, TypeError)
 
-Payloads = Union[Sequence[Union[bytes, None]], pa.Array, pa.ChunkedArray]
+Payloads: TypeAlias = Sequence[bytes | None] | pa.Array | pa.ChunkedArray
 
 
 class AvroError(PylogError, ValueError):
@@ -194,7 +194,7 @@ def _is_not_found(error: Exception) -> bool:
     return getattr(error, "http_status_code", None) == 404
 
 
-def _registry_error_types() -> tuple[type[BaseException], ...]:
+def _registry_error_types() -> tuple[type[Exception], ...]:
     from confluent_kafka.schema_registry.common._httpx_compat import httpx
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 

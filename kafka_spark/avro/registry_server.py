@@ -193,7 +193,7 @@ class EmbeddedSchemaRegistry:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
+        host, port = self._server.socket.getsockname()[:2]  # what server_bind set server_address to
         return f"http://{host}:{port}"
 
     def start(self) -> "EmbeddedSchemaRegistry":

@@ -171,7 +171,7 @@ class SchemaStore:
 
                 fastavro.parse_schema(document, named_schemas=self._parsed_references(schema))
                 named_types(document, self._named(schema))
-            except Exception as error:  # fastavro raises SchemaParseException, KeyError, TypeError...
+            except Exception as error:  # noqa: BLE001 fastavro raises SchemaParseException, KeyError, TypeError...
                 raise RegistryError(422, 42201, f"Invalid schema: {error}") from None
 
     def incompatibilities(self, subject: str, schema: Schema, previous: list[Schema]) -> list[str]:

@@ -89,7 +89,8 @@ def load_schema(text_or_path: str, *, option: str = "avroSchema") -> dict[str, A
     """Parse the Avro schema given inline as JSON or as a path to an ``.avsc`` file.
 
     A value whose first non-blank character is ``{``, ``[`` or ``"`` is JSON, a bare primitive
-    name (``string``, ``long``, ...) is that schema; anything else is a path (``~`` expanded). ``option`` is the option name the value came from; every error names it.
+    name (``string``, ``long``, ...) is that schema; anything else is a path (``~`` expanded).
+    ``option`` is the option name the value came from; every error names it.
     Returns the ``fastavro.parse_schema`` result (names expanded to full names).
     """
     return load_schema_json(text_or_path, option=option)[1]

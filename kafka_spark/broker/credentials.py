@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import json
 from pathlib import Path
+from typing import Any
 
 from kafka_spark.broker.storage import checkpoint
 
@@ -39,7 +40,7 @@ class CredentialStore:
 
     def __init__(self, log_dir: Path) -> None:
         self._path = Path(log_dir) / CREDENTIALS_FILE
-        self._users: dict[str, dict[str, dict[str, object]]] = {}
+        self._users: dict[str, dict[str, dict[str, Any]]] = {}
         if self._path.exists():
             try:
                 self._users = json.loads(self._path.read_bytes())["users"]
@@ -57,8 +58,8 @@ class CredentialStore:
         entry = self._users.get(user, {}).get(mechanism)
         if entry is None:
             return None
-        return (base64.b64decode(entry["salt"]), int(entry["iterations"]),  # type: ignore[arg-type]
-                base64.b64decode(entry["stored_key"]), base64.b64decode(entry["server_key"]))  # type: ignore[arg-type]
+        return (base64.b64decode(entry["salt"]), int(entry["iterations"]),
+                base64.b64decode(entry["stored_key"]), base64.b64decode(entry["server_key"]))
 
     def upsert(self, user: str, mechanism: str, iterations: int, salt: bytes, salted_password: bytes) -> None:
         """Store the credential derived from a client-salted password (persisted on return);

@@ -127,7 +127,7 @@ class EmbeddedBroker:
             self._broker.notifier.bind_thread()
             self._server = BrokerServer(self._broker)
             loop.run_until_complete(self._server.start())
-        except BaseException as error:  # surface start-up failures (port in use, bad log dir) to start()
+        except BaseException as error:  # noqa: BLE001 surface start-up failures (port in use, bad log dir) to start()
             started.set_exception(error)
             loop.close()
             return

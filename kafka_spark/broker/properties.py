@@ -180,8 +180,8 @@ def broker_options(properties: Mapping[str, str]) -> BrokerOptions:
     for keys, topic_name in ((_RETENTION_KEYS, "retention.ms"), (_ROLL_KEYS, "segment.ms")):
         for key, unit_ms in keys:
             if key in properties:
-                value = _parse_int(key, properties[key])
-                log_changes[topic_name] = str(value if value < 0 else value * unit_ms)
+                number = _parse_int(key, properties[key])
+                log_changes[topic_name] = str(number if number < 0 else number * unit_ms)
                 break
     log_dirs = properties.get("log.dirs", properties.get("log.dir"))
     if log_dirs is not None:
@@ -215,9 +215,9 @@ def _apply_listeners(properties: Mapping[str, str], options: BrokerOptions) -> N
     controllers = {name.strip() for name in properties.get("controller.listener.names", "").split(",") if name.strip()}
     protocols = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL"}
     for entry in properties.get("listener.security.protocol.map", "").split(","):
-        name, sep, protocol = entry.partition(":")
+        name, sep, mapped = entry.partition(":")
         if sep:
-            protocols[name.strip()] = protocol.strip()
+            protocols[name.strip()] = mapped.strip()
     for key in ("listeners", "advertised.listeners"):
         if key not in properties:
             continue
@@ -241,10 +241,10 @@ def _apply_listeners(properties: Mapping[str, str], options: BrokerOptions) -> N
                     m.strip().upper() for m in properties["sasl.enabled.mechanisms"].split(",") if m.strip())
             if key == "listeners" and protocol.endswith("SSL"):
                 options.settings.update(_tls_settings(properties, name))
-            host, sep, port = address.rpartition(":")
-            if not sep or not port.isdigit():
+            host, sep, port_text = address.rpartition(":")
+            if not sep or not port_text.isdigit():
                 raise InvalidConfigError(f"{key}: {entry.strip()!r} has no port; write {name}://HOST:PORT")
-            endpoints.append((host.strip("[]"), int(port)))
+            endpoints.append((host.strip("[]"), int(port_text)))
         if len(endpoints) != 1:
             raise InvalidConfigError(f"{key}={properties[key]!r}: pylog serves exactly one listener (besides "
                                      "controller listeners)")
@@ -257,8 +257,8 @@ def _apply_listeners(properties: Mapping[str, str], options: BrokerOptions) -> N
             listen_port = options.settings.get("port")
             if listen_port not in (None, 0, port):
                 raise InvalidConfigError(
-                    f"advertised.listeners port {port} differs from the listener's port {listen_port}; pylog advertises "
-                    "the port it listens on (forwarding one port to another is not supported)")
+                    f"advertised.listeners port {port} differs from the listener's port {listen_port}; "
+                    "pylog advertises the port it listens on (forwarding one port to another is not supported)")
             if host:
                 options.settings["advertised_host"] = host
 

@@ -167,9 +167,9 @@ class SaslSession:
             user = fields["n"].replace("=2C", ",").replace("=3D", "=")
             if authzid and authzid[2:] != user:
                 raise ValueError("an authorization id other than the user")
-            credential = self.scram.get(self.mechanism, user)
-            state.update(user=user, known=credential is not None,
-                         credential=credential or self.scram.decoy(self.mechanism, user),
+            found = self.scram.get(self.mechanism, user)
+            state.update(user=user, known=found is not None,
+                         credential=found or self.scram.decoy(self.mechanism, user),
                          nonce=fields["r"] + base64.b64encode(os.urandom(18)).decode(), first_bare=bare,
                          header=f"{gs2_flag},{authzid},")
             server_first = (f"r={state['nonce']},s={base64.b64encode(state['credential'].salt).decode()},"
@@ -187,7 +187,7 @@ class SaslSession:
         auth_message = f"{state['first_bare']},{state['server_first']},{without_proof}".encode()
         client_signature = hmac.new(credential.stored_key, auth_message, hash_name).digest()
         proof = base64.b64decode(fields["p"])
-        client_key = bytes(a ^ b for a, b in zip(proof, client_signature))
+        client_key = bytes(a ^ b for a, b in zip(proof, client_signature, strict=False))
         state["done"] = True
         if not (state["known"] and len(proof) == len(client_signature)
                 and hmac.compare_digest(hashlib.new(hash_name, client_key).digest(), credential.stored_key)):

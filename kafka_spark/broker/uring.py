@@ -76,9 +76,9 @@ class _CqOffsets(ctypes.Structure):
 
 
 class _Params(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_uint32) for name in
-                ("sq_entries", "cq_entries", "flags", "sq_thread_cpu", "sq_thread_idle", "features", "wq_fd")] + [
-        ("resv", ctypes.c_uint32 * 3), ("sq_off", _SqOffsets), ("cq_off", _CqOffsets)]
+    _fields_ = [*((name, ctypes.c_uint32) for name in
+                  ("sq_entries", "cq_entries", "flags", "sq_thread_cpu", "sq_thread_idle", "features", "wq_fd")),
+                ("resv", ctypes.c_uint32 * 3), ("sq_off", _SqOffsets), ("cq_off", _CqOffsets)]
 
 
 def _libc() -> ctypes.CDLL | None:

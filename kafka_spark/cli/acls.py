@@ -160,13 +160,13 @@ def _list(args: argparse.Namespace, config: dict[str, Any], error: type[Exceptio
 
     admin = _admin(config)
     pattern = ResourcePatternType[args.resource_pattern_type.upper()]
-    resources = _resources(args) or [(ResourceType.ANY, None)]
+    resources: list[tuple[Any, str | None]] = list(_resources(args)) or [(ResourceType.ANY, None)]
     principals = args.principal or [None]
     found: list[Any] = []
     for kind, name in resources:
         for principal in principals:
-            acl_filter = AclBindingFilter(kind, name, pattern, principal, None, AclOperation.ANY,
-                                          AclPermissionType.ANY)
+            # confluent-kafka types name and host as str; in a filter None matches any (its docs)
+            acl_filter = AclBindingFilter(kind, name, pattern, principal, None, AclOperation.ANY, AclPermissionType.ANY)  # type: ignore[arg-type]
             found += [acl for acl in wait_for(admin.describe_acls(acl_filter), "listing ACLs", error)
                       if acl not in found]
     _print(found)

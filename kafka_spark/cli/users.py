@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 _MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 _DEFAULT_ITERATIONS = 4096  # kafka-configs' default
@@ -91,7 +91,7 @@ def _describe(args: argparse.Namespace, config: dict[str, Any], error: type[Exce
     admin = AdminClient(config)
     if args.user:
         described = {user: wait_for(future, f"describing {user}", error)
-                     for user, future in admin.describe_user_scram_credentials(args.user).items()}
+                     for user, future in cast(dict[str, Any], admin.describe_user_scram_credentials(args.user)).items()}
     else:
         described = wait_for(admin.describe_user_scram_credentials(), "describing users", error)
     for user, description in sorted(described.items()):

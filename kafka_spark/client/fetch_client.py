@@ -26,7 +26,7 @@ import socket
 import struct
 import threading
 import time
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from kafka_spark.errors import PylogError
 from kafka_spark.common.kafka_errors import ErrorCode, error_name
@@ -47,7 +47,7 @@ API_FETCH, API_LIST_OFFSETS, API_METADATA, API_VERSIONS = 1, 2, 3, 18
 FETCH_VERSION = 11
 
 #: Leadership moved or is settling: look the leader up again and retry (name by code, for messages).
-RETRIABLE_ERRORS = {code: error_name(code) for code in (
+RETRIABLE_ERRORS: dict[int, str] = {code: error_name(code) for code in (
     ErrorCode.leader_not_available, ErrorCode.not_leader_or_follower, ErrorCode.request_timed_out,
     ErrorCode.replica_not_available, ErrorCode.network_exception, ErrorCode.kafka_storage_error,
     ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_id,

@@ -198,7 +198,7 @@ class ContinuityCheck:
         """Where this query must start to continue the output: for every topic-partition it
         reads, the offset the output continues at, or earliest (-2) where the output holds none."""
         return {
-            topic: {p: (coverage.held(topic, p) if coverage.held(topic, p) is not None else EARLIEST) for p in parts}
+            topic: {p: (held if (held := coverage.held(topic, p)) is not None else EARLIEST) for p in parts}
             for topic, parts in self.end.items()
         }
 

@@ -101,6 +101,7 @@ class ArrowRangeReader:
                     if pending is None:
                         conn = self.client.connection(self.client.leader(topic, partition, refresh=attempt > 0))
                         pending = self._send(conn, self.position)
+                    assert conn is not None  # pending is a request sent on conn
                     fetched = self.client.receive_fetch(conn, pending, topic, partition)
                     pending = None
                 except kf.KafkaProtocolError as error:
@@ -199,7 +200,7 @@ class ArrowRangeReader:
     def _decompressed(self, records: memoryview, index: rd.BatchIndex, chosen: np.ndarray,
                       codecs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         parts, starts, ends, at = [], [], [], 0
-        for i, codec in zip(chosen.tolist(), codecs.tolist()):
+        for i, codec in zip(chosen.tolist(), codecs.tolist(), strict=True):
             begin = int(index.position[i])
             section = records[begin + rd.HEADER_SIZE: begin + int(index.size[i])]
             if codec:
@@ -391,7 +392,7 @@ class ArrowTaskReader:
         parts to decode ``(reader, part, buf, index, position it was read from)``, the errors that
         need the broker (out of range) and the backoff attempt for retriable errors (0: none)."""
         work, deferred, wait = [], [], 0
-        for reader, entry in zip(readers, entries):
+        for reader, entry in zip(readers, entries, strict=True):
             if entry.error:
                 reader.attempt += 1
                 if entry.error == ErrorCode.offset_out_of_range:

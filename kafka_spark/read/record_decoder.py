@@ -357,9 +357,9 @@ def decode_records(
         out,
     )
     if status != 0:
-        bad = int(chosen[-1 - status])
+        bad_batch = int(chosen[-1 - status])
         raise CorruptRecordBatch(
-            f"the record batch at offset {int(batches.base_offset[bad])} does not parse (a record "
+            f"the record batch at offset {int(batches.base_offset[bad_batch])} does not parse (a record "
             f"length runs past the batch): the log is corrupt or the batch was cut in transit"
         )
     (offsets, timestamps, types, key_offsets, key_valid, key_data, value_offsets, value_valid, value_data,

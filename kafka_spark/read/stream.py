@@ -406,6 +406,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from confluent_kafka import KafkaException
 
         offsets = {tp: off for tp, off in offsets_from_dict(end).items() if off >= 0}
+        assert self.options.group_id is not None  # options parsing requires it with commitOffsetsToGroup
         try:
             self.reader.commit_group_offsets(self.options.group_id, offsets)
         except KafkaException as e:

@@ -191,7 +191,7 @@ def test_delete_records_moves_the_log_start_and_removes_whole_segments(tmp_path)
         bootstrap = broker.bootstrap_servers
         broker.create_topic("trim", partitions=1, config={"segment.bytes": "1024"})
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-        for i in range(30):
+        for _ in range(30):
             producer.produce("trim", value=b"x" * 200, partition=0)
             producer.flush(10)  # one batch each: a few per segment
         segments_before = len(list((tmp_path / "trim-0").glob("*.log")))

@@ -127,7 +127,7 @@ def test_flush_on_ack_all_off_acknowledges_acks_all_without_waiting_for_fsync(tm
             group_commit = broker.broker.group_commit
             calls = []
             real = group_commit.wait_durable
-            monkeypatch.setattr(group_commit, "wait_durable", lambda *a: calls.append(a) or real(*a))
+            monkeypatch.setattr(group_commit, "wait_durable", lambda *a, calls=calls, real=real: calls.append(a) or real(*a))
             producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all", "linger.ms": 0})
             for i in range(5):
                 producer.produce("t", b"v%d" % i)

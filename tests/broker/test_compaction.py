@@ -24,7 +24,6 @@ from kafka_spark.broker.storage.config import LogConfig
 from kafka_spark.broker.storage.errors import InvalidRecordError
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import LogManager
-from kafka_spark.broker.storage.config import LogConfig
 from kafka_spark.broker.storage.records import DELETE_HORIZON_MASK, validate_records
 
 TS = 1_700_000_000_000
@@ -396,7 +395,7 @@ def test_a_crash_at_any_step_of_the_swap_recovers_to_before_or_after(tmp_path: P
         log = build_dirty_log(directory, clock)
         steps = {"armed": False, "count": 0}
 
-        def step(real):  # type: ignore[no-untyped-def]
+        def step(real, steps=steps, crash_at=crash_at):  # type: ignore[no-untyped-def]
             def wrapped(*args, **kwargs):  # type: ignore[no-untyped-def]
                 if steps["armed"]:
                     if steps["count"] == crash_at:
@@ -405,7 +404,7 @@ def test_a_crash_at_any_step_of_the_swap_recovers_to_before_or_after(tmp_path: P
                 return real(*args, **kwargs)
             return wrapped
 
-        def armed_swap(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        def armed_swap(self, *args, steps=steps, **kwargs):  # type: ignore[no-untyped-def]
             steps["armed"] = True
             try:
                 return real_swap(self, *args, **kwargs)
@@ -418,7 +417,7 @@ def test_a_crash_at_any_step_of_the_swap_recovers_to_before_or_after(tmp_path: P
         monkeypatch.setattr(Log, "replace_segments", armed_swap)
         crashed = False
         try:
-            LogCleaner(lambda: [log]).clean_now()
+            LogCleaner(lambda log=log: [log]).clean_now()
         except SimulatedCrash:
             crashed = True
         monkeypatch.undo()

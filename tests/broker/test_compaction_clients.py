@@ -135,7 +135,7 @@ def test_cleaning_while_a_producer_writes_and_a_consumer_reads_loses_no_newest_v
             batch = [(b"key-%02d" % (n % 40), b"v%06d" % n) for n in range(6000)]
             for start in range(0, len(batch), 500):
                 newest.update(produce(bootstrap, topic, batch[start:start + 500]))
-        except BaseException as error:  # reported by the main thread
+        except BaseException as error:  # noqa: BLE001 reported by the main thread
             problems.append(f"producer: {error!r}")
         finally:
             done.set()

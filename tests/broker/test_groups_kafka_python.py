@@ -39,7 +39,7 @@ class Member:
                 if batches:
                     self.consumer.commit()  # after processing: at least once
                 self.assignment = {tp.partition for tp in self.consumer.assignment()}
-        except BaseException as error:  # surfaced by the test through self.errors
+        except BaseException as error:  # noqa: BLE001 surfaced by the test through self.errors
             self.errors.append(error)
         finally:
             self.consumer.close()  # sends LeaveGroup

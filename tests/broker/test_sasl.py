@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.properties import broker_options
@@ -118,7 +118,7 @@ def test_scram_with_each_client_and_refusals_that_do_not_tell_user_from_password
         errors: list[KafkaError] = []
         refused = Consumer({**client(sasl_broker, **{"sasl.mechanism": mechanism}), "sasl.username": user,
                             "sasl.password": password, "group.id": "refused", "error_cb": errors.append})
-        with pytest.raises(Exception):
+        with pytest.raises(KafkaException):
             refused.list_topics(timeout=2)
         refused.poll(0)
         refused.close()
@@ -142,7 +142,7 @@ def test_a_wrong_password_is_refused_and_nothing_is_served_before_authentication
 
     # A client that skips SASL is cut off at its first request; it cannot even read metadata.
     plain = Consumer({"bootstrap.servers": sasl_broker.bootstrap_servers, "group.id": "plain"})
-    with pytest.raises(Exception):
+    with pytest.raises(KafkaException):
         plain.list_topics(timeout=3)
     plain.close()
     with socket.create_connection(("127.0.0.1", sasl_broker.port), timeout=5) as raw:

@@ -420,7 +420,7 @@ def test_concurrent_appends_and_reads_get_distinct_contiguous_offsets(tmp_path: 
                 if end:
                     data = log.read(end - 1, 1 << 16)
                     assert iter_batches(data).error is None
-        except BaseException as error:  # surfaced below: a thread's failure must fail the test
+        except BaseException as error:  # noqa: BLE001 surfaced below: a thread's failure must fail the test
             errors.append(error)
 
     threads = [threading.Thread(target=produce) for _ in range(4)] + [threading.Thread(target=consume)]

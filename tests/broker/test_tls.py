@@ -8,7 +8,7 @@ import asyncio
 import ssl
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from tls_certs import Pki, make_pki
 
 from kafka_spark.broker import EmbeddedBroker
@@ -58,13 +58,13 @@ def test_ssl_listener_serves_verified_clients_only(pki, tmp_path):
         errors: list[KafkaError] = []
         untrusting = Consumer({"bootstrap.servers": bootstrap, "security.protocol": "SSL", "group.id": "x",
                                "ssl.ca.location": str(pki.client_cert), "error_cb": errors.append})
-        with pytest.raises(Exception):
+        with pytest.raises(KafkaException):
             untrusting.list_topics(timeout=3)
         untrusting.poll(0)
         untrusting.close()
         assert any(error.code() == KafkaError._SSL and "certificate verify failed" in error.str() for error in errors)
         plain = Consumer({"bootstrap.servers": bootstrap, "group.id": "x"})
-        with pytest.raises(Exception):
+        with pytest.raises(KafkaException):
             plain.list_topics(timeout=3)
         plain.close()
         counter = Consumer({**tls, "group.id": "count"})
@@ -91,7 +91,7 @@ def test_sasl_ssl_with_required_client_certificates_from_server_properties(pki, 
         assert produce_and_count(with_certificate, "mtls", 20) == 20
         errors: list[KafkaError] = []
         no_certificate = Consumer({**secured, "group.id": "x", "error_cb": errors.append})
-        with pytest.raises(Exception):
+        with pytest.raises(KafkaException):
             no_certificate.list_topics(timeout=3)
         no_certificate.poll(0)
         no_certificate.close()

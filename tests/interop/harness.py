@@ -79,7 +79,7 @@ def table(output: str) -> list[dict[str, str]]:
     for index, line in enumerate(lines):
         if re.match(r"^GROUP\s+[A-Z]", line) or re.match(r"^TOPIC\s+PARTITION", line):
             header = line.split()
-            return [dict(zip(header, row.split())) for row in lines[index + 1:]]
+            return [dict(zip(header, row.split(), strict=False)) for row in lines[index + 1:]]
     return []
 
 

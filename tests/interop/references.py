@@ -36,6 +36,8 @@ SPARK_KAFKA_JARS = ROOT / ".cache" / "spark-kafka" / "jars"
 #: The versions scripts/references/*.xml pin (checked against the jar names at use).
 KAFKA_VERSION = "4.3.1"
 SPARK_CONNECTOR_VERSION = "4.2.0"
+#: The JAAS entry of the SCRAM listener: no users in it (kafka-storage format adds them, --add-scram).
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 
 #: Main classes of the scripts in Kafka's bin/ (Kafka 4.x).
 TOOLS = {
@@ -162,7 +164,9 @@ class ToolRunner:
 
     def run(self, main_class: str, args: Sequence[str], input: str | bytes | None,
             timeout: float) -> subprocess.CompletedProcess:
-        encode = lambda value: base64.b64encode(value if isinstance(value, bytes) else value.encode()).decode()
+        def encode(value: str | bytes) -> str:
+            return base64.b64encode(value if isinstance(value, bytes) else value.encode()).decode()
+
         request = " ".join([encode(main_class), "-" if input is None else encode(input) or "-",
                             *(encode(arg) for arg in args)]) + "\n"
         with self._lock:
@@ -297,8 +301,7 @@ class ApacheKafka:
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
             "sasl.enabled.mechanisms": mechanisms,
-            **{f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config":
-               "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            **{f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config": SCRAM_LOGIN_MODULE
                for mechanism in mechanisms.split(",")},
             "log.dirs": str(self.workdir / "data"),
             "num.partitions": "1",

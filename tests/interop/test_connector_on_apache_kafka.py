@@ -60,7 +60,7 @@ def test_batch_read_with_every_offset_option_kind_gives_spark_kafka_source_rows(
                  "assign": json.dumps({topic: [0]})}):
         subscription = {} if "assign" in bad else {"subscribe": topic}
         for fmt in ("kafka", "pylog"):  # both refuse
-            with pytest.raises(Exception):
+            with pytest.raises(Exception):  # noqa: B017 each format raises its own error class
                 read(spark_kafka.read, fmt, cluster.bootstrap_servers, **subscription, **bad).collect()
 
 

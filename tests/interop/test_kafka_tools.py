@@ -173,7 +173,7 @@ def tab_rows(output: str) -> list[dict[str, str]]:
     """The rows of kafka-transactions' tab-separated table, as dicts by column name."""
     header, *lines = [line for line in output.splitlines() if line.strip()]
     names = [name.strip() for name in header.split("\t")]
-    return [dict(zip(names, (value.strip() for value in line.split("\t")))) for line in lines]
+    return [dict(zip(names, (value.strip() for value in line.split("\t")), strict=False)) for line in lines]
 
 
 def test_transactions_list_and_describe(cluster: Cluster):
@@ -212,5 +212,5 @@ def test_producer_and_consumer_perf_tests_move_every_record(cluster: Cluster):
     assert re.search(r"^20000 records sent, [\d.]+ records/sec", produced.stdout, re.MULTILINE), produced.stdout
     consumed = cluster.tool("kafka-consumer-perf-test", "--topic", topic, "--messages", "20000", "--timeout", "60000", runner=None)
     header, values = consumed.stdout.strip().splitlines()[-2:]
-    stats = dict(zip((name.strip() for name in header.split(",")), (value.strip() for value in values.split(","))))
+    stats = dict(zip((name.strip() for name in header.split(",")), (value.strip() for value in values.split(",")), strict=False))
     assert stats["data.consumed.in.nMsg"] == "20000", consumed.stdout

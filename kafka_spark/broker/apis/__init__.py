@@ -11,9 +11,10 @@ from kafka_spark.broker.apis import (add_offsets_to_txn, add_partitions_to_txn, 
                                      list_transactions, txn_offset_commit)
 from kafka_spark.broker.apis import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group, list_groups,
                                      offset_commit, offset_delete, offset_fetch, sync_group)
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.protocol.versions import ApiKey
 
-HANDLERS: dict[int, Callable[..., Any]] = {
+HANDLERS: dict[int, Callable[[BrokerContext, Any], Any]] = {
     ApiKey.API_VERSIONS: api_versions.handle,
     ApiKey.METADATA: metadata.handle,
     ApiKey.PRODUCE: produce.handle,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.authorizer import CLUSTER_NAME, Operation, ResourceType, all_operations
 
 #: What the authorized-operations fields hold when the client did not ask for them.
@@ -28,23 +29,23 @@ def _host(request: Any) -> str:
     return getattr(request, "client_host", "").lstrip("/") or "*"
 
 
-def allowed(broker: Any, request: Any, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+def allowed(broker: BrokerContext, request: Any, operation: Operation, resource_type: ResourceType, name: str) -> bool:
     authorizer = broker.authorizer
     return authorizer is None or authorizer.authorize(request.principal, _host(request), operation, resource_type,
                                                       name)
 
 
-def allowed_on_cluster(broker: Any, request: Any, operation: Operation) -> bool:
+def allowed_on_cluster(broker: BrokerContext, request: Any, operation: Operation) -> bool:
     return allowed(broker, request, operation, CLUSTER, CLUSTER_NAME)
 
 
-def allowed_on_any(broker: Any, request: Any, operation: Operation, resource_type: ResourceType) -> bool:
+def allowed_on_any(broker: BrokerContext, request: Any, operation: Operation, resource_type: ResourceType) -> bool:
     """``operation`` on at least one resource of the type (an idempotent producer: WRITE on some topic)."""
     authorizer = broker.authorizer
     return authorizer is None or authorizer.authorize_any(request.principal, _host(request), operation, resource_type)
 
 
-def authorized_operations(broker: Any, request: Any, resource_type: ResourceType, name: str,
+def authorized_operations(broker: BrokerContext, request: Any, resource_type: ResourceType, name: str,
                           requested: bool = True) -> int:
     """The authorized-operations bit field of a resource (every supported operation without an
     authorizer), or NOT_REQUESTED."""

@@ -15,6 +15,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.authorizer import (Acl, AclFilter, InvalidAcl, Operation, PatternType, Permission,
                                            ResourceType)
 
@@ -43,7 +44,7 @@ def _described(acl: Acl) -> dict[str, Any]:
             "permission_type": acl.permission}
 
 
-def handle_describe(broker: Any, request: Any) -> dict[str, Any]:
+def handle_describe(broker: BrokerContext, request: Any) -> dict[str, Any]:
     response: dict[str, Any] = {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "resources": []}
     if broker.authorizer is None:
         return {**response, "error_code": ErrorCode.security_disabled, "error_message": _DISABLED}
@@ -61,14 +62,15 @@ def handle_describe(broker: Any, request: Any) -> dict[str, Any]:
     return response
 
 
-def handle_create(broker: Any, request: Any) -> dict[str, Any]:
+def handle_create(broker: BrokerContext, request: Any) -> dict[str, Any]:
     creations = request.body.creations
     if broker.authorizer is None:
         code, message = ErrorCode.security_disabled, _DISABLED
     elif not access.allowed_on_cluster(broker, request, access.ALTER):
         code, message = ErrorCode.cluster_authorization_failed, None
     else:
-        results, valid = [], []
+        results: list[dict[str, Any]] = []
+        valid = []
         for entry in creations:
             try:
                 valid.append(_acl(entry))
@@ -80,7 +82,7 @@ def handle_create(broker: Any, request: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "results": [{"error_code": code, "error_message": message} for _ in creations]}
 
 
-def handle_delete(broker: Any, request: Any) -> dict[str, Any]:
+def handle_delete(broker: BrokerContext, request: Any) -> dict[str, Any]:
     filters = request.body.filters
     if broker.authorizer is None or not access.allowed_on_cluster(broker, request, access.ALTER):
         code, message = (ErrorCode.security_disabled, _DISABLED) if broker.authorizer is None else (

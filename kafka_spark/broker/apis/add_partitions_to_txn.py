@@ -17,11 +17,12 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.coordinator.transaction import fenced_error
 from kafka_spark.common.topic_partition import TopicPartition
 
 
-def handle(broker: Any, request: Any) -> Any:
+def handle(broker: BrokerContext, request: Any) -> Any:
     body = request.body
     if request.api_version >= 4:  # between brokers: the cluster's business
         if not access.allowed_on_cluster(broker, request, access.CLUSTER_ACTION):
@@ -44,13 +45,13 @@ def handle(broker: Any, request: Any) -> Any:
     return broker.transactions.respond({"throttle_time": 0, "results_by_topic_v3_and_below": topic_results})
 
 
-def _transaction(broker: Any, txn: Any, version: int) -> dict[str, Any]:
+def _transaction(broker: BrokerContext, txn: Any, version: int) -> dict[str, Any]:
     return {"transactional_id": txn.transactional_id,
             "topic_results": _add(broker, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
                                   txn.verify_only, version)}
 
 
-def _add(broker: Any, transactional_id: str, producer_id: int, producer_epoch: int, topics: Any,
+def _add(broker: BrokerContext, transactional_id: str, producer_id: int, producer_epoch: int, topics: Any,
          verify_only: bool, version: int) -> list[dict[str, Any]]:
     requested = [TopicPartition(topic.name, index) for topic in topics for index in topic.partitions]
     coordinator = broker.transactions

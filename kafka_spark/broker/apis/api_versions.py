@@ -12,13 +12,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.protocol.versions import CLUSTER_ONLY, FEATURES, SASL_VERSIONS, SUPPORTED_VERSIONS
 
 #: The epoch of the finalized features: they never change while the broker runs.
 _FEATURES_EPOCH = 0
 
 
-def handle(broker: Any, request: Any) -> dict[str, Any]:
+def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     served = {**SUPPORTED_VERSIONS, **(SASL_VERSIONS if broker.config.sasl_users else {})}
     return {
         "error_code": _wrong_node(broker.config, request.body),

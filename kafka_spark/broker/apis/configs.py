@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.storage.config import LogConfig
 from kafka_spark.broker.storage.errors import StorageError
@@ -57,7 +58,7 @@ FLUSH_ON_ACK_ALL = "log.flush.on.ack.all"
 # -- DescribeConfigs ------------------------------------------------------------------------------
 
 
-def handle_describe(broker: Any, request: Any) -> dict[str, Any]:
+def handle_describe(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
     synonyms = bool(getattr(body, "include_synonyms", False))
     results = []
@@ -82,11 +83,11 @@ def handle_describe(broker: Any, request: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "results": results}
 
 
-def _topic_entries(broker: Any, name: str, synonyms: bool) -> list[dict[str, Any]]:
+def _topic_entries(broker: BrokerContext, name: str, synonyms: bool) -> list[dict[str, Any]]:
     return topic_config_entries(broker, _topic(broker, name).configs, synonyms)
 
 
-def topic_config_entries(broker: Any, overrides: Mapping[str, str], synonyms: bool = False) -> list[dict[str, Any]]:
+def topic_config_entries(broker: BrokerContext, overrides: Mapping[str, str], synonyms: bool = False) -> list[dict[str, Any]]:
     """Every topic-level setting of a topic with ``overrides``, as DescribeConfigs and
     CreateTopics v5+ list them."""
     defaults = broker.config.log
@@ -106,13 +107,13 @@ def topic_config_entries(broker: Any, overrides: Mapping[str, str], synonyms: bo
     return entries
 
 
-def _broker_entries(broker: Any, name: str, synonyms: bool) -> list[dict[str, Any]]:
+def _broker_entries(broker: BrokerContext, name: str, synonyms: bool) -> list[dict[str, Any]]:
     config = broker.config
     if name not in ("", str(config.node_id)):
         raise _RequestError(ErrorCode.invalid_request, f"unexpected broker id {name!r}: this broker is {config.node_id} "
                             "(or use an empty name)")
     protocol = config.security_protocol  # the listener is named after its protocol, as Kafka's default
-    values = {
+    values: dict[str, Any] = {
         "listeners": f"{protocol}://{config.host}:{broker.port}",
         "advertised.listeners": f"{protocol}://{broker.advertised_host}:{broker.port}",
         "broker.id": config.node_id,
@@ -182,7 +183,7 @@ def config_type(name: str, value: str) -> int:
 # -- AlterConfigs and IncrementalAlterConfigs -------------------------------------------------------
 
 
-def handle_alter(broker: Any, request: Any) -> dict[str, Any]:
+def handle_alter(broker: BrokerContext, request: Any) -> dict[str, Any]:
     """AlterConfigs: the configs given become the topic's whole set of overrides."""
 
     def overrides(resource: Any, current: dict[str, str]) -> dict[str, str]:
@@ -191,7 +192,7 @@ def handle_alter(broker: Any, request: Any) -> dict[str, Any]:
     return _alter(broker, request, overrides)
 
 
-def handle_incremental_alter(broker: Any, request: Any) -> dict[str, Any]:
+def handle_incremental_alter(broker: BrokerContext, request: Any) -> dict[str, Any]:
     """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on the current overrides."""
 
     def overrides(resource: Any, current: dict[str, str]) -> dict[str, str]:
@@ -226,7 +227,7 @@ def handle_incremental_alter(broker: Any, request: Any) -> dict[str, Any]:
     return _alter(broker, request, overrides)
 
 
-def _alter(broker: Any, request: Any, overrides: Any) -> dict[str, Any]:
+def _alter(broker: BrokerContext, request: Any, overrides: Any) -> dict[str, Any]:
     body = request.body
     seen: dict[tuple[int, str], int] = {}
     for resource in body.resources:
@@ -257,7 +258,7 @@ def _alter(broker: Any, request: Any, overrides: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "responses": responses}
 
 
-def _authorize(broker: Any, request: Any, operation: Any, resource: Any) -> None:
+def _authorize(broker: BrokerContext, request: Any, operation: Any, resource: Any) -> None:
     """With an authorizer: the operation on the topic (29) or the cluster, for the broker (31)."""
     if resource.resource_type == TOPIC and not access.allowed(broker, request, operation, access.TOPIC,
                                                               resource.resource_name):
@@ -267,12 +268,12 @@ def _authorize(broker: Any, request: Any, operation: Any, resource: Any) -> None
         raise _RequestError(ErrorCode.cluster_authorization_failed, f"not authorized to {operation.name} on the cluster")
 
 
-def _effective_list(broker: Any, name: str, current: dict[str, str]) -> list[str]:
+def _effective_list(broker: BrokerContext, name: str, current: dict[str, str]) -> list[str]:
     value = LogConfig.from_topic_configs(current, broker.config.log).to_topic_configs()[name]
     return [item for item in value.split(",") if item]
 
 
-def _topic(broker: Any, name: str) -> Any:
+def _topic(broker: BrokerContext, name: str) -> Any:
     info = None if is_internal_topic(name) else broker.logs.topics().get(name)
     if info is None:
         raise _RequestError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")

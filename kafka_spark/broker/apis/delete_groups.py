@@ -15,16 +15,17 @@ from typing import Any, Awaitable
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.storage.errors import StorageError
 
 logger = logging.getLogger("kafka_spark.broker.coordinator.group")
 
-_MESSAGES = {ErrorCode.non_empty_group: "The group {} is not empty: its members must leave (or expire) first.",
+_MESSAGES: dict[int, str] = {ErrorCode.non_empty_group: "The group {} is not empty: its members must leave (or expire) first.",
              ErrorCode.group_id_not_found: "Group {} not found."}
 
 
-def handle(broker: Any, request: Any) -> Any:
+def handle(broker: BrokerContext, request: Any) -> Any:
     coordinator = broker.groups
     results: list[dict[str, Any]] = []
     waits: list[tuple[dict[str, Any], Awaitable[None]]] = []

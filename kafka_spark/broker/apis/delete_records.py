@@ -8,11 +8,12 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.storage.errors import StorageError
 
 
-def handle(broker: Any, request: Any) -> dict[str, Any]:
+def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     topics = []
     for topic in request.body.topics:
         partitions = []

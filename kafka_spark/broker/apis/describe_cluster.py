@@ -12,12 +12,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.authorizer import CLUSTER_NAME
 
 _BROKERS, _CONTROLLERS = 1, 2
 
 
-def handle(broker: Any, request: Any) -> dict[str, Any]:
+def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     node_id = broker.config.node_id
     endpoint_type = getattr(request.body, "endpoint_type", _BROKERS)
     if endpoint_type != _BROKERS:

@@ -12,10 +12,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.coordinator.group import GroupState
 
 
-def handle(broker: Any, request: Any) -> dict[str, Any]:
+def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     with_operations = bool(getattr(request.body, "include_authorized_operations", False))
     groups = []
     for group_id in request.body.groups:

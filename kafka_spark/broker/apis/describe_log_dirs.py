@@ -14,9 +14,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 
 
-def handle(broker: Any, request: Any) -> dict[str, Any]:
+def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     if not access.allowed_on_cluster(broker, request, access.DESCRIBE):
         return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "results": []}
     wanted = request.body.topics

@@ -16,10 +16,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.apis.metadata import NO_AUTHORIZED_OPERATIONS, is_internal_topic, partition_entry
 
 
-def handle(broker: Any, request: Any) -> dict[str, Any]:
+def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
     node_id = broker.config.node_id
     cluster = broker.cluster  # a cluster's brokers answer from the controller's metadata image

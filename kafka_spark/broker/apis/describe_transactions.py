@@ -16,11 +16,12 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
-def handle(broker: Any, request: Any) -> dict[str, Any]:
+def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     states = []
     for transactional_id in request.body.transactional_ids:
         state: dict[str, Any] = {"error_code": ErrorCode.none, "transactional_id": transactional_id, "transaction_state": "",

@@ -16,11 +16,12 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 
 _UNCLEAN = 1
 
 
-def handle(broker: Any, request: Any) -> dict[str, Any]:
+def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
     if not access.allowed_on_cluster(broker, request, access.ALTER):
         return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "replica_election_results": [

@@ -16,13 +16,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.coordinator.transaction import fenced_error
 
 #: EndTxn v5+ is transaction protocol v2 (KIP-890): the epoch is bumped at every commit and abort.
 TRANSACTION_V2_END_TXN = 5
 
 
-def handle(broker: Any, request: Any) -> Any:
+def handle(broker: BrokerContext, request: Any) -> Any:
     body = request.body
     if not access.allowed(broker, request, access.WRITE, access.TRANSACTIONAL_ID, body.transactional_id):
         return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}

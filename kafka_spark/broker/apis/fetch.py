@@ -25,13 +25,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.storage.errors import OffsetOutOfRangeError, StorageError
 from kafka_spark.broker.storage.txn_index import last_offset_of
 
 _READ_COMMITTED = 1
 
 
-async def handle(broker: Any, request: Any) -> dict[str, Any]:
+async def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
     if getattr(body, "session_id", 0) not in (0, -1):
         # We never grant sessions, so a client naming one is confused; make it start over.
@@ -46,7 +47,7 @@ async def handle(broker: Any, request: Any) -> dict[str, Any]:
         await broker.notifier.wait(remaining)
 
 
-def _read(broker: Any, request: Any) -> tuple[list[dict[str, Any]], int, bool]:
+def _read(broker: BrokerContext, request: Any) -> tuple[list[dict[str, Any]], int, bool]:
     body = request.body
     read_committed = getattr(body, "isolation_level", 0) == _READ_COMMITTED
     replica_id = getattr(body, "replica_id", -1)  # a follower's fetch in a cluster (Fetch v4-14)
@@ -88,7 +89,7 @@ def _empty_entry(partition: int) -> dict[str, Any]:
 
 
 def _read_partition(
-    broker: Any, topic: str, request: Any, read_committed: bool, budget: int, used: int, replica_id: int = -1
+    broker: BrokerContext, topic: str, request: Any, read_committed: bool, budget: int, used: int, replica_id: int = -1
 ) -> dict[str, Any]:
     entry = _empty_entry(request.partition)
     leader_epoch = getattr(request, "current_leader_epoch", -1)

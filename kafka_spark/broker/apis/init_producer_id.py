@@ -17,9 +17,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 
 
-def handle(broker: Any, request: Any) -> Any:
+def handle(broker: BrokerContext, request: Any) -> Any:
     body = request.body
     refused = {"throttle_time": 0, "producer_id": -1, "producer_epoch": -1}
     if body.transactional_id is None:

@@ -11,16 +11,17 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 
 _CLASSIC = "classic"
 
 
-def handle(broker: Any, request: Any) -> dict[str, Any]:
+def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
     states = {state.lower() for state in getattr(body, "states_filter", ())}
     types = {kind.lower() for kind in getattr(body, "types_filter", ())}
     coordinator = broker.groups
-    groups = []
+    groups: list[dict[str, Any]] = []
     if types and _CLASSIC not in types:
         return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}
     everything = access.allowed_on_cluster(broker, request, access.DESCRIBE)

@@ -22,6 +22,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.storage.errors import StorageError
 
 LATEST = -1
@@ -36,7 +37,7 @@ _FIRST_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, L
 _READ_COMMITTED = 1
 
 
-def handle(broker: Any, request: Any) -> dict[str, Any]:
+def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
     read_committed = getattr(body, "isolation_level", 0) == _READ_COMMITTED
     topics = []
@@ -54,7 +55,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "topics": topics}
 
 
-def _lookup(broker: Any, topic: str, partition: int, timestamp: int, read_committed: bool,
+def _lookup(broker: BrokerContext, topic: str, partition: int, timestamp: int, read_committed: bool,
             version: int) -> dict[str, Any]:
     entry = {"partition_index": partition, "error_code": ErrorCode.none, "timestamp": -1, "offset": -1, "leader_epoch": 0}
     if broker.cluster is not None:  # answered by the leader, with its epoch

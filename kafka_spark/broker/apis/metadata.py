@@ -24,6 +24,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.authorizer import CLUSTER_NAME
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.broker.storage.log_manager import is_valid_topic_name
@@ -36,7 +37,7 @@ def is_internal_topic(name: str) -> bool:
     return name.startswith("__")
 
 
-def handle(broker: Any, request: Any) -> dict[str, Any]:
+def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
     node_id = broker.config.node_id
     # Internal topics (__consumer_offsets, __transaction_state) are listed as Kafka lists them,
@@ -45,7 +46,7 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
     existing = cluster.topics() if cluster is not None else broker.logs.topics()
     listing = body.topics is None or (request.api_version == 0 and not body.topics)
     if listing:
-        names: list[str | None] = sorted(existing)  # v0 [] and v1+ null both mean "all topics"
+        names: list[str | None] = list(sorted(existing))  # v0 [] and v1+ null both mean "all topics"
     else:
         names = [topic.name for topic in body.topics]
     with_operations = bool(getattr(body, "include_topic_authorized_operations", False))

@@ -18,6 +18,7 @@ from typing import Any, Awaitable
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.apis.topic_ids import topic_name
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.coordinator.group_offsets import CommittedOffset
@@ -27,7 +28,7 @@ from kafka_spark.common.topic_partition import TopicPartition
 logger = logging.getLogger("kafka_spark.broker.coordinator.group")
 
 
-def handle(broker: Any, request: Any) -> Any:
+def handle(broker: BrokerContext, request: Any) -> Any:
     body = request.body
     coordinator = broker.groups
     if not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):

@@ -11,6 +11,7 @@ from typing import Any, Awaitable
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.common.topic_partition import TopicPartition
@@ -18,7 +19,7 @@ from kafka_spark.common.topic_partition import TopicPartition
 logger = logging.getLogger("kafka_spark.broker.coordinator.group")
 
 
-def handle(broker: Any, request: Any) -> Any:
+def handle(broker: BrokerContext, request: Any) -> Any:
     body = request.body
     if not access.allowed(broker, request, access.DELETE, access.GROUP, body.group_id):
         return _response(ErrorCode.group_authorization_failed, body, {})

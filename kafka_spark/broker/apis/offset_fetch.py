@@ -15,11 +15,12 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.apis.topic_ids import topic_id, topic_name
 from kafka_spark.common.topic_partition import TopicPartition
 
 
-def handle(broker: Any, request: Any) -> dict[str, Any]:
+def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
     require_stable = bool(getattr(body, "require_stable", False))
     if request.api_version < 8:
@@ -45,8 +46,9 @@ def _refused(requested: Any) -> list[dict[str, Any]]:
         for topic in requested or ()]
 
 
-def _fetch(broker: Any, request: Any, group_id: str, requested: Any, require_stable: bool) -> list[dict[str, Any]]:
+def _fetch(broker: BrokerContext, request: Any, group_id: str, requested: Any, require_stable: bool) -> list[dict[str, Any]]:
     committed = broker.groups.committed(group_id)
+    tp: TopicPartition | None
     staged = broker.transactions.staged_offsets(group_id) if require_stable else set()
     if requested is None:
         wanted: dict[str | None, tuple[Any, list[int]]] = {}

@@ -7,9 +7,10 @@ record in a compacted topic: 87; a timestamp outside message.timestamp.before/af
 per record only where the topic's settings or the batch header call for it), answered in v8+
 with each record's index and reason (KIP-467); transactional batches only from the producer's
 current epoch (47), for a partition added to its ongoing transaction (48; 49 for a producer id
-no transactional id owns; from v12 the partition is added by the batch itself, KIP-890); idempotent sequence checks (storage/producer_state.py); then append at the log end
-offset. Batches are stored verbatim, only base offset and leader epoch (outside the CRC)
-rewritten, unless the topic's compression.type names a codec: then batches in another codec are
+no transactional id owns; from v12 the partition is added by the batch itself, KIP-890);
+idempotent sequence checks (storage/producer_state.py); then append at the log end offset. Batches are
+stored verbatim, only base offset and leader epoch (outside the CRC) rewritten, unless the topic's
+compression.type names a codec: then batches in another codec are
 recompressed in it first, as Kafka does. acks=0 gets no response at all (answering would desynchronise
 kafka-python's and aiokafka's correlation ids).
 """
@@ -24,6 +25,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.storage.producer_state import ProducerStateError
@@ -40,7 +42,7 @@ logger = logging.getLogger("kafka_spark.broker")
 TRANSACTION_V2_PRODUCE = 12
 
 
-def handle(broker: Any, request: Any) -> dict[str, Any] | Deferred | None:
+def handle(broker: BrokerContext, request: Any) -> dict[str, Any] | Deferred | None:
     body = request.body
     acks = body.acks
     responses = []
@@ -122,7 +124,7 @@ def _when_durable(loop: asyncio.AbstractEventLoop, response: dict[str, Any],
     return answer
 
 
-def _append(broker: Any, topic: str, partition: int, records: bytes | None, acks: int,
+def _append(broker: BrokerContext, topic: str, partition: int, records: bytes | None, acks: int,
             entry: dict[str, Any], transactional_id: str | None, transaction_v2: bool) -> Any:
     """Validate and append; fill ``entry``; return the log when the batch is in it (appended now,
     or earlier for an idempotent retry)."""

@@ -18,10 +18,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.credentials import MECHANISM_CODES, MECHANISM_NAMES, CredentialError, validate
 
 
-def handle_describe(broker: Any, request: Any) -> dict[str, Any]:
+def handle_describe(broker: BrokerContext, request: Any) -> dict[str, Any]:
     response: dict[str, Any] = {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "results": []}
     if not access.allowed_on_cluster(broker, request, access.DESCRIBE):
         return {**response, "error_code": ErrorCode.cluster_authorization_failed,
@@ -43,7 +44,7 @@ def handle_describe(broker: Any, request: Any) -> dict[str, Any]:
     return response
 
 
-def handle_alter(broker: Any, request: Any) -> dict[str, Any]:
+def handle_alter(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
     changes = [(entry.name, entry.mechanism, None) for entry in body.deletions] + [
         (entry.name, entry.mechanism, entry) for entry in body.upsertions]
@@ -68,7 +69,7 @@ def handle_alter(broker: Any, request: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "results": results}
 
 
-def _check(broker: Any, user: str, changes: list[tuple[int, Any]]) -> tuple[int, str] | None:
+def _check(broker: BrokerContext, user: str, changes: list[tuple[int, Any]]) -> tuple[int, str] | None:
     """The error of a user's changes, checked before any of them applies."""
     if not user:
         return ErrorCode.unacceptable_credential, "a SCRAM credential needs a user name"

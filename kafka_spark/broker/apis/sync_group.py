@@ -11,9 +11,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 
 
-def handle(broker: Any, request: Any) -> Any:
+def handle(broker: BrokerContext, request: Any) -> Any:
     body = request.body
     if not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "assignment": b""}
@@ -30,11 +31,11 @@ def handle(broker: Any, request: Any) -> Any:
     return _with_protocol(broker, body.group_id, result)
 
 
-async def _parked(broker: Any, group_id: str, future: "asyncio.Future[dict[str, Any]]") -> dict[str, Any]:
+async def _parked(broker: BrokerContext, group_id: str, future: "asyncio.Future[dict[str, Any]]") -> dict[str, Any]:
     return _with_protocol(broker, group_id, await future)
 
 
-def _with_protocol(broker: Any, group_id: str, response: dict[str, Any]) -> dict[str, Any]:
+def _with_protocol(broker: BrokerContext, group_id: str, response: dict[str, Any]) -> dict[str, Any]:
     group = broker.groups.group(group_id)
     if response["error_code"] == ErrorCode.none and group is not None:
         response = {**response, "protocol_type": group.protocol_type, "protocol_name": group.protocol_name}

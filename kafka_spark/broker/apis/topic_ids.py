@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_spark.broker.apis.context import BrokerContext
 
-def topic_name(broker: Any, topic: Any) -> str | None:
+
+def topic_name(broker: BrokerContext, topic: Any) -> str | None:
     """The name of a request's topic entry: its ``name`` when it has one, else the name of the
     topic its ``topic_id`` names; None when no topic has that id."""
     name = getattr(topic, "name", None)
@@ -15,7 +17,7 @@ def topic_name(broker: Any, topic: Any) -> str | None:
     return broker.logs.topic_name(getattr(topic, "topic_id", None))
 
 
-def topic_id(broker: Any, name: str | None) -> Any:
+def topic_id(broker: BrokerContext, name: str | None) -> Any:
     """The id of topic ``name`` (None for an unknown topic: zero on the wire)."""
     info = broker.logs.topic_info(name) if name is not None else None
     return info.topic_id if info is not None else None

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.configs import topic_config_entries
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.apis.topic_ids import topic_id
 from kafka_spark.broker.storage.errors import StorageError
@@ -24,7 +25,7 @@ from kafka_spark.broker.storage.errors import StorageError
 logger = logging.getLogger("kafka_spark.broker")
 
 
-def handle_create(broker: Any, request: Any) -> dict[str, Any]:
+def handle_create(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
     results = []
     on_cluster = access.allowed_on_cluster(broker, request, access.CREATE)
@@ -41,7 +42,7 @@ def handle_create(broker: Any, request: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "topics": results}
 
 
-def _created(broker: Any, topic: Any, validate_only: bool) -> dict[str, Any]:
+def _created(broker: BrokerContext, topic: Any, validate_only: bool) -> dict[str, Any]:
     """What CreateTopics v5+ says of a topic it created (or would create, validate_only)."""
     configs = {config.name: config.value for config in topic.configs if config.value is not None}
     partitions = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
@@ -53,7 +54,7 @@ def _created(broker: Any, topic: Any, validate_only: bool) -> dict[str, Any]:
                         for entry in entries]}
 
 
-def _create(broker: Any, topic: Any, validate_only: bool) -> tuple[int, str | None]:
+def _create(broker: BrokerContext, topic: Any, validate_only: bool) -> tuple[int, str | None]:
     if is_internal_topic(topic.name):
         return ErrorCode.invalid_topic_exception, (f"topic names starting with '__' are reserved for the broker's "
                                                    f"internal topics: {topic.name!r}")
@@ -96,7 +97,7 @@ def _create(broker: Any, topic: Any, validate_only: bool) -> tuple[int, str | No
     return ErrorCode.none, None
 
 
-def handle_delete(broker: Any, request: Any) -> dict[str, Any]:
+def handle_delete(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
     if request.api_version >= 6:
         asked = [(topic.name, topic.topic_id) for topic in body.topics]
@@ -133,7 +134,7 @@ def handle_delete(broker: Any, request: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "responses": responses}
 
 
-def _replica_error(broker: Any, broker_ids: Any) -> str | None:
+def _replica_error(broker: BrokerContext, broker_ids: Any) -> str | None:
     """Why a partition's replica list cannot be placed, or None: this node is the only broker, so
     a list must be exactly [its id]."""
     node_id = broker.config.node_id
@@ -148,7 +149,7 @@ def _replica_error(broker: Any, broker_ids: Any) -> str | None:
     return None
 
 
-def _assignments_error(broker: Any, topic: Any) -> str | None:
+def _assignments_error(broker: BrokerContext, topic: Any) -> str | None:
     """CreatePartitions: one replica list per partition added, each naming existing brokers."""
     info = broker.logs.topic_info(topic.name)
     added = topic.count - (info.partitions if info is not None else 0)
@@ -161,7 +162,7 @@ def _assignments_error(broker: Any, topic: Any) -> str | None:
     return None
 
 
-def handle_create_partitions(broker: Any, request: Any) -> dict[str, Any]:
+def handle_create_partitions(broker: BrokerContext, request: Any) -> dict[str, Any]:
     """CreatePartitions (37): grow topics to the partition counts asked for. New partitions start
     empty; consumers and the pylog source read them from their beginning."""
     body = request.body

@@ -19,21 +19,22 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.apis.topic_ids import topic_name
 from kafka_spark.common.topic_partition import TopicPartition
 
 
-def handle(broker: Any, request: Any) -> Any:
+def handle(broker: BrokerContext, request: Any) -> Any:
     body = request.body
     names = [topic_name(broker, topic) for topic in body.topics]
     offsets = {
         TopicPartition(name, partition.partition_index): (partition.committed_offset, partition.committed_metadata,
                                                           getattr(partition, "committed_leader_epoch", -1))
-        for name, topic in zip(names, body.topics) if name is not None
+        for name, topic in zip(names, body.topics, strict=True) if name is not None
         for partition in topic.partitions
     }
     generation_id, member_id = getattr(body, "generation_id", -1), getattr(body, "member_id", "")
-    error = ErrorCode.none
+    error: int = ErrorCode.none
     denied: set[str] = set()
     if not access.allowed(broker, request, access.WRITE, access.TRANSACTIONAL_ID, body.transactional_id):
         error = ErrorCode.transactional_id_authorization_failed
@@ -57,7 +58,7 @@ def handle(broker: Any, request: Any) -> Any:
              "partitions": [{"partition_index": p.partition_index,
                              "error_code": ErrorCode.topic_authorization_failed if name in denied
                              else error if name is not None else ErrorCode.unknown_topic_id} for p in topic.partitions]}
-            for name, topic in zip(names, body.topics)
+            for name, topic in zip(names, body.topics, strict=True)
         ],
     }
     return broker.transactions.respond(response)

@@ -37,13 +37,17 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Mapping, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.coordinator.group_offsets import CommittedOffset, GroupOffsetStore
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.common.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from kafka_spark.broker.durability import GroupCommit
+    from kafka_spark.broker.storage.log_manager import LogManager
 
 logger = logging.getLogger("kafka_spark.broker.coordinator.group")
 
@@ -125,6 +129,14 @@ class Group:
         return max((member.rebalance_timeout_ms for member in self.members.values()), default=0)
 
 
+class _Broker(Protocol):
+    """What the coordinator uses of its node."""
+
+    loop: asyncio.AbstractEventLoop
+    logs: LogManager
+    group_commit: GroupCommit
+
+
 class GroupCoordinator:
     """Every consumer group of this node, plus their committed offsets.
 
@@ -132,7 +144,7 @@ class GroupCoordinator:
     (fsync waits). The offsets of ``__consumer_offsets`` are replayed on construction.
     """
 
-    def __init__(self, broker: Any, *, initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS,
+    def __init__(self, broker: _Broker, *, initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS,
                  min_session_timeout_ms: int = 6_000, max_session_timeout_ms: int = 1_800_000) -> None:
         self._broker = broker
         self._loop: asyncio.AbstractEventLoop = broker.loop

@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from kafka_spark.broker.storage.batch import HEADER_SIZE, build_record_batch, iter_batches, read_varint
 from kafka_spark.broker.storage.errors import StorageError, TopicExistsError
@@ -182,7 +182,7 @@ class GroupOffsetStore:
         for group_id in list(self._offsets):
             self.delete(group_id, [tp for tp in self._offsets[group_id] if tp.topic == topic])
 
-    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> tuple[Log, int]:
+    def _append(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> tuple[Log, int]:
         log = self._log_for(group_id)
         now = self._time_ms()
         batch = build_record_batch([(key, value, (), now) for key, value in records])

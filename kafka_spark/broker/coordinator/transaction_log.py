@@ -4,10 +4,10 @@ Why a topic and not a snapshot file: every state change of a transaction (Ongoin
 added, PrepareCommit, CompleteCommit ...) is one small append to a log the broker already knows
 how to write, recover (torn tails truncated by CRC), fsync through the group commit and compact
 (``cleanup.policy=compact``: the log cleaner keeps the newest record per transactional id, so
-the topic stays proportional to the number of ids), which is how Kafka stores it. A snapshot file would have to be rewritten whole
-(write, fsync, rename, fsync the directory) on every change, blocking the event loop several
-milliseconds per transaction step. Replay at start reads the records left after compaction
-(plus the uncompacted tail, about 200 bytes per state change).
+the topic stays proportional to the number of ids), which is how Kafka stores it. A snapshot
+file would have to be rewritten whole (write, fsync, rename, fsync the directory) on every
+change, blocking the event loop several milliseconds per transaction step. Replay at start reads
+the records left after compaction (plus the uncompacted tail, about 200 bytes per state change).
 
 Record format (one record per state change, uncompressed batch of one record, no producer id)::
 

@@ -23,6 +23,7 @@ never per record, except in :func:`first_offset_at_or_after_timestamp`, which Li
 
 from __future__ import annotations
 
+import mmap
 import struct
 from dataclasses import dataclass
 from typing import Sequence
@@ -185,7 +186,7 @@ class BatchIterator:
     boundary). ``batch_position`` is the start of the batch last yielded.
     """
 
-    def __init__(self, buf: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> None:
+    def __init__(self, buf: bytes | bytearray | memoryview | mmap.mmap, *, verify_crc: bool = True) -> None:
         self._view = memoryview(buf)
         self._verify_crc = verify_crc
         self.position = 0
@@ -227,7 +228,7 @@ class BatchIterator:
         return header
 
 
-def iter_batches(buf: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> BatchIterator:
+def iter_batches(buf: bytes | bytearray | memoryview | mmap.mmap, *, verify_crc: bool = True) -> BatchIterator:
     """Batches of stored data in order; see :class:`BatchIterator` for where and why it stopped."""
     return BatchIterator(buf, verify_crc=verify_crc)
 

@@ -19,8 +19,9 @@ What a cleaning pass of one log does, in Kafka's terms:
   gaps that fetches skip, except (Kafka's ``RETAIN_EMPTY``) a producer id's last batch and the
   last batch of the cleaned range, which stay as 61-byte empty batches: the first keeps the
   idempotent-producer sequence state that is rebuilt from headers at start, the second carries a
-  consumer past a compacted-away tail when the active segment is empty. Records without a key (possible only when the policy changed later) are
-  kept. The indexes of the cleaned segment are built as it is written.
+  consumer past a compacted-away tail when the active segment is empty. Records without a key
+  (possible only when the policy changed later) are kept. The indexes of the cleaned segment are
+  built as it is written.
 * **Tombstones** (null values) are kept ``delete.retention.ms`` after the pass that first cleaned
   them: that pass stamps their batch with a delete horizon (KIP-534: attribute bit 6, the horizon
   in ``base_timestamp``); a pass at or after the horizon drops them. A pass runs when the dirty
@@ -211,7 +212,7 @@ class LogCleaner:
                 if candidate is not None:
                     limit = min(limit, candidate)
             cleanable: list[_Source] = []
-            for source, following in zip(sources, sources[1:]):
+            for source, following in zip(sources, sources[1:], strict=False):
                 if following.segment.base_offset > limit:
                     break
                 if config.min_compaction_lag_ms > 0 and \

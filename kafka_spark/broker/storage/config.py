@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from kafka_spark.broker.storage.errors import InvalidConfigError
 
@@ -96,7 +96,7 @@ class LogConfig:
     def from_topic_configs(cls, configs: Mapping[str, str | None], defaults: "LogConfig | None" = None) -> "LogConfig":
         """``defaults`` overridden by Kafka-named topic configs (values as strings; None = default)."""
         base = defaults if defaults is not None else cls()
-        changes: dict[str, object] = {}
+        changes: dict[str, Any] = {}
         for kafka_name, raw in configs.items():
             if raw is None:
                 continue

@@ -518,8 +518,8 @@ class Log:
                 return False
             first = next((i for i, segment in enumerate(self._segments) if segment is old[0]), None)
             if (first is None or first + len(old) >= len(self._segments)
-                    or any(a is not b for a, b in zip(self._segments[first:first + len(old)], old))
-                    or any(segment.size != size for segment, size in zip(old, sizes))):
+                    or any(a is not b for a, b in zip(self._segments[first:first + len(old)], old, strict=True))
+                    or any(segment.size != size for segment, size in zip(old, sizes, strict=True))):
                 return False
             try:
                 renamed: list[LogSegment] = []

@@ -107,7 +107,7 @@ class LogManager:
         self._closed = False
         try:
             self._topics_dir.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = self._acquire_dir_lock()
+            self._lock_fd: int | None = self._acquire_dir_lock()
         except OSError as error:
             raise KafkaStorageError(f"cannot use log directory {self.log_dir}: {error}") from error
         self.cleaner = LogCleaner(self.logs, backoff_ms=cleaner_backoff_ms)
@@ -364,8 +364,9 @@ class LogManager:
             for log in self._logs.values():
                 log.close()
             self._logs.clear()
-            if getattr(self, "_lock_fd", None) is not None:
-                os.close(self._lock_fd)  # closing the descriptor releases the flock
+            lock_fd = getattr(self, "_lock_fd", None)
+            if lock_fd is not None:
+                os.close(lock_fd)  # closing the descriptor releases the flock
                 self._lock_fd = None
 
     def _check_open(self) -> None:

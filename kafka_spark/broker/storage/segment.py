@@ -234,7 +234,7 @@ class LogSegment:
         self.first_batch_timestamp = -1
         if self._size >= HEADER_SIZE:
             self.first_batch_timestamp = BatchHeader.parse(self.read(0, HEADER_SIZE)).max_timestamp
-        for position, header in self.scan_headers(start):
+        for _position, header in self.scan_headers(start):
             self.next_offset = header.next_offset
             if header.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = header.max_timestamp, header.last_offset
