@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -353,7 +353,8 @@ class OffsetRange:
         return f"{self.topic_partition}[{self.from_offset}, {self.until_offset})"
 
 
-def out_of_range_position(tp, position: int, until: int, low: int, high: int, error: str, lose,  # noqa: ANN001
+def out_of_range_position(tp: TopicPartition, position: int, until: int, low: int, high: int, error: str,
+                          lose: Callable[[str], None],
                           retries: int) -> int | None:
     """Where a read continues after the broker said ``position`` is out of range, the log now
     holding ``[low, high)``: past the deleted offsets (reported as loss through ``lose``), at

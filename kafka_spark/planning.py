@@ -196,7 +196,7 @@ def split_ranges(
     unsplit_tps = {r.topic_partition for r in unsplit}
     split_total_size = total_size - sum(r.size for r in unsplit)
     split_min_partitions = max(min_partitions - len(unsplit), 1)
-    out = []
+    out: list[OffsetRange] = []
     for r in divided:
         parts = (
             1

@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_spark.broker.apis import HANDLERS
 from kafka_spark.broker.authorizer import Authorizer
@@ -27,6 +27,10 @@ from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import LogManager
 from kafka_spark.broker.coordinator.transaction import TransactionCoordinator
 from kafka_spark.common.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from kafka_spark.broker.apis.context import ProducerIds
+    from kafka_spark.broker.cluster.replica_manager import ReplicaManager
 
 logger = logging.getLogger("kafka_spark.broker")
 
@@ -44,7 +48,7 @@ class Broker:
         self.group_commit = GroupCommit(loop, ring_entries=config.log_flush_io_uring_entries,
                                         flush_timeout_ms=config.log_flush_timeout_ms)
         self.started_ms = int(time.time() * 1000)
-        self.producer_ids = ProducerIdManager(config.log_dir)
+        self.producer_ids: ProducerIds = ProducerIdManager(config.log_dir)
         # ACLs (with authorizer.class.name; None: everything is allowed, as in Kafka) and the SCRAM
         # credentials of the broker's metadata, both kept in the log directory.
         self.authorizer = Authorizer(config.log_dir, super_users=config.super_users,
@@ -61,7 +65,7 @@ class Broker:
             self, transactional_id_expiration_ms=config.transactional_id_expiration_ms)
         # Replication (kafka_spark.broker.cluster.ReplicaManager) on a broker of a cluster; None on
         # the single-node broker, which leads every partition alone.
-        self.cluster: Any = None
+        self.cluster: ReplicaManager | None = None
         self._producer_expiry = loop.call_later(
             config.producer_id_expiration_check_interval_ms / 1000, self._expire_producers_periodically)
 

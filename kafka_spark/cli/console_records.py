@@ -6,7 +6,7 @@ a partition's part of a Fetch response. :func:`scan` walks the batch headers (on
 per batch); :func:`lines` makes the default output of a batch's records (each value and a
 newline) as one ``bytes`` object, in C where kafka_spark/cli/_console_values.c is built, else through
 :func:`values`, its Python twin; :func:`records` makes a :class:`Record` per record, with the
-accessors of confluent-kafka's ``Message`` that kafka_spark.record_format's format strings and
+accessors of confluent-kafka's ``Message`` that kafka_spark.cli.record_format's format strings and
 JSON lines call, so the fast path prints through the same code as the librdkafka path and its
 output is the same byte for byte.
 
@@ -85,7 +85,7 @@ class Batch:
         return bool(self.attributes & ATTR_CONTROL)
 
 
-def scan(data: bytes) -> list[Batch]:
+def scan(data: bytes | memoryview) -> list[Batch]:
     """The complete batches of ``data`` (a Fetch may cut the last one short: it is left out)."""
     batches = []
     position, size = 0, len(data)

@@ -429,7 +429,7 @@ def _groups_describe(args: argparse.Namespace) -> int:
     widths = [max([minimum[i], len(header[i])] + [len(row[i]) for row in rows]) for i in range(len(header))]
     print()
     for row in [header, *rows]:
-        print(" ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        print(" ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     return 0
 
 
@@ -483,7 +483,7 @@ def _groups_reset_offsets(args: argparse.Namespace) -> int:
     widths = [max([15, len(header[i])] + [len(row[i]) for row in rows]) for i in range(4)]
     print()
     for row in [header, *rows]:
-        print(" ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        print(" ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     if not args.execute:
         print("\nDry run: nothing was changed. Add --execute to commit these offsets.")
         return 0
@@ -548,7 +548,7 @@ def _groups_delete_offsets(args: argparse.Namespace) -> int:
     widths = [max([15, len(header[i])] + [len(row[i]) for row in rows]) for i in range(3)]
     print()
     for row in [header, *rows]:
-        print(" ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        print(" ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     return 1 if failed else 0
 
 

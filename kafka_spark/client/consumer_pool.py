@@ -81,7 +81,7 @@ _idle: dict[tuple[ConfigKey, TopicPartition], list[PooledConsumer]] = {}
 
 
 def _evict_idle_locked(now: float) -> list[PooledConsumer]:
-    evicted = []
+    evicted: list[PooledConsumer] = []
     for key in list(_idle):
         keep = [c for c in _idle[key] if now - c.last_used <= IDLE_TIMEOUT_S]
         evicted.extend(c for c in _idle[key] if now - c.last_used > IDLE_TIMEOUT_S)

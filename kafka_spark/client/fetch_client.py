@@ -256,18 +256,18 @@ def _parse_fetch_many(body: memoryview, keys: list[tuple[str, int]]) -> list[Fet
     return parts
 
 
-def parse_metadata(r: _Reader) -> list[tuple[int, str | None, dict[int, tuple[str, int] | None]]]:
+def parse_metadata(r: _Reader) -> list[tuple[int, str, dict[int, tuple[str, int] | None]]]:
     """The topics of a Metadata v1 response: ``(error code, name, {partition: leader's (host,
     port), None when it has no leader})``."""
-    brokers = {}
+    brokers: dict[int, tuple[str, int]] = {}
     for _ in range(r.i32()):
-        node, host, port = r.i32(), r.string(), r.i32()
+        node, host, port = r.i32(), cast(str, r.string()), r.i32()  # host and name: never null here
         r.string()  # rack
         brokers[node] = (host, port)
     r.i32()  # controller_id
     topics = []
     for _ in range(r.i32()):
-        error, name = r.i16(), r.string()
+        error, name = r.i16(), cast(str, r.string())
         r.i8()  # is_internal
         partitions = {}
         for _ in range(r.i32()):

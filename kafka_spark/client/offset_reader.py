@@ -312,7 +312,7 @@ class OffsetReader:
         self._admin = None
 
 
-def check_specified_partitions(spec: OffsetSpec, tps: Iterable[TopicPartition], option: str) -> None:
+def check_specified_partitions(spec: SpecificOffsets | SpecificTimestamps, tps: Iterable[TopicPartition], option: str) -> None:
     """Explicit offsets or timestamps must name exactly the partitions the subscription has now
     (Spark's ``fetchSpecificOffsets`` assertion); a topic they name that does not exist is
     said so."""

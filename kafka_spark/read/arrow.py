@@ -202,14 +202,15 @@ class ArrowRangeReader:
         parts, starts, ends, at = [], [], [], 0
         for i, codec in zip(chosen.tolist(), codecs.tolist(), strict=True):
             begin = int(index.position[i])
-            section = records[begin + rd.HEADER_SIZE: begin + int(index.size[i])]
+            section: bytes | memoryview = records[begin + rd.HEADER_SIZE: begin + int(index.size[i])]
             if codec:
-                section = decompress(codec, section)
-                if section is None:
+                plain = decompress(codec, memoryview(section))
+                if plain is None:
                     raise rd.CorruptRecordBatch(
                         f"{self.tp}: the batch at offset {int(index.base_offset[i])} uses compression "
                         f"codec {codec}, which cannot be decompressed here (unknown codec or bad data)"
                     )
+                section = plain
             parts.append(section)
             starts.append(at)
             at += len(section)

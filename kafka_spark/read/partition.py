@@ -82,7 +82,7 @@ def read_partition(partition: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
     if partition.late is not None:
         from kafka_spark.read.late_binding import current_ranges
 
-        ranges = current_ranges(ranges, partition.late)
+        ranges = tuple(current_ranges(ranges, partition.late))
     if partition.fetcher == "arrow" and len({r.topic_partition for r in ranges if r.size > 0}) > 1:
         yield from _arrow_task_batches(partition, ranges)
         return

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Mapping
+from collections.abc import Set
+from typing import Any, Mapping, overload
 
 from pyspark.sql.types import (
     ArrayType,
@@ -122,6 +123,10 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType, *, define
     if warn:
         warn_ignored(client, "pylog topic sink")
 
+    @overload
+    def value(name: str, default: str) -> str: ...
+    @overload
+    def value(name: str, default: None = None) -> str | None: ...
     def value(name: str, default: str | None = None) -> str | None:
         return lowered.get(name.lower(), ("", default))[1]
 
@@ -199,7 +204,7 @@ def _check_producer(options: TopicSinkOptions, origin: Mapping[str, str]) -> Non
         raise TopicSinkError(str(error)) from None
 
 
-def validate_schema(schema: StructType, topic_option: str | None, avro_roles: set[str] = frozenset(),
+def validate_schema(schema: StructType, topic_option: str | None, avro_roles: Set[str] = frozenset(),
                     warn: bool = False) -> bool:
     """Spark's KafkaWriter.validateQuery; an Avro-encoded key or value (keyFormat/valueFormat=avro)
     is a struct column. Returns whether the rows' ``timestamp`` column is a timestamp, which pylog

@@ -128,7 +128,7 @@ def _records(options: TopicSinkOptions, batches: Iterator[Any]) -> Iterator[tupl
         names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
         count = batch.num_rows
 
-        def column(name: str) -> list[Any]:
+        def column(name: str, names: dict[str, int] = names, count: int = count, batch: Any = batch) -> list[Any]:
             index = names.get(name)
             if index is None:
                 return [None] * count

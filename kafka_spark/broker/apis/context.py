@@ -16,12 +16,20 @@ if TYPE_CHECKING:
     from kafka_spark.broker.config import BrokerConfig
     from kafka_spark.broker.credentials import CredentialStore
     from kafka_spark.broker.durability import GroupCommit
-    from kafka_spark.broker.groups import GroupCoordinator
+    from kafka_spark.broker.cluster.replica_manager import ReplicaManager
+    from kafka_spark.broker.coordinator.group import GroupCoordinator
     from kafka_spark.broker.notifier import DataNotifier
-    from kafka_spark.broker.producers import PartitionProducerState, ProducerIdManager
+    from kafka_spark.broker.storage.producer_state import PartitionProducerState
     from kafka_spark.broker.storage.log import Log
     from kafka_spark.broker.storage.log_manager import LogManager
-    from kafka_spark.broker.transactions import TransactionCoordinator
+    from kafka_spark.broker.coordinator.transaction import TransactionCoordinator
+
+
+class ProducerIds(Protocol):
+    """Hands out producer ids (storage/producer_state.ProducerIdManager; on a broker of a cluster,
+    ids unique across its brokers)."""
+
+    def next_id(self) -> int: ...
 
 
 class BrokerContext(Protocol):
@@ -33,7 +41,8 @@ class BrokerContext(Protocol):
     logs: LogManager
     notifier: DataNotifier  # wakes parked fetches
     group_commit: GroupCommit  # acks=all: fsync before the response
-    producer_ids: ProducerIdManager
+    producer_ids: ProducerIds
+    cluster: ReplicaManager | None  # replication on a broker of an EmbeddedCluster; None on a single node
     authorizer: Authorizer | None  # None: no authorizer.class.name, everything is allowed
     credentials: CredentialStore
     groups: GroupCoordinator

@@ -80,6 +80,7 @@ class ClusterNode(EmbeddedBroker):
 
     @property
     def replicas(self) -> ReplicaManager:
+        assert self.broker.cluster is not None  # _make_broker sets it
         return self.broker.cluster
 
     def start(self) -> "ClusterNode":
@@ -88,10 +89,10 @@ class ClusterNode(EmbeddedBroker):
         return self
 
     async def _start_replication(self) -> None:
-        self.broker.cluster.start()
+        self.replicas.start()
 
     async def _stop_replication(self, controlled: bool) -> None:
-        self.broker.cluster.stop(controlled)
+        self.replicas.stop(controlled)
 
     def close(self) -> None:
         """Controlled shutdown: leadership moves to other in-sync replicas first."""

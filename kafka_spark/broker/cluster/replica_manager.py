@@ -195,9 +195,8 @@ class ReplicaManager:
         for tp, state in image.partitions.items():
             if self.node_id not in state.replicas:
                 continue
-            replica = self.partitions.get(tp)
-            if replica is None:
-                replica = self._open_replica(tp)
+            known = self.partitions.get(tp)
+            replica = known if known is not None else self._open_replica(tp)
             self._apply_state(replica, state)
         for fetcher in self.fetchers.values():
             fetcher.wake()
