@@ -161,7 +161,7 @@ def test_an_address_that_accepts_connections_but_never_answers_fails_as_fast_in_
         running = [subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", *command, "--bootstrap-server", address],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
                    for command in commands]
-        for command, process in zip(commands, running):
+        for command, process in zip(commands, running, strict=True):
             _, stderr_bytes = process.communicate(b"a record\n", timeout=120)
             stderr = stderr_bytes.decode()
             assert process.returncode == 1, (command, stderr)

@@ -139,7 +139,8 @@ def test_produced_records_reach_every_replica_with_leader_epochs_checkpointed(tm
 
         for partition in range(3):
             expected = values_of(cluster, cluster.leader("orders", partition), "orders", partition)
-            wait_until(lambda: all(values_of(cluster, node, "orders", partition) == expected for node in range(3)),
+            wait_until(lambda partition=partition, expected=expected: all(
+                values_of(cluster, node, "orders", partition) == expected for node in range(3)),
                        what=f"orders-{partition} on every replica")
             for node in range(3):
                 epochs = (tmp_path / f"broker-{node}" / f"orders-{partition}" / CHECKPOINT_FILE).read_text().split()
@@ -194,7 +195,7 @@ def test_acks_all_needs_min_insync_replicas_and_lagging_followers_leave_and_rejo
         assert sorted(cluster.wait_for_isr("safe", size=3)) == [0, 1, 2]
         assert wire_produce(bootstrap, "safe", [b"four"], acks=-1) == (0, 3)
         for node in range(3):
-            wait_until(lambda: values_of(cluster, node, "safe") == [b"one", b"two", b"three", b"four"],
+            wait_until(lambda node=node: values_of(cluster, node, "safe") == [b"one", b"two", b"three", b"four"],
                        what=f"broker {node} to hold every record")
 
 

@@ -218,7 +218,7 @@ class _Reading:
         chosen = []  # (partition, buffer, batches, Transactions or None, low)
         unreadable = None
         expected = 0
-        for index, part in zip(indexes, parts):
+        for index, part in zip(indexes, parts, strict=False):
             partition = self.partitions[index]
             if part.error == ErrorCode.offset_out_of_range:  # auto.offset.reset, as librdkafka does
                 spec = _EARLIEST if self.args.from_beginning else _LATEST
