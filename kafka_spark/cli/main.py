@@ -3,7 +3,7 @@
     pylog broker start [server.properties] [--override K=V] [--log-dir D] [--host H] [--port P]
                                                                foreground; prints bootstrap.servers=H:P
     pylog broker status | stop                                 the local (registered) broker
-    pylog cluster start --brokers N [--log-dir D] | status     a replicated embedded cluster (cluster.py)    
+    pylog cluster start --brokers N [--log-dir D] | status     a replicated embedded cluster (cluster.py)
     pylog topics create NAME --partitions N [--config k=v ...] [--if-not-exists] | list
     pylog topics describe | alter | delete NAME [--if-exists]
     pylog produce TOPIC [-K SEP] [-H NAME=VALUE ...]            one record per stdin line
