@@ -9,8 +9,9 @@ the same Spark session, rounds interleaved; ratio pylog/Spark (target >= 1.0).
 Cost as the work grows (``--parts sweep``): the same ``--sweep-rows`` rows spread over 1, 8, 64,
 256 and 1,000 partitions of Apache Kafka, each read by both sources. Spark's source makes a task
 per partition; pylog plans by work (kafka_spark.work_planner). Rounds are interleaved across the
-partition counts (each round reads every count with both sources), so JIT warm-up and load drift
-do not favour one count. Prints medians of rows/s of both, the ratio, and pylog's rate as a
+partition counts (each round reads every count with pylog, then with Spark's source, the order of
+the counts rotating), so JIT warm-up, idle Python workers stopped by Spark and load drift do not
+fall on one count. Prints medians of rows/s of both, the ratio, and pylog's rate as a
 fraction of the best count of the same round (target >= 0.8 everywhere), with their ranges.
 
 Throughput: N messages of 100 bytes in 8 partitions of the embedded broker (a separate broker
@@ -216,9 +217,9 @@ def kafka_parts(spark, args, parts: set[str]) -> None:  # noqa: ANN001
 
 def sweep_part(spark, bootstrap: str, args) -> None:  # noqa: ANN001
     """The sweep, partition counts interleaved: every topic is filled and warmed up first, then
-    each round reads every partition count with both sources (order alternating), so a JIT still
-    warming up or load drifting over the minutes of the run hits every count alike, not the
-    first one measured. pylog/best is per round (each count's rate over that round's best)."""
+    each round reads every partition count with both sources, so a JIT still warming up or load
+    drifting over the minutes of the run hits every count alike, not the first one measured.
+    pylog/best is per round (each count's rate over that round's best)."""
     median = statistics.median
     sources = ("pylog",) if args.sweep_pylog_only else ("pylog", "kafka")
     counts = list(args.sweep_partitions)
@@ -237,9 +238,16 @@ def sweep_part(spark, bootstrap: str, args) -> None:  # noqa: ANN001
     rates = {n: {fmt: [] for fmt in sources} for n in counts}
     cpu = {n: {fmt: [] for fmt in sources} for n in counts}  # CPU microseconds per row, this process tree
     for round_index in range(args.rounds):
-        order = sources if round_index % 2 == 0 else sources[::-1]
-        for partitions in counts:
-            for fmt in order:
+        # pylog's reads of a round back to back, then Spark's: Spark stops Python workers idle for
+        # a minute, and Spark's source reading 1,000 partitions takes minutes, so a pylog read
+        # right after it would pay for starting the workers again (their imports, loading the
+        # compiled decoder). One untimed pylog read first restarts them; the order of the counts
+        # rotates from round to round.
+        turn = round_index % len(counts)
+        order = counts[turn:] + counts[:turn]
+        timed_count(readers[order[0]]["pylog"].load())
+        for fmt in sources:
+            for partitions in order:
                 before = tree_cpu_seconds()
                 rates[partitions][fmt].append(rows[partitions] / timed_count(readers[partitions][fmt].load()))
                 cpu[partitions][fmt].append((tree_cpu_seconds() - before) / rows[partitions] * 1e6)
