@@ -8,8 +8,11 @@ the same Spark session, rounds interleaved; ratio pylog/Spark (target >= 1.0).
 
 Cost as the work grows (``--parts sweep``): the same ``--sweep-rows`` rows spread over 1, 8, 64,
 256 and 1,000 partitions of Apache Kafka, each read by both sources. Spark's source makes a task
-per partition; pylog plans by work (kafka_spark.planning). Prints rows/s of both, the ratio,
-and pylog's rate as a fraction of its best across the sweep (target >= 0.8 everywhere).
+per partition; pylog plans by work (kafka_spark.planning). Rounds are interleaved across the
+partition counts (each round reads every count with pylog, then with Spark's source, the order of
+the counts rotating), so JIT warm-up, idle Python workers stopped by Spark and load drift do not
+fall on one count. Prints medians of rows/s of both, the ratio, and pylog's rate as a
+fraction of the best count of the same round (target >= 0.8 everywhere), with their ranges.
 
 Throughput: N messages of 100 bytes in 8 partitions of the embedded broker (a separate broker
 process, data on disk) read with ``spark.read.format("pylog")``, and the same number of rows from
@@ -38,10 +41,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-from _harness import pylog_broker_process  # noqa: E402
+from _harness import pylog_broker_process, tree_cpu_seconds  # noqa: E402
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition  # noqa: E402
 
 PARTITIONS = 8
+SPARK_CONSUMER_CACHE = 64  # spark.kafka.consumer.cache.capacity's default
 BATCH_ROWS = 10_000
 
 
@@ -209,24 +213,68 @@ def kafka_parts(spark, args, parts: set[str]) -> None:  # noqa: ANN001
                   f"(rounds {min(ratios):.2f} to {max(ratios):.2f})",
                   flush=True)
         if "sweep" in parts:
-            sweep: dict[int, dict[str, float]] = {}
-            for partitions in args.sweep_partitions:
-                topic = f"sweep-{partitions}"
-                rows = fill(bootstrap, topic, args.sweep_rows, partitions, spread=partitions > PARTITIONS)
-                sources = ("pylog",) if args.sweep_pylog_only else ("pylog", "kafka")
-                rates = interleaved(spark, bootstrap, topic, rows, args.rounds, sources)
-                sweep[partitions] = {fmt: median(values) for fmt, values in rates.items()}
-                spark_rate = sweep[partitions].get("kafka", float("nan"))
-                print(f"sweep {partitions:5d} partitions: pylog {sweep[partitions]['pylog']:12,.0f} rows/s   "
-                      f"spark-kafka {spark_rate:12,.0f} rows/s", flush=True)
-            best = max(rates["pylog"] for rates in sweep.values())
-            print(f"cost as the work grows: {args.sweep_rows:,} rows over 1 to {max(sweep)} partitions "
-                  f"(pylog plans by work; Spark's source makes a task per partition)")
-            for partitions, rates in sweep.items():
-                spark_rate = rates.get("kafka", float("nan"))
-                print(f"sweep {partitions:5d} partitions  pylog {rates['pylog']:12,.0f} rows/s   spark-kafka "
-                      f"{spark_rate:12,.0f} rows/s   ratio pylog/spark {rates['pylog'] / spark_rate:5.2f}   "
-                      f"pylog/best {rates['pylog'] / best:4.2f}")
+            sweep_part(spark, bootstrap, args)
+
+
+def sweep_part(spark, bootstrap: str, args) -> None:  # noqa: ANN001
+    """The sweep, partition counts interleaved: every topic is filled and warmed up first, then
+    each round reads every partition count with both sources, so a JIT still warming up or load
+    drifting over the minutes of the run hits every count alike, not the first one measured.
+    pylog/best is per round (each count's rate over that round's best)."""
+    median = statistics.median
+    sources = ("pylog",) if args.sweep_pylog_only else ("pylog", "kafka")
+    counts = list(args.sweep_partitions)
+    rows, readers = {}, {}
+    for partitions in counts:
+        topic = f"sweep-{partitions}"
+        rows[partitions] = fill(bootstrap, topic, args.sweep_rows, partitions, spread=partitions > PARTITIONS)
+        readers[partitions] = {fmt: spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap)
+                               .option("subscribe", topic) for fmt in sources}
+        for fmt, reader in readers[partitions].items():
+            # Warm-up (Python workers, JIT, pylog's connection pool; Spark's cached consumers). Spark
+            # caches at most 64 consumers (spark.kafka.consumer.cache.capacity), so on more
+            # partitions than that a warm-up read leaves nothing warm and is skipped: minutes saved.
+            if fmt == "pylog" or partitions <= SPARK_CONSUMER_CACHE:
+                timed_count(reader.load())
+    rates = {n: {fmt: [] for fmt in sources} for n in counts}
+    cpu = {n: {fmt: [] for fmt in sources} for n in counts}  # CPU microseconds per row, this process tree
+    for round_index in range(args.rounds):
+        # pylog's reads of a round back to back, then Spark's: Spark stops Python workers idle for
+        # a minute, and Spark's source reading 1,000 partitions takes minutes, so a pylog read
+        # right after it would pay for starting the workers again (their imports, loading the
+        # compiled decoder). One untimed pylog read first restarts them; the order of the counts
+        # rotates from round to round.
+        turn = round_index % len(counts)
+        order = counts[turn:] + counts[:turn]
+        timed_count(readers[order[0]]["pylog"].load())
+        for fmt in sources:
+            for partitions in order:
+                before = tree_cpu_seconds()
+                rates[partitions][fmt].append(rows[partitions] / timed_count(readers[partitions][fmt].load()))
+                cpu[partitions][fmt].append((tree_cpu_seconds() - before) / rows[partitions] * 1e6)
+        print(f"sweep round {round_index + 1}: " + "  ".join(
+            f"{n}: pylog {rates[n]['pylog'][-1]:,.0f}" + (f" spark {rates[n]['kafka'][-1]:,.0f}" if "kafka" in rates[n] else "")
+            for n in counts), flush=True)
+    best_of_round = [max(rates[n]["pylog"][i] for n in counts) for i in range(args.rounds)]
+    print(f"cost as the work grows: {args.sweep_rows:,} rows over {counts[0]} to {counts[-1]} partitions, medians of "
+          f"{args.rounds} rounds interleaved across partition counts (pylog plans by work; Spark's source makes a "
+          f"task per partition)")
+    for partitions in counts:
+        pylog = rates[partitions]["pylog"]
+        spark_rates = rates[partitions].get("kafka", [])
+        ratios = [p / k for p, k in zip(pylog, spark_rates)]
+        of_best = [p / b for p, b in zip(pylog, best_of_round)]
+        spark_rate = median(spark_rates) if spark_rates else float("nan")
+        ratio = median(ratios) if ratios else float("nan")
+        print(f"sweep {partitions:5d} partitions  pylog {median(pylog):12,.0f} rows/s   spark-kafka "
+              f"{spark_rate:12,.0f} rows/s   ratio pylog/spark {ratio:5.2f}   pylog/best {median(of_best):4.2f}")
+        spread = f"pylog {min(pylog):,.0f}-{max(pylog):,.0f}"
+        if spark_rates:
+            spread += f"  spark-kafka {min(spark_rates):,.0f}-{max(spark_rates):,.0f}  pylog/spark {min(ratios):.2f}-{max(ratios):.2f}"
+        used = "  ".join(f"{'spark-kafka' if fmt == 'kafka' else fmt} {median(cpu[partitions][fmt]):.2f}"
+                         for fmt in sources)
+        print(f"      rounds {spread}  pylog/best {min(of_best):.2f}-{max(of_best):.2f}   CPU us/row "
+              f"(Spark, workers, broker) {used}", flush=True)
 
 
 def main() -> int:

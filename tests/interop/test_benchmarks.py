@@ -43,6 +43,12 @@ def test_source_benchmark_reads_with_both_sources_and_sweeps_partition_counts():
         sweep = re.search(rf"^sweep\s+{partitions} partitions\s+pylog\s+{RATE}\s+spark-kafka\s+{RATE}\s+"
                           rf"ratio pylog/spark\s+([\d.]+)\s+pylog/best\s+([\d.]+)$", out, re.MULTILINE)
         assert sweep and positive(sweep.group(1), sweep.group(2)) and 0 < float(sweep.group(4)) <= 1, out
+        spread = re.search(r"^\s+rounds pylog [\d,]+-[\d,]+\s+spark-kafka [\d,]+-[\d,]+\s+pylog/spark [\d.]+-[\d.]+\s+"
+                           r"pylog/best [\d.]+-[\d.]+\s+CPU us/row \(Spark, workers, broker\) pylog ([\d.]+)\s+spark-kafka ([\d.]+)$",
+                           out[sweep.end():], re.MULTILINE)
+        assert spread and float(spread.group(1)) > 0 and float(spread.group(2)) > 0, out
+    # Each round reads every partition count (interleaved), not one count's rounds after another's.
+    assert re.search(r"^sweep round 1: 1: pylog [\d,]+ spark [\d,]+\s+8: pylog [\d,]+ spark [\d,]+$", out, re.MULTILINE), out
 
 
 def test_sink_benchmark_compares_pylog_topic_sink_with_spark_kafka_sink():
