@@ -9,8 +9,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 class BrokerAddress(str):
@@ -20,8 +20,9 @@ class BrokerAddress(str):
 
 
 @contextmanager
-def pylog_broker_process(log_dir: str | None = None, partitions: int = 4,
-                         overrides: tuple[str, ...] = (), stderr_path: str | None = None) -> Iterator[BrokerAddress]:
+def pylog_broker_process(
+    log_dir: str | None = None, partitions: int = 4, overrides: tuple[str, ...] = (), stderr_path: str | None = None
+) -> Iterator[BrokerAddress]:
     """A `pylog broker start` process on a free port with data on disk; yields its bootstrap
     servers. ``overrides``: broker settings as ``KEY=VALUE`` (``--override``); ``stderr_path``:
     a file that receives the broker's log (discarded by default)."""
@@ -30,9 +31,24 @@ def pylog_broker_process(log_dir: str | None = None, partitions: int = 4,
     env = dict(os.environ, PYLOG_HOME=tempfile.mkdtemp(prefix="pylog-bench-home-"))
     stderr = open(stderr_path, "ab") if stderr_path else subprocess.DEVNULL
     process = subprocess.Popen(
-        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", "0", "--log-dir", log_dir,
-         "--partitions", str(partitions), *(arg for item in overrides for arg in ("--override", item))],
-        stdout=subprocess.PIPE, stderr=stderr, env=env, text=True,
+        [
+            sys.executable,
+            "-m",
+            "kafka_spark.cli",
+            "broker",
+            "start",
+            "--port",
+            "0",
+            "--log-dir",
+            log_dir,
+            "--partitions",
+            str(partitions),
+            *(arg for item in overrides for arg in ("--override", item)),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env=env,
+        text=True,
     )
     if stderr_path:
         stderr.close()  # the broker holds its own copy
@@ -80,13 +96,15 @@ def mock_cluster(partitions: int = 4) -> Iterator[str]:
     logger.addHandler(Grab())
     logger.setLevel(logging.DEBUG)
     logger.propagate = False
-    holder = Producer({
-        "test.mock.num.brokers": 1,
-        "bootstrap.servers": "unused:9092",
-        "debug": "mock",
-        "logger": logger,
-        "topic.metadata.refresh.interval.ms": 3_600_000,
-    })
+    holder = Producer(
+        {
+            "test.mock.num.brokers": 1,
+            "bootstrap.servers": "unused:9092",
+            "debug": "mock",
+            "logger": logger,
+            "topic.metadata.refresh.interval.ms": 3_600_000,
+        }
+    )
     holder.poll(0)
     if not found.wait(10):
         holder.poll(0.5)

@@ -72,9 +72,22 @@ def kcat_consume(bootstrap: str, topic: str, expected: int) -> float:
 
 def java_produce(bootstrap: str, topic: str, messages: int) -> float:
     """kafka-producer-perf-test (acks=all, the Java producer's default) in a fresh JVM: its rate."""
-    result = kafka_tool("kafka-producer-perf-test", "--topic", topic, "--num-records", str(messages), "--record-size",
-                        "100", "--throughput", "-1", "--command-property", f"bootstrap.servers={bootstrap}",
-                        "linger.ms=5", fast_start=False, timeout=900)
+    result = kafka_tool(
+        "kafka-producer-perf-test",
+        "--topic",
+        topic,
+        "--num-records",
+        str(messages),
+        "--record-size",
+        "100",
+        "--throughput",
+        "-1",
+        "--command-property",
+        f"bootstrap.servers={bootstrap}",
+        "linger.ms=5",
+        fast_start=False,
+        timeout=900,
+    )
     match = re.search(rf"^{messages} records sent, ([\d.]+) records/sec", result.stdout, re.MULTILINE)
     if not match:
         raise RuntimeError(f"kafka-producer-perf-test printed no summary: {result.stdout[-500:]}")
@@ -83,8 +96,19 @@ def java_produce(bootstrap: str, topic: str, messages: int) -> float:
 
 def java_consume(bootstrap: str, topic: str, messages: int) -> float:
     """kafka-consumer-perf-test in a fresh JVM: its fetch rate (messages/s after joining the group)."""
-    result = kafka_tool("kafka-consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic, "--messages",
-                        str(messages), "--timeout", "120000", fast_start=False, timeout=900)
+    result = kafka_tool(
+        "kafka-consumer-perf-test",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--messages",
+        str(messages),
+        "--timeout",
+        "120000",
+        fast_start=False,
+        timeout=900,
+    )
     header, values = result.stdout.strip().splitlines()[-2:]
     stats = dict(zip((h.strip() for h in header.split(",")), (v.strip() for v in values.split(",")), strict=False))
     if int(stats["data.consumed.in.nMsg"]) != messages:
@@ -97,8 +121,9 @@ BROKERS = ("pylog-fsync", "kafka-fsync", "pylog-os", "kafka-os")
 PAIRS = (("os-flush", "pylog-os", "kafka-os"), ("fsync-each", "pylog-fsync", "kafka-fsync"))
 
 
-def measure(name: str, bootstrap: str, round_index: int, messages: int, path: str,
-            results: dict[str, dict[str, list[float]]]) -> list[str]:
+def measure(
+    name: str, bootstrap: str, round_index: int, messages: int, path: str, results: dict[str, dict[str, list[float]]]
+) -> list[str]:
     """One broker's produce runs (and consume runs for the os-flush ones); returns its topics."""
     config = {"flush.messages": "1"} if name == "kafka-fsync" else None
     kcat_topic, java_topic = f"kcat-{name}-{round_index}", f"java-{name}-{round_index}"
@@ -122,16 +147,25 @@ def main() -> int:
     path = os.path.join(workdir, "input.txt")
     make_input(path, args.messages)
     results: dict[str, dict[str, list[float]]] = {name: collections.defaultdict(list) for name in (*BROKERS, "mock")}
-    with pylog_broker_process(partitions=PARTITIONS) as pylog_fsync, \
-            pylog_broker_process(partitions=PARTITIONS, overrides=("log.flush.on.ack.all=false",)) as pylog_os, \
-            ApacheKafka(heap=args.kafka_heap) as kafka:
-        bootstrap = {"pylog-fsync": pylog_fsync, "pylog-os": pylog_os,
-                     "kafka-fsync": kafka.bootstrap_servers, "kafka-os": kafka.bootstrap_servers}
+    with (
+        pylog_broker_process(partitions=PARTITIONS) as pylog_fsync,
+        pylog_broker_process(partitions=PARTITIONS, overrides=("log.flush.on.ack.all=false",)) as pylog_os,
+        ApacheKafka(heap=args.kafka_heap) as kafka,
+    ):
+        bootstrap = {
+            "pylog-fsync": pylog_fsync,
+            "pylog-os": pylog_os,
+            "kafka-fsync": kafka.bootstrap_servers,
+            "kafka-os": kafka.bootstrap_servers,
+        }
         for round_index in range(args.rounds):
             for name in BROKERS:
                 topics = measure(name, bootstrap[name], round_index, args.messages, path, results)
-                print(f"round {round_index + 1} {name:12s} " + "  ".join(
-                    f"{phase} {values[-1]:12,.0f} msg/s" for phase, values in results[name].items()), flush=True)
+                print(
+                    f"round {round_index + 1} {name:12s} "
+                    + "  ".join(f"{phase} {values[-1]:12,.0f} msg/s" for phase, values in results[name].items()),
+                    flush=True,
+                )
                 delete_topics(bootstrap[name], topics)  # each run starts from an empty disk
             with mock_cluster() as mock:  # the old anchor: kcat only, data within its window
                 # The consume data first, into a mock that holds nothing else (~2.5 MB a
@@ -146,21 +180,27 @@ def main() -> int:
     subprocess.run(["rm", "-rf", workdir], check=False)
 
     median = statistics.median
-    print(f"100-byte messages, {args.messages:,} per run, {PARTITIONS} partitions; median of {args.rounds} "
-          f"interleaved rounds; ratio = pylog / Apache Kafka (range over rounds)")
+    print(
+        f"100-byte messages, {args.messages:,} per run, {PARTITIONS} partitions; median of {args.rounds} "
+        f"interleaved rounds; ratio = pylog / Apache Kafka (range over rounds)"
+    )
     for pair, pylog_name, kafka_name in PAIRS:
         for phase in ("produce kcat", "produce java", "consume kcat", "consume java"):
             if phase not in results[pylog_name]:
                 continue
             ratios = [p / k for p, k in zip(results[pylog_name][phase], results[kafka_name][phase], strict=False)]
-            print(f"{pair:10s} {phase:12s} pylog {median(results[pylog_name][phase]):12,.0f} msg/s   "
-                  f"kafka {median(results[kafka_name][phase]):12,.0f} msg/s   ratio pylog/kafka "
-                  f"{median(ratios):5.2f}   (rounds {min(ratios):.2f} to {max(ratios):.2f})")
+            print(
+                f"{pair:10s} {phase:12s} pylog {median(results[pylog_name][phase]):12,.0f} msg/s   "
+                f"kafka {median(results[kafka_name][phase]):12,.0f} msg/s   ratio pylog/kafka "
+                f"{median(ratios):5.2f}   (rounds {min(ratios):.2f} to {max(ratios):.2f})"
+            )
     for phase in ("produce kcat", "consume kcat"):
         pylog_name = "pylog-os"
         ratios = [p / m for p, m in zip(results[pylog_name][phase], results["mock"][phase], strict=False)]
-        print(f"secondary  {phase:12s} pylog {median(results[pylog_name][phase]):12,.0f} msg/s   "
-              f"librdkafka mock {median(results['mock'][phase]):12,.0f} msg/s   ratio pylog/mock {median(ratios):5.2f}")
+        print(
+            f"secondary  {phase:12s} pylog {median(results[pylog_name][phase]):12,.0f} msg/s   "
+            f"librdkafka mock {median(results['mock'][phase]):12,.0f} msg/s   ratio pylog/mock {median(ratios):5.2f}"
+        )
     return 0
 
 

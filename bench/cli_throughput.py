@@ -47,12 +47,15 @@ def commands(bootstrap: str, topic: str, messages: int) -> dict[str, dict[str, l
         },
         "consume": {
             "kcat": ["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-c", str(messages), "-q"],
-            "pylog": pylog_command("consume", topic, "--from-beginning", "--max-messages", str(messages),
-                                   "--bootstrap-server", bootstrap),
+            "pylog": pylog_command(
+                "consume", topic, "--from-beginning", "--max-messages", str(messages), "--bootstrap-server", bootstrap
+            ),
         },
         "consume -e": {
             "kcat": ["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q"],
-            "pylog": pylog_command("consume", topic, "--from-beginning", "--exit-at-end", "--bootstrap-server", bootstrap),
+            "pylog": pylog_command(
+                "consume", topic, "--from-beginning", "--exit-at-end", "--bootstrap-server", bootstrap
+            ),
         },
     }
 
@@ -72,9 +75,13 @@ def main() -> int:
     compileall.compile_dir(os.path.join(HERE, "..", "kafka_spark"), quiet=1)
     from kafka_spark.cli.console_records import C_VALUES
 
-    print("pylog consume reads through its own Fetch client, values walked in C" if C_VALUES else
-          "kafka_spark.cli._console_values is not built (python setup.py build_ext --inplace): pylog consume "
-          "reads through confluent-kafka", flush=True)
+    print(
+        "pylog consume reads through its own Fetch client, values walked in C"
+        if C_VALUES
+        else "kafka_spark.cli._console_values is not built (python setup.py build_ext --inplace): pylog consume "
+        "reads through confluent-kafka",
+        flush=True,
+    )
     workdir = tempfile.mkdtemp(prefix="pylog-bench-cli-")
     path = os.path.join(workdir, "input.txt")
     make_input(path, args.messages)
@@ -86,8 +93,13 @@ def main() -> int:
         with pylog_broker_process(partitions=PARTITIONS) as bootstrap:
             for round_index in range(args.rounds):
                 topic = f"cli-bench-{round_index}"
-                subprocess.run(pylog_command("topics", "create", topic, "--partitions", str(PARTITIONS),
-                                             "--bootstrap-server", bootstrap), check=True, capture_output=True)
+                subprocess.run(
+                    pylog_command(
+                        "topics", "create", topic, "--partitions", str(PARTITIONS), "--bootstrap-server", bootstrap
+                    ),
+                    check=True,
+                    capture_output=True,
+                )
                 lines = commands(bootstrap, topic, args.messages)
                 order = ("kcat", "pylog") if round_index % 2 == 0 else ("pylog", "kcat")
                 for phase in PHASES:
@@ -96,9 +108,15 @@ def main() -> int:
                         cpu_before = children_cpu_seconds()
                         rates[phase][tool].append(counts[phase] / timed(lines[phase][tool], stdin_path=stdin))
                         cpu[phase][tool].append(children_cpu_seconds() - cpu_before)
-                print(f"round {round_index + 1}  " + "  ".join(
-                    f"{phase} {tool} {values[tool][-1]:10,.0f} msg/s" for phase, values in rates.items()
-                    for tool in ("kcat", "pylog")), flush=True)
+                print(
+                    f"round {round_index + 1}  "
+                    + "  ".join(
+                        f"{phase} {tool} {values[tool][-1]:10,.0f} msg/s"
+                        for phase, values in rates.items()
+                        for tool in ("kcat", "pylog")
+                    ),
+                    flush=True,
+                )
                 for phase in ("consume", "consume -e"):  # both read what they were timed reading
                     for tool in ("kcat", "pylog"):
                         count = consumed_count(lines[phase][tool])
@@ -108,13 +126,17 @@ def main() -> int:
         subprocess.run(["rm", "-rf", workdir], check=False)
 
     median = statistics.median
-    print(f"100-byte messages, {args.messages:,} per run, {PARTITIONS} partitions; median of {args.rounds} "
-          "rounds; ratio = pylog / kcat (range over rounds)")
+    print(
+        f"100-byte messages, {args.messages:,} per run, {PARTITIONS} partitions; median of {args.rounds} "
+        "rounds; ratio = pylog / kcat (range over rounds)"
+    )
     for phase, values in rates.items():
         ratios = [p / k for p, k in zip(values["pylog"], values["kcat"], strict=False)]
-        print(f"{phase:10s} pylog {median(values['pylog']):10,.0f} msg/s   kcat {median(values['kcat']):10,.0f} msg/s   "
-              f"ratio pylog/kcat {median(ratios):5.2f}   (rounds {min(ratios):.2f} to {max(ratios):.2f})   "
-              f"CPU s pylog {median(cpu[phase]['pylog']):.2f} kcat {median(cpu[phase]['kcat']):.2f}")
+        print(
+            f"{phase:10s} pylog {median(values['pylog']):10,.0f} msg/s   kcat {median(values['kcat']):10,.0f} msg/s   "
+            f"ratio pylog/kcat {median(ratios):5.2f}   (rounds {min(ratios):.2f} to {max(ratios):.2f})   "
+            f"CPU s pylog {median(cpu[phase]['pylog']):.2f} kcat {median(cpu[phase]['kcat']):.2f}"
+        )
     return 0
 
 

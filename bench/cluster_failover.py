@@ -33,15 +33,15 @@ VALUE = b"x" * 100
 
 def produce_rate(bootstrap: str, topic: str, messages: int) -> float:
     """acks=all records/s of one producer sending ``messages`` records and flushing."""
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                                         "log_level": 0})
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "log_level": 0})
     failed = []
     start = time.perf_counter()
     for _ in range(messages):
         while True:
             try:
-                producer.produce(topic, VALUE, partition=0,
-                                 on_delivery=lambda error, _: failed.append(error) if error else None)
+                producer.produce(
+                    topic, VALUE, partition=0, on_delivery=lambda error, _: failed.append(error) if error else None
+                )
                 break
             except BufferError:
                 producer.poll(0.01)
@@ -53,26 +53,33 @@ def produce_rate(bootstrap: str, topic: str, messages: int) -> float:
 def throughput(messages: int, rounds: int) -> tuple[float, float]:
     cluster_rates, single_rates = [], []
     with tempfile.TemporaryDirectory(prefix="pylog-bench-cluster-") as data:
-        with EmbeddedCluster(brokers=3, log_dir=Path(data) / "cluster") as cluster, \
-                EmbeddedBroker(log_dir=Path(data) / "single") as single:
+        with (
+            EmbeddedCluster(brokers=3, log_dir=Path(data) / "cluster") as cluster,
+            EmbeddedBroker(log_dir=Path(data) / "single") as single,
+        ):
             for round_ in range(rounds):
                 topic = f"bench-{round_}"
                 cluster.create_topic(topic, replication_factor=3, config={"min.insync.replicas": "2"})
                 single.create_topic(topic)
                 cluster_rates.append(produce_rate(cluster.bootstrap_servers, topic, messages))
                 single_rates.append(produce_rate(single.bootstrap_servers, topic, messages))
-                print(f"round {round_ + 1}: cluster {cluster_rates[-1]:,.0f} msg/s  single {single_rates[-1]:,.0f} msg/s",
-                      flush=True)
+                print(
+                    f"round {round_ + 1}: cluster {cluster_rates[-1]:,.0f} msg/s  single {single_rates[-1]:,.0f} msg/s",
+                    flush=True,
+                )
     return statistics.median(cluster_rates), statistics.median(single_rates)
 
 
 def failover_times(kills: int, session_timeout_ms: int) -> list[float]:
     times = []
-    with tempfile.TemporaryDirectory(prefix="pylog-bench-failover-") as data, \
-            EmbeddedCluster(brokers=3, log_dir=data, broker_session_timeout_ms=session_timeout_ms) as cluster:
+    with (
+        tempfile.TemporaryDirectory(prefix="pylog-bench-failover-") as data,
+        EmbeddedCluster(brokers=3, log_dir=data, broker_session_timeout_ms=session_timeout_ms) as cluster,
+    ):
         cluster.create_topic("failover", replication_factor=3, config={"min.insync.replicas": "2"})
-        producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
-                                             "linger.ms": 0, "log_level": 0})
+        producer = confluent_kafka.Producer(
+            {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 0, "log_level": 0}
+        )
 
         def send() -> float:
             """Produce one record; when it is acknowledged."""
@@ -92,8 +99,9 @@ def failover_times(kills: int, session_timeout_ms: int) -> list[float]:
             times.append(send() - killed_at)
             cluster.restart_broker(leader)
             cluster.wait_for_isr("failover", size=3)
-            print(f"kill {kill + 1}: broker {leader}, first acknowledgement after {times[-1] * 1000:,.0f} ms",
-                  flush=True)
+            print(
+                f"kill {kill + 1}: broker {leader}, first acknowledgement after {times[-1] * 1000:,.0f} ms", flush=True
+            )
     return times
 
 
@@ -105,13 +113,17 @@ def main() -> None:
     parser.add_argument("--session-timeout-ms", type=int, default=1_000)
     args = parser.parse_args()
     cluster_rate, single_rate = throughput(args.messages, args.rounds)
-    print(f"acks=all produce  cluster(3 brokers, rf 3) {cluster_rate:,.0f} msg/s  single node {single_rate:,.0f} msg/s  "
-          f"ratio cluster/single {cluster_rate / single_rate:.2f}")
+    print(
+        f"acks=all produce  cluster(3 brokers, rf 3) {cluster_rate:,.0f} msg/s  single node {single_rate:,.0f} msg/s  "
+        f"ratio cluster/single {cluster_rate / single_rate:.2f}"
+    )
     times = sorted(failover_times(args.kills, args.session_timeout_ms))
     p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))]
-    print(f"failover (leader killed -> first acks=all produce acknowledged)  kills {len(times)}  "
-          f"p50 {statistics.median(times) * 1000:,.0f} ms  p95 {p95 * 1000:,.0f} ms  "
-          f"broker.session.timeout.ms {args.session_timeout_ms}")
+    print(
+        f"failover (leader killed -> first acks=all produce acknowledged)  kills {len(times)}  "
+        f"p50 {statistics.median(times) * 1000:,.0f} ms  p95 {p95 * 1000:,.0f} ms  "
+        f"broker.session.timeout.ms {args.session_timeout_ms}"
+    )
 
 
 if __name__ == "__main__":

@@ -42,9 +42,19 @@ def produce_frame(version: int, partitions: int, size: int) -> bytes:
     cls = load_request_schema(0, version)
     module = sys.modules[cls.__module__]
     topic = {"topic_id": uuid.uuid4()} if version >= 13 else {"name": "orders"}
-    body = cls(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=30), topic_data=(
-        module.TopicProduceData(**topic, partition_data=tuple(
-            module.PartitionProduceData(index=p, records=bytes(size)) for p in range(partitions))),))
+    body = cls(
+        transactional_id=None,
+        acks=-1,
+        timeout=datetime.timedelta(seconds=30),
+        topic_data=(
+            module.TopicProduceData(
+                **topic,
+                partition_data=tuple(
+                    module.PartitionProduceData(index=p, records=bytes(size)) for p in range(partitions)
+                ),
+            ),
+        ),
+    )
     out = io.BytesIO()
     out.write(struct.pack(">hhih", 0, version, 1, 3) + b"rdk" + (b"\0" if version >= 9 else b""))
     entity_writer(cls)(out, body)
@@ -53,11 +63,30 @@ def produce_frame(version: int, partitions: int, size: int) -> bytes:
 
 def fetch_response(partitions: int, size: int) -> dict:
     records = memoryview(bytes(size))
-    return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": [
-        {"topic": "orders", "topic_id": uuid.uuid4(), "partitions": [
-            {"partition_index": p, "error_code": 0, "high_watermark": 10**6, "last_stable_offset": 10**6,
-             "log_start_offset": 0, "aborted_transactions": (), "preferred_read_replica": -1, "records": records}
-            for p in range(partitions)]}]}
+    return {
+        "throttle_time": 0,
+        "error_code": 0,
+        "session_id": 0,
+        "responses": [
+            {
+                "topic": "orders",
+                "topic_id": uuid.uuid4(),
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "error_code": 0,
+                        "high_watermark": 10**6,
+                        "last_stable_offset": 10**6,
+                        "log_start_offset": 0,
+                        "aborted_transactions": (),
+                        "preferred_read_replica": -1,
+                        "records": records,
+                    }
+                    for p in range(partitions)
+                ],
+            }
+        ],
+    }
 
 
 def per_call(function, seconds: float = 0.1) -> float:
@@ -76,13 +105,18 @@ def paired(old, current, pairs: int = 9) -> tuple[float, float, float]:
     for _ in range(pairs):
         olds.append(per_call(old))
         currents.append(per_call(current))
-    return statistics.median(olds), statistics.median(currents), statistics.median(
-        o / c for o, c in zip(olds, currents, strict=True))
+    return (
+        statistics.median(olds),
+        statistics.median(currents),
+        statistics.median(o / c for o, c in zip(olds, currents, strict=True)),
+    )
 
 
 def codec_figures() -> None:
-    print("codec, microseconds per request (lower is better); median ratio old/current of 9 interleaved pairs "
-          "(>= 1.0: current no slower)")
+    print(
+        "codec, microseconds per request (lower is better); median ratio old/current of 9 interleaved pairs "
+        "(>= 1.0: current no slower)"
+    )
     for partitions, size in ((16, 64 * 1024), (1, 1024)):
         old_produce = produce_frame(OLD[0], partitions, size)
         old_request = Request(1, OLD[1], 1, "c", object())
@@ -91,15 +125,19 @@ def codec_figures() -> None:
             frame = produce_frame(produce_version, partitions, size)
             request = Request(1, fetch_version, 1, "c", object())
             # each lambda binds this iteration's values (default arguments cost nothing per call)
-            old_decode, decode, read_ratio = paired(lambda frame=old_produce: decode_request(frame),
-                                                    lambda frame=frame: decode_request(frame))
+            old_decode, decode, read_ratio = paired(
+                lambda frame=old_produce: decode_request(frame), lambda frame=frame: decode_request(frame)
+            )
             old_encode, encode, write_ratio = paired(
                 lambda request=old_request, response=response: codec.encode_response_parts(request, response),
-                lambda request=request, response=response: codec.encode_response_parts(request, response))
-            print(f"  {partitions:2d} x {size // 1024:2d} KiB  {client:16s} Produce v{produce_version} read "
-                  f"{decode * 1e6:7.1f} vs v{OLD[0]} {old_decode * 1e6:7.1f}  ratio {read_ratio:4.2f}   "
-                  f"Fetch v{fetch_version} write {encode * 1e6:7.1f} vs v{OLD[1]} {old_encode * 1e6:7.1f}  "
-                  f"ratio {write_ratio:4.2f}")
+                lambda request=request, response=response: codec.encode_response_parts(request, response),
+            )
+            print(
+                f"  {partitions:2d} x {size // 1024:2d} KiB  {client:16s} Produce v{produce_version} read "
+                f"{decode * 1e6:7.1f} vs v{OLD[0]} {old_decode * 1e6:7.1f}  ratio {read_ratio:4.2f}   "
+                f"Fetch v{fetch_version} write {encode * 1e6:7.1f} vs v{OLD[1]} {old_encode * 1e6:7.1f}  "
+                f"ratio {write_ratio:4.2f}"
+            )
 
 
 def end_to_end(bootstrap: str, topic: str, messages: int, legacy: bool) -> tuple[float, float]:
@@ -118,8 +156,15 @@ def end_to_end(bootstrap: str, topic: str, messages: int, legacy: bool) -> tuple
                 producer.poll(0.01)
     producer.flush(120)
     produced = messages / (time.perf_counter() - start)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 10, **pinned})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"{topic}-reader",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10,
+            **pinned,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(4)])
     seen, start = 0, time.perf_counter()
     while seen < messages:
@@ -145,9 +190,11 @@ def end_to_end_figures(messages: int, rounds: int) -> None:
                 ratios[phase].append(figures[(phase, False)][-1] / figures[(phase, True)][-1])
     print(f"end to end, confluent-kafka {messages:,} x 100 B, median of {rounds} interleaved rounds (msgs/s)")
     for phase in ("produce", "consume"):
-        print(f"  {phase:8s} Produce v10/Fetch v16 {statistics.median(figures[(phase, False)]):10,.0f}   "
-              f"v7/v11 {statistics.median(figures[(phase, True)]):10,.0f}   ratio current/old "
-              f"{statistics.median(ratios[phase]):4.2f} (rounds {min(ratios[phase]):.2f} to {max(ratios[phase]):.2f})")
+        print(
+            f"  {phase:8s} Produce v10/Fetch v16 {statistics.median(figures[(phase, False)]):10,.0f}   "
+            f"v7/v11 {statistics.median(figures[(phase, True)]):10,.0f}   ratio current/old "
+            f"{statistics.median(ratios[phase]):4.2f} (rounds {min(ratios[phase]):.2f} to {max(ratios[phase]):.2f})"
+        )
 
 
 def main() -> int:

@@ -129,8 +129,11 @@ def bench_topic_sink(spark: SparkSession, rows: int, repeats: int) -> dict[str, 
     from _harness import pylog_broker_process
 
     results: dict[str, list[float]] = {"plain": [], "exactly-once": [], "at-least-once": []}
-    df = spark.range(0, rows, numPartitions=2).selectExpr("cast(id as string) as key",
-                                                         "cast(repeat('x', 100) as binary) as value").cache()
+    df = (
+        spark.range(0, rows, numPartitions=2)
+        .selectExpr("cast(id as string) as key", "cast(repeat('x', 100) as binary) as value")
+        .cache()
+    )
     df.count()
     with pylog_broker_process(partitions=2) as bootstrap:
         admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -139,8 +142,10 @@ def bench_topic_sink(spark: SparkSession, rows: int, repeats: int) -> dict[str, 
             for future in admin.create_topics([NewTopic(t, num_partitions=2) for t in topics.values()]).values():
                 future.result(timeout=30)
             start = time.perf_counter()
-            workers = [multiprocessing.Process(target=_plain_producer, args=(bootstrap, topics["plain"], rows // 2, w))
-                       for w in range(2)]
+            workers = [
+                multiprocessing.Process(target=_plain_producer, args=(bootstrap, topics["plain"], rows // 2, w))
+                for w in range(2)
+            ]
             for worker in workers:
                 worker.start()
             for worker in workers:
@@ -148,8 +153,14 @@ def bench_topic_sink(spark: SparkSession, rows: int, repeats: int) -> dict[str, 
             seconds = {"plain": time.perf_counter() - start}
             for mode in ("exactly-once", "at-least-once"):
                 start = time.perf_counter()
-                (df.write.format("pylog").option("kafka.bootstrap.servers", bootstrap)
-                   .option("topic", topics[mode]).option("deliveryGuarantee", mode).mode("append").save())
+                (
+                    df.write.format("pylog")
+                    .option("kafka.bootstrap.servers", bootstrap)
+                    .option("topic", topics[mode])
+                    .option("deliveryGuarantee", mode)
+                    .mode("append")
+                    .save()
+                )
                 seconds[mode] = time.perf_counter() - start
             if run:
                 for name, took in seconds.items():
@@ -166,8 +177,11 @@ def bench_kafka_sink(spark: SparkSession, rows: int, repeats: int) -> dict[str, 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
     from interop.references import ApacheKafka
 
-    df = spark.range(0, rows, numPartitions=2).selectExpr("cast(id as string) as key",
-                                                         "cast(repeat('x', 100) as binary) as value").cache()
+    df = (
+        spark.range(0, rows, numPartitions=2)
+        .selectExpr("cast(id as string) as key", "cast(repeat('x', 100) as binary) as value")
+        .cache()
+    )
     df.count()
     results: dict[str, list[float]] = {"pylog": [], "spark": []}
     with ApacheKafka(heap="1g") as kafka:
@@ -180,10 +194,17 @@ def bench_kafka_sink(spark: SparkSession, rows: int, repeats: int) -> dict[str, 
                 future.result(timeout=60)
             for name, fmt in (("pylog", "pylog"), ("spark", "kafka")):
                 start = time.perf_counter()
-                (df.write.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("topic", topics[name])
-                   .mode("append").save())
+                (
+                    df.write.format(fmt)
+                    .option("kafka.bootstrap.servers", bootstrap)
+                    .option("topic", topics[name])
+                    .mode("append")
+                    .save()
+                )
                 took = time.perf_counter() - start
-                ends = sum(check.get_watermark_offsets(TopicPartition(topics[name], p), timeout=30)[1] for p in range(2))
+                ends = sum(
+                    check.get_watermark_offsets(TopicPartition(topics[name], p), timeout=30)[1] for p in range(2)
+                )
                 if ends < rows:  # transaction markers take offsets too: at least rows
                     raise RuntimeError(f"{name} wrote {ends} offsets for {rows} rows")
                 if run:
@@ -235,12 +256,16 @@ def main() -> None:
         print_topic_sink(topic_results, args)
     if kafka_results is not None:
         ratios = [p / s for p, s in zip(kafka_results["pylog"], kafka_results["spark"], strict=False)]
-        print(f"topic sinks on Apache Kafka, {args.topic_rows:,} rows x 100-byte values, 2 tasks, "
-              f"median of {args.repeats} alternating runs")
+        print(
+            f"topic sinks on Apache Kafka, {args.topic_rows:,} rows x 100-byte values, 2 tasks, "
+            f"median of {args.repeats} alternating runs"
+        )
         print(f"  pylog exactly-once        {statistics.median(kafka_results['pylog']):12,.0f} rows/s")
         print(f"  spark format(kafka)       {statistics.median(kafka_results['spark']):12,.0f} rows/s (at-least-once)")
-        print(f"  ratio pylog/spark         {statistics.median(ratios):12.2f}  (rounds {min(ratios):.2f} to "
-              f"{max(ratios):.2f}; target >= 0.80)")
+        print(
+            f"  ratio pylog/spark         {statistics.median(ratios):12.2f}  (rounds {min(ratios):.2f} to "
+            f"{max(ratios):.2f}; target >= 0.80)"
+        )
 
 
 def print_file_sink(results: dict[str, float], args: argparse.Namespace) -> None:

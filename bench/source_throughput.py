@@ -57,8 +57,9 @@ class SyntheticKafka(DataSource):
         return "synthetic_kafka"
 
     def schema(self) -> str:
-        return ("key binary, value binary, topic string, partition int, offset long, "
-                "timestamp timestamp, timestampType int")
+        return (
+            "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
+        )
 
     def reader(self, schema):  # noqa: ANN001
         return SyntheticReader(int(self.options["rows"]))
@@ -88,15 +89,18 @@ def _synthetic_batch(partition: int):  # noqa: ANN202
 
     if partition not in _BATCHES:  # built once per Python worker, then reused: the ceiling
         n = BATCH_ROWS
-        _BATCHES[partition] = pa.RecordBatch.from_arrays([
-            pa.array([None] * n, pa.binary()),
-            pa.array([b"x" * 100] * n, pa.binary()),
-            pa.array(["bench"] * n, pa.string()),
-            pa.array([partition] * n, pa.int32()),
-            pa.array(range(n), pa.int64()),
-            pa.array([1_700_000_000_000_000] * n, pa.timestamp("us", tz="UTC")),
-            pa.array([0] * n, pa.int32()),
-        ], names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"])
+        _BATCHES[partition] = pa.RecordBatch.from_arrays(
+            [
+                pa.array([None] * n, pa.binary()),
+                pa.array([b"x" * 100] * n, pa.binary()),
+                pa.array(["bench"] * n, pa.string()),
+                pa.array([partition] * n, pa.int32()),
+                pa.array(range(n), pa.int64()),
+                pa.array([1_700_000_000_000_000] * n, pa.timestamp("us", tz="UTC")),
+                pa.array([0] * n, pa.int32()),
+            ],
+            names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"],
+        )
     return _BATCHES[partition]
 
 
@@ -112,11 +116,12 @@ def fill(bootstrap: str, topic: str, messages: int, partitions: int = PARTITIONS
     with tempfile.NamedTemporaryFile(suffix=".txt") as data:
         data.write((b"x" * 100 + b"\n") * per_run)
         data.flush()
-        for partition in ([None] if spread else range(partitions)):
+        for partition in [None] if spread else range(partitions):
             where = [] if partition is None else ["-p", str(partition)]
             with open(data.name, "rb") as stdin:
-                subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, *where, "-X", "linger.ms=5"],
-                               stdin=stdin, check=True)
+                subprocess.run(
+                    ["kcat", "-P", "-b", bootstrap, "-t", topic, *where, "-X", "linger.ms=5"], stdin=stdin, check=True
+                )
     return per_run if spread else per_run * partitions
 
 
@@ -139,10 +144,17 @@ def latency(spark, bootstrap: str, count: int) -> tuple[float, float]:  # noqa: 
         seen = time.time()
         samples.extend(seen - float(row.value) for row in batch_df.collect())
 
-    query = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
-             .option("subscribe", topic).option("startingOffsets", "earliest").load()
-             .selectExpr("cast(value as string) as value")
-             .writeStream.foreachBatch(record).trigger(processingTime="0 seconds").start())
+    query = (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("cast(value as string) as value")
+        .writeStream.foreachBatch(record)
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     time.sleep(3)  # let the query start polling
     for _ in range(count):
@@ -174,19 +186,34 @@ def synthetic_part(spark, args) -> None:  # noqa: ANN001
             rates["synthetic"].append(rows / timed_count(synthetic.load()))
         p50, p95 = latency(spark, bootstrap, args.latency_messages)
     pylog_rate, synthetic_rate = statistics.median(rates["pylog"]), statistics.median(rates["synthetic"])
-    print(f"spark.read, {rows:,} rows of 100-byte values in {PARTITIONS} partitions; median of {args.rounds} "
-          f"interleaved rounds, local[2]")
-    print(f"read     pylog {pylog_rate:12,.0f} rows/s   synthetic {synthetic_rate:12,.0f} rows/s   "
-          f"ratio pylog/synthetic {pylog_rate / synthetic_rate:5.2f}")
-    print(f"latency  produce -> visible in a 0-second-trigger streaming sink: p50 {p50 * 1000:.0f} ms, "
-          f"p95 {p95 * 1000:.0f} ms ({args.latency_messages} records)", flush=True)
+    print(
+        f"spark.read, {rows:,} rows of 100-byte values in {PARTITIONS} partitions; median of {args.rounds} "
+        f"interleaved rounds, local[2]"
+    )
+    print(
+        f"read     pylog {pylog_rate:12,.0f} rows/s   synthetic {synthetic_rate:12,.0f} rows/s   "
+        f"ratio pylog/synthetic {pylog_rate / synthetic_rate:5.2f}"
+    )
+    print(
+        f"latency  produce -> visible in a 0-second-trigger streaming sink: p50 {p50 * 1000:.0f} ms, "
+        f"p95 {p95 * 1000:.0f} ms ({args.latency_messages} records)",
+        flush=True,
+    )
 
 
-def interleaved(spark, bootstrap: str, topic: str, rows: int, rounds: int,  # noqa: ANN001
-                sources: tuple[str, ...] = ("pylog", "kafka")) -> dict[str, list[float]]:
+def interleaved(
+    spark,
+    bootstrap: str,
+    topic: str,
+    rows: int,
+    rounds: int,  # noqa: ANN001
+    sources: tuple[str, ...] = ("pylog", "kafka"),
+) -> dict[str, list[float]]:
     """rows/s of the sources reading ``topic``, a warm-up each, then ``rounds`` interleaved."""
-    readers = {fmt: spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-               for fmt in sources}
+    readers = {
+        fmt: spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+        for fmt in sources
+    }
     for reader in readers.values():
         timed_count(reader.load())
     rates: dict[str, list[float]] = {fmt: [] for fmt in sources}
@@ -206,12 +233,16 @@ def kafka_parts(spark, args, parts: set[str]) -> None:  # noqa: ANN001
             rows = fill(bootstrap, "bench", args.messages)
             rates = interleaved(spark, bootstrap, "bench", rows, args.rounds)
             ratios = [p / k for p, k in zip(rates["pylog"], rates["kafka"], strict=False)]
-            print(f"spark.read on Apache Kafka, {rows:,} rows of 100-byte values in {PARTITIONS} partitions; "
-                  f"median of {args.rounds} interleaved rounds, local[2], one session")
-            print(f"kafka-read pylog {median(rates['pylog']):12,.0f} rows/s   "
-                  f"spark-kafka {median(rates['kafka']):12,.0f} rows/s   ratio pylog/spark {median(ratios):5.2f}   "
-                  f"(rounds {min(ratios):.2f} to {max(ratios):.2f})",
-                  flush=True)
+            print(
+                f"spark.read on Apache Kafka, {rows:,} rows of 100-byte values in {PARTITIONS} partitions; "
+                f"median of {args.rounds} interleaved rounds, local[2], one session"
+            )
+            print(
+                f"kafka-read pylog {median(rates['pylog']):12,.0f} rows/s   "
+                f"spark-kafka {median(rates['kafka']):12,.0f} rows/s   ratio pylog/spark {median(ratios):5.2f}   "
+                f"(rounds {min(ratios):.2f} to {max(ratios):.2f})",
+                flush=True,
+            )
         if "sweep" in parts:
             sweep_part(spark, bootstrap, args)
 
@@ -228,8 +259,10 @@ def sweep_part(spark, bootstrap: str, args) -> None:  # noqa: ANN001
     for partitions in counts:
         topic = f"sweep-{partitions}"
         rows[partitions] = fill(bootstrap, topic, args.sweep_rows, partitions, spread=partitions > PARTITIONS)
-        readers[partitions] = {fmt: spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap)
-                               .option("subscribe", topic) for fmt in sources}
+        readers[partitions] = {
+            fmt: spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+            for fmt in sources
+        }
         for fmt, reader in readers[partitions].items():
             # Warm-up (Python workers, JIT, pylog's connection pool; Spark's cached consumers). Spark
             # caches at most 64 consumers (spark.kafka.consumer.cache.capacity), so on more
@@ -252,29 +285,46 @@ def sweep_part(spark, bootstrap: str, args) -> None:  # noqa: ANN001
                 before = tree_cpu_seconds()
                 rates[partitions][fmt].append(rows[partitions] / timed_count(readers[partitions][fmt].load()))
                 cpu[partitions][fmt].append((tree_cpu_seconds() - before) / rows[partitions] * 1e6)
-        print(f"sweep round {round_index + 1}: " + "  ".join(
-            f"{n}: pylog {rates[n]['pylog'][-1]:,.0f}" + (f" spark {rates[n]['kafka'][-1]:,.0f}" if "kafka" in rates[n] else "")
-            for n in counts), flush=True)
+        print(
+            f"sweep round {round_index + 1}: "
+            + "  ".join(
+                f"{n}: pylog {rates[n]['pylog'][-1]:,.0f}"
+                + (f" spark {rates[n]['kafka'][-1]:,.0f}" if "kafka" in rates[n] else "")
+                for n in counts
+            ),
+            flush=True,
+        )
     best_of_round = [max(rates[n]["pylog"][i] for n in counts) for i in range(args.rounds)]
-    print(f"cost as the work grows: {args.sweep_rows:,} rows over {counts[0]} to {counts[-1]} partitions, medians of "
-          f"{args.rounds} rounds interleaved across partition counts (pylog plans by work; Spark's source makes a "
-          f"task per partition)")
+    print(
+        f"cost as the work grows: {args.sweep_rows:,} rows over {counts[0]} to {counts[-1]} partitions, medians of "
+        f"{args.rounds} rounds interleaved across partition counts (pylog plans by work; Spark's source makes a "
+        f"task per partition)"
+    )
     for partitions in counts:
         pylog = rates[partitions]["pylog"]
         spark_rates = rates[partitions].get("kafka", [])
-        ratios = [p / k for p, k in zip(pylog, spark_rates)]
-        of_best = [p / b for p, b in zip(pylog, best_of_round)]
+        ratios = [p / k for p, k in zip(pylog, spark_rates, strict=False)]  # none when Spark's source is skipped
+        of_best = [p / b for p, b in zip(pylog, best_of_round, strict=True)]
         spark_rate = median(spark_rates) if spark_rates else float("nan")
         ratio = median(ratios) if ratios else float("nan")
-        print(f"sweep {partitions:5d} partitions  pylog {median(pylog):12,.0f} rows/s   spark-kafka "
-              f"{spark_rate:12,.0f} rows/s   ratio pylog/spark {ratio:5.2f}   pylog/best {median(of_best):4.2f}")
+        print(
+            f"sweep {partitions:5d} partitions  pylog {median(pylog):12,.0f} rows/s   spark-kafka "
+            f"{spark_rate:12,.0f} rows/s   ratio pylog/spark {ratio:5.2f}   pylog/best {median(of_best):4.2f}"
+        )
         spread = f"pylog {min(pylog):,.0f}-{max(pylog):,.0f}"
         if spark_rates:
-            spread += f"  spark-kafka {min(spark_rates):,.0f}-{max(spark_rates):,.0f}  pylog/spark {min(ratios):.2f}-{max(ratios):.2f}"
-        used = "  ".join(f"{'spark-kafka' if fmt == 'kafka' else fmt} {median(cpu[partitions][fmt]):.2f}"
-                         for fmt in sources)
-        print(f"      rounds {spread}  pylog/best {min(of_best):.2f}-{max(of_best):.2f}   CPU us/row "
-              f"(Spark, workers, broker) {used}", flush=True)
+            spread += (
+                f"  spark-kafka {min(spark_rates):,.0f}-{max(spark_rates):,.0f}"
+                f"  pylog/spark {min(ratios):.2f}-{max(ratios):.2f}"
+            )
+        used = "  ".join(
+            f"{'spark-kafka' if fmt == 'kafka' else fmt} {median(cpu[partitions][fmt]):.2f}" for fmt in sources
+        )
+        print(
+            f"      rounds {spread}  pylog/best {min(of_best):.2f}-{max(of_best):.2f}   CPU us/row "
+            f"(Spark, workers, broker) {used}",
+            flush=True,
+        )
 
 
 def main() -> int:
@@ -283,19 +333,28 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--latency-messages", type=int, default=2000)
     parser.add_argument("--sweep-rows", type=int, default=1_000_000)
-    parser.add_argument("--sweep-partitions", type=lambda text: [int(p) for p in text.split(",")],
-                        default=[1, 8, 64, 256, 1000])
-    parser.add_argument("--sweep-pylog-only", action="store_true",
-                        help="sweep: time pylog alone (Spark's source costs a task per partition, minutes "
-                             "at 1,000 partitions)")
-    parser.add_argument("--parts", default="synthetic,kafka,sweep",
-                        help="which comparisons to run: synthetic, kafka, sweep (comma-separated)")
+    parser.add_argument(
+        "--sweep-partitions", type=lambda text: [int(p) for p in text.split(",")], default=[1, 8, 64, 256, 1000]
+    )
+    parser.add_argument(
+        "--sweep-pylog-only",
+        action="store_true",
+        help="sweep: time pylog alone (Spark's source costs a task per partition, minutes at 1,000 partitions)",
+    )
+    parser.add_argument(
+        "--parts",
+        default="synthetic,kafka,sweep",
+        help="which comparisons to run: synthetic, kafka, sweep (comma-separated)",
+    )
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false"))
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
     if parts & {"kafka", "sweep"}:
         from interop.references import spark_kafka_jars
 

@@ -14,7 +14,8 @@ import tempfile
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from pyspark.sql import SparkSession, functions as F  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F
 
 from kafka_spark.broker import EmbeddedBroker  # noqa: E402
 from kafka_spark.sample_data import orders, produce_orders  # noqa: E402
@@ -38,8 +39,9 @@ with EmbeddedBroker() as broker:
         .option("endingOffsetsByTimestamp", json.dumps(until))
         .load()
     )
-    window = backfill.agg(F.count("*").alias("records"), F.min("timestamp").alias("first"),
-                          F.max("timestamp").alias("last"))
+    window = backfill.agg(
+        F.count("*").alias("records"), F.min("timestamp").alias("first"), F.max("timestamp").alias("last")
+    )
     window.show(truncate=False)
     backfill.write.mode("overwrite").parquet(os.path.join(out, "orders-slice"))
     print(f"{backfill.count()} records between {start_ms} and {end_ms} written to {out}/orders-slice")

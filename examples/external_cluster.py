@@ -25,10 +25,11 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from confluent_kafka import KafkaException  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
-from pyspark.sql import SparkSession, functions as F  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F
 
 bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")  # change 1: your Kafka cluster
-master = os.environ.get("SPARK_MASTER", "local[2]")     # change 2: your Spark cluster
+master = os.environ.get("SPARK_MASTER", "local[2]")  # change 2: your Spark cluster
 topic = os.environ.get("TOPIC", "orders")
 output = os.environ.get("OUTPUT") or os.path.join(tempfile.mkdtemp(prefix="pylog-external-"), "orders")
 
@@ -47,8 +48,10 @@ with ExitStack() as cleanup:
         except KafkaException as exc:
             sys.exit(f"cannot list the topics of KAFKA_BOOTSTRAP_SERVERS={bootstrap}: {exc}")
         if topic not in topics:
-            sys.exit(f"topic {topic!r} does not exist on {bootstrap}: set TOPIC to one of "
-                     f"{sorted(t for t in topics if not t.startswith('__'))}")
+            sys.exit(
+                f"topic {topic!r} does not exist on {bootstrap}: set TOPIC to one of "
+                f"{sorted(t for t in topics if not t.startswith('__'))}"
+            )
 
     spark = SparkSession.builder.master(master).appName("pylog-external").getOrCreate()
     cleanup.callback(spark.stop)

@@ -13,7 +13,8 @@ import tempfile
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from pyspark.sql import SparkSession, functions as F  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F
 
 from kafka_spark.broker import EmbeddedBroker  # noqa: E402
 from kafka_spark.sample_data import produce_orders  # noqa: E402

@@ -16,7 +16,8 @@ import tempfile
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition  # noqa: E402
-from pyspark.sql import SparkSession, functions as F  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F
 
 from kafka_spark.broker import EmbeddedBroker  # noqa: E402
 from kafka_spark.sample_data import PRODUCTS, produce_orders  # noqa: E402
@@ -39,12 +40,17 @@ with EmbeddedBroker() as broker:
         .option("subscribe", "orders")
         .option("startingOffsets", "earliest")
         .load()
-        .select("key", F.from_json(F.col("value").cast("string"),
-                                   "order_id long, product string, quantity int, country string").alias("o"))
+        .select(
+            "key",
+            F.from_json(
+                F.col("value").cast("string"), "order_id long, product string, quantity int, country string"
+            ).alias("o"),
+        )
         .select("key", "o.*")
     )
     enriched = orders.join(F.broadcast(catalog), "product").select(
-        "key", F.to_json(F.struct("order_id", "product", "category", "quantity", "list_price", "country")).alias("value")
+        "key",
+        F.to_json(F.struct("order_id", "product", "category", "quantity", "list_price", "country")).alias("value"),
     )
     query = (
         enriched.writeStream.format("pylog")  # the exactly-once topic sink
@@ -57,8 +63,14 @@ with EmbeddedBroker() as broker:
     query.awaitTermination()
     spark.stop()
 
-    reader = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "enrichment-check",
-                       "isolation.level": "read_committed", "enable.partition.eof": True})
+    reader = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": "enrichment-check",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
     reader.assign([TopicPartition("orders-enriched", p, OFFSET_BEGINNING) for p in range(3)])
     seen, eof = [], 0
     while eof < 3:

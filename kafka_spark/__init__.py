@@ -25,7 +25,16 @@ __version__ = "0.2.0"
 if TYPE_CHECKING:  # pragma: no cover
     from kafka_spark.broker import EmbeddedBroker, EmbeddedCluster
 
-__all__ = ["EmbeddedBroker", "EmbeddedCluster", "LagListener", "PylogError", "lag_metrics", "register", "topic_writer", "__version__"]
+__all__ = [
+    "EmbeddedBroker",
+    "EmbeddedCluster",
+    "LagListener",
+    "PylogError",
+    "lag_metrics",
+    "register",
+    "topic_writer",
+    "__version__",
+]
 
 _LAZY = {
     "EmbeddedBroker": "kafka_spark.broker",

@@ -41,8 +41,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 
-from kafka_spark.errors import PylogError
 from kafka_spark.common.topic_partition import TopicPartition
+from kafka_spark.errors import PylogError
 
 __all__ = [
     "ASSIGNMENT_STRATEGIES",
@@ -81,9 +81,7 @@ def _validated(
 ) -> dict[str, frozenset[str]]:
     for topic, count in partitions_per_topic.items():
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise AssignmentError(
-                f"topic {topic!r} has partition count {count!r}; a partition count is an int >= 0"
-            )
+            raise AssignmentError(f"topic {topic!r} has partition count {count!r}; a partition count is an int >= 0")
     subs: dict[str, frozenset[str]] = {}
     for member, topics in subscriptions.items():
         if isinstance(topics, str):
@@ -101,8 +99,7 @@ def _finish(assignment: dict[str, list[TopicPartition]]) -> dict[str, list[Topic
     # Java appends per topic in HashMap order; the set each member gets is what Kafka defines,
     # so lists are returned sorted to make the result deterministic and comparable.
     return {
-        member: sorted(tps, key=lambda tp: (_java_order(tp.topic), tp.partition))
-        for member, tps in assignment.items()
+        member: sorted(tps, key=lambda tp: (_java_order(tp.topic), tp.partition)) for member, tps in assignment.items()
     }
 
 
@@ -136,9 +133,7 @@ def range_assign(
         for i, member in enumerate(members):
             start = per_member * i + min(i, with_extra)
             length = per_member + (1 if i < with_extra else 0)
-            assignment[member].extend(
-                TopicPartition(topic, p) for p in range(start, start + length)
-            )
+            assignment[member].extend(TopicPartition(topic, p) for p in range(start, start + length))
     return _finish(assignment)
 
 
@@ -171,9 +166,7 @@ def round_robin_assign(
     return _finish(assignment)
 
 
-Assignor = Callable[
-    [Mapping[str, Collection[str]], Mapping[str, int]], dict[str, list[TopicPartition]]
-]
+Assignor = Callable[[Mapping[str, Collection[str]], Mapping[str, int]], dict[str, list[TopicPartition]]]
 
 _ASSIGNORS: dict[str, Assignor] = {"range": range_assign, "roundrobin": round_robin_assign}
 
@@ -200,5 +193,3 @@ def assign(
     Raises :class:`AssignmentError` naming the ``assignmentStrategy`` option for any other value.
     """
     return _assignor(strategy)(subscriptions, partitions_per_topic)
-
-

@@ -44,38 +44,59 @@ def main(out: Path = Path("demo-output")) -> int:
         already = _end_offsets(broker.bootstrap_servers)
         started = time.perf_counter()
         produced = produce_orders(broker.bootstrap_servers, TOPIC, ORDERS_PER_RUN, first_id=sum(already.values()))
-        print(f"[2/4] produced {produced:,} orders to '{TOPIC}' in {time.perf_counter() - started:.1f}s "
-              f"({sum(already.values()):,} were there from earlier runs)")
+        print(
+            f"[2/4] produced {produced:,} orders to '{TOPIC}' in {time.perf_counter() - started:.1f}s "
+            f"({sum(already.values()):,} were there from earlier runs)"
+        )
 
-        spark = (SparkSession.builder.master("local[2]").appName("pylog-demo")
-                 .config("spark.sql.shuffle.partitions", "4").config("spark.ui.enabled", "false")
-                 .config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
-                 .getOrCreate())
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("pylog-demo")
+            .config("spark.sql.shuffle.partitions", "4")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.ui.showConsoleProgress", "false")
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            order = ("order_id long, customer_id string, product string, quantity int, unit_price double, "
-                     "country string, event_time long")
-            orders = (spark.readStream.format("pylog")
-                      .option("kafka.bootstrap.servers", broker.bootstrap_servers)
-                      .option("subscribe", TOPIC)
-                      .option("startingOffsets", "earliest")
-                      .option("maxOffsetsPerTrigger", 4000)
-                      .load())
-            revenue = (orders
-                       .select(F.from_json(F.col("value").cast("string"), order).alias("o"))
-                       .select("o.*")
-                       .withColumn("event_time", F.timestamp_millis("event_time"))
-                       .withWatermark("event_time", "2 minutes")
-                       .groupBy(F.window("event_time", "1 minute"), "country")
-                       .agg(F.round(F.sum(F.col("quantity") * F.col("unit_price")), 2).alias("revenue"),
-                            F.count("*").alias("orders"))
-                       .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
-                               "country", "revenue", "orders"))
-            query = (revenue.writeStream.format("pylog-files")
-                     .option("checkpointLocation", str(checkpoint))
-                     .outputMode("append")
-                     .trigger(availableNow=True)
-                     .start(str(output)))
+            order = (
+                "order_id long, customer_id string, product string, quantity int, unit_price double, "
+                "country string, event_time long"
+            )
+            orders = (
+                spark.readStream.format("pylog")
+                .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+                .option("subscribe", TOPIC)
+                .option("startingOffsets", "earliest")
+                .option("maxOffsetsPerTrigger", 4000)
+                .load()
+            )
+            revenue = (
+                orders.select(F.from_json(F.col("value").cast("string"), order).alias("o"))
+                .select("o.*")
+                .withColumn("event_time", F.timestamp_millis("event_time"))
+                .withWatermark("event_time", "2 minutes")
+                .groupBy(F.window("event_time", "1 minute"), "country")
+                .agg(
+                    F.round(F.sum(F.col("quantity") * F.col("unit_price")), 2).alias("revenue"),
+                    F.count("*").alias("orders"),
+                )
+                .select(
+                    F.col("window.start").alias("window_start"),
+                    F.col("window.end").alias("window_end"),
+                    "country",
+                    "revenue",
+                    "orders",
+                )
+            )
+            query = (
+                revenue.writeStream.format("pylog-files")
+                .option("checkpointLocation", str(checkpoint))
+                .outputMode("append")
+                .trigger(availableNow=True)
+                .start(str(output))
+            )
             query.awaitTermination()
             rows_in = sum(progress["numInputRows"] for progress in query.recentProgress)
             print(f"[3/4] streaming ETL: {len(query.recentProgress)} micro-batch(es), {rows_in:,} orders read")
@@ -90,8 +111,10 @@ def main(out: Path = Path("demo-output")) -> int:
 
     print("[4/4] summary")
     print(f"  rows in (this run):        {rows_in:,} orders")
-    print(f"  rows out (total):          {rows_out:,} closed (window, country) rows covering {orders_out:,} orders"
-          + ("" if rows_out == distinct else f"  DUPLICATES: only {distinct:,} distinct"))
+    print(
+        f"  rows out (total):          {rows_out:,} closed (window, country) rows covering {orders_out:,} orders"
+        + ("" if rows_out == distinct else f"  DUPLICATES: only {distinct:,} distinct")
+    )
     print(f"  offsets committed:         {json.dumps(offsets, sort_keys=True)}")
     print(f"  output (Parquet):          {output.resolve()}")
     print("  windows still open wait for the watermark (2 minutes of event time); run again to add orders")

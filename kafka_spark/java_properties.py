@@ -26,13 +26,20 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from kafka_spark.errors import PylogError
 from kafka_spark.common.jaas import JaasConfigError, librdkafka_config
+from kafka_spark.errors import PylogError
 from kafka_spark.option_names import close_match, warn_once
 
 __all__ = [
-    "CONSUMER", "PRODUCER", "PROPERTIES", "ClientConfig", "KafkaConfigError", "Rule",
-    "check_client_config", "translate", "warn_ignored",
+    "CONSUMER",
+    "PRODUCER",
+    "PROPERTIES",
+    "ClientConfig",
+    "KafkaConfigError",
+    "Rule",
+    "check_client_config",
+    "translate",
+    "warn_ignored",
 ]
 
 CONSUMER = "consumer"
@@ -78,81 +85,188 @@ _SECURITY = Rule("renamed", "to librdkafka's credential and certificate settings
 
 _COMMON: dict[str, Rule] = {
     "bootstrap.servers": Rule("same", "without it, the local embedded broker"),
-    **dict.fromkeys((
-        "client.id", "client.dns.lookup", "connections.max.idle.ms", "enable.metrics.push",
-        "metadata.max.age.ms", "metadata.recovery.strategy", "metadata.recovery.rebootstrap.trigger.ms",
-        "reconnect.backoff.ms", "reconnect.backoff.max.ms", "retry.backoff.ms", "retry.backoff.max.ms",
-        "security.protocol", "socket.connection.setup.timeout.ms", "sasl.mechanism",
-        "sasl.kerberos.service.name", "sasl.kerberos.min.time.before.relogin",
-        "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.scope", "sasl.oauthbearer.sub.claim.name",
-        "sasl.oauthbearer.client.credentials.client.id", "sasl.oauthbearer.client.credentials.client.secret",
-        "sasl.oauthbearer.assertion.algorithm", "sasl.oauthbearer.assertion.claim.aud",
-        "sasl.oauthbearer.assertion.claim.exp.seconds", "sasl.oauthbearer.assertion.claim.iss",
-        "sasl.oauthbearer.assertion.claim.jti.include", "sasl.oauthbearer.assertion.claim.nbf.seconds",
-        "sasl.oauthbearer.assertion.claim.sub", "sasl.oauthbearer.assertion.file",
-        "sasl.oauthbearer.assertion.private.key.file", "sasl.oauthbearer.assertion.private.key.passphrase",
-        "ssl.key.password",
-    ), SAME),
+    **dict.fromkeys(
+        (
+            "client.id",
+            "client.dns.lookup",
+            "connections.max.idle.ms",
+            "enable.metrics.push",
+            "metadata.max.age.ms",
+            "metadata.recovery.strategy",
+            "metadata.recovery.rebootstrap.trigger.ms",
+            "reconnect.backoff.ms",
+            "reconnect.backoff.max.ms",
+            "retry.backoff.ms",
+            "retry.backoff.max.ms",
+            "security.protocol",
+            "socket.connection.setup.timeout.ms",
+            "sasl.mechanism",
+            "sasl.kerberos.service.name",
+            "sasl.kerberos.min.time.before.relogin",
+            "sasl.oauthbearer.token.endpoint.url",
+            "sasl.oauthbearer.scope",
+            "sasl.oauthbearer.sub.claim.name",
+            "sasl.oauthbearer.client.credentials.client.id",
+            "sasl.oauthbearer.client.credentials.client.secret",
+            "sasl.oauthbearer.assertion.algorithm",
+            "sasl.oauthbearer.assertion.claim.aud",
+            "sasl.oauthbearer.assertion.claim.exp.seconds",
+            "sasl.oauthbearer.assertion.claim.iss",
+            "sasl.oauthbearer.assertion.claim.jti.include",
+            "sasl.oauthbearer.assertion.claim.nbf.seconds",
+            "sasl.oauthbearer.assertion.claim.sub",
+            "sasl.oauthbearer.assertion.file",
+            "sasl.oauthbearer.assertion.private.key.file",
+            "sasl.oauthbearer.assertion.private.key.passphrase",
+            "ssl.key.password",
+        ),
+        SAME,
+    ),
     "ssl.cipher.suites": Rule("same", "OpenSSL cipher names (Java's IANA names are refused at start)"),
     "ssl.endpoint.identification.algorithm": Rule("same", "Java's empty value becomes `none`"),
-    "sasl.kerberos.kinit.cmd": Rule("same", "a whole command line, as librdkafka takes it; a bare "
-                                            "kinit path (Java's meaning) is ignored with a warning"),
+    "sasl.kerberos.kinit.cmd": Rule(
+        "same",
+        "a whole command line, as librdkafka takes it; a bare kinit path (Java's meaning) is ignored with a warning",
+    ),
     "sasl.oauthbearer.assertion.template.file": _renamed("sasl.oauthbearer.assertion.jwt.template.file"),
     "receive.buffer.bytes": _renamed("socket.receive.buffer.bytes", _os_default),
     "send.buffer.bytes": _renamed("socket.send.buffer.bytes", _os_default),
-    "request.timeout.ms": _renamed("socket.timeout.ms", note="librdkafka's `socket.timeout.ms` (the client-side "
-                                                             "request timeout; at most 300000)"),
-    **dict.fromkeys(("sasl.jaas.config", "ssl.truststore.location", "ssl.truststore.type",
-                     "ssl.truststore.password", "ssl.truststore.certificates", "ssl.keystore.location",
-                     "ssl.keystore.type", "ssl.keystore.password", "ssl.keystore.key",
-                     "ssl.keystore.certificate.chain"), _SECURITY),
-    **dict.fromkeys(("metric.reporters", "metrics.num.samples", "metrics.recording.level",
-                     "metrics.sample.window.ms", "security.providers", "sasl.client.callback.handler.class"), _JVM),
-    "socket.connection.setup.timeout.max.ms": _ignored("librdkafka has one setup timeout, "
-                                                       "`socket.connection.setup.timeout.ms`"),
-    **dict.fromkeys(("sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.ticket.renew.window.factor",
-                     "sasl.login.callback.handler.class", "sasl.login.class", "sasl.login.connect.timeout.ms",
-                     "sasl.login.read.timeout.ms", "sasl.login.refresh.buffer.seconds",
-                     "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.window.factor",
-                     "sasl.login.refresh.window.jitter", "sasl.login.retry.backoff.max.ms",
-                     "sasl.login.retry.backoff.ms"), _JAVA_LOGIN),
-    **dict.fromkeys(("sasl.oauthbearer.expected.audience", "sasl.oauthbearer.expected.issuer",
-                     "sasl.oauthbearer.jwks.endpoint.refresh.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
-                     "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.jwks.endpoint.url",
-                     "sasl.oauthbearer.clock.skew.seconds", "sasl.oauthbearer.scope.claim.name",
-                     "sasl.oauthbearer.jwt.retriever.class", "sasl.oauthbearer.jwt.validator.class",
-                     "sasl.oauthbearer.header.urlencode"), _OAUTH_BROKER),
-    **dict.fromkeys(("ssl.enabled.protocols", "ssl.protocol", "ssl.engine.factory.class",
-                     "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm", "ssl.provider",
-                     "ssl.secure.random.implementation"), _JAVA_TLS),
+    "request.timeout.ms": _renamed(
+        "socket.timeout.ms", note="librdkafka's `socket.timeout.ms` (the client-side request timeout; at most 300000)"
+    ),
+    **dict.fromkeys(
+        (
+            "sasl.jaas.config",
+            "ssl.truststore.location",
+            "ssl.truststore.type",
+            "ssl.truststore.password",
+            "ssl.truststore.certificates",
+            "ssl.keystore.location",
+            "ssl.keystore.type",
+            "ssl.keystore.password",
+            "ssl.keystore.key",
+            "ssl.keystore.certificate.chain",
+        ),
+        _SECURITY,
+    ),
+    **dict.fromkeys(
+        (
+            "metric.reporters",
+            "metrics.num.samples",
+            "metrics.recording.level",
+            "metrics.sample.window.ms",
+            "security.providers",
+            "sasl.client.callback.handler.class",
+        ),
+        _JVM,
+    ),
+    "socket.connection.setup.timeout.max.ms": _ignored(
+        "librdkafka has one setup timeout, `socket.connection.setup.timeout.ms`"
+    ),
+    **dict.fromkeys(
+        (
+            "sasl.kerberos.ticket.renew.jitter",
+            "sasl.kerberos.ticket.renew.window.factor",
+            "sasl.login.callback.handler.class",
+            "sasl.login.class",
+            "sasl.login.connect.timeout.ms",
+            "sasl.login.read.timeout.ms",
+            "sasl.login.refresh.buffer.seconds",
+            "sasl.login.refresh.min.period.seconds",
+            "sasl.login.refresh.window.factor",
+            "sasl.login.refresh.window.jitter",
+            "sasl.login.retry.backoff.max.ms",
+            "sasl.login.retry.backoff.ms",
+        ),
+        _JAVA_LOGIN,
+    ),
+    **dict.fromkeys(
+        (
+            "sasl.oauthbearer.expected.audience",
+            "sasl.oauthbearer.expected.issuer",
+            "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+            "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+            "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+            "sasl.oauthbearer.jwks.endpoint.url",
+            "sasl.oauthbearer.clock.skew.seconds",
+            "sasl.oauthbearer.scope.claim.name",
+            "sasl.oauthbearer.jwt.retriever.class",
+            "sasl.oauthbearer.jwt.validator.class",
+            "sasl.oauthbearer.header.urlencode",
+        ),
+        _OAUTH_BROKER,
+    ),
+    **dict.fromkeys(
+        (
+            "ssl.enabled.protocols",
+            "ssl.protocol",
+            "ssl.engine.factory.class",
+            "ssl.keymanager.algorithm",
+            "ssl.trustmanager.algorithm",
+            "ssl.provider",
+            "ssl.secure.random.implementation",
+        ),
+        _JAVA_TLS,
+    ),
 }
 
 _CONSUMER: dict[str, Rule] = {
-    **dict.fromkeys(("allow.auto.create.topics", "auto.commit.interval.ms", "check.crcs", "client.rack",
-                     "fetch.max.bytes", "fetch.min.bytes", "group.id", "group.instance.id", "group.protocol",
-                     "group.remote.assignor", "heartbeat.interval.ms", "isolation.level",
-                     "max.partition.fetch.bytes", "max.poll.interval.ms", "session.timeout.ms"), SAME),
+    **dict.fromkeys(
+        (
+            "allow.auto.create.topics",
+            "auto.commit.interval.ms",
+            "check.crcs",
+            "client.rack",
+            "fetch.max.bytes",
+            "fetch.min.bytes",
+            "group.id",
+            "group.instance.id",
+            "group.protocol",
+            "group.remote.assignor",
+            "heartbeat.interval.ms",
+            "isolation.level",
+            "max.partition.fetch.bytes",
+            "max.poll.interval.ms",
+            "session.timeout.ms",
+        ),
+        SAME,
+    ),
     "fetch.max.wait.ms": _renamed("fetch.wait.max.ms"),
-    "default.api.timeout.ms": Rule("pylog", "the timeout of the source's metadata, offset and group "
-                                            "commit calls on the driver, and how long a query waits for a "
-                                            "cluster that accepts no connection before it fails naming the "
-                                            "address (default 30000)"),
-    "auto.offset.reset": Rule("rejected", "Kafka option 'auto.offset.reset' is not supported. Instead set the "
-                              "source option 'startingOffsets' to 'earliest' or 'latest' to specify where to "
-                              "start. Structured Streaming manages which offsets are consumed internally, "
-                              "rather than relying on the kafkaConsumer. This will ensure that no data is "
-                              "missed when new topics/partitions are dynamically subscribed. Note that "
-                              "'startingOffsets' only applies when a new Streaming query is started, and that "
-                              "resuming will always pick up from where the query left off."),
-    "key.deserializer": Rule("rejected", "Kafka option 'key.deserializer' is not supported, as keys are always "
-                             "deserialized as byte arrays. Use DataFrame operations to explicitly deserialize "
-                             "the keys."),
-    "value.deserializer": Rule("rejected", "Kafka option 'value.deserializer' is not supported, as values are "
-                               "always deserialized as byte arrays. Use DataFrame operations to explicitly "
-                               "deserialize the values."),
-    "enable.auto.commit": Rule("rejected", "Kafka option 'enable.auto.commit' is not supported: the source tracks "
-                               "offsets in the query's checkpoint. To publish progress to a consumer group for "
-                               "lag monitoring, set commitOffsetsToGroup=true together with kafka.group.id."),
+    "default.api.timeout.ms": Rule(
+        "pylog",
+        "the timeout of the source's metadata, offset and group "
+        "commit calls on the driver, and how long a query waits for a "
+        "cluster that accepts no connection before it fails naming the "
+        "address (default 30000)",
+    ),
+    "auto.offset.reset": Rule(
+        "rejected",
+        "Kafka option 'auto.offset.reset' is not supported. Instead set the "
+        "source option 'startingOffsets' to 'earliest' or 'latest' to specify where to "
+        "start. Structured Streaming manages which offsets are consumed internally, "
+        "rather than relying on the kafkaConsumer. This will ensure that no data is "
+        "missed when new topics/partitions are dynamically subscribed. Note that "
+        "'startingOffsets' only applies when a new Streaming query is started, and that "
+        "resuming will always pick up from where the query left off.",
+    ),
+    "key.deserializer": Rule(
+        "rejected",
+        "Kafka option 'key.deserializer' is not supported, as keys are always "
+        "deserialized as byte arrays. Use DataFrame operations to explicitly deserialize "
+        "the keys.",
+    ),
+    "value.deserializer": Rule(
+        "rejected",
+        "Kafka option 'value.deserializer' is not supported, as values are "
+        "always deserialized as byte arrays. Use DataFrame operations to explicitly "
+        "deserialize the values.",
+    ),
+    "enable.auto.commit": Rule(
+        "rejected",
+        "Kafka option 'enable.auto.commit' is not supported: the source tracks "
+        "offsets in the query's checkpoint. To publish progress to a consumer group for "
+        "lag monitoring, set commitOffsetsToGroup=true together with kafka.group.id.",
+    ),
     "interceptor.classes": Rule("rejected", "Kafka option 'interceptor.classes' is not supported."),
     "exclude.internal.topics": _ignored("subscribePattern never matches internal topics, as in Spark"),
     "max.poll.records": _ignored("pylog reads whole offset ranges, not polls"),
@@ -163,36 +277,66 @@ _CONSUMER: dict[str, Rule] = {
 }
 
 _PRODUCER: dict[str, Rule] = {
-    **dict.fromkeys(("acks", "compression.type", "delivery.timeout.ms", "linger.ms",
-                     "max.in.flight.requests.per.connection", "retries"), SAME),
-    "batch.size": _renamed("batch.size", lambda v: "1" if v.strip() == "0" else v,
-                           note="same; Java's 0 (no batching) becomes 1"),
-    "buffer.memory": _renamed("queue.buffering.max.kbytes", _kbytes,
-                              note="librdkafka's `queue.buffering.max.kbytes` (bytes / 1024)"),
+    **dict.fromkeys(
+        (
+            "acks",
+            "compression.type",
+            "delivery.timeout.ms",
+            "linger.ms",
+            "max.in.flight.requests.per.connection",
+            "retries",
+        ),
+        SAME,
+    ),
+    "batch.size": _renamed(
+        "batch.size", lambda v: "1" if v.strip() == "0" else v, note="same; Java's 0 (no batching) becomes 1"
+    ),
+    "buffer.memory": _renamed(
+        "queue.buffering.max.kbytes", _kbytes, note="librdkafka's `queue.buffering.max.kbytes` (bytes / 1024)"
+    ),
     "max.request.size": _renamed("message.max.bytes"),
-    **{f"compression.{codec}.level": _renamed("compression.level", note=f"librdkafka's `compression.level` "
-                                              f"when compression.type={codec} (no effect otherwise, as in Java)")
-       for codec in ("gzip", "lz4", "zstd")},
-    "max.block.ms": Rule("pylog", "how long a task waits for room in the producer's queue and for the "
-                                  "transaction calls (default 60000)"),
-    "default.api.timeout.ms": Rule("pylog", "how long a write waits, when it starts, for a cluster that accepts "
-                                            "no connection or does not answer before it fails naming the "
-                                            "address (default 30000), as the source does"),
-    "partitioner.class": Rule("pylog", "Kafka's DefaultPartitioner (the default): librdkafka's "
-                                       "`murmur2_random`; UniformStickyPartitioner: `random`; "
-                                       "RoundRobinPartitioner: pylog deals rows to partitions in turn; "
-                                       "another class is refused"),
+    **{
+        f"compression.{codec}.level": _renamed(
+            "compression.level",
+            note=f"librdkafka's `compression.level` when compression.type={codec} (no effect otherwise, as in Java)",
+        )
+        for codec in ("gzip", "lz4", "zstd")
+    },
+    "max.block.ms": Rule(
+        "pylog", "how long a task waits for room in the producer's queue and for the transaction calls (default 60000)"
+    ),
+    "default.api.timeout.ms": Rule(
+        "pylog",
+        "how long a write waits, when it starts, for a cluster that accepts "
+        "no connection or does not answer before it fails naming the "
+        "address (default 30000), as the source does",
+    ),
+    "partitioner.class": Rule(
+        "pylog",
+        "Kafka's DefaultPartitioner (the default): librdkafka's "
+        "`murmur2_random`; UniformStickyPartitioner: `random`; "
+        "RoundRobinPartitioner: pylog deals rows to partitions in turn; "
+        "another class is refused",
+    ),
     "partitioner.ignore.keys": Rule("pylog", "true: librdkafka's `random` partitioner"),
     "transaction.timeout.ms": Rule("pylog", "the default of the sink's transactionTimeoutMs"),
-    "enable.idempotence": Rule("pylog", "true (the default) always; false only with "
-                                        "deliveryGuarantee=at-least-once"),
-    "key.serializer": Rule("rejected", "Kafka option 'key.serializer' is not supported as keys are serialized "
-                           "with ByteArraySerializer: the sink writes the key column's bytes as they are."),
-    "value.serializer": Rule("rejected", "Kafka option 'value.serializer' is not supported as values are "
-                             "serialized with ByteArraySerializer: the sink writes the value column's bytes as "
-                             "they are."),
-    "transactional.id": Rule("rejected", "Kafka option 'transactional.id' is not supported: exactly-once mode "
-                             "derives one per query and task; use the sink option transactionalIdPrefix."),
+    "enable.idempotence": Rule("pylog", "true (the default) always; false only with deliveryGuarantee=at-least-once"),
+    "key.serializer": Rule(
+        "rejected",
+        "Kafka option 'key.serializer' is not supported as keys are serialized "
+        "with ByteArraySerializer: the sink writes the key column's bytes as they are.",
+    ),
+    "value.serializer": Rule(
+        "rejected",
+        "Kafka option 'value.serializer' is not supported as values are "
+        "serialized with ByteArraySerializer: the sink writes the value column's bytes as "
+        "they are.",
+    ),
+    "transactional.id": Rule(
+        "rejected",
+        "Kafka option 'transactional.id' is not supported: exactly-once mode "
+        "derives one per query and task; use the sink option transactionalIdPrefix.",
+    ),
     "interceptor.classes": _ignored("Java classes cannot run in librdkafka"),
     "metadata.max.idle.ms": _ignored("librdkafka keeps metadata of the topics it produces to"),
     "partitioner.adaptive.partitioning.enable": _ignored("librdkafka's sticky partitioner is not adaptive"),
@@ -216,19 +360,29 @@ PROPERTIES: dict[str, JavaProperty] = {
 
 #: librdkafka's names for its aliases: errors speak of the canonical name.
 _ALIASES = {
-    "linger.ms": "queue.buffering.max.ms", "retries": "message.send.max.retries", "acks": "request.required.acks",
-    "delivery.timeout.ms": "message.timeout.ms", "compression.type": "compression.codec",
-    "max.partition.fetch.bytes": "fetch.message.max.bytes", "sasl.mechanism": "sasl.mechanisms",
-    "bootstrap.servers": "metadata.broker.list", "max.in.flight": "max.in.flight.requests.per.connection",
+    "linger.ms": "queue.buffering.max.ms",
+    "retries": "message.send.max.retries",
+    "acks": "request.required.acks",
+    "delivery.timeout.ms": "message.timeout.ms",
+    "compression.type": "compression.codec",
+    "max.partition.fetch.bytes": "fetch.message.max.bytes",
+    "sasl.mechanism": "sasl.mechanisms",
+    "bootstrap.servers": "metadata.broker.list",
+    "max.in.flight": "max.in.flight.requests.per.connection",
     "sasl.oauthbearer.client.credentials.client.id": "sasl.oauthbearer.client.id",
     "sasl.oauthbearer.client.credentials.client.secret": "sasl.oauthbearer.client.secret",
 }
 _SECURITY_ORIGIN = {
-    "sasl.username": "sasl.jaas.config", "sasl.password": "sasl.jaas.config",
-    "sasl.kerberos.keytab": "sasl.jaas.config", "sasl.kerberos.principal": "sasl.jaas.config",
-    "ssl.ca.location": "ssl.truststore.location", "ssl.ca.pem": "ssl.truststore.certificates",
-    "ssl.certificate.location": "ssl.keystore.location", "ssl.key.location": "ssl.keystore.location",
-    "ssl.key.pem": "ssl.keystore.key", "ssl.certificate.pem": "ssl.keystore.certificate.chain",
+    "sasl.username": "sasl.jaas.config",
+    "sasl.password": "sasl.jaas.config",
+    "sasl.kerberos.keytab": "sasl.jaas.config",
+    "sasl.kerberos.principal": "sasl.jaas.config",
+    "ssl.ca.location": "ssl.truststore.location",
+    "ssl.ca.pem": "ssl.truststore.certificates",
+    "ssl.certificate.location": "ssl.keystore.location",
+    "ssl.key.location": "ssl.keystore.location",
+    "ssl.key.pem": "ssl.keystore.key",
+    "ssl.certificate.pem": "ssl.keystore.certificate.chain",
 }
 _JAVA_PARTITIONERS = {
     "org.apache.kafka.clients.producer.internals.DefaultPartitioner": "murmur2_random",
@@ -260,8 +414,7 @@ def _rule(name: str, role: str) -> Rule | None:
     rule = prop.consumer if role == CONSUMER else prop.producer
     if rule is None:
         other = PRODUCER if role == CONSUMER else CONSUMER
-        return _ignored(f"a {other} property; the {'source' if role == CONSUMER else 'topic sink'} "
-                        f"does not use it")
+        return _ignored(f"a {other} property; the {'source' if role == CONSUMER else 'topic sink'} does not use it")
     return rule
 
 
@@ -323,7 +476,8 @@ def _partitioner(out: ClientConfig, passed: dict[str, str], role: str, prefix: s
             raise KafkaConfigError(
                 f"{prefix}partitioner.class={java!r}: a Java partitioner cannot run in librdkafka. Give the rows "
                 f"a 'partition' column computed with DataFrame functions, or set {prefix}partitioner to one of "
-                "librdkafka's partitioners (murmur2_random, consistent_random, random, ...)")
+                "librdkafka's partitioners (murmur2_random, consistent_random, random, ...)"
+            )
         if chosen == ROUND_ROBIN:
             out.honoured["partitioner.class"] = ROUND_ROBIN
         else:
@@ -342,16 +496,33 @@ def warn_ignored(config: ClientConfig, what: str, prefix: str = "kafka.") -> Non
 
 #: librdkafka names users of pylog set (the README's), for "did you mean" besides Java's.
 _LIBRDKAFKA_NAMES = (
-    "fetch.wait.max.ms", "fetch.message.max.bytes", "queue.buffering.max.kbytes", "queue.buffering.max.messages",
-    "queue.buffering.max.ms", "message.max.bytes", "message.timeout.ms", "socket.timeout.ms",
-    "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "partitioner", "sasl.username", "sasl.password",
-    "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "compression.level", "sticky.partitioning.linger.ms",
-    "statistics.interval.ms", "debug", "enable.ssl.certificate.verification",
+    "fetch.wait.max.ms",
+    "fetch.message.max.bytes",
+    "queue.buffering.max.kbytes",
+    "queue.buffering.max.messages",
+    "queue.buffering.max.ms",
+    "message.max.bytes",
+    "message.timeout.ms",
+    "socket.timeout.ms",
+    "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes",
+    "partitioner",
+    "sasl.username",
+    "sasl.password",
+    "ssl.ca.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "compression.level",
+    "sticky.partitioning.linger.ms",
+    "statistics.interval.ms",
+    "debug",
+    "enable.ssl.certificate.verification",
 )
 
 
-def check_client_config(config: Mapping[str, object], kind: str, origin: Mapping[str, str], what: str,
-                        prefix: str = "kafka.") -> None:
+def check_client_config(
+    config: Mapping[str, object], kind: str, origin: Mapping[str, str], what: str, prefix: str = "kafka."
+) -> None:
     """Create a ``kind`` (consumer | producer | admin) client from ``config`` without connecting
     (no bootstrap servers, no log output) and destroy it; raise :class:`KafkaConfigError` naming
     the ``kafka.*`` option(s) behind whatever librdkafka refuses."""
@@ -380,8 +551,10 @@ def _explain(message: str, origin: Mapping[str, str], what: str, prefix: str) ->
     if message.startswith("No such configuration property") and named:
         name = origin.get(named[0], named[0])
         hint = close_match(name, [*PROPERTIES, *_LIBRDKAFKA_NAMES])
-        return (f"{what}: {prefix}{name} is neither a Kafka client property nor a librdkafka one."
-                + (f" Did you mean {prefix}{hint}?" if hint else "")
-                + " kafka.* options are the Java client's properties or librdkafka's.")
+        return (
+            f"{what}: {prefix}{name} is neither a Kafka client property nor a librdkafka one."
+            + (f" Did you mean {prefix}{hint}?" if hint else "")
+            + " kafka.* options are the Java client's properties or librdkafka's."
+        )
     subject = " / ".join(options) if options else "the kafka.* options"
     return f"{what}: {subject} refused by the Kafka client (librdkafka): {message.strip()}"

@@ -65,8 +65,11 @@ def lag_metrics(progress: Any, source: int = 0) -> dict[str, str]:
     latest, end = _offsets(entry.get("latestOffset")), _offsets(entry.get("endOffset"))
     if not latest or end is None:
         return {}
-    behind = [int(offset) - int(end.get(topic, {}).get(partition, 0))
-              for topic, partitions in latest.items() for partition, offset in partitions.items()]
+    behind = [
+        int(offset) - int(end.get(topic, {}).get(partition, 0))
+        for topic, partitions in latest.items()
+        for partition, offset in partitions.items()
+    ]
     if not behind:
         return {}
     return {
@@ -90,8 +93,9 @@ class LagListener(_listener_base()):  # type: ignore[misc]
     ``spark.streams.addListener(LagListener())``; events arrive asynchronously after each batch.
     """
 
-    def __init__(self, publish: Callable[[str, int, str | None, dict[str, str]], None] | None = None,
-                 source: int = 0) -> None:
+    def __init__(
+        self, publish: Callable[[str, int, str | None, dict[str, str]], None] | None = None, source: int = 0
+    ) -> None:
         self.publish = publish
         self.source = source
         self.latest: dict[str, dict[str, str]] = {}
@@ -106,8 +110,12 @@ class LagListener(_listener_base()):  # type: ignore[misc]
             return
         query_id = str(progress.get("id"))
         self.latest[query_id] = metrics
-        log.info("pylog lag: query %s batch %s: %s", progress.get("name") or query_id, progress.get("batchId"),
-                 ", ".join(f"{k}={v}" for k, v in metrics.items()))
+        log.info(
+            "pylog lag: query %s batch %s: %s",
+            progress.get("name") or query_id,
+            progress.get("batchId"),
+            ", ".join(f"{k}={v}" for k, v in metrics.items()),
+        )
         if self.publish is not None:
             self.publish(query_id, int(progress.get("batchId", -1)), progress.get("name"), metrics)
 

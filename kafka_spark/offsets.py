@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_spark.errors import DataLossError, KafkaReadError, OffsetJsonError
 from kafka_spark.common.topic_partition import TopicPartition
+from kafka_spark.errors import DataLossError, KafkaReadError, OffsetJsonError
 
 __all__ = [
     "EARLIEST",
@@ -229,7 +229,8 @@ def offset_spec_from_json(text: str) -> SpecificOffsets:
             if position is None:
                 raise OffsetJsonError(
                     f"Expected e.g. {_SPEC_EXAMPLE}: a topic's value is 'earliest', 'latest' or its "
-                    f"partitions' offsets; got {json.dumps(value)} for topic {topic!r}")
+                    f"partitions' offsets; got {json.dumps(value)} for topic {topic!r}"
+                )
             topics[topic] = position
         else:
             per_partition[topic] = value
@@ -305,9 +306,7 @@ def rate_limit(
     return out
 
 
-def new_offset_count(
-    from_offsets: Mapping[TopicPartition, int], latest_offsets: Mapping[TopicPartition, int]
-) -> int:
+def new_offset_count(from_offsets: Mapping[TopicPartition, int], latest_offsets: Mapping[TopicPartition, int]) -> int:
     """Offsets available past ``from_offsets``, summed over partitions (``minOffsetsPerTrigger``).
 
     As Spark's ``delayBatch``, a partition missing from ``from_offsets`` counts from 0.
@@ -353,9 +352,16 @@ class OffsetRange:
         return f"{self.topic_partition}[{self.from_offset}, {self.until_offset})"
 
 
-def out_of_range_position(tp: TopicPartition, position: int, until: int, low: int, high: int, error: str,
-                          lose: Callable[[str], None],
-                          retries: int) -> int | None:
+def out_of_range_position(
+    tp: TopicPartition,
+    position: int,
+    until: int,
+    low: int,
+    high: int,
+    error: str,
+    lose: Callable[[str], None],
+    retries: int,
+) -> int | None:
     """Where a read continues after the broker said ``position`` is out of range, the log now
     holding ``[low, high)``: past the deleted offsets (reported as loss through ``lose``), at
     ``until`` when the range lies past the log end, or None when ``position`` is in range again
@@ -373,4 +379,3 @@ def out_of_range_position(tp: TopicPartition, position: int, until: int, low: in
             f"[{low}, {high}): {error}"
         )
     return None
-

@@ -87,8 +87,10 @@ def unknown_options(
             continue
         match = close_match(low, known.values())
         if match is not None:
-            raise error(f"unknown option {name!r} for {what}: did you mean {match}? (option names "
-                        "are case-insensitive; an unknown option would be ignored)")
+            raise error(
+                f"unknown option {name!r} for {what}: did you mean {match}? (option names "
+                "are case-insensitive; an unknown option would be ignored)"
+            )
         unknown.append(name)
         if warn:
             warn_once(f"{what}: ignoring unknown option {name!r} (not one of its options; Spark ignores it too)")

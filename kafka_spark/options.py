@@ -41,6 +41,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kafka_spark.common.topic_partition import TopicPartition
 from kafka_spark.errors import PylogOptionError
 from kafka_spark.java_properties import CONSUMER, ClientConfig, KafkaConfigError, translate
 from kafka_spark.offsets import (
@@ -58,7 +59,6 @@ from kafka_spark.offsets import (
     partitions_from_json,
 )
 from kafka_spark.option_names import one_of, unknown_options
-from kafka_spark.common.topic_partition import TopicPartition
 
 __all__ = [
     "Assign",
@@ -180,13 +180,31 @@ class SourceOptions:
 _KNOWN_OPTIONS = {
     name.lower(): name
     for name in (
-        "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
-        "startingTimestamp", "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
-        "endingTimestamp", "endingOffsetsByTimestamp", "maxOffsetsPerTrigger",
-        "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
-        "maxPartitions", "assignmentStrategy", "failOnDataLoss", "includeHeaders",
-        "groupIdPrefix", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries",
-        "fetchOffset.retryIntervalMs", "commitOffsetsToGroup", "startingOffsetsFromOutput",
+        "subscribe",
+        "subscribePattern",
+        "assign",
+        "startingOffsets",
+        "endingOffsets",
+        "startingTimestamp",
+        "startingOffsetsByTimestamp",
+        "startingOffsetsByTimestampStrategy",
+        "endingTimestamp",
+        "endingOffsetsByTimestamp",
+        "maxOffsetsPerTrigger",
+        "minOffsetsPerTrigger",
+        "maxTriggerDelay",
+        "minPartitions",
+        "maxRecordsPerPartition",
+        "maxPartitions",
+        "assignmentStrategy",
+        "failOnDataLoss",
+        "includeHeaders",
+        "groupIdPrefix",
+        "kafkaConsumer.pollTimeoutMs",
+        "fetchOffset.numRetries",
+        "fetchOffset.retryIntervalMs",
+        "commitOffsetsToGroup",
+        "startingOffsetsFromOutput",
         "fetcher",
         # Accepted and ignored by Spark's source too (path is set by load(path)).
         "path",
@@ -194,7 +212,13 @@ _KNOWN_OPTIONS = {
 }
 
 _TIME_UNITS_MS = {
-    "us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000,
+    "us": 0.001,
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
 }
 
 
@@ -203,8 +227,7 @@ def _time_ms(name: str, text: str) -> int:
     match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
     if not match or match.group(2) not in ("", *_TIME_UNITS_MS):
         raise PylogOptionError(
-            f"{name} must be a duration such as '15m', '30s' or '500ms' (a bare number is "
-            f"milliseconds), got {text!r}"
+            f"{name} must be a duration such as '15m', '30s' or '500ms' (a bare number is milliseconds), got {text!r}"
         )
     unit = _TIME_UNITS_MS[match.group(2) or "ms"]
     return int(int(match.group(1)) * unit)
@@ -242,8 +265,7 @@ def _timestamp(name: str, text: str) -> int:
         return int(text.strip())
     except ValueError:
         raise PylogOptionError(
-            f"{name} must be a timestamp in milliseconds since the epoch, e.g. 1700000000000, "
-            f"got {text!r}"
+            f"{name} must be a timestamp in milliseconds since the epoch, e.g. 1700000000000, got {text!r}"
         ) from None
 
 
@@ -259,7 +281,7 @@ def _subscription(opts: Mapping[str, str]) -> Subscription:
     if not given:
         raise PylogOptionError(
             "One of the following options must be specified for the pylog source: subscribe, "
-            "subscribePattern, assign. E.g. .option(\"subscribe\", \"orders\")."
+            'subscribePattern, assign. E.g. .option("subscribe", "orders").'
         )
     if len(given) > 1:
         raise PylogOptionError(
@@ -279,15 +301,12 @@ def _subscription(opts: Mapping[str, str]) -> Subscription:
     if name == "subscribePattern":
         if not value.strip():
             raise PylogOptionError(
-                f"Pattern to subscribe is empty as specified value for option 'subscribePattern' "
-                f"is '{value}'"
+                f"Pattern to subscribe is empty as specified value for option 'subscribePattern' is '{value}'"
             )
         try:
             re.compile(value.strip())
         except re.error as e:
-            raise PylogOptionError(
-                f"subscribePattern {value!r} is not a valid regular expression: {e}"
-            ) from None
+            raise PylogOptionError(f"subscribePattern {value!r} is not a valid regular expression: {e}") from None
         return SubscribePattern(value.strip())
     try:
         partitions = partitions_from_json(value)
@@ -301,16 +320,14 @@ def _subscription(opts: Mapping[str, str]) -> Subscription:
 def _kafka_params(opts: Mapping[str, str]) -> ClientConfig:
     """The ``kafka.*`` options for the source's consumers: Java client properties translated
     (kafka_spark.java_properties), Spark's rejected ones refused with its advice."""
-    params = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
+    params = {k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.")}
     try:
         return translate(params, CONSUMER)
     except KafkaConfigError as error:
         raise PylogOptionError(str(error)) from None
 
 
-def _spec(
-    opts: Mapping[str, str], kind: str
-) -> tuple[OffsetSpec | None, str]:
+def _spec(opts: Mapping[str, str], kind: str) -> tuple[OffsetSpec | None, str]:
     # Precedence as Spark: xTimestamp > xOffsetsByTimestamp > xOffsets.
     ts_name, by_ts_name, offsets_name = f"{kind}Timestamp", f"{kind}OffsetsByTimestamp", f"{kind}Offsets"
     if ts_name.lower() in opts:
@@ -320,8 +337,7 @@ def _spec(
         for tp, ts in timestamps.items():
             if ts < 0:
                 raise PylogOptionError(
-                    f"{by_ts_name} for {tp} is {ts}; timestamps are milliseconds since the epoch "
-                    f"(>= 0)"
+                    f"{by_ts_name} for {tp} is {ts}; timestamps are milliseconds since the epoch (>= 0)"
                 )
         return SpecificTimestamps(timestamps), by_ts_name
     if offsets_name.lower() in opts:
@@ -331,8 +347,14 @@ def _spec(
         if text.lower() == "latest":
             return LatestOffsets(), offsets_name
         if not text.startswith("{"):
-            raise PylogOptionError(one_of(offsets_name, text, ["earliest", "latest"],
-                                          ' or offset JSON such as {"topicA":{"0":23,"1":-1},"topicB":"earliest"}'))
+            raise PylogOptionError(
+                one_of(
+                    offsets_name,
+                    text,
+                    ["earliest", "latest"],
+                    ' or offset JSON such as {"topicA":{"0":23,"1":-1},"topicB":"earliest"}',
+                )
+            )
         try:
             spec = offset_spec_from_json(text)
         except OffsetJsonError as e:
@@ -340,8 +362,7 @@ def _spec(
         for tp, offset in spec.offsets.items():
             if offset < EARLIEST:
                 raise PylogOptionError(
-                    f"{offsets_name} for {tp} is {offset}; use an offset >= 0, -2 (earliest) or "
-                    f"-1 (latest)"
+                    f"{offsets_name} for {tp} is {offset}; use an offset >= 0, -2 (earliest) or -1 (latest)"
                 )
         return spec, offsets_name
     return None, offsets_name
@@ -367,8 +388,9 @@ def parse_source_options(options: Mapping[str, str], *, warn: bool = False) -> S
 
     opts = {str(k).lower(): str(v) for k, v in options.items()}
     known = {**_KNOWN_OPTIONS, **{name.lower(): name for name in AVRO_OPTIONS}}
-    unknown_options(opts, known, what="the pylog source", error=PylogOptionError, warn=warn,
-                    ignore=("kafka.", "schemaregistry."))
+    unknown_options(
+        opts, known, what="the pylog source", error=PylogOptionError, warn=warn, ignore=("kafka.", "schemaregistry.")
+    )
 
     subscription = _subscription(opts)
     client = _kafka_params(opts)
@@ -445,9 +467,7 @@ def parse_source_options(options: Mapping[str, str], *, warn: bool = False) -> S
         include_headers=_bool("includeHeaders", opts.get("includeheaders", "false")),
         group_id_prefix=opts.get("groupidprefix"),
         poll_timeout_ms=opt_int("kafkaConsumer.pollTimeoutMs") or 120_000,
-        fetch_offset_num_retries=_non_negative_int(
-            "fetchOffset.numRetries", opts.get("fetchoffset.numretries", "3")
-        ),
+        fetch_offset_num_retries=_non_negative_int("fetchOffset.numRetries", opts.get("fetchoffset.numretries", "3")),
         fetch_offset_retry_interval_ms=opt_int("fetchOffset.retryIntervalMs") or 1000,
         commit_offsets_to_group=commit_to_group,
         starting_offsets_from_output=from_output.strip() if from_output else None,
@@ -528,6 +548,7 @@ def _check_start_not_after_end(start: OffsetSpec | None, end: OffsetSpec | None)
         start_topics = getattr(start, "topics", {})
         end_topics = getattr(end, "topics", {})
         if set(starts) != set(ends) or set(start_topics) != set(end_topics):
+
             def names(parts: Mapping[TopicPartition, int], topics: Mapping[str, int]) -> str:
                 return ", ".join([*map(str, sorted(parts)), *(f"{t} (whole topic)" for t in sorted(topics))])
 

@@ -61,7 +61,9 @@ __all__ = [
 RECORDS_PER_TASK = 200_000
 
 
-def plan_by_work(ranges: Sequence[OffsetRange], records_per_task: int = RECORDS_PER_TASK) -> list[tuple[OffsetRange, ...]]:
+def plan_by_work(
+    ranges: Sequence[OffsetRange], records_per_task: int = RECORDS_PER_TASK
+) -> list[tuple[OffsetRange, ...]]:
     """Tasks (tuples of ranges) of at most ``records_per_task`` records each.
 
     Empty ranges are dropped; a range of ``size`` records is cut into ``ceil(size /
@@ -96,8 +98,7 @@ def plan_by_work(ranges: Sequence[OffsetRange], records_per_task: int = RECORDS_
 
 
 def _range_order(r: OffsetRange) -> tuple[bytes, int, int, int]:
-    return (_java_order(r.topic_partition.topic), r.topic_partition.partition, r.from_offset,
-            r.until_offset)
+    return (_java_order(r.topic_partition.topic), r.topic_partition.partition, r.from_offset, r.until_offset)
 
 
 def _java_math_round(x: float) -> int:
@@ -172,9 +173,7 @@ def split_ranges(
                 f"-2 (earliest) and -1 (latest) are sentinels, not positions"
             )
     offset_ranges = [r for r in ranges if r.size > 0]
-    if max_records_per_partition is None and (
-        min_partitions is None or len(offset_ranges) >= min_partitions
-    ):
+    if max_records_per_partition is None and (min_partitions is None or len(offset_ranges) >= min_partitions):
         return offset_ranges
 
     if max_records_per_partition is not None:
@@ -198,14 +197,9 @@ def split_ranges(
     split_min_partitions = max(min_partitions - len(unsplit), 1)
     out: list[OffsetRange] = []
     for r in divided:
-        parts = (
-            1
-            if r.topic_partition in unsplit_tps
-            else _part_count(r.size, split_total_size, split_min_partitions)
-        )
+        parts = 1 if r.topic_partition in unsplit_tps else _part_count(r.size, split_total_size, split_min_partitions)
         out.extend(part for part in _divide(r, parts) if part.size > 0)
     return out
-
 
 
 def task_member_ids(num_tasks: int) -> list[str]:
@@ -257,9 +251,7 @@ def plan_tasks(
     :class:`AssignmentError`, as would an unknown strategy or ``num_tasks < 1``.
     """
     assignor = _assignor(strategy)
-    if num_tasks is not None and (
-        isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 1
-    ):
+    if num_tasks is not None and (isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 1):
         raise AssignmentError(f"num_tasks must be a positive integer or None, got {num_tasks!r}")
     ordered = sorted(ranges, key=_range_order)
     _check_no_overlap(ordered)
@@ -277,13 +269,10 @@ def plan_tasks(
     )
     tasks = []
     for member in members:
-        task = sorted(
-            (units[tp.topic][tp.partition] for tp in assignment[member]), key=_range_order
-        )
+        task = sorted((units[tp.topic][tp.partition] for tp in assignment[member]), key=_range_order)
         if task:
             tasks.append(tuple(task))
     return tasks
-
 
 
 # Input partitions: what a Spark task is given
@@ -376,4 +365,3 @@ def resolve_fetcher(choice: str, config: dict[str, str]) -> str:
     if choice != "auto":
         return choice
     return "librdkafka" if secured_connection(config) else "arrow"
-

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 PRODUCTS = [
-    ("keyboard", 49.0), ("mouse", 19.5), ("monitor", 189.0), ("laptop-stand", 35.0),
-    ("headset", 79.0), ("webcam", 59.0), ("usb-hub", 25.0), ("desk-lamp", 42.0),
+    ("keyboard", 49.0),
+    ("mouse", 19.5),
+    ("monitor", 189.0),
+    ("laptop-stand", 35.0),
+    ("headset", 79.0),
+    ("webcam", 59.0),
+    ("usb-hub", 25.0),
+    ("desk-lamp", 42.0),
 ]
 COUNTRIES = ["DE", "FR", "NL", "ES", "IT", "PL", "SE", "US"]
 
@@ -69,8 +75,14 @@ def produce_orders(bootstrap_servers: str, topic: str, count: int, *, first_id: 
     for event in orders(count, first_id=first_id):
         while True:
             try:
-                producer.produce(topic, key=event.key, value=event.value, headers=event.headers,
-                                 timestamp=event.timestamp_ms, on_delivery=on_delivery)
+                producer.produce(
+                    topic,
+                    key=event.key,
+                    value=event.value,
+                    headers=event.headers,
+                    timestamp=event.timestamp_ms,
+                    on_delivery=on_delivery,
+                )
                 break
             except BufferError:
                 producer.poll(0.05)

@@ -60,7 +60,7 @@ class FileSinkDataSource(DataSource):
     def name(cls) -> str:
         return SINK_NAME
 
-    def writer(self, schema: StructType, overwrite: bool) -> "FileBatchWriter":
+    def writer(self, schema: StructType, overwrite: bool) -> FileBatchWriter:
         if overwrite:
             raise FileSinkOptionError(
                 f"format {SINK_NAME!r} does not support mode('overwrite'): committed files are never "
@@ -69,7 +69,7 @@ class FileSinkDataSource(DataSource):
         options = FileSinkOptions.parse(self.options, streaming=False)
         return FileBatchWriter(_prepare(options, schema), schema)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> "FileStreamWriter":
+    def streamWriter(self, schema: StructType, overwrite: bool) -> FileStreamWriter:
         if overwrite:
             raise FileSinkOptionError(
                 f"format {SINK_NAME!r} supports outputMode('append') only: files are never rewritten"
@@ -147,7 +147,7 @@ def _prepare(options: FileSinkOptions, schema: StructType) -> FileSinkOptions:
 # is imported when a query writes to a topic, not when Spark looks the formats up.
 
 
-def topic_stream_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> "TopicStreamWriter":
+def topic_stream_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> TopicStreamWriter:
     """The streaming writer. PySpark creates it again for every micro-batch: to plan the batch's
     write (where it is checked, and its warnings logged once per process) and to commit it, in
     its streaming sink runner, where only ``commit`` / ``abort`` run and nothing is checked."""
@@ -168,7 +168,7 @@ def _in_commit_runner() -> bool:
     return runner in sys.modules or getattr(main_spec, "name", None) == runner
 
 
-def topic_batch_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> "TopicBatchWriter":
+def topic_batch_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> TopicBatchWriter:
     """The batch writer of ``df.write.format("pylog")``; appends only."""
     from kafka_spark.topics.options import TopicSinkError, parse_sink_options
     from kafka_spark.topics.writers import TopicBatchWriter

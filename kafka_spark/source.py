@@ -21,7 +21,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kafka_spark.read.batch import PylogBatchReader
 from kafka_spark.client.config import check_client_configs
 from kafka_spark.options import (
     PylogOptionError,
@@ -30,6 +29,7 @@ from kafka_spark.options import (
     check_streaming,
     parse_source_options,
 )
+from kafka_spark.read.batch import PylogBatchReader
 from kafka_spark.read.stream import PylogStreamReader
 
 __all__ = ["PylogDataSource", "source_schema"]
@@ -106,13 +106,13 @@ class PylogDataSource(DataSource):
         check_batch(options)
         return PylogBatchReader(options, resolve_bootstrap_servers(options))
 
-    def writer(self, schema: StructType, overwrite: bool) -> "DataSourceWriter":
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """``df.write.format("pylog")``: the topic sink (kafka_spark.sink, kafka_spark.topics)."""
         from kafka_spark.sink import topic_batch_writer
 
         return topic_batch_writer(self.options, schema, overwrite)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> "DataSourceStreamWriter":
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """``df.writeStream.format("pylog")``: the exactly-once topic sink (kafka_spark.sink,
         kafka_spark.topics)."""
         from kafka_spark.sink import topic_stream_writer

@@ -24,7 +24,8 @@ through a broker failure:
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -35,7 +36,7 @@ _counter = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def pylog_broker() -> Iterator["EmbeddedBroker"]:
+def pylog_broker() -> Iterator[EmbeddedBroker]:
     """A broker for the whole test session, with temporary data. It is not registered for
     discovery, so tests never pick up (or replace) a broker the user runs: give your code
     ``pylog_broker.bootstrap_servers`` (e.g. the ``kafka.bootstrap.servers`` option)."""
@@ -46,7 +47,7 @@ def pylog_broker() -> Iterator["EmbeddedBroker"]:
 
 
 @pytest.fixture
-def pylog_topic(pylog_broker: "EmbeddedBroker", request: pytest.FixtureRequest) -> Callable[..., str]:
+def pylog_topic(pylog_broker: EmbeddedBroker, request: pytest.FixtureRequest) -> Callable[..., str]:
     """Factory: ``pylog_topic(partitions=1, name=None, config=None) -> name``."""
 
     def create(partitions: int = 1, name: str | None = None, config: dict[str, str] | None = None) -> str:
@@ -60,11 +61,12 @@ def pylog_topic(pylog_broker: "EmbeddedBroker", request: pytest.FixtureRequest) 
 
 
 @pytest.fixture
-def pylog_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator["EmbeddedCluster"]:
+def pylog_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
     """Three replicating brokers and their controller, with temporary data; one per test, since
     tests kill and restart its brokers."""
     from kafka_spark.broker import EmbeddedCluster
 
-    with EmbeddedCluster(brokers=3, log_dir=tmp_path_factory.mktemp("pylog-cluster"),
-                         broker_session_timeout_ms=2_000) as cluster:
+    with EmbeddedCluster(
+        brokers=3, log_dir=tmp_path_factory.mktemp("pylog-cluster"), broker_session_timeout_ms=2_000
+    ) as cluster:
         yield cluster

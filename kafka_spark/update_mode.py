@@ -47,10 +47,16 @@ class _TopicWriter:
         if not query_id:
             raise TopicWriterError(
                 "topic_writer runs inside foreachBatch of a streaming query, which names the query in the "
-                "thread's Spark properties; none was found here: pass query_id=... to topic_writer")
-        (df.write.format("pylog").options(**self.options)
-           .option("queryId", query_id).option("batchId", str(batch_id))
-           .mode("append").save())
+                "thread's Spark properties; none was found here: pass query_id=... to topic_writer"
+            )
+        (
+            df.write.format("pylog")
+            .options(**self.options)
+            .option("queryId", query_id)
+            .option("batchId", str(batch_id))
+            .mode("append")
+            .save()
+        )
 
 
 def topic_writer(*, query_id: str | None = None, **options: Any) -> Callable[[Any, int], None]:

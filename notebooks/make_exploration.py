@@ -14,7 +14,7 @@ cells = [
     new_markdown_cell(
         "# Exploring a stream with pylog\n\n"
         "Start an embedded Kafka-compatible broker, produce sample orders of an online shop, read them "
-        "back with `spark.read.format(\"pylog\")`, then run a streaming query and watch it work: its "
+        'back with `spark.read.format("pylog")`, then run a streaming query and watch it work: its '
         "consumer lag as Kafka's tools see it, its throughput and the size and duration of each "
         "micro-batch. Nothing to install beyond pylog itself. The data is small and the query runs a "
         "handful of micro-batches, so most of the run time goes into starting Spark."
@@ -111,12 +111,12 @@ cells = [
         "topic_partitions = [TopicPartition('orders', p) for p in range(PARTITIONS)]\n"
         "\n"
         "def log_end_offsets():\n"
-        "    \"\"\"Per partition: the offset the next record produced to it will get.\"\"\"\n"
+        '    """Per partition: the offset the next record produced to it will get."""\n'
         "    listed = admin.list_offsets({tp: OffsetSpec.latest() for tp in topic_partitions}, request_timeout=10)\n"
         "    return {tp.partition: future.result().offset for tp, future in listed.items()}\n"
         "\n"
         "def group_lag():\n"
-        "    \"\"\"Per partition: log end offset - the group's committed offset (none before its first commit).\"\"\"\n"
+        '    """Per partition: log end offset - the group\'s committed offset (none before its first commit)."""\n'
         "    request = [ConsumerGroupTopicPartitions(GROUP, topic_partitions)]\n"
         "    committed = admin.list_consumer_group_offsets(request, request_timeout=10)[GROUP].result()\n"
         "    ends = log_end_offsets()\n"
@@ -149,7 +149,7 @@ cells = [
         "samples = []  # (seconds since the query started, group lag per partition, records the query has not read)\n"
         "\n"
         "def query_position():\n"
-        "    \"\"\"Per partition: the offset the query's latest batch read up to (empty before its first batch).\"\"\"\n"
+        '    """Per partition: the offset the query\'s latest batch read up to (empty before its first batch)."""\n'
         "    progress = query.lastProgress\n"
         "    if not progress or not progress['sources']:\n"
         "        return {}\n"
@@ -158,7 +158,7 @@ cells = [
         "    return {int(p): int(offset) for p, offset in end.get('orders', {}).items()}\n"
         "\n"
         "def sample_until_read(ends, timeout_s=120):\n"
-        "    \"\"\"Sample lag until the query has read every partition up to ``ends``.\"\"\"\n"
+        '    """Sample lag until the query has read every partition up to ``ends``."""\n'
         "    deadline = time.monotonic() + timeout_s\n"
         "    while True:\n"
         "        if query.exception() is not None:\n"
@@ -273,5 +273,7 @@ cells = [
 for index, cell in enumerate(cells):
     cell["id"] = f"cell-{index:02d}"  # stable ids: regenerating changes only what changed
 
-notebook = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+notebook = new_notebook(
+    cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+)
 nbformat.write(notebook, Path(__file__).with_name("exploration.ipynb"))

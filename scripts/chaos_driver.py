@@ -22,16 +22,25 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from pyspark.errors import StreamingQueryException  # noqa: E402
-from pyspark.sql import SparkSession, functions as F  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F
 
 bootstrap, source, sink, output, checkpoint, mode = sys.argv[1:7]
 from_output = len(sys.argv) > 7 and sys.argv[7] == "from-output"
-spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-         .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+spark = (
+    SparkSession.builder.master("local[2]")
+    .config("spark.ui.enabled", "false")
+    .config("spark.ui.showConsoleProgress", "false")
+    .getOrCreate()
+)
 spark.sparkContext.setLogLevel("ERROR")
-reader = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
-          .option("subscribe", source).option("startingOffsets", "earliest")
-          .option("maxOffsetsPerTrigger", 300 if mode == "run" else 5000))
+reader = (
+    spark.readStream.format("pylog")
+    .option("kafka.bootstrap.servers", bootstrap)
+    .option("subscribe", source)
+    .option("startingOffsets", "earliest")
+    .option("maxOffsetsPerTrigger", 300 if mode == "run" else 5000)
+)
 if from_output:
     reader = reader.option("startingOffsetsFromOutput", output)
 seq10 = (F.col("value").cast("string").cast("long") * 10).alias("seq10")
@@ -39,11 +48,14 @@ rows = reader.load()
 if sink == "files":
     writer = rows.select("partition", "offset", seq10).writeStream.format("pylog-files").option("path", output)
 elif sink == "files-nokafka":
-    writer = (rows.select(seq10, F.lit("chaos").alias("label"))
-              .writeStream.format("pylog-files").option("path", output))
+    writer = rows.select(seq10, F.lit("chaos").alias("label")).writeStream.format("pylog-files").option("path", output)
 else:
-    writer = (rows.select(seq10.cast("string").alias("value"))
-              .writeStream.format("pylog").option("kafka.bootstrap.servers", bootstrap).option("topic", output))
+    writer = (
+        rows.select(seq10.cast("string").alias("value"))
+        .writeStream.format("pylog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", output)
+    )
 writer = writer.option("checkpointLocation", checkpoint)
 writer = writer.trigger(processingTime="200 milliseconds") if mode == "run" else writer.trigger(availableNow=True)
 query = writer.start()

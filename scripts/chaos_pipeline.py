@@ -50,7 +50,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from typing import Iterator
+from collections.abc import Iterator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bench"))
@@ -76,14 +76,28 @@ def produce_forever(bootstrap: str, topic: str, stop: threading.Event, acknowled
     producer.flush(30)
 
 
-def driver(bootstrap: str, source: str, sink: str, output: str, checkpoint: str, mode: str,
-           env: dict[str, str] | None = None, from_output: bool = False, log: str | None = None) -> subprocess.Popen:
+def driver(
+    bootstrap: str,
+    source: str,
+    sink: str,
+    output: str,
+    checkpoint: str,
+    mode: str,
+    env: dict[str, str] | None = None,
+    from_output: bool = False,
+    log: str | None = None,
+) -> subprocess.Popen:
     """Start a driver in its own process group; its output goes to ``log`` (kept when a run fails)."""
     args = [sys.executable, os.path.join(HERE, "chaos_driver.py"), bootstrap, source, sink, output, checkpoint, mode]
     out = open(log, "ab") if log else subprocess.DEVNULL
     try:
-        return subprocess.Popen(args + (["from-output"] if from_output else []), start_new_session=True, env=env,
-                                stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            args + (["from-output"] if from_output else []),
+            start_new_session=True,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     finally:
         if log:
             out.close()
@@ -98,8 +112,15 @@ def new_query_on_the_output(bootstrap: str, source: str, sink: str, output: str,
     """A fresh checkpoint with the same options must be refused, committing nothing; then the
     pipeline's checkpoint is lost. Returns what happened, for the summary line."""
     before = manifest_ids(output)
-    probe = driver(bootstrap, source, sink, output, os.path.join(work, "probe-checkpoint"), "probe",
-                   log=os.path.join(work, "probe.log"))
+    probe = driver(
+        bootstrap,
+        source,
+        sink,
+        output,
+        os.path.join(work, "probe-checkpoint"),
+        "probe",
+        log=os.path.join(work, "probe.log"),
+    )
     code = probe.wait(timeout=DRAIN_TIMEOUT_S)
     after = manifest_ids(output)
     if code != 3 or after != before:
@@ -126,8 +147,7 @@ def aimed_env(phase: str, counter: str, at: int) -> dict[str, str]:
     """The environment of a driver that scripts/chaos_hooks kills at the ``at``-th ``phase``."""
     hooks = os.path.join(HERE, "chaos_hooks")
     path = os.pathsep.join(p for p in (hooks, os.environ.get("PYTHONPATH", "")) if p)
-    return dict(os.environ, PYTHONPATH=path, PYLOG_CHAOS_AIM=phase, PYLOG_CHAOS_COUNTER=counter,
-                PYLOG_CHAOS_AT=str(at))
+    return dict(os.environ, PYTHONPATH=path, PYLOG_CHAOS_AIM=phase, PYLOG_CHAOS_COUNTER=counter, PYLOG_CHAOS_AT=str(at))
 
 
 def read_output(sink: str, bootstrap: str, output: str) -> list[int]:
@@ -143,8 +163,15 @@ def read_output(sink: str, bootstrap: str, output: str) -> list[int]:
             spark.stop()
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-check", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "enable.partition.eof": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "chaos-check",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
     consumer.assign([TopicPartition(output, p, OFFSET_BEGINNING) for p in range(2)])
     values, eof = [], set()
     deadline = time.monotonic() + 120
@@ -180,8 +207,16 @@ def cluster(bootstrap: str | None) -> Iterator[tuple[str, str, str]]:
         yield bootstrap, source, output
 
 
-def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.0,
-        aim: list[str] | None = None, bootstrap_server: str | None = None, new_query_at: int | None = None) -> bool:
+def run(
+    sink: str,
+    kills: int,
+    seed: int,
+    min_s: float = 4.0,
+    max_s: float = 12.0,
+    aim: list[str] | None = None,
+    bootstrap_server: str | None = None,
+    new_query_at: int | None = None,
+) -> bool:
     rng = random.Random(seed)
     work = tempfile.mkdtemp(prefix=f"pylog-chaos-{sink}-")
     with cluster(bootstrap_server) as (bootstrap, source, output_topic):
@@ -201,16 +236,26 @@ def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.
                     from_output = True
                 log = os.path.join(work, f"driver-{kill}.log")
                 if kill >= len(aim or ()):
-                    process = driver(bootstrap, source, sink, output, checkpoint, "run", from_output=from_output,
-                                     log=log)
+                    process = driver(
+                        bootstrap, source, sink, output, checkpoint, "run", from_output=from_output, log=log
+                    )
                     time.sleep(rng.uniform(min_s, max_s))
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
                     continue
                 phase = aim[kill]
                 counter = os.path.join(work, f"kill-{kill}")
-                process = driver(bootstrap, source, sink, output, checkpoint, "run",
-                                 aimed_env(phase, counter, rng.randint(1, 3)), from_output=from_output, log=log)
+                process = driver(
+                    bootstrap,
+                    source,
+                    sink,
+                    output,
+                    checkpoint,
+                    "run",
+                    aimed_env(phase, counter, rng.randint(1, 3)),
+                    from_output=from_output,
+                    log=log,
+                )
                 try:
                     why = f"exited with {process.wait(timeout=AIM_TIMEOUT_S)}, see {log}"
                 except subprocess.TimeoutExpired:
@@ -233,8 +278,10 @@ def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.
             os.killpg(drained.pid, signal.SIGKILL)
             code = f"not done in {DRAIN_TIMEOUT_S:.0f} s"
         if code != 0:
-            print(f"chaos: sink={sink} kills={kills} the final drain run failed ({code}, see {drain_log}) FAILED",
-                  flush=True)
+            print(
+                f"chaos: sink={sink} kills={kills} the final drain run failed ({code}, see {drain_log}) FAILED",
+                flush=True,
+            )
             return False
         values = read_output(sink, bootstrap, output)
     counts = Counter(values)
@@ -247,9 +294,11 @@ def run(sink: str, kills: int, seed: int, min_s: float = 4.0, max_s: float = 12.
     if aim:
         ok = ok and not any(" MISSED" in s for s in struck)
         where = f"struck=[{'; '.join(struck)}] "
-    print(f"chaos: sink={sink} kills={kills} seed={seed} input={len(acknowledged)} output={len(values)} "
-          f"duplicates={duplicates} missing={missing} unexpected={extra} {new_query}{where}{'OK' if ok else 'FAILED'}",
-          flush=True)
+    print(
+        f"chaos: sink={sink} kills={kills} seed={seed} input={len(acknowledged)} output={len(values)} "
+        f"duplicates={duplicates} missing={missing} unexpected={extra} {new_query}{where}{'OK' if ok else 'FAILED'}",
+        flush=True,
+    )
     if ok:
         subprocess.run(["rm", "-rf", work], check=False)
     else:
@@ -265,11 +314,18 @@ def main() -> int:
     parser.add_argument("--min-seconds", type=float, default=4.0, help="shortest life of a driver before its kill")
     parser.add_argument("--max-seconds", type=float, default=12.0, help="longest life of a driver before its kill")
     parser.add_argument("--bootstrap-server", help="run against this cluster instead of a pylog broker process")
-    parser.add_argument("--aim", help="comma-separated phases (see scripts/chaos_hooks): the first kills strike "
-                                      "inside them, one each; a driver gets up to 600 s to reach its phase")
-    parser.add_argument("--new-query-at", type=int, help="before this driver (0-based), lose the checkpoint: a new "
-                                                             "query from earliest must be refused, later drivers "
-                                                             "start from the output (file sinks)")
+    parser.add_argument(
+        "--aim",
+        help="comma-separated phases (see scripts/chaos_hooks): the first kills strike "
+        "inside them, one each; a driver gets up to 600 s to reach its phase",
+    )
+    parser.add_argument(
+        "--new-query-at",
+        type=int,
+        help="before this driver (0-based), lose the checkpoint: a new "
+        "query from earliest must be refused, later drivers "
+        "start from the output (file sinks)",
+    )
     args = parser.parse_args()
     aim = args.aim.split(",") if args.aim else None
     unknown = set(aim or ()) - set(_hook_phases())
@@ -279,8 +335,20 @@ def main() -> int:
         parser.error(f"--aim names {len(aim)} phases but --kills is {args.kills}")
     if args.new_query_at is not None and not args.sink.startswith("files"):
         parser.error("--new-query-at needs a file sink")
-    return 0 if run(args.sink, args.kills, args.seed, args.min_seconds, args.max_seconds, aim,
-                    args.bootstrap_server, args.new_query_at) else 1
+    return (
+        0
+        if run(
+            args.sink,
+            args.kills,
+            args.seed,
+            args.min_seconds,
+            args.max_seconds,
+            aim,
+            args.bootstrap_server,
+            args.new_query_at,
+        )
+        else 1
+    )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,11 @@ def run(command: list[str], *, cwd: Path, env: dict[str, str], what: str) -> Non
 def clean_env(work: Path) -> dict[str, str]:
     """The caller's environment without anything that would put this checkout or another
     virtualenv on the new interpreter's path."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+    }
     env["PYLOG_HOME"] = str(work / "pylog-home")
     env["SPARK_LOCAL_IP"] = env.get("SPARK_LOCAL_IP", "127.0.0.1")
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
@@ -55,8 +58,12 @@ def clean_env(work: Path) -> dict[str, str]:
 def check(work: Path, *, pyspark: str | None, tests: list[str]) -> None:
     env = clean_env(work)
     dist = work / "dist"
-    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(dist)],
-        cwd=work, env=env, what="building the wheel")
+    run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(dist)],
+        cwd=work,
+        env=env,
+        what="building the wheel",
+    )
     (wheel,) = dist.glob("pyspark_pylog-*.whl")
     venv = work / "venv"
     # A plain virtualenv from the base interpreter: nothing of the caller's environment leaks in.
@@ -69,17 +76,29 @@ def check(work: Path, *, pyspark: str | None, tests: list[str]) -> None:
         requirements.append(f"pyspark[sql]=={pyspark}")
     if tests:
         requirements += TEST_REQUIREMENTS
-    run([python, "-m", "pip", "install", "-q", *requirements], cwd=work, env=env,
-        what=f"installing {wheel.name}" + (f" with pyspark {pyspark}" if pyspark else ""))
-    run([python, str(ROOT / "scripts" / "installed_smoke.py"), str(work / "smoke")], cwd=work, env=env,
-        what="format('pylog') and format('pylog-files') without register()")
+    run(
+        [python, "-m", "pip", "install", "-q", *requirements],
+        cwd=work,
+        env=env,
+        what=f"installing {wheel.name}" + (f" with pyspark {pyspark}" if pyspark else ""),
+    )
+    run(
+        [python, str(ROOT / "scripts" / "installed_smoke.py"), str(work / "smoke")],
+        cwd=work,
+        env=env,
+        what="format('pylog') and format('pylog-files') without register()",
+    )
     if tests:
         # The tests import `tests.<module>`; a copy beside the venv keeps the checkout's
         # kafka_spark off the path, so they exercise the installed package.
         shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copy(ROOT / "setup.cfg", work / "setup.cfg")  # [tool:pytest]: markers, warnings
-        run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=work, env=env,
-            what=f"pytest {' '.join(tests)}")
+        run(
+            [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+            cwd=work,
+            env=env,
+            what=f"pytest {' '.join(tests)}",
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

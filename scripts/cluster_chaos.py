@@ -35,8 +35,10 @@ def main() -> int:
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     chance = random.Random(seed)
     print(f"seed {seed}", flush=True)
-    with tempfile.TemporaryDirectory(prefix="pylog-cluster-chaos-") as data, \
-            EmbeddedCluster(brokers=3, log_dir=data, broker_session_timeout_ms=args.session_timeout_ms) as cluster:
+    with (
+        tempfile.TemporaryDirectory(prefix="pylog-cluster-chaos-") as data,
+        EmbeddedCluster(brokers=3, log_dir=data, broker_session_timeout_ms=args.session_timeout_ms) as cluster,
+    ):
         cluster.create_topic(TOPIC, partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
         acked: list[tuple[int, int, bytes]] = []
         failed: list = []
@@ -44,8 +46,15 @@ def main() -> int:
         stop_producing, stop_consuming = threading.Event(), threading.Event()
 
         def produce() -> None:
-            producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
-                                                 "enable.idempotence": True, "linger.ms": 5, "log_level": 0})
+            producer = confluent_kafka.Producer(
+                {
+                    "bootstrap.servers": cluster.bootstrap_servers,
+                    "acks": "all",
+                    "enable.idempotence": True,
+                    "linger.ms": 5,
+                    "log_level": 0,
+                }
+            )
 
             def delivered(error, message) -> None:
                 if error:
@@ -64,10 +73,12 @@ def main() -> int:
             producer.flush(300)
 
         def consume() -> None:
-            consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "chaos",
-                                                 "log_level": 0})
-            consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, confluent_kafka.OFFSET_BEGINNING)
-                             for p in range(3)])
+            consumer = confluent_kafka.Consumer(
+                {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "chaos", "log_level": 0}
+            )
+            consumer.assign(
+                [confluent_kafka.TopicPartition(TOPIC, p, confluent_kafka.OFFSET_BEGINNING) for p in range(3)]
+            )
             while not stop_consuming.is_set():
                 message = consumer.poll(0.2)
                 if message is not None and not message.error():
@@ -86,8 +97,10 @@ def main() -> int:
             cluster.restart_broker(victim)
             for partition in range(3):
                 cluster.wait_for_isr(TOPIC, partition, size=3, timeout=120)
-            print(f"kill {kill + 1}: broker {victim} (leader of {led or 'nothing'}); {len(acked)} acknowledged so far",
-                  flush=True)
+            print(
+                f"kill {kill + 1}: broker {victim} (leader of {led or 'nothing'}); {len(acked)} acknowledged so far",
+                flush=True,
+            )
         stop_producing.set()
         threads[0].join(600)
         deadline = time.monotonic() + 120
@@ -98,8 +111,10 @@ def main() -> int:
         missing = set(acked) - set(consumed)
         values = [value for _, _, value in set(consumed)]
         duplicates = len(values) - len(set(values))
-        print(f"acknowledged {len(acked)}  failed {len(failed)}  consumed {len(set(consumed))}  "
-              f"missing {len(missing)}  duplicate values {duplicates}")
+        print(
+            f"acknowledged {len(acked)}  failed {len(failed)}  consumed {len(set(consumed))}  "
+            f"missing {len(missing)}  duplicate values {duplicates}"
+        )
         return 0 if not missing and not failed and not duplicates else 1
 
 

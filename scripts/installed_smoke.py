@@ -19,12 +19,13 @@ from pathlib import Path
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors use this interpreter
 
-import kafka_spark  # noqa: E402
 import pyspark  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F
+
+import kafka_spark  # noqa: E402
 import pyspark_pylog  # noqa: E402
 import pyspark_pylog_files  # noqa: E402
-from pyspark.sql import SparkSession, functions as F  # noqa: E402
-
 from kafka_spark.broker import EmbeddedBroker  # noqa: E402
 from kafka_spark.sample_data import produce_orders  # noqa: E402
 
@@ -42,24 +43,39 @@ def main(out: Path) -> None:
     with EmbeddedBroker() as broker:
         broker.create_topic("orders", partitions=2)
         produce_orders(broker.bootstrap_servers, "orders", RECORDS)
-        spark = (SparkSession.builder.master("local[2]").appName("pylog-installed-smoke")
-                 .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-                 .getOrCreate())
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("pylog-installed-smoke")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate()
+        )
         try:
-            source = {"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": "orders",
-                      "startingOffsets": "earliest"}
+            source = {
+                "kafka.bootstrap.servers": broker.bootstrap_servers,
+                "subscribe": "orders",
+                "startingOffsets": "earliest",
+            }
             rows = spark.read.format("pylog").options(**source).load()
-            (rows.select("key", F.col("value").cast("string").alias("json"), "partition", "offset")
-             .write.format("pylog-files").mode("append").save(str(out / "batch")))
+            (
+                rows.select("key", F.col("value").cast("string").alias("json"), "partition", "offset")
+                .write.format("pylog-files")
+                .mode("append")
+                .save(str(out / "batch"))
+            )
             batch = spark.read.parquet(str(out / "batch")).count()
             print(f"spark.read.format('pylog') -> write.format('pylog-files'): {batch} rows")
 
-            query = (spark.readStream.format("pylog").options(**source).load()
-                     .select("key", "value", "partition", "offset")
-                     .writeStream.format("pylog-files")
-                     .option("checkpointLocation", str(out / "checkpoint"))
-                     .trigger(availableNow=True)
-                     .start(str(out / "stream")))
+            query = (
+                spark.readStream.format("pylog")
+                .options(**source)
+                .load()
+                .select("key", "value", "partition", "offset")
+                .writeStream.format("pylog-files")
+                .option("checkpointLocation", str(out / "checkpoint"))
+                .trigger(availableNow=True)
+                .start(str(out / "stream"))
+            )
             query.awaitTermination()
             stream = spark.read.parquet(str(out / "stream")).count()
             print(f"readStream.format('pylog') -> writeStream.format('pylog-files'): {stream} rows")

@@ -44,9 +44,11 @@ TOPIC = "soak"
 _ID = struct.Struct(">IQ")  # producer number, sequence number: the start of every value
 
 #: The broker's summary of its fsyncs, printed by `pylog broker start` when it stops (FsyncStats).
-_FSYNC_SUMMARY = re.compile(r"fsyncs \((io_uring|\d+ threads)[^)]*\): (\d+) done, (\d+) completion queue overflows, "
-                            r"(\d+) completions reaped from the overflow list, (\d+) dropped, (\d+) stuck, "
-                            r"longest (\d+) ms")
+_FSYNC_SUMMARY = re.compile(
+    r"fsyncs \((io_uring|\d+ threads)[^)]*\): (\d+) done, (\d+) completion queue overflows, "
+    r"(\d+) completions reaped from the overflow list, (\d+) dropped, (\d+) stuck, "
+    r"longest (\d+) ms"
+)
 
 
 @dataclass
@@ -83,19 +85,28 @@ class SoakResult:
 
     @property
     def ok(self) -> bool:
-        return (self.acked > 0 and self.failed == 0 and self.pending == 0 and self.duplicates == 0
-                and self.missing == 0 and self.broker_answering and self.stuck_fsyncs <= 0
-                and self.dropped_completions <= 0)
+        return (
+            self.acked > 0
+            and self.failed == 0
+            and self.pending == 0
+            and self.duplicates == 0
+            and self.missing == 0
+            and self.broker_answering
+            and self.stuck_fsyncs <= 0
+            and self.dropped_completions <= 0
+        )
 
     def line(self) -> str:
         errors = f" errors={self.errors}" if self.errors else ""
-        return (f"soak: seconds={self.seconds:.0f} producers={self.producers} partitions={self.partitions} "
-                f"produced={self.produced} acked={self.acked} failed={self.failed} pending={self.pending} "
-                f"duplicates={self.duplicates} missing={self.missing} "
-                f"max_ack_latency_ms={self.max_ack_latency_ms:.0f} broker_answering={self.broker_answering} "
-                f"fsyncs={self.fsyncs} longest_fsync_ms={self.longest_fsync_ms} overflows={self.overflows} "
-                f"overflow_completions={self.overflow_completions} dropped_completions={self.dropped_completions} "
-                f"stuck_fsyncs={self.stuck_fsyncs}{errors} {'OK' if self.ok else 'FAILED'}")
+        return (
+            f"soak: seconds={self.seconds:.0f} producers={self.producers} partitions={self.partitions} "
+            f"produced={self.produced} acked={self.acked} failed={self.failed} pending={self.pending} "
+            f"duplicates={self.duplicates} missing={self.missing} "
+            f"max_ack_latency_ms={self.max_ack_latency_ms:.0f} broker_answering={self.broker_answering} "
+            f"fsyncs={self.fsyncs} longest_fsync_ms={self.longest_fsync_ms} overflows={self.overflows} "
+            f"overflow_completions={self.overflow_completions} dropped_completions={self.dropped_completions} "
+            f"stuck_fsyncs={self.stuck_fsyncs}{errors} {'OK' if self.ok else 'FAILED'}"
+        )
 
 
 def produce_for(bootstrap: str, run: ProducerRun, partitions: int, seconds: float, value_bytes: int) -> None:
@@ -103,9 +114,17 @@ def produce_for(bootstrap: str, run: ProducerRun, partitions: int, seconds: floa
     every delivery report (librdkafka retries within message.timeout.ms, as a client would)."""
     from confluent_kafka import KafkaException, Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": run.idempotent,
-                         "linger.ms": 2, "queue.buffering.max.messages": 20_000,
-                         "request.timeout.ms": 60_000, "message.timeout.ms": 300_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": run.idempotent,
+            "linger.ms": 2,
+            "queue.buffering.max.messages": 20_000,
+            "request.timeout.ms": 60_000,
+            "message.timeout.ms": 300_000,
+        }
+    )
     padding = b"." * max(0, value_bytes - _ID.size)
 
     def delivered(error, message) -> None:  # noqa: ANN001
@@ -143,8 +162,12 @@ def last_produce_answered(bootstrap: str, partitions: int) -> bool:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 60_000})
     answered: list[bool] = []
     for partition in range(partitions):
-        producer.produce(TOPIC, value=b"probe", partition=partition,
-                         on_delivery=lambda error, _message: answered.append(error is None))
+        producer.produce(
+            TOPIC,
+            value=b"probe",
+            partition=partition,
+            on_delivery=lambda error, _message: answered.append(error is None),
+        )
     producer.flush(90)
     return len(answered) == partitions and all(answered)
 
@@ -159,8 +182,15 @@ def read_back(bootstrap: str, partitions: int, runs: list[ProducerRun]) -> list[
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     counts = [bytearray(len(run.status)) for run in runs]
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "soak-read-back", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "fetch.max.bytes": 16 << 20})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "soak-read-back",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.max.bytes": 16 << 20,
+        }
+    )
     consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(partitions)])
     at_end: set[int] = set()
     # An 11-minute soak stores tens of millions of records: no fixed deadline for reading them
@@ -169,8 +199,10 @@ def read_back(bootstrap: str, partitions: int, runs: list[ProducerRun]) -> list[
     try:
         while len(at_end) < partitions:
             if time.monotonic() - last_progress > STALL_S:
-                raise TimeoutError(f"read back stalled: no record for {STALL_S:.0f} s after {read:,} records, at the "
-                                   f"end of {len(at_end)} of {partitions} partitions")
+                raise TimeoutError(
+                    f"read back stalled: no record for {STALL_S:.0f} s after {read:,} records, at the "
+                    f"end of {len(at_end)} of {partitions} partitions"
+                )
             batch = consumer.consume(10_000, timeout=1.0)
             if batch:
                 read += len(batch)
@@ -207,8 +239,14 @@ def fsync_summary(broker_log: str, result: SoakResult) -> None:
         result.dropped_completions = int(dropped)
 
 
-def soak(seconds: float, producers: int = 2, partitions: int = 8, value_bytes: int = 100,
-         overrides: tuple[str, ...] = (), broker_log: str | None = None) -> SoakResult:
+def soak(
+    seconds: float,
+    producers: int = 2,
+    partitions: int = 8,
+    value_bytes: int = 100,
+    overrides: tuple[str, ...] = (),
+    broker_log: str | None = None,
+) -> SoakResult:
     """The whole run against a fresh `pylog broker start` process (its log in ``broker_log``)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -264,8 +302,13 @@ def main() -> int:
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--value-bytes", type=int, default=100)
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                        help="a broker setting, e.g. log.flush.io.uring.entries=2 (repeatable)")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker setting, e.g. log.flush.io.uring.entries=2 (repeatable)",
+    )
     parser.add_argument("--broker-log", help="keep the broker's log in this file")
     args = parser.parse_args()
     seconds = args.seconds if args.seconds is not None else 60 * (args.minutes if args.minutes is not None else 11)

@@ -8,5 +8,11 @@ import sys
 
 
 def pylog(*args: str, env: dict, stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kafka_spark.cli", *args], input=stdin, capture_output=True,
-                          env=env, timeout=120, check=check)
+    return subprocess.run(
+        [sys.executable, "-m", "kafka_spark.cli", *args],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=check,
+    )

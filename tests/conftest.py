@@ -31,8 +31,21 @@ def running_broker(tmp_path):
     (its process, its bootstrap servers, the environment whose PYLOG_HOME registers it)."""
     env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
     process = subprocess.Popen(
-        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", "0", "--log-dir", str(tmp_path / "data")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "kafka_spark.cli",
+            "broker",
+            "start",
+            "--port",
+            "0",
+            "--log-dir",
+            str(tmp_path / "data"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     line = process.stdout.readline().strip()
     assert line.startswith("bootstrap.servers=127.0.0.1:"), line

@@ -11,8 +11,15 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Top
 def read_to_end(bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 30, **config: Any) -> list[Message]:
     """Every message from the beginning of ``topic``-``partition`` up to its end (partition EOF);
     ``config`` adds consumer settings (e.g. ``**{"isolation.level": "read_committed"}``)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "partition-reads", "enable.partition.eof": True,
-                         "enable.auto.commit": False, **config})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "partition-reads",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+            **config,
+        }
+    )
     consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
     messages: list[Message] = []
     try:

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.types import LongType, StructField, StructType
 
-from kafka_spark.files.writers import FileBatchWriter, FileSinkCommitMessage, FileSinkOptions, FileStreamWriter
 from kafka_spark.files.metadata_log import SinkFileStatus
+from kafka_spark.files.writers import FileBatchWriter, FileSinkCommitMessage, FileSinkOptions, FileStreamWriter
 
 SCHEMA = StructType([StructField("id", LongType())])
 
@@ -72,4 +72,4 @@ def commit_batch_job(out: Path, ids: list[int]) -> SinkFileStatus:
 
 
 def exists(status: SinkFileStatus) -> bool:
-    return os.path.exists(status.path[len("file://"):])
+    return os.path.exists(status.path[len("file://") :])

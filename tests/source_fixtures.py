@@ -88,8 +88,12 @@ class KafkaCluster:
             if record.headers is not None:
                 kwargs["headers"] = record.headers
             self.producer.produce(
-                topic, value=record.value, key=record.key, partition=record.partition,
-                on_delivery=delivered(record), **kwargs,
+                topic,
+                value=record.value,
+                key=record.key,
+                partition=record.partition,
+                on_delivery=delivered(record),
+                **kwargs,
             )
         remaining = self.producer.flush(30)
         assert remaining == 0 and not errors, (remaining, errors)
@@ -99,8 +103,10 @@ class KafkaCluster:
         """``count`` records ``v{start}..`` with keys ``k{i}`` into one partition."""
         return self.produce(
             topic,
-            [Record(value=f"v{i}".encode(), key=f"k{i}".encode(), partition=partition)
-             for i in range(start, start + count)],
+            [
+                Record(value=f"v{i}".encode(), key=f"k{i}".encode(), partition=partition)
+                for i in range(start, start + count)
+            ],
         )
 
 

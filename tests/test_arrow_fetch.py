@@ -14,14 +14,14 @@ import pytest
 from confluent_kafka import Producer
 
 from kafka_spark.client import fetch_client as fetcher
-from kafka_spark.read import record_decoder as rd
-from kafka_spark.offsets import OffsetRange
 from kafka_spark.client.config import consumer_config
 from kafka_spark.client.consumer_pool import close_pooled_consumers
+from kafka_spark.common.topic_partition import TopicPartition as TP
+from kafka_spark.offsets import OffsetRange
 from kafka_spark.options import parse_source_options
 from kafka_spark.planning import KafkaInputPartition
+from kafka_spark.read import record_decoder as rd
 from kafka_spark.read.partition import read_partition
-from kafka_spark.common.topic_partition import TopicPartition as TP
 
 
 @pytest.fixture(autouse=True)
@@ -34,11 +34,15 @@ def _fresh_pools():
 
 
 def _partition(bootstrap, *ranges, fetcher_name, include_headers=True, **kafka):
-    opts = parse_source_options({"kafka.bootstrap.servers": bootstrap, "subscribe": "x",
-                                 **{f"kafka.{k}": v for k, v in kafka.items()}})
+    opts = parse_source_options(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": "x", **{f"kafka.{k}": v for k, v in kafka.items()}}
+    )
     return KafkaInputPartition(
-        ranges=tuple(ranges), config=consumer_config(opts, bootstrap, "arrow-tests"),
-        fail_on_data_loss=True, include_headers=include_headers, poll_timeout_ms=10_000,
+        ranges=tuple(ranges),
+        config=consumer_config(opts, bootstrap, "arrow-tests"),
+        fail_on_data_loss=True,
+        include_headers=include_headers,
+        poll_timeout_ms=10_000,
         fetcher=fetcher_name,
     )
 
@@ -70,8 +74,9 @@ def _varied_records(seed: int, count: int):
 def test_every_record_shape_and_codec_reads_as_confluent_kafka_reads_it(pylog_broker, pylog_topic, codec):
     topic = pylog_topic(partitions=2)
     bootstrap = pylog_broker.bootstrap_servers
-    producer = Producer({"bootstrap.servers": bootstrap, "compression.codec": codec, "linger.ms": 20,
-                         "batch.num.messages": 37})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "compression.codec": codec, "linger.ms": 20, "batch.num.messages": 37}
+    )
     expected = list(_varied_records(hash(codec) & 0xFFFF, 400))
     for key, value, headers, ts in expected:
         producer.produce(topic, key=key, value=value, headers=headers, timestamp=ts, partition=1)
@@ -81,7 +86,8 @@ def test_every_record_shape_and_codec_reads_as_confluent_kafka_reads_it(pylog_br
     assert [r["offset"] for r in rows] == list(range(400))
     assert [int(r["timestamp"].timestamp() * 1000) for r in rows] == [ts for *_, ts in expected]
     assert [[(h["key"], h["value"]) for h in r["headers"]] if r["headers"] else None for r in rows] == [
-        h or None for _, _, h, _ in expected]
+        h or None for _, _, h, _ in expected
+    ]
     # Ranges that start and end inside batches.
     assert [r["offset"] for r in _both(bootstrap, OffsetRange(TP(topic, 1), 13, 201))] == list(range(13, 201))
 
@@ -147,10 +153,14 @@ def test_consecutive_ranges_share_one_pooled_connection(pylog_broker, pylog_topi
     for i in range(50):
         producer.produce(topic, value=str(i).encode())
     producer.flush(10)
-    assert [r["offset"] for r in _rows(bootstrap, OffsetRange(TP(topic, 0), 0, 20), fetcher_name="arrow")] == list(range(20))
+    assert [r["offset"] for r in _rows(bootstrap, OffsetRange(TP(topic, 0), 0, 20), fetcher_name="arrow")] == list(
+        range(20)
+    )
     (client,) = fetcher._POOL.values()
     (conn,) = client.connections.values()
-    assert [r["offset"] for r in _rows(bootstrap, OffsetRange(TP(topic, 0), 20, 50), fetcher_name="arrow")] == list(range(20, 50))
+    assert [r["offset"] for r in _rows(bootstrap, OffsetRange(TP(topic, 0), 20, 50), fetcher_name="arrow")] == list(
+        range(20, 50)
+    )
     assert list(client.connections.values()) == [conn] and not conn.closed
 
 
@@ -165,8 +175,9 @@ def test_a_read_abandoned_with_a_fetch_in_flight_never_reuses_that_connection(py
     topic = pylog_topic()
     bootstrap = pylog_broker.bootstrap_servers
     _small_batches(bootstrap, topic, 500)
-    partition = _partition(bootstrap, OffsetRange(TP(topic, 0), 0, 500), fetcher_name="arrow",
-                           **{"max.partition.fetch.bytes": "2000"})
+    partition = _partition(
+        bootstrap, OffsetRange(TP(topic, 0), 0, 500), fetcher_name="arrow", **{"max.partition.fetch.bytes": "2000"}
+    )
     batches = read_partition(partition)
     first = next(batches)  # the next Fetch is in flight now
     (client,) = fetcher._POOL.values()
@@ -182,8 +193,16 @@ def test_fetch_limits_from_the_kafka_options_shape_the_batches(pylog_broker, pyl
     topic = pylog_topic()
     bootstrap = pylog_broker.bootstrap_servers
     _small_batches(bootstrap, topic, 300)
-    small = list(read_partition(_partition(bootstrap, OffsetRange(TP(topic, 0), 0, 300), fetcher_name="arrow",
-                                           **{"max.partition.fetch.bytes": "3000"})))
+    small = list(
+        read_partition(
+            _partition(
+                bootstrap,
+                OffsetRange(TP(topic, 0), 0, 300),
+                fetcher_name="arrow",
+                **{"max.partition.fetch.bytes": "3000"},
+            )
+        )
+    )
     large = list(read_partition(_partition(bootstrap, OffsetRange(TP(topic, 0), 0, 300), fetcher_name="arrow")))
     assert sum(b.num_rows for b in small) == sum(b.num_rows for b in large) == 300
     assert len(small) > 5 * len(large)
@@ -208,19 +227,34 @@ def _batch(base_offset: int, values: list[bytes], *, corrupt_length: bool = Fals
         body = b"\x00" + _varint(i) + _varint(i) + _varint(-1) + _varint(len(value)) + value + _varint(0)
         length = len(body) + (50 if corrupt_length and i == len(values) - 1 else 0)
         records += _varint(length) + body
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, 1000, 1000 + len(values), -1, -1, -1, len(values)) + records
-    return struct.pack(">qiib", base_offset, 9 + len(after_crc), 0, 2) + struct.pack(">I", crc32c.crc32c(after_crc)) + after_crc
+    after_crc = (
+        struct.pack(">hiqqqhii", 0, len(values) - 1, 1000, 1000 + len(values), -1, -1, -1, len(values)) + records
+    )
+    return (
+        struct.pack(">qiib", base_offset, 9 + len(after_crc), 0, 2)
+        + struct.pack(">I", crc32c.crc32c(after_crc))
+        + after_crc
+    )
 
 
 def _decode(buf: bytes, low=0, high=1 << 62):
     arr = np.frombuffer(buf, np.uint8)
     index = rd.scan_batches(arr)
     chosen = np.arange(len(index))
-    decoded = rd.decode_records(arr, index.position + rd.HEADER_SIZE, index.position + index.size, index,
-                                chosen, low, high, False)
-    schema = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
-                        ("partition", pa.int32()), ("offset", pa.int64()),
-                        ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32())])
+    decoded = rd.decode_records(
+        arr, index.position + rd.HEADER_SIZE, index.position + index.size, index, chosen, low, high, False
+    )
+    schema = pa.schema(
+        [
+            ("key", pa.binary()),
+            ("value", pa.binary()),
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("timestamp", pa.timestamp("us", tz="UTC")),
+            ("timestampType", pa.int32()),
+        ]
+    )
     return index, rd.to_arrow(decoded, "t", 0, schema)
 
 
@@ -246,8 +280,14 @@ def test_a_read_survives_a_broker_restart_mid_range(tmp_path):
         broker.create_topic("restart", partitions=1)
         _small_batches(broker.bootstrap_servers, "restart", 600)
         bootstrap = broker.bootstrap_servers
-        batches = read_partition(_partition(bootstrap, OffsetRange(TP("restart", 0), 0, 600),
-                                            fetcher_name="arrow", **{"max.partition.fetch.bytes": "4000"}))
+        batches = read_partition(
+            _partition(
+                bootstrap,
+                OffsetRange(TP("restart", 0), 0, 600),
+                fetcher_name="arrow",
+                **{"max.partition.fetch.bytes": "4000"},
+            )
+        )
         rows = next(batches).to_pylist()
     # The broker is gone, with a fetch of ours in flight; it comes back on the same port.
     with EmbeddedBroker(log_dir=tmp_path / "data", port=int(port), register=False):
@@ -301,7 +341,8 @@ def test_a_partition_without_a_leader_is_waited_for_not_reported_lost(tmp_path, 
         broker.broker.logs.get_log("leaderless", 0).mark_failed("a test's disk error")
         partition = dataclasses.replace(
             _partition(broker.bootstrap_servers, OffsetRange(TP("leaderless", 0), 0, 50), fetcher_name=fetcher_name),
-            poll_timeout_ms=2000)
+            poll_timeout_ms=2000,
+        )
         with pytest.raises(PylogReadTimeout) as raised:
             list(read_partition(partition))
     if fetcher_name == "arrow":

@@ -10,13 +10,12 @@ import pytest
 from confluent_kafka import Producer
 
 from kafka_spark.client import fetch_client as fetcher
-from kafka_spark.offsets import OffsetRange
 from kafka_spark.client.config import consumer_config
-from kafka_spark.offsets import DataLossError
+from kafka_spark.common.topic_partition import TopicPartition as TP
+from kafka_spark.offsets import DataLossError, OffsetRange
 from kafka_spark.options import parse_source_options
 from kafka_spark.planning import KafkaInputPartition
 from kafka_spark.read.partition import PylogReadTimeout, read_partition
-from kafka_spark.common.topic_partition import TopicPartition as TP
 from tests.test_arrow_fetch import _fresh_pools  # noqa: F401  (autouse: empty pools around each test)
 
 
@@ -39,11 +38,15 @@ def fetches(monkeypatch):
 
 
 def _task(bootstrap, ranges, *, fail_on_data_loss=True, poll_timeout_ms=10_000, **kafka):
-    opts = parse_source_options({"kafka.bootstrap.servers": bootstrap, "subscribe": "x",
-                                 **{f"kafka.{k}": v for k, v in kafka.items()}})
+    opts = parse_source_options(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": "x", **{f"kafka.{k}": v for k, v in kafka.items()}}
+    )
     return KafkaInputPartition(
-        ranges=tuple(ranges), config=consumer_config(opts, bootstrap, "task-fetch-tests"),
-        fail_on_data_loss=fail_on_data_loss, include_headers=True, poll_timeout_ms=poll_timeout_ms,
+        ranges=tuple(ranges),
+        config=consumer_config(opts, bootstrap, "task-fetch-tests"),
+        fail_on_data_loss=fail_on_data_loss,
+        include_headers=True,
+        poll_timeout_ms=poll_timeout_ms,
         fetcher="arrow",
     )
 
@@ -78,8 +81,9 @@ class _Written:
 def _produce(bootstrap, written, topic, partition, values, keys=None, **config):
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 7, **config})
     for i, value in enumerate(values):
-        producer.produce(topic, value=value, key=None if keys is None else keys[i], partition=partition,
-                         on_delivery=written.callback)
+        producer.produce(
+            topic, value=value, key=None if keys is None else keys[i], partition=partition, on_delivery=written.callback
+        )
     assert producer.flush(30) == 0
 
 
@@ -95,8 +99,9 @@ def test_a_task_of_many_partitions_reads_each_range_exactly(pylog_broker, pylog_
     plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 7})
     for p, count in counts.items():
         for i in range(count):  # unique keys: compaction keeps every one of these
-            plain.produce(topic, key=f"k{p}-{i}".encode(), value=f"v{p}-{i}".encode(), partition=p,
-                          on_delivery=written.callback)
+            plain.produce(
+                topic, key=f"k{p}-{i}".encode(), value=f"v{p}-{i}".encode(), partition=p, on_delivery=written.callback
+            )
     for p in range(2):
         for i in range(40):
             plain.produce(other, key=b"o", value=f"o{p}-{i}".encode(), partition=p, on_delivery=written.callback)
@@ -116,12 +121,23 @@ def test_a_task_of_many_partitions_reads_each_range_exactly(pylog_broker, pylog_
     for name, commit in (("committed", True), ("aborted", False)):
         txn.begin_transaction()
         for i in range(4):
-            txn.produce(topic, key=f"t{name}{i}".encode(), value=f"{name}-{i}".encode(), partition=7,
-                        on_delivery=written.callback)
+            txn.produce(
+                topic,
+                key=f"t{name}{i}".encode(),
+                value=f"{name}-{i}".encode(),
+                partition=7,
+                on_delivery=written.callback,
+            )
         txn.flush(10)
         (txn.commit_transaction if commit else txn.abort_transaction)(10)
-    _produce(bootstrap, written, topic, 7, [f"after-{i}".encode() for i in range(5)],
-             keys=[f"a{i}".encode() for i in range(5)])
+    _produce(
+        bootstrap,
+        written,
+        topic,
+        7,
+        [f"after-{i}".encode() for i in range(5)],
+        keys=[f"a{i}".encode() for i in range(5)],
+    )
 
     client = fetcher.client_for(bootstrap, "probe", 10.0)
     ends = {p: client.list_offsets(topic, p)[1] for p in range(64)}
@@ -141,8 +157,12 @@ def test_a_task_of_many_partitions_reads_each_range_exactly(pylog_broker, pylog_
     newest = {}
     for offset, key, value in written.records[compacted]:
         newest[key] = (offset, key, value)
-    aborted = {value for (t, p), recs in written.records.items() for _, _, value in recs
-               if (t, p) == (topic, 7) and value.startswith(b"aborted")}
+    aborted = {
+        value
+        for (t, p), recs in written.records.items()
+        for _, _, value in recs
+        if (t, p) == (topic, 7) and value.startswith(b"aborted")
+    }
     expected: dict[tuple[str, int], list] = {}
     for r in ranges:
         key = (r.topic_partition.topic, r.topic_partition.partition)
@@ -157,7 +177,8 @@ def test_a_task_of_many_partitions_reads_each_range_exactly(pylog_broker, pylog_
     # The cases the test is about really occurred.
     assert len(got[compacted]) == counts[5] + 6 and got[compacted][-1][0] > 100  # compaction's gaps
     assert [v for _, _, v in got[(topic, 7)] if not v.startswith(b"v")] == [
-        f"committed-{i}".encode() for i in range(4)] + [f"after-{i}".encode() for i in range(5)]
+        f"committed-{i}".encode() for i in range(4)
+    ] + [f"after-{i}".encode() for i in range(5)]
     assert len(aborted) == 4
     assert sum(1 for p in range(64) if (topic, p) not in got) >= 8  # empty partitions and ranges
     assert [offset for offset, _, _ in got[(topic, 10)]] == [0, 1, 2] + list(range(6, ends[10]))
@@ -192,16 +213,19 @@ def test_partitions_left_out_by_the_fetch_byte_limit_lead_the_next_request(pylog
     for p in range(12):
         _produce(bootstrap, written, topic, p, [b"%d-%d-" % (p, i) + b"y" * 200 for i in range(30)])
     ranges = [OffsetRange(TP(topic, p), 0, 30) for p in range(12)]
-    got = _by_partition(_read(_task(bootstrap, ranges, **{"fetch.max.bytes": "3000",
-                                                          "max.partition.fetch.bytes": "2000"})))
+    got = _by_partition(
+        _read(_task(bootstrap, ranges, **{"fetch.max.bytes": "3000", "max.partition.fetch.bytes": "2000"}))
+    )
     assert got == written.records
     ours = [request for request in fetches if any(t == topic for t, _, _ in request)]
     assert len(ours) > 12
     # No partition waits behind the others until they end: each answer serves at least the
     # partition named first, a partition not served yet is named first, so all 12 have records
     # within 12 answers (in a fixed order the last would wait for most of the others' data).
-    first_progress = {p: next(i for i, request in enumerate(ours) if any(q == p and offset > 0 for _, q, offset in request))
-                      for p in range(12)}
+    first_progress = {
+        p: next(i for i, request in enumerate(ours) if any(q == p and offset > 0 for _, q, offset in request))
+        for p in range(12)
+    }
     assert max(first_progress.values()) <= 12, first_progress
 
 
@@ -217,8 +241,11 @@ def test_data_loss_in_one_partition_is_named_or_skipped_without_losing_the_other
     with pytest.raises(DataLossError, match=rf"{topic}-[24]: offsets \[2[03], 2[68]\)"):
         _read(_task(bootstrap, ranges))
     got = _by_partition(_read(_task(bootstrap, ranges, fail_on_data_loss=False)))
-    expected = {key: [rec for rec in records if key[1] != 2 or rec[0] >= 10]
-                for key, records in written.records.items() if key[1] != 4}
+    expected = {
+        key: [rec for rec in records if key[1] != 2 or rec[0] >= 10]
+        for key, records in written.records.items()
+        if key[1] != 4
+    }
     assert got == expected
 
 
@@ -238,11 +265,15 @@ def test_a_partition_that_never_delivers_times_out_naming_it(pylog_broker, pylog
     try:
         end = fetcher.client_for(bootstrap, "probe", 10.0).list_offsets(topic, 1)[1]
         ranges = [OffsetRange(TP(topic, p), 0, 5) for p in (0, 2)] + [OffsetRange(TP(topic, 1), 0, end)]
-        partition = dataclasses.replace(_task(bootstrap, ranges, **{"isolation.level": "read_committed"}),
-                                        poll_timeout_ms=1500)
+        partition = dataclasses.replace(
+            _task(bootstrap, ranges, **{"isolation.level": "read_committed"}), poll_timeout_ms=1500
+        )
         read: list = []
-        with pytest.raises(PylogReadTimeout, match=rf"Cannot fetch record for offset 5 of {topic}-1 in "
-                                                   rf"1500 milliseconds .*range to read is \[0, {end}\)"):
+        with pytest.raises(
+            PylogReadTimeout,
+            match=rf"Cannot fetch record for offset 5 of {topic}-1 in "
+            rf"1500 milliseconds .*range to read is \[0, {end}\)",
+        ):
             for batch in read_partition(partition):
                 read.append(batch)
         got = _by_partition(read)
@@ -258,6 +289,9 @@ def test_an_unreachable_broker_times_out_naming_a_partition_and_the_poll_timeout
         s.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{s.getsockname()[1]}"
     ranges = [OffsetRange(TP("x", p), 3, 9) for p in range(4)]
-    with pytest.raises(PylogReadTimeout, match=r"Cannot fetch record for offset 3 of x-0 in \d+ milliseconds "
-                                               r"\(the broker connection failed: .*kafkaConsumer.pollTimeoutMs"):
+    with pytest.raises(
+        PylogReadTimeout,
+        match=r"Cannot fetch record for offset 3 of x-0 in \d+ milliseconds "
+        r"\(the broker connection failed: .*kafkaConsumer.pollTimeoutMs",
+    ):
         _read(_task(dead, ranges, poll_timeout_ms=500))

@@ -37,9 +37,9 @@ with warnings.catch_warnings():
 
 import kafka_spark.assignment as assignment_module
 from kafka_spark.assignment import AssignmentError, assign, range_assign, round_robin_assign
+from kafka_spark.common.topic_partition import TopicPartition
 from kafka_spark.offsets import OffsetRange
 from kafka_spark.planning import plan_tasks, split_ranges, task_member_ids
-from kafka_spark.common.topic_partition import TopicPartition
 
 # ---------------------------------------------------------------------------------------------
 # helpers
@@ -72,15 +72,18 @@ def kafka_python_assign(
     partition_cls = topic_cls.MetadataResponsePartition
     response = MetadataResponse(
         version=1,
-        brokers=[MetadataResponse.MetadataResponseBroker(
-            node_id=0, host="localhost", port=9092, rack=None, version=1)],
+        brokers=[MetadataResponse.MetadataResponseBroker(node_id=0, host="localhost", port=9092, rack=None, version=1)],
         controller_id=0,
         topics=[
             topic_cls(
-                version=1, error_code=0, name=topic, is_internal=False,
+                version=1,
+                error_code=0,
+                name=topic,
+                is_internal=False,
                 partitions=[
-                    partition_cls(version=1, error_code=0, partition_index=p, leader_id=0,
-                                  replica_nodes=[0], isr_nodes=[0])
+                    partition_cls(
+                        version=1, error_code=0, partition_index=p, leader_id=0, replica_nodes=[0], isr_nodes=[0]
+                    )
                     for p in range(count)
                 ],
             )
@@ -91,13 +94,13 @@ def kafka_python_assign(
     cluster.update_metadata(response)
     members = [
         JoinGroupResponse.JoinGroupResponseMember(
-            member_id=member, group_instance_id=None, metadata=assignor.metadata(sorted(topics)))
+            member_id=member, group_instance_id=None, metadata=assignor.metadata(sorted(topics))
+        )
         for member, topics in subscriptions.items()
     ]
     result = assignor.assign(cluster, members)
     return {
-        member: sorted(TopicPartition(tp.topic, tp.partition) for tp in a.partitions())
-        for member, a in result.items()
+        member: sorted(TopicPartition(tp.topic, tp.partition) for tp in a.partitions()) for member, a in result.items()
     }
 
 
@@ -131,9 +134,7 @@ JAVADOC_UNEVEN = (
     {"C0": {"t0"}, "C1": {"t0", "t1"}, "C2": {"t0", "t1", "t2"}},
     {"t0": 1, "t1": 2, "t2": 3},
 )
-JAVADOC_ROUND_ROBIN_UNEVEN = {
-    "C0": ["t0-0"], "C1": ["t1-0"], "C2": ["t1-1", "t2-0", "t2-1", "t2-2"]
-}
+JAVADOC_ROUND_ROBIN_UNEVEN = {"C0": ["t0-0"], "C1": ["t1-0"], "C2": ["t1-1", "t2-0", "t2-1", "t2-2"]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,9 +160,7 @@ def test_aiokafka_oracle_reproduces_java_javadoc_examples():
     subs, ppt = JAVADOC_TWO_TOPICS
     assert names(aiokafka_assign(AioRangeAssignor, subs, ppt)) == JAVADOC_RANGE
     assert names(aiokafka_assign(AioRoundRobinAssignor, subs, ppt)) == JAVADOC_ROUND_ROBIN
-    assert (
-        names(aiokafka_assign(AioRoundRobinAssignor, *JAVADOC_UNEVEN)) == JAVADOC_ROUND_ROBIN_UNEVEN
-    )
+    assert names(aiokafka_assign(AioRoundRobinAssignor, *JAVADOC_UNEVEN)) == JAVADOC_ROUND_ROBIN_UNEVEN
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,7 +298,8 @@ def groups(draw):
 def test_range_matches_kafka_python_for_random_groups(group):
     subscriptions, partitions_per_topic = group
     assert range_assign(subscriptions, partitions_per_topic) == kafka_python_assign(
-        RangePartitionAssignor, subscriptions, partitions_per_topic)
+        RangePartitionAssignor, subscriptions, partitions_per_topic
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -307,7 +307,8 @@ def test_range_matches_kafka_python_for_random_groups(group):
 def test_range_matches_aiokafka_for_random_groups(group):
     subscriptions, partitions_per_topic = group
     assert range_assign(subscriptions, partitions_per_topic) == aiokafka_assign(
-        AioRangeAssignor, subscriptions, partitions_per_topic)
+        AioRangeAssignor, subscriptions, partitions_per_topic
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -315,16 +316,21 @@ def test_range_matches_aiokafka_for_random_groups(group):
 def test_round_robin_matches_aiokafka_for_random_groups(group):
     subscriptions, partitions_per_topic = group
     assert round_robin_assign(subscriptions, partitions_per_topic) == aiokafka_assign(
-        AioRoundRobinAssignor, subscriptions, partitions_per_topic)
+        AioRoundRobinAssignor, subscriptions, partitions_per_topic
+    )
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(MEMBER_IDS, unique=True, max_size=8), st.frozensets(TOPICS, max_size=5),
-       st.dictionaries(TOPICS, st.integers(0, 12), max_size=8))
+@given(
+    st.lists(MEMBER_IDS, unique=True, max_size=8),
+    st.frozensets(TOPICS, max_size=5),
+    st.dictionaries(TOPICS, st.integers(0, 12), max_size=8),
+)
 def test_round_robin_matches_kafka_python_for_identical_subscriptions(members, topics, ppt):
     subscriptions = {m: topics for m in members}
     assert round_robin_assign(subscriptions, ppt) == kafka_python_assign(
-        RoundRobinPartitionAssignor, subscriptions, ppt)
+        RoundRobinPartitionAssignor, subscriptions, ppt
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -341,17 +347,15 @@ def test_every_partition_goes_to_exactly_one_subscriber(group, assignor):
             assert tp not in owners
             owners[tp] = member
     subscribed = {t for topics in subscriptions.values() for t in topics}
-    expected = {
-        TopicPartition(t, p)
-        for t, n in partitions_per_topic.items() if t in subscribed
-        for p in range(n)
-    }
+    expected = {TopicPartition(t, p) for t, n in partitions_per_topic.items() if t in subscribed for p in range(n)}
     assert set(owners) == expected
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(MEMBER_IDS, unique=True, min_size=1, max_size=8),
-       st.dictionaries(TOPICS, st.integers(0, 12), min_size=1, max_size=5))
+@given(
+    st.lists(MEMBER_IDS, unique=True, min_size=1, max_size=8),
+    st.dictionaries(TOPICS, st.integers(0, 12), min_size=1, max_size=5),
+)
 def test_round_robin_with_identical_subscriptions_is_within_one_of_even(members, ppt):
     result = round_robin_assign({m: list(ppt) for m in members}, ppt)
     counts = [len(tps) for tps in result.values()]
@@ -371,52 +375,105 @@ def rr(tp: TopicPartition, start: int, until: int) -> OffsetRange:
 
 SPARK_SUITE_CASES = [
     # (Spark test name, minPartitions, input, expected)
-    ("with no minPartition: N TopicPartitions to N offset ranges", None,
-     [rr(TP1, 1, 2)], [rr(TP1, 1, 2)]),
-    ("with no minPartition: empty ranges ignored", None,
-     [rr(TP1, 1, 2), rr(TP2, 1, 1)], [rr(TP1, 1, 2)]),
-    ("N TopicPartitions to N offset ranges", 3,
-     [rr(TP1, 1, 2), rr(TP2, 1, 2), rr(TP3, 1, 2)],
-     [rr(TP1, 1, 2), rr(TP2, 1, 2), rr(TP3, 1, 2)]),
-    ("1 TopicPartition to N offset ranges", 4,
-     [rr(TP1, 1, 5)],
-     [rr(TP1, 1, 2), rr(TP1, 2, 3), rr(TP1, 3, 4), rr(TP1, 4, 5)]),
-    ("N skewed TopicPartitions to M offset ranges", 4,
-     [rr(TP1, 1, 5), rr(TP2, 1, 21)],
-     [rr(TP1, 1, 5), rr(TP2, 1, 7), rr(TP2, 7, 14), rr(TP2, 14, 21)]),
-    ("SPARK-30656: ignore empty ranges and split the rest", 4,
-     [rr(TP1, 1, 1), rr(TP2, 1, 21)],
-     [rr(TP2, 1, 6), rr(TP2, 6, 11), rr(TP2, 11, 16), rr(TP2, 16, 21)]),
-    ("SPARK-30656: N very skewed TopicPartitions to M offset ranges", 4,
-     [rr(TP1, 1, 2), rr(TP2, 1, 1001)],
-     [rr(TP1, 1, 2), rr(TP2, 1, 334), rr(TP2, 334, 667), rr(TP2, 667, 1001)]),
-    ("SPARK-30656: minPartitions less than the length of topic partitions", 1,
-     [rr(TP1, 1, 5), rr(TP2, 1, 21)], [rr(TP1, 1, 5), rr(TP2, 1, 21)]),
-    ("range inexact multiple of minPartitions", 3,
-     [rr(TP1, 1, 11)], [rr(TP1, 1, 4), rr(TP1, 4, 7), rr(TP1, 7, 11)]),
-    ("empty ranges ignored", 4,
-     [rr(TP1, 1, 5), rr(TP2, 1, 21), rr(TP3, 1, 1)],
-     [rr(TP1, 1, 5), rr(TP2, 1, 7), rr(TP2, 7, 14), rr(TP2, 14, 21)]),
-    ("SPARK-28489: never drop offsets", 6,
-     [rr(TP1, 0, 10), rr(TP2, 0, 10), rr(TP3, 0, 1)],
-     [rr(TP1, 0, 3), rr(TP1, 3, 6), rr(TP1, 6, 10),
-      rr(TP2, 0, 3), rr(TP2, 3, 6), rr(TP2, 6, 10), rr(TP3, 0, 1)]),
-    ("SPARK-36576: 0 small unsplit ranges and 3 large split ranges", 9,
-     [rr(TP1, 0, 10000), rr(TP2, 0, 15000), rr(TP3, 0, 20000)],
-     [rr(TP1, 0, 5000), rr(TP1, 5000, 10000),
-      rr(TP2, 0, 5000), rr(TP2, 5000, 10000), rr(TP2, 10000, 15000),
-      rr(TP3, 0, 5000), rr(TP3, 5000, 10000), rr(TP3, 10000, 15000), rr(TP3, 15000, 20000)]),
-    ("SPARK-36576: 1 small unsplit range and 2 large split ranges", 6,
-     [rr(TP1, 0, 500), rr(TP2, 0, 12000), rr(TP3, 0, 15001)],
-     [rr(TP1, 0, 500), rr(TP2, 0, 6000), rr(TP2, 6000, 12000),
-      rr(TP3, 0, 5000), rr(TP3, 5000, 10000), rr(TP3, 10000, 15001)]),
-    ("SPARK-36576: 2 small unsplit ranges and 1 large split range", 6,
-     [rr(TP1, 0, 1), rr(TP2, 0, 1), rr(TP3, 0, 10000)],
-     [rr(TP1, 0, 1), rr(TP2, 0, 1),
-      rr(TP3, 0, 2500), rr(TP3, 2500, 5000), rr(TP3, 5000, 7500), rr(TP3, 7500, 10000)]),
-    ("SPARK-46798: locations not set when ranges split", 4,
-     [rr(TP1, 0, 1), rr(TP2, 0, 1), rr(TP3, 0, 2)],
-     [rr(TP1, 0, 1), rr(TP2, 0, 1), rr(TP3, 0, 1), rr(TP3, 1, 2)]),
+    ("with no minPartition: N TopicPartitions to N offset ranges", None, [rr(TP1, 1, 2)], [rr(TP1, 1, 2)]),
+    ("with no minPartition: empty ranges ignored", None, [rr(TP1, 1, 2), rr(TP2, 1, 1)], [rr(TP1, 1, 2)]),
+    (
+        "N TopicPartitions to N offset ranges",
+        3,
+        [rr(TP1, 1, 2), rr(TP2, 1, 2), rr(TP3, 1, 2)],
+        [rr(TP1, 1, 2), rr(TP2, 1, 2), rr(TP3, 1, 2)],
+    ),
+    (
+        "1 TopicPartition to N offset ranges",
+        4,
+        [rr(TP1, 1, 5)],
+        [rr(TP1, 1, 2), rr(TP1, 2, 3), rr(TP1, 3, 4), rr(TP1, 4, 5)],
+    ),
+    (
+        "N skewed TopicPartitions to M offset ranges",
+        4,
+        [rr(TP1, 1, 5), rr(TP2, 1, 21)],
+        [rr(TP1, 1, 5), rr(TP2, 1, 7), rr(TP2, 7, 14), rr(TP2, 14, 21)],
+    ),
+    (
+        "SPARK-30656: ignore empty ranges and split the rest",
+        4,
+        [rr(TP1, 1, 1), rr(TP2, 1, 21)],
+        [rr(TP2, 1, 6), rr(TP2, 6, 11), rr(TP2, 11, 16), rr(TP2, 16, 21)],
+    ),
+    (
+        "SPARK-30656: N very skewed TopicPartitions to M offset ranges",
+        4,
+        [rr(TP1, 1, 2), rr(TP2, 1, 1001)],
+        [rr(TP1, 1, 2), rr(TP2, 1, 334), rr(TP2, 334, 667), rr(TP2, 667, 1001)],
+    ),
+    (
+        "SPARK-30656: minPartitions less than the length of topic partitions",
+        1,
+        [rr(TP1, 1, 5), rr(TP2, 1, 21)],
+        [rr(TP1, 1, 5), rr(TP2, 1, 21)],
+    ),
+    ("range inexact multiple of minPartitions", 3, [rr(TP1, 1, 11)], [rr(TP1, 1, 4), rr(TP1, 4, 7), rr(TP1, 7, 11)]),
+    (
+        "empty ranges ignored",
+        4,
+        [rr(TP1, 1, 5), rr(TP2, 1, 21), rr(TP3, 1, 1)],
+        [rr(TP1, 1, 5), rr(TP2, 1, 7), rr(TP2, 7, 14), rr(TP2, 14, 21)],
+    ),
+    (
+        "SPARK-28489: never drop offsets",
+        6,
+        [rr(TP1, 0, 10), rr(TP2, 0, 10), rr(TP3, 0, 1)],
+        [rr(TP1, 0, 3), rr(TP1, 3, 6), rr(TP1, 6, 10), rr(TP2, 0, 3), rr(TP2, 3, 6), rr(TP2, 6, 10), rr(TP3, 0, 1)],
+    ),
+    (
+        "SPARK-36576: 0 small unsplit ranges and 3 large split ranges",
+        9,
+        [rr(TP1, 0, 10000), rr(TP2, 0, 15000), rr(TP3, 0, 20000)],
+        [
+            rr(TP1, 0, 5000),
+            rr(TP1, 5000, 10000),
+            rr(TP2, 0, 5000),
+            rr(TP2, 5000, 10000),
+            rr(TP2, 10000, 15000),
+            rr(TP3, 0, 5000),
+            rr(TP3, 5000, 10000),
+            rr(TP3, 10000, 15000),
+            rr(TP3, 15000, 20000),
+        ],
+    ),
+    (
+        "SPARK-36576: 1 small unsplit range and 2 large split ranges",
+        6,
+        [rr(TP1, 0, 500), rr(TP2, 0, 12000), rr(TP3, 0, 15001)],
+        [
+            rr(TP1, 0, 500),
+            rr(TP2, 0, 6000),
+            rr(TP2, 6000, 12000),
+            rr(TP3, 0, 5000),
+            rr(TP3, 5000, 10000),
+            rr(TP3, 10000, 15001),
+        ],
+    ),
+    (
+        "SPARK-36576: 2 small unsplit ranges and 1 large split range",
+        6,
+        [rr(TP1, 0, 1), rr(TP2, 0, 1), rr(TP3, 0, 10000)],
+        [
+            rr(TP1, 0, 1),
+            rr(TP2, 0, 1),
+            rr(TP3, 0, 2500),
+            rr(TP3, 2500, 5000),
+            rr(TP3, 5000, 7500),
+            rr(TP3, 7500, 10000),
+        ],
+    ),
+    (
+        "SPARK-46798: locations not set when ranges split",
+        4,
+        [rr(TP1, 0, 1), rr(TP2, 0, 1), rr(TP3, 0, 2)],
+        [rr(TP1, 0, 1), rr(TP2, 0, 1), rr(TP3, 0, 1), rr(TP3, 1, 2)],
+    ),
 ]
 
 
@@ -433,15 +490,21 @@ def test_half_way_shares_round_up_like_java_math_round():
     # Each range's share is 5/10 * 5 = 2.5 parts: Java rounds to 3 (Python's round() would say 2),
     # so minPartitions=5 yields 6 ranges, as Spark does.
     assert split_ranges([r("a", 0, 0, 5), r("b", 0, 0, 5)], 5, None) == [
-        r("a", 0, 0, 1), r("a", 0, 1, 3), r("a", 0, 3, 5),
-        r("b", 0, 0, 1), r("b", 0, 1, 3), r("b", 0, 3, 5),
+        r("a", 0, 0, 1),
+        r("a", 0, 1, 3),
+        r("a", 0, 3, 5),
+        r("b", 0, 0, 1),
+        r("b", 0, 1, 3),
+        r("b", 0, 3, 5),
     ]
 
 
 def test_max_records_per_partition_cuts_ranges_into_ceil_parts_remainder_last():
     assert split_ranges([r("t", 0, 0, 10), r("t", 1, 100, 104), r("t", 2, 7, 8)], None, 4) == [
-        r("t", 0, 0, 3), r("t", 0, 3, 6), r("t", 0, 6, 10),   # ceil(10 / 4) = 3 parts
-        r("t", 1, 100, 104),                                  # exactly 4: not cut
+        r("t", 0, 0, 3),
+        r("t", 0, 3, 6),
+        r("t", 0, 6, 10),  # ceil(10 / 4) = 3 parts
+        r("t", 1, 100, 104),  # exactly 4: not cut
         r("t", 2, 7, 8),
     ]
 
@@ -451,9 +514,12 @@ def test_max_records_per_partition_then_min_partitions_splits_again_proportional
     # minPartitions=6 > 4: shares of 12 records x 6: 1.5->2, 1.5->2, 2->2, 1->1, so t-1 is unsplit
     # and the 10 records of t-0 get 5 parts: round(3/10*5)=2, 2, round(4/10*5)=2.
     assert split_ranges([r("t", 0, 0, 10), r("t", 1, 0, 2)], 6, 4) == [
-        r("t", 0, 0, 1), r("t", 0, 1, 3),
-        r("t", 0, 3, 4), r("t", 0, 4, 6),
-        r("t", 0, 6, 8), r("t", 0, 8, 10),
+        r("t", 0, 0, 1),
+        r("t", 0, 1, 3),
+        r("t", 0, 3, 4),
+        r("t", 0, 4, 6),
+        r("t", 0, 6, 8),
+        r("t", 0, 8, 10),
         r("t", 1, 0, 2),
     ]
 
@@ -463,8 +529,10 @@ def test_unsplit_decision_is_per_topic_partition_after_max_records_division():
     # =4 over 8 records: a-0's [0,2) has share 1 (unsplit), [2,5) and b-0 have 1.5 -> 2. Spark
     # keys "unsplit" by topic-partition, so a-0's [2,5) stays whole too; only b-0 is split.
     assert split_ranges([r("a", 0, 0, 5), r("b", 0, 0, 3)], 4, 3) == [
-        r("a", 0, 0, 2), r("a", 0, 2, 5),
-        r("b", 0, 0, 1), r("b", 0, 1, 3),
+        r("a", 0, 0, 2),
+        r("a", 0, 2, 5),
+        r("b", 0, 0, 1),
+        r("b", 0, 1, 3),
     ]
 
 
@@ -475,23 +543,32 @@ def test_max_records_per_partition_alone_drops_empty_ranges():
 def test_inverted_ranges_are_dropped_like_spark():
     assert split_ranges([r("t", 0, 9, 5), r("t", 1, 0, 3)], None, None) == [r("t", 1, 0, 3)]
     assert split_ranges([r("t", 0, 9, 5), r("t", 1, 0, 3)], 3, None) == [
-        r("t", 1, 0, 1), r("t", 1, 1, 2), r("t", 1, 2, 3)]
+        r("t", 1, 0, 1),
+        r("t", 1, 1, 2),
+        r("t", 1, 2, 3),
+    ]
 
 
 def test_split_keeps_input_order_with_parts_in_offset_order():
     assert split_ranges([r("z", 0, 0, 4), r("a", 0, 0, 1)], 3, None) == [
-        r("z", 0, 0, 2), r("z", 0, 2, 4), r("a", 0, 0, 1)]
+        r("z", 0, 0, 2),
+        r("z", 0, 2, 4),
+        r("a", 0, 0, 1),
+    ]
 
 
 def test_no_ranges_split_to_no_ranges():
     assert split_ranges([], 5, 10) == []
 
 
-@pytest.mark.parametrize("option, kwargs", [
-    ("minPartitions", {"min_partitions": 0, "max_records_per_partition": None}),
-    ("minPartitions", {"min_partitions": -3, "max_records_per_partition": None}),
-    ("maxRecordsPerPartition", {"min_partitions": None, "max_records_per_partition": 0}),
-])
+@pytest.mark.parametrize(
+    "option, kwargs",
+    [
+        ("minPartitions", {"min_partitions": 0, "max_records_per_partition": None}),
+        ("minPartitions", {"min_partitions": -3, "max_records_per_partition": None}),
+        ("maxRecordsPerPartition", {"min_partitions": None, "max_records_per_partition": 0}),
+    ],
+)
 def test_non_positive_split_options_are_rejected_naming_the_option(option, kwargs):
     with pytest.raises(AssignmentError, match=option):
         split_ranges([r("t", 0, 0, 10)], **kwargs)
@@ -504,9 +581,11 @@ def test_unresolved_sentinel_offsets_are_rejected_before_splitting():
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 3), st.integers(0, 1000),
-                       st.integers(0, 2000)), max_size=8,
-             unique_by=lambda t: (t[0], t[1])),
+    st.lists(
+        st.tuples(st.sampled_from("abc"), st.integers(0, 3), st.integers(0, 1000), st.integers(0, 2000)),
+        max_size=8,
+        unique_by=lambda t: (t[0], t[1]),
+    ),
     st.one_of(st.none(), st.integers(1, 40)),
     st.one_of(st.none(), st.integers(1, 500)),
 )
@@ -534,20 +613,18 @@ def test_split_covers_every_offset_exactly_once(specs, min_partitions, max_recor
 # ---------------------------------------------------------------------------------------------
 
 UNEVEN_TOPICS = {"orders": 5, "clicks": 3, "audit": 1}
-UNEVEN_RANGES = [
-    r(topic, p, 0, 10) for topic, count in UNEVEN_TOPICS.items() for p in range(count)
-]
+UNEVEN_RANGES = [r(topic, p, 0, 10) for topic, count in UNEVEN_TOPICS.items() for p in range(count)]
 
 # The documented layout (also in kafka_spark/assignment.py's module docstring).
 UNEVEN_RANGE_LAYOUT = [
-    ["audit-0", "clicks-0", "orders-0", "orders-1"],   # task-00000
-    ["clicks-1", "orders-2", "orders-3"],              # task-00001
-    ["clicks-2", "orders-4"],                          # task-00002
+    ["audit-0", "clicks-0", "orders-0", "orders-1"],  # task-00000
+    ["clicks-1", "orders-2", "orders-3"],  # task-00001
+    ["clicks-2", "orders-4"],  # task-00002
 ]
 UNEVEN_ROUND_ROBIN_LAYOUT = [
-    ["audit-0", "clicks-2", "orders-2"],               # task-00000
-    ["clicks-0", "orders-0", "orders-3"],              # task-00001
-    ["clicks-1", "orders-1", "orders-4"],              # task-00002
+    ["audit-0", "clicks-2", "orders-2"],  # task-00000
+    ["clicks-0", "orders-0", "orders-3"],  # task-00001
+    ["clicks-1", "orders-1", "orders-4"],  # task-00002
 ]
 
 
@@ -556,24 +633,22 @@ def test_uneven_topics_in_three_tasks_under_range():
 
 
 def test_uneven_topics_in_three_tasks_under_roundrobin():
-    assert (
-        layout(plan_tasks(UNEVEN_RANGES, strategy="roundrobin", num_tasks=3))
-        == UNEVEN_ROUND_ROBIN_LAYOUT
-    )
+    assert layout(plan_tasks(UNEVEN_RANGES, strategy="roundrobin", num_tasks=3)) == UNEVEN_ROUND_ROBIN_LAYOUT
 
 
 def test_uneven_layout_agrees_with_kafka_python():
     members = {m: frozenset(UNEVEN_TOPICS) for m in task_member_ids(3)}
-    for assignor, expected in ((RangePartitionAssignor, UNEVEN_RANGE_LAYOUT),
-                               (RoundRobinPartitionAssignor, UNEVEN_ROUND_ROBIN_LAYOUT)):
+    for assignor, expected in (
+        (RangePartitionAssignor, UNEVEN_RANGE_LAYOUT),
+        (RoundRobinPartitionAssignor, UNEVEN_ROUND_ROBIN_LAYOUT),
+    ):
         result = kafka_python_assign(assignor, members, UNEVEN_TOPICS)
         assert [[str(tp) for tp in result[m]] for m in task_member_ids(3)] == expected
 
 
 def test_module_docstring_shows_the_tested_layout():
     doc = assignment_module.__doc__
-    for i, (by_range, by_round_robin) in enumerate(zip(UNEVEN_RANGE_LAYOUT,
-                                                       UNEVEN_ROUND_ROBIN_LAYOUT, strict=True)):
+    for i, (by_range, by_round_robin) in enumerate(zip(UNEVEN_RANGE_LAYOUT, UNEVEN_ROUND_ROBIN_LAYOUT, strict=True)):
         row = f"task-{i:05d}  {', '.join(by_range):<37}  {', '.join(by_round_robin)}"
         assert row in doc, row
 
@@ -581,8 +656,15 @@ def test_module_docstring_shows_the_tested_layout():
 def test_one_task_per_range_sorted_when_num_tasks_is_none_or_large_enough():
     shuffled = list(reversed(UNEVEN_RANGES))
     expected = [
-        ["audit-0"], ["clicks-0"], ["clicks-1"], ["clicks-2"],
-        ["orders-0"], ["orders-1"], ["orders-2"], ["orders-3"], ["orders-4"],
+        ["audit-0"],
+        ["clicks-0"],
+        ["clicks-1"],
+        ["clicks-2"],
+        ["orders-0"],
+        ["orders-1"],
+        ["orders-2"],
+        ["orders-3"],
+        ["orders-4"],
     ]
     assert layout(plan_tasks(shuffled)) == expected
     assert layout(plan_tasks(shuffled, strategy="roundrobin", num_tasks=9)) == expected
@@ -592,8 +674,7 @@ def test_one_task_per_range_sorted_when_num_tasks_is_none_or_large_enough():
 def test_one_task_reads_everything_when_num_tasks_is_one():
     for strategy in ("range", "roundrobin"):
         assert layout(plan_tasks(UNEVEN_RANGES, strategy=strategy, num_tasks=1)) == [
-            ["audit-0", "clicks-0", "clicks-1", "clicks-2",
-             "orders-0", "orders-1", "orders-2", "orders-3", "orders-4"]
+            ["audit-0", "clicks-0", "clicks-1", "clicks-2", "orders-0", "orders-1", "orders-2", "orders-3", "orders-4"]
         ]
 
 
@@ -623,8 +704,7 @@ def test_split_then_plan_spreads_a_skewed_partition_over_tasks():
 def test_range_strategy_puts_single_partition_topics_on_first_task_and_omits_empty_tasks():
     ranges = [r("a", 0, 0, 10), r("b", 0, 0, 10), r("c", 0, 0, 10)]
     assert layout(plan_tasks(ranges, strategy="range", num_tasks=2)) == [["a-0", "b-0", "c-0"]]
-    assert layout(plan_tasks(ranges, strategy="roundrobin", num_tasks=2)) == [
-        ["a-0", "c-0"], ["b-0"]]
+    assert layout(plan_tasks(ranges, strategy="roundrobin", num_tasks=2)) == [["a-0", "c-0"], ["b-0"]]
 
 
 def test_task_member_ids_are_zero_padded_so_string_order_is_numeric_order():
@@ -658,20 +738,19 @@ def test_offset_range_requires_a_topic_partition():
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.tuples(st.sampled_from(["orders", "clicks", "audit"]), st.integers(0, 6),
-                       st.integers(1, 50)), min_size=1, max_size=20,
-             unique_by=lambda t: (t[0], t[1])),
+    st.lists(
+        st.tuples(st.sampled_from(["orders", "clicks", "audit"]), st.integers(0, 6), st.integers(1, 50)),
+        min_size=1,
+        max_size=20,
+        unique_by=lambda t: (t[0], t[1]),
+    ),
     st.integers(1, 25),
     st.sampled_from(["range", "roundrobin"]),
     st.randoms(use_true_random=False),
 )
 def test_plan_is_a_deterministic_partition_of_the_ranges(specs, num_tasks, strategy, rnd):
     # Some partitions are cut into several sub-ranges so that units outnumber partitions.
-    ranges = [
-        r(topic, p, start, start + 1)
-        for topic, p, pieces in specs
-        for start in range(0, pieces % 4 + 1)
-    ]
+    ranges = [r(topic, p, start, start + 1) for topic, p, pieces in specs for start in range(0, pieces % 4 + 1)]
     tasks = plan_tasks(ranges, strategy=strategy, num_tasks=num_tasks)
     shuffled = list(ranges)
     rnd.shuffle(shuffled)
@@ -686,4 +765,3 @@ def test_plan_is_a_deterministic_partition_of_the_ranges(specs, num_tasks, strat
         assert len(tasks) == num_tasks
     else:
         assert 1 <= len(tasks) <= num_tasks
-

@@ -43,15 +43,35 @@ ORDER = {
     "namespace": "shop",
     "fields": [
         {"name": "id", "type": "long"},
-        {"name": "customer", "type": {"type": "record", "name": "Customer", "fields": [
-            {"name": "name", "type": "string"},
-            {"name": "email", "type": ["null", "string"], "default": None},
-        ]}},
-        {"name": "lines", "type": {"type": "array", "items": {"type": "record", "name": "Line", "fields": [
-            {"name": "sku", "type": "string"},
-            {"name": "qty", "type": "int"},
-            {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
-        ]}}},
+        {
+            "name": "customer",
+            "type": {
+                "type": "record",
+                "name": "Customer",
+                "fields": [
+                    {"name": "name", "type": "string"},
+                    {"name": "email", "type": ["null", "string"], "default": None},
+                ],
+            },
+        },
+        {
+            "name": "lines",
+            "type": {
+                "type": "array",
+                "items": {
+                    "type": "record",
+                    "name": "Line",
+                    "fields": [
+                        {"name": "sku", "type": "string"},
+                        {"name": "qty", "type": "int"},
+                        {
+                            "name": "price",
+                            "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2},
+                        },
+                    ],
+                },
+            },
+        },
         {"name": "tags", "type": {"type": "map", "values": ["null", "double"]}},
         {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID", "SHIPPED"]}},
         {"name": "placed", "type": {"type": "long", "logicalType": "timestamp-millis"}},
@@ -59,8 +79,17 @@ ORDER = {
         {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
         {"name": "day", "type": {"type": "int", "logicalType": "date"}},
         {"name": "digest", "type": {"type": "fixed", "name": "Md5", "size": 4}},
-        {"name": "amount", "type": {"type": "fixed", "name": "Amount", "size": 8, "logicalType": "decimal",
-                                    "precision": 12, "scale": 3}},
+        {
+            "name": "amount",
+            "type": {
+                "type": "fixed",
+                "name": "Amount",
+                "size": 8,
+                "logicalType": "decimal",
+                "precision": 12,
+                "scale": 3,
+            },
+        },
         {"name": "ref", "type": {"type": "string", "logicalType": "uuid"}},
         {"name": "at", "type": {"type": "int", "logicalType": "time-millis"}},
         {"name": "ok", "type": "boolean"},
@@ -70,34 +99,51 @@ ORDER = {
     ],
 }
 
-ORDER_SPARK = T.StructType([
-    T.StructField("id", T.LongType(), False),
-    T.StructField("customer", T.StructType([
-        T.StructField("name", T.StringType(), False),
-        T.StructField("email", T.StringType(), True),
-    ]), False),
-    T.StructField("lines", T.ArrayType(T.StructType([
-        T.StructField("sku", T.StringType(), False),
-        T.StructField("qty", T.IntegerType(), False),
-        T.StructField("price", T.DecimalType(9, 2), False),
-    ]), False), False),
-    T.StructField("tags", T.MapType(T.StringType(), T.DoubleType(), True), False),
-    T.StructField("status", T.StringType(), False),
-    T.StructField("placed", T.TimestampType(), False),
-    T.StructField("placed_us", T.TimestampType(), False),
-    T.StructField("local", T.TimestampNTZType(), False),
-    T.StructField("day", T.DateType(), False),
-    T.StructField("digest", T.BinaryType(), False),
-    T.StructField("amount", T.DecimalType(12, 3), False),
-    T.StructField("ref", T.StringType(), False),
-    T.StructField("at", T.IntegerType(), False),
-    T.StructField("ok", T.BooleanType(), False),
-    T.StructField("ratio", T.FloatType(), False),
-    T.StructField("note", T.BinaryType(), True),
-    T.StructField("count", T.LongType(), False),
-])
+ORDER_SPARK = T.StructType(
+    [
+        T.StructField("id", T.LongType(), False),
+        T.StructField(
+            "customer",
+            T.StructType(
+                [
+                    T.StructField("name", T.StringType(), False),
+                    T.StructField("email", T.StringType(), True),
+                ]
+            ),
+            False,
+        ),
+        T.StructField(
+            "lines",
+            T.ArrayType(
+                T.StructType(
+                    [
+                        T.StructField("sku", T.StringType(), False),
+                        T.StructField("qty", T.IntegerType(), False),
+                        T.StructField("price", T.DecimalType(9, 2), False),
+                    ]
+                ),
+                False,
+            ),
+            False,
+        ),
+        T.StructField("tags", T.MapType(T.StringType(), T.DoubleType(), True), False),
+        T.StructField("status", T.StringType(), False),
+        T.StructField("placed", T.TimestampType(), False),
+        T.StructField("placed_us", T.TimestampType(), False),
+        T.StructField("local", T.TimestampNTZType(), False),
+        T.StructField("day", T.DateType(), False),
+        T.StructField("digest", T.BinaryType(), False),
+        T.StructField("amount", T.DecimalType(12, 3), False),
+        T.StructField("ref", T.StringType(), False),
+        T.StructField("at", T.IntegerType(), False),
+        T.StructField("ok", T.BooleanType(), False),
+        T.StructField("ratio", T.FloatType(), False),
+        T.StructField("note", T.BinaryType(), True),
+        T.StructField("count", T.LongType(), False),
+    ]
+)
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 # Spark ships the test data source to Python workers, which cannot import this test module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -132,16 +178,22 @@ def plain_bytes(schema: dict, record: dict) -> bytes:
 
 
 def schema_v1() -> dict:
-    return {"type": "record", "name": "User", "fields": [
-        {"name": "id", "type": "long"},
-        {"name": "name", "type": "string"},
-    ]}
+    return {
+        "type": "record",
+        "name": "User",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "name", "type": "string"},
+        ],
+    }
 
 
 def schema_v2() -> dict:
     v2 = schema_v1()
-    v2["fields"] = v2["fields"] + [{"name": "country", "type": "string", "default": "NL"},
-                                   {"name": "score", "type": ["null", "int"], "default": None}]
+    v2["fields"] = v2["fields"] + [
+        {"name": "country", "type": "string", "default": "NL"},
+        {"name": "score", "type": ["null", "int"], "default": None},
+    ]
     return v2
 
 
@@ -172,24 +224,42 @@ def test_arrow_type_is_the_arrow_form_of_the_spark_type():
 
 
 def test_general_union_becomes_member_struct_and_null_makes_it_nullable():
-    schema = {"type": "record", "name": "U", "fields": [
-        {"name": "u", "type": ["null", "int", "string", {"type": "record", "name": "P", "fields": [
-            {"name": "x", "type": "int"}]}]},
-        {"name": "d", "type": ["float", "double"]},
-    ]}
-    assert spark_type(schema) == T.StructType([
-        T.StructField("u", T.StructType([
-            T.StructField("member0", T.IntegerType(), True),
-            T.StructField("member1", T.StringType(), True),
-            T.StructField("member2", T.StructType([T.StructField("x", T.IntegerType(), False)]), True),
-        ]), True),
-        T.StructField("d", T.DoubleType(), False),
-    ])
+    schema = {
+        "type": "record",
+        "name": "U",
+        "fields": [
+            {
+                "name": "u",
+                "type": [
+                    "null",
+                    "int",
+                    "string",
+                    {"type": "record", "name": "P", "fields": [{"name": "x", "type": "int"}]},
+                ],
+            },
+            {"name": "d", "type": ["float", "double"]},
+        ],
+    }
+    assert spark_type(schema) == T.StructType(
+        [
+            T.StructField(
+                "u",
+                T.StructType(
+                    [
+                        T.StructField("member0", T.IntegerType(), True),
+                        T.StructField("member1", T.StringType(), True),
+                        T.StructField("member2", T.StructType([T.StructField("x", T.IntegerType(), False)]), True),
+                    ]
+                ),
+                True,
+            ),
+            T.StructField("d", T.DoubleType(), False),
+        ]
+    )
 
 
 def test_recursive_record_is_rejected_with_the_path():
-    node = {"type": "record", "name": "Node", "fields": [
-        {"name": "next", "type": ["null", "Node"]}]}
+    node = {"type": "record", "name": "Node", "fields": [{"name": "next", "type": ["null", "Node"]}]}
     with pytest.raises(AvroSchemaError, match="recursive"):
         spark_type(node)
 
@@ -208,8 +278,10 @@ def test_load_schema_reads_inline_json_and_avsc_paths(tmp_path):
     [
         ('{"type": "record", "name": "A", "fields": [', r"keyAvroSchema: .*not valid JSON"),
         ("/no/such/dir/a.avsc", r"keyAvroSchema='/no/such/dir/a.avsc' is neither inline JSON .* nor a readable"),
-        ('{"type": "record", "name": "A", "fields": [{"name": "x", "type": "nope"}]}',
-         r"keyAvroSchema: .*not usable: .*nope"),
+        (
+            '{"type": "record", "name": "A", "fields": [{"name": "x", "type": "nope"}]}',
+            r"keyAvroSchema: .*not usable: .*nope",
+        ),
         ("  ", r"keyAvroSchema is empty"),
     ],
 )
@@ -241,11 +313,23 @@ def test_plain_bytes_from_another_writer_decode():
 
 
 def test_general_unions_round_trip_through_member_structs():
-    schema = {"type": "record", "name": "U", "fields": [
-        {"name": "u", "type": ["null", "int", "string", {"type": "enum", "name": "E", "symbols": ["A", "B"]},
-                               {"type": "record", "name": "P", "fields": [{"name": "x", "type": "int"}]},
-                               {"type": "array", "items": "long"}]},
-    ]}
+    schema = {
+        "type": "record",
+        "name": "U",
+        "fields": [
+            {
+                "name": "u",
+                "type": [
+                    "null",
+                    "int",
+                    "string",
+                    {"type": "enum", "name": "E", "symbols": ["A", "B"]},
+                    {"type": "record", "name": "P", "fields": [{"name": "x", "type": "int"}]},
+                    {"type": "array", "items": "long"},
+                ],
+            },
+        ],
+    }
     avro_values = [None, 5, "s", ("E", "B"), ("P", {"x": 1}), [1, 2]]
     spark_values = [
         None,
@@ -263,20 +347,26 @@ def test_general_unions_round_trip_through_member_structs():
     assert AvroEncoder(schema).encode(decoded) == payloads
 
 
-EVENT = {"type": "record", "name": "Event", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "name", "type": ["null", "string"]},
-    {"name": "values", "type": {"type": "array", "items": ["null", "double"]}},
-    {"name": "attrs", "type": {"type": "map", "values": "bytes"}},
-    {"name": "choice", "type": ["null", "int", "string", "boolean"]},
-]}
-events = st.fixed_dictionaries({
-    "id": st.integers(-(2**63), 2**63 - 1),
-    "name": st.none() | st.text(),
-    "values": st.lists(st.none() | st.floats(allow_nan=False)),
-    "attrs": st.dictionaries(st.text(), st.binary()),
-    "choice": st.none() | st.integers(-(2**31), 2**31 - 1) | st.text() | st.booleans(),
-})
+EVENT = {
+    "type": "record",
+    "name": "Event",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "name", "type": ["null", "string"]},
+        {"name": "values", "type": {"type": "array", "items": ["null", "double"]}},
+        {"name": "attrs", "type": {"type": "map", "values": "bytes"}},
+        {"name": "choice", "type": ["null", "int", "string", "boolean"]},
+    ],
+}
+events = st.fixed_dictionaries(
+    {
+        "id": st.integers(-(2**63), 2**63 - 1),
+        "name": st.none() | st.text(),
+        "values": st.lists(st.none() | st.floats(allow_nan=False)),
+        "attrs": st.dictionaries(st.text(), st.binary()),
+        "choice": st.none() | st.integers(-(2**31), 2**31 - 1) | st.text() | st.booleans(),
+    }
+)
 
 
 def spark_shape(event: dict) -> dict:
@@ -335,7 +425,9 @@ def test_confluent_reader_v2_reads_v1_and_v2_records_in_offset_order(registry):
     a, b = enc_v1.encode([{"id": 1, "name": "a"}, {"id": 3, "name": "c"}])
     (c,) = enc_v2.encode([{"id": 2, "name": "b", "country": "FR", "score": 7}])
     assert enc_v1.schema_id != enc_v2.schema_id
-    decoded = AvroDecoder(schema_v2(), confluent=True, registry=registry).decode([a, c, None, b], [5, 6, 7, 8], "users", 0)
+    decoded = AvroDecoder(schema_v2(), confluent=True, registry=registry).decode(
+        [a, c, None, b], [5, 6, 7, 8], "users", 0
+    )
     assert decoded.to_pylist() == [
         {"id": 1, "name": "a", "country": "NL", "score": None},
         {"id": 2, "name": "b", "country": "FR", "score": 7},
@@ -359,19 +451,27 @@ def test_confluent_encoder_registers_once_under_the_topic_subject_and_frames(reg
 def test_confluent_writer_schema_with_references_resolves(registry):
     from confluent_kafka.schema_registry import Schema, SchemaReference
 
-    address = {"type": "record", "name": "Address", "namespace": "shop",
-               "fields": [{"name": "city", "type": "string"}]}
+    address = {"type": "record", "name": "Address", "namespace": "shop", "fields": [{"name": "city", "type": "string"}]}
     registry.register_schema("shop.Address", Schema(json.dumps(address), "AVRO"))
-    person_ref = {"type": "record", "name": "Person", "namespace": "shop",
-                  "fields": [{"name": "home", "type": "shop.Address"}]}
+    person_ref = {
+        "type": "record",
+        "name": "Person",
+        "namespace": "shop",
+        "fields": [{"name": "home", "type": "shop.Address"}],
+    }
     schema_id = registry.register_schema(
         "people-value",
         Schema(json.dumps(person_ref), "AVRO", [SchemaReference("shop.Address", "shop.Address", 1)]),
     )
-    person = {**person_ref, "fields": [{"name": "home", "type": address},
-                                       {"name": "age", "type": "int", "default": -1}]}
-    framed = b"\x00" + schema_id.to_bytes(4, "big") + plain_bytes(person_ref | {"fields": [
-        {"name": "home", "type": address}]}, {"home": {"city": "Gent"}})
+    person = {
+        **person_ref,
+        "fields": [{"name": "home", "type": address}, {"name": "age", "type": "int", "default": -1}],
+    }
+    framed = (
+        b"\x00"
+        + schema_id.to_bytes(4, "big")
+        + plain_bytes(person_ref | {"fields": [{"name": "home", "type": address}]}, {"home": {"city": "Gent"}})
+    )
     decoded = AvroDecoder(person, confluent=True, registry=registry).decode([framed], [0], "people", 0)
     assert decoded.to_pylist() == [{"home": {"city": "Gent"}, "age": -1}]
 
@@ -426,18 +526,27 @@ def test_confluent_bad_framing_and_unknown_schema_id(registry):
         values, [10, 11, 12, 13, 14], "users", 0
     )
     assert decoded.to_pylist() == [{"id": 1, "name": "a"}, None, None, None, None]
-    for offset, bad, reason in [(11, values[1], "Confluent wire format"), (12, values[2], "Confluent wire format"),
-                                (13, unknown_id, "schema id 9999 is not in the schema registry"),
-                                (14, values[4], "truncated")]:
+    for offset, bad, reason in [
+        (11, values[1], "Confluent wire format"),
+        (12, values[2], "Confluent wire format"),
+        (13, unknown_id, "schema id 9999 is not in the schema registry"),
+        (14, values[4], "truncated"),
+    ]:
         with pytest.raises(MalformedAvroError, match=f"partition 0 offset {offset}: .*{reason}"):
-            AvroDecoder(schema_v1(), confluent=True, registry=registry).decode([good, bad], [offset - 1, offset],
-                                                                                 "users", 0)
+            AvroDecoder(schema_v1(), confluent=True, registry=registry).decode(
+                [good, bad], [offset - 1, offset], "users", 0
+            )
 
 
 def test_value_too_wide_for_the_reader_type_is_malformed_not_truncated():
     def price(precision: int) -> dict:
-        return {"type": "record", "name": "P", "fields": [
-            {"name": "p", "type": {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": 2}}]}
+        return {
+            "type": "record",
+            "name": "P",
+            "fields": [
+                {"name": "p", "type": {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": 2}}
+            ],
+        }
 
     values = AvroEncoder(price(20)).encode([{"p": decimal.Decimal("1.25")}, {"p": decimal.Decimal("123456789.12")}])
     permissive = AvroDecoder(price(5), writer_schema=price(20), mode="PERMISSIVE")
@@ -473,25 +582,37 @@ def test_encoding_a_row_without_a_required_field_names_the_row():
 def test_options_read_avsc_on_the_driver_and_ship_json(tmp_path):
     path = tmp_path / "v2.avsc"
     path.write_text(json.dumps(schema_v2()))
-    columns = parse_avro_options({
-        "valueformat": "avro", "avroschema": str(path), "avrowriterschema": json.dumps(schema_v1()),
-        "avromode": "permissive", "keyformat": "avro", "keyavroschema": '"string"',
-    })
+    columns = parse_avro_options(
+        {
+            "valueformat": "avro",
+            "avroschema": str(path),
+            "avrowriterschema": json.dumps(schema_v1()),
+            "avromode": "permissive",
+            "keyformat": "avro",
+            "keyavroschema": '"string"',
+        }
+    )
     value, key = columns["value"], columns["key"]
     assert json.loads(value.schema_json) == schema_v2()
     assert (value.wire_format, value.mode, key.wire_format) == ("plain", "PERMISSIVE", "plain")
     path.unlink()  # executors never read the file
     v1 = plain_bytes(schema_v1(), {"id": 1, "name": "a"})
     assert value.decoder().decode([v1, b"\x01"], [0, 1], "t", 0).to_pylist() == [
-        {"id": 1, "name": "a", "country": "NL", "score": None}, None]
+        {"id": 1, "name": "a", "country": "NL", "score": None},
+        None,
+    ]
     assert key.spark_type() == T.StringType()
 
 
 def test_registry_options_default_to_confluent_and_hide_credentials():
-    columns = parse_avro_options({
-        "valueformat": "avro", "avroschema": json.dumps(schema_v1()),
-        "schemaregistryurl": "mock://pylog-tests-options", "schemaregistry.basic.auth.user.info": "me:s3cret",
-    })
+    columns = parse_avro_options(
+        {
+            "valueformat": "avro",
+            "avroschema": json.dumps(schema_v1()),
+            "schemaregistryurl": "mock://pylog-tests-options",
+            "schemaregistry.basic.auth.user.info": "me:s3cret",
+        }
+    )
     value = columns["value"]
     assert value.wire_format == "confluent"
     assert dict(value.registry_conf) == {"url": "mock://pylog-tests-options", "basic.auth.user.info": "me:s3cret"}
@@ -505,12 +626,21 @@ def test_registry_options_default_to_confluent_and_hide_credentials():
     [
         ({"valueformat": "avro"}, "valueFormat=avro needs avroSchema"),
         ({"avroschema": '"string"'}, "avroSchema is set but valueFormat is binary: set valueFormat=avro"),
-        ({"valueformat": "avro", "avroschema": '"string"', "avrowireformat": "confluent"},
-         "avroWireFormat=confluent needs schemaRegistryUrl"),
+        (
+            {"valueformat": "avro", "avroschema": '"string"', "avrowireformat": "confluent"},
+            "avroWireFormat=confluent needs schemaRegistryUrl",
+        ),
         ({"valueformat": "avro", "avroschema": '"string"', "avromode": "DROPMALFORMED"}, "avroMode='DROPMALFORMED'"),
         ({"keyformat": "avro", "keyavroschema": "{"}, "keyAvroSchema: .*not valid JSON"),
-        ({"valueformat": "avro", "avroschema": '"string"', "schemaregistryurl": "mock://x",
-          "avrowriterschema": '"string"'}, "avroWriterSchema applies to the plain wire format only"),
+        (
+            {
+                "valueformat": "avro",
+                "avroschema": '"string"',
+                "schemaregistryurl": "mock://x",
+                "avrowriterschema": '"string"',
+            },
+            "avroWriterSchema applies to the plain wire format only",
+        ),
     ],
 )
 def test_invalid_avro_options_name_the_option(options, expected):
@@ -528,20 +658,28 @@ def test_spark_reads_decoded_batches_from_a_python_data_source(spark):
 
     records = [order(i) for i in range(4)]
     values = AvroEncoder(ORDER).encode(records) + [None, b"\x01"]
-    schema = T.StructType([
-        T.StructField("value", T.BinaryType(), True),
-        T.StructField("offset", T.LongType(), False),
-        T.StructField("order", spark_type(ORDER), True),
-    ])
+    schema = T.StructType(
+        [
+            T.StructField("value", T.BinaryType(), True),
+            T.StructField("offset", T.LongType(), False),
+            T.StructField("order", spark_type(ORDER), True),
+        ]
+    )
 
     class Reader(DataSourceReader):
         def read(self, partition):
             decoded = AvroDecoder(ORDER, mode="PERMISSIVE").decode(values, list(range(6)), "orders", 0)
             # Spark compares nullability too: the decoded array's type must be arrow_type(ORDER)
-            arrow_schema = pa.schema([pa.field("value", pa.binary()), pa.field("offset", pa.int64(), False),
-                                      pa.field("order", arrow_type(ORDER))])
-            yield pa.record_batch([pa.array(values, pa.binary()), pa.array(range(6), pa.int64()), decoded],
-                                  schema=arrow_schema)
+            arrow_schema = pa.schema(
+                [
+                    pa.field("value", pa.binary()),
+                    pa.field("offset", pa.int64(), False),
+                    pa.field("order", arrow_type(ORDER)),
+                ]
+            )
+            yield pa.record_batch(
+                [pa.array(values, pa.binary()), pa.array(range(6), pa.int64()), decoded], schema=arrow_schema
+            )
 
     class Source(DataSource):
         @classmethod
@@ -570,13 +708,20 @@ def test_spark_reads_decoded_batches_from_a_python_data_source(spark):
 
 
 def test_decoding_100k_small_records_into_arrow_is_fast():
-    schema = {"type": "record", "name": "Event", "fields": [
-        {"name": "id", "type": "long"}, {"name": "user", "type": "string"},
-        {"name": "score", "type": "double"}, {"name": "ok", "type": "boolean"},
-    ]}
+    schema = {
+        "type": "record",
+        "name": "Event",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "user", "type": "string"},
+            {"name": "score", "type": "double"},
+            {"name": "ok", "type": "boolean"},
+        ],
+    }
     n = 100_000
-    values = AvroEncoder(schema).encode([{"id": i, "user": f"u{i % 1000}", "score": i / 7, "ok": i % 2 == 0}
-                                         for i in range(n)])
+    values = AvroEncoder(schema).encode(
+        [{"id": i, "user": f"u{i % 1000}", "score": i / 7, "ok": i % 2 == 0} for i in range(n)]
+    )
     decoder = AvroDecoder(schema)
     offsets = list(range(n))
     best = float("inf")

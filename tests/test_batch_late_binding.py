@@ -51,9 +51,13 @@ def test_explicit_offsets_bind_only_their_moving_positions(spark, pylog_broker, 
     send(bootstrap, topic, range(0, 10), 0)
     send(bootstrap, topic, range(10, 20), 1)
     send(bootstrap, topic, [20], 2)
-    df = create_df(spark, bootstrap, topic,
-                   startingOffsets=f'{{"{topic}":{{"0":-2,"1":-2,"2":0}}}}',
-                   endingOffsets=f'{{"{topic}":{{"0":-1,"1":-1,"2":1}}}}')
+    df = create_df(
+        spark,
+        bootstrap,
+        topic,
+        startingOffsets=f'{{"{topic}":{{"0":-2,"1":-2,"2":0}}}}',
+        endingOffsets=f'{{"{topic}":{{"0":-1,"1":-1,"2":1}}}}',
+    )
     assert values(df) == list(range(21))
     send(bootstrap, topic, range(31, 40), 2)
     assert values(df) == list(range(21)), "static offsets of partition 2: nothing changes"
@@ -120,17 +124,27 @@ def test_partitions_and_topics_that_appear_later_are_read_by_the_next_execution(
 
 
 def test_start_and_end_offsets_must_name_the_same_topic_partitions(spark, pylog_broker):
-    df = create_df(spark, pylog_broker.bootstrap_servers, "test",
-                   startingOffsets='{"test": {"0": 1, "1": 1, "2": 1}}', endingOffsets='{"test": {"0": 0, "1": 0}}')
-    with pytest.raises(PySparkException, match="The specified start offset and end offset should have the same "
-                                               "topic-partitions"):
+    df = create_df(
+        spark,
+        pylog_broker.bootstrap_servers,
+        "test",
+        startingOffsets='{"test": {"0": 1, "1": 1, "2": 1}}',
+        endingOffsets='{"test": {"0": 0, "1": 0}}',
+    )
+    with pytest.raises(
+        PySparkException, match="The specified start offset and end offset should have the same topic-partitions"
+    ):
         df.collect()
 
 
 def test_unresolved_start_offset_greater_than_end_offset(spark, pylog_broker):
-    df = create_df(spark, pylog_broker.bootstrap_servers, "test",
-                   startingOffsets='{"test": {"0": 1, "1": 1, "2": 1}}',
-                   endingOffsets='{"test": {"0": 0, "1": 0, "2": 0}}')
+    df = create_df(
+        spark,
+        pylog_broker.bootstrap_servers,
+        "test",
+        startingOffsets='{"test": {"0": 1, "1": 1, "2": 1}}',
+        endingOffsets='{"test": {"0": 0, "1": 0, "2": 0}}',
+    )
     with pytest.raises(PySparkException, match="The specified start offset 1 is greater than the end offset 0 for"):
         df.collect()
 
@@ -142,24 +156,36 @@ def test_resolved_start_offset_greater_than_end_offset_without_latest(spark, pyl
         send(bootstrap, topic, [0], p, timestamp=1_700_000_000_000 + p)
         send(bootstrap, topic, [0], p, timestamp=1_700_000_001_000 + p)
         stamps.append(1_700_000_001_000 + p)
-    df = create_df(spark, bootstrap, topic, startingOffsets=f'{{"{topic}": {{"0": 3, "1": 3, "2": 3}}}}',
-                   endingOffsetsByTimestamp=f'{{"{topic}": {{"0": {stamps[0]}, "1": {stamps[1]}, "2": {stamps[2]}}}}}')
-    with pytest.raises(PySparkException, match="The resolved start offset 3 is greater than the resolved end offset 1 "
-                                               "for"):
+    df = create_df(
+        spark,
+        bootstrap,
+        topic,
+        startingOffsets=f'{{"{topic}": {{"0": 3, "1": 3, "2": 3}}}}',
+        endingOffsetsByTimestamp=f'{{"{topic}": {{"0": {stamps[0]}, "1": {stamps[1]}, "2": {stamps[2]}}}}}',
+    )
+    with pytest.raises(
+        PySparkException, match="The resolved start offset 3 is greater than the resolved end offset 1 for"
+    ):
         df.collect()
 
 
 def test_resolved_start_offset_greater_than_end_offset_with_latest(spark, pylog_broker, pylog_topic):
     bootstrap, topic = pylog_broker.bootstrap_servers, pylog_topic(partitions=3)
     df = create_df(spark, bootstrap, topic, startingOffsets=f'{{"{topic}": {{"0": 1, "1": 1, "2": 1}}}}')
-    with pytest.raises(PySparkException, match="The resolved start offset 1 is greater than the resolved end offset 0 "
-                                               "for"):
+    with pytest.raises(
+        PySparkException, match="The resolved start offset 1 is greater than the resolved end offset 0 for"
+    ):
         df.collect()
 
 
 def test_explicit_offsets_of_a_topic_that_does_not_exist_fail_naming_it(spark, pylog_broker):
-    df = create_df(spark, pylog_broker.bootstrap_servers, "no-such-topic",
-                   startingOffsets='{"no-such-topic": {"0": 0}}', endingOffsets='{"no-such-topic": {"0": 5}}')
+    df = create_df(
+        spark,
+        pylog_broker.bootstrap_servers,
+        "no-such-topic",
+        startingOffsets='{"no-such-topic": {"0": 0}}',
+        endingOffsets='{"no-such-topic": {"0": 5}}',
+    )
     with pytest.raises(PySparkException, match="Topic\\(s\\) no-such-topic do not exist or are not subscribed"):
         df.collect()
 
@@ -171,8 +197,9 @@ def test_assign_reads_the_assigned_partitions_that_exist(spark, pylog_broker, py
     base = spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap)
     assigned = base.option("assign", f'{{"{topic}":[1,5]}}').load().selectExpr("CAST(value AS STRING) AS v")
     assert values(assigned) == [3, 4, 5]
-    explicit = (base.option("assign", f'{{"{topic}":[1,5]}}')
-                .option("startingOffsets", f'{{"{topic}":{{"1":0,"5":0}}}}').load())
+    explicit = (
+        base.option("assign", f'{{"{topic}":[1,5]}}').option("startingOffsets", f'{{"{topic}":{{"1":0,"5":0}}}}').load()
+    )
     with pytest.raises(PySparkException, match=f"Specified: {topic}-1, {topic}-5; assigned: {topic}-1"):
         explicit.collect()
 
@@ -184,13 +211,26 @@ def test_topic_level_offsets_json_mixes_whole_topics_and_partitions(spark, pylog
     send(bootstrap, a, range(4, 8), 1)
     send(bootstrap, b, range(100, 104), 0)
     send(bootstrap, b, range(104, 108), 1)
-    df = create_df(spark, bootstrap, f"{a},{b}", startingOffsets=f'{{"{a}":"earliest","{b}":{{"0":2,"1":3}}}}',
-                   endingOffsets=f'{{"{a}":"latest","{b}":{{"0":-1,"1":4}}}}')
+    df = create_df(
+        spark,
+        bootstrap,
+        f"{a},{b}",
+        startingOffsets=f'{{"{a}":"earliest","{b}":{{"0":2,"1":3}}}}',
+        endingOffsets=f'{{"{a}":"latest","{b}":{{"0":-1,"1":4}}}}',
+    )
     assert values(df) == [*range(8), 102, 103, 107]
-    query = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
-             .option("subscribe", f"{a},{b}").option("startingOffsets", f'{{"{a}":"latest","{b}":"earliest"}}')
-             .load().selectExpr("CAST(value AS STRING) AS v").writeStream.format("memory")
-             .queryName("topic_level_offsets").option("checkpointLocation", str(tmp_path / "c"))
-             .trigger(availableNow=True).start())
+    query = (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", f"{a},{b}")
+        .option("startingOffsets", f'{{"{a}":"latest","{b}":"earliest"}}')
+        .load()
+        .selectExpr("CAST(value AS STRING) AS v")
+        .writeStream.format("memory")
+        .queryName("topic_level_offsets")
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     assert values(spark.table("topic_level_offsets")) == list(range(100, 108))

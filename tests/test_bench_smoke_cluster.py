@@ -11,8 +11,13 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "cluster_failover.py"
 
 
 def test_cluster_benchmark_prints_the_throughput_ratio_and_failover_percentiles():
-    result = subprocess.run([sys.executable, str(BENCH), "--messages", "2000", "--rounds", "1", "--kills", "2"],
-                            capture_output=True, text=True, timeout=300, check=True)
+    result = subprocess.run(
+        [sys.executable, str(BENCH), "--messages", "2000", "--rounds", "1", "--kills", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     ratio = re.search(r"^acks=all produce .* ratio cluster/single ([\d.]+)$", result.stdout, re.MULTILINE)
     assert ratio and float(ratio.group(1)) > 0, result.stdout
     failover = re.search(r"^failover .* kills 2  p50 ([\d,]+) ms  p95 ([\d,]+) ms", result.stdout, re.MULTILINE)

@@ -11,10 +11,29 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "source_throughput.py"
 
 
 def test_source_benchmark_prints_both_rates_the_ratio_and_latency_percentiles():
-    result = subprocess.run([sys.executable, str(BENCH), "--parts", "synthetic", "--messages", "40000", "--rounds", "1",
-                             "--latency-messages", "100"], capture_output=True, text=True, timeout=600, check=True)
-    read = re.search(r"^read\s+pylog\s+([\d,]+) rows/s\s+synthetic\s+([\d,]+) rows/s\s+ratio pylog/synthetic\s+([\d.]+)$",
-                     result.stdout, re.MULTILINE)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH),
+            "--parts",
+            "synthetic",
+            "--messages",
+            "40000",
+            "--rounds",
+            "1",
+            "--latency-messages",
+            "100",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    read = re.search(
+        r"^read\s+pylog\s+([\d,]+) rows/s\s+synthetic\s+([\d,]+) rows/s\s+ratio pylog/synthetic\s+([\d.]+)$",
+        result.stdout,
+        re.MULTILINE,
+    )
     assert read, result.stdout
     assert float(read.group(3)) > 0
     latency = re.search(r"p50 (\d+) ms, p95 (\d+) ms", result.stdout)

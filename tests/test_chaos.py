@@ -17,19 +17,43 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "chaos_pipeline.py"
 
 
-@pytest.mark.parametrize("sink,phases,seed,extra", [
-    ("files-nokafka", "files-written,sidecar-written,manifest-published,batch-planned,spark-committed", 11,
-     ["--new-query-at", "5"]),
-    ("topic", "transaction-open,transaction-committed", 12, []),
-])
+@pytest.mark.parametrize(
+    "sink,phases,seed,extra",
+    [
+        (
+            "files-nokafka",
+            "files-written,sidecar-written,manifest-published,batch-planned,spark-committed",
+            11,
+            ["--new-query-at", "5"],
+        ),
+        ("topic", "transaction-open,transaction-committed", 12, []),
+    ],
+)
 def test_driver_killed_in_every_commit_window_leaves_every_input_exactly_once(sink, phases, seed, extra):
     """The first kills strike inside each window between the sink's commit steps (random moments
     hit those short windows only now and then; the run checks each aimed kill struck), the rest
     at random moments."""
     kills = len(phases.split(",")) + 1  # each window once, then a random moment
-    result = subprocess.run([sys.executable, str(SCRIPT), "--sink", sink, "--kills", str(kills), "--aim", phases,
-                             "--seed", str(seed), "--max-seconds", "9", *extra],
-                            capture_output=True, text=True, timeout=1800)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--sink",
+            sink,
+            "--kills",
+            str(kills),
+            "--aim",
+            phases,
+            "--seed",
+            str(seed),
+            "--max-seconds",
+            "9",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     summary = [line for line in result.stdout.splitlines() if line.startswith("chaos:")]
     assert summary and summary[-1].endswith(" OK"), result.stdout[-2000:] + result.stderr[-2000:]
     assert " duplicates=0 missing=0 unexpected=0 " in summary[-1]

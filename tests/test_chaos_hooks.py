@@ -60,13 +60,16 @@ PATCHED = textwrap.dedent(
 
 def _run(script: str, phase: str, counter: Path) -> subprocess.CompletedProcess:
     path = os.pathsep.join(p for p in (str(HOOKS), os.environ.get("PYTHONPATH", "")) if p)
-    env = dict(os.environ, PYTHONPATH=path, PYLOG_CHAOS_AIM=phase, PYLOG_CHAOS_COUNTER=str(counter),
-               PYLOG_CHAOS_AT="1000000")
+    env = dict(
+        os.environ, PYTHONPATH=path, PYLOG_CHAOS_AIM=phase, PYLOG_CHAOS_COUNTER=str(counter), PYLOG_CHAOS_AT="1000000"
+    )
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
 
 
-@pytest.mark.parametrize("phase,recorded", [("transaction-open", "transaction-open 3 rows"),
-                                            ("transaction-committed", "transaction-committed batch 0")])
+@pytest.mark.parametrize(
+    "phase,recorded",
+    [("transaction-open", "transaction-open 3 rows"), ("transaction-committed", "transaction-committed batch 0")],
+)
 def test_the_topic_sink_hooks_fire_on_the_writers_own_call_path(phase, recorded, tmp_path):
     counter = tmp_path / "counter"
     result = _run(TOPIC_WRITE, phase, counter)
@@ -82,6 +85,13 @@ def test_every_phase_names_a_target_the_hook_replaced(tmp_path):
     result = _run(PATCHED, "files-written", tmp_path / "counter")
     assert result.returncode == 0 and "Error in sitecustomize" not in result.stderr, result.stderr[-3000:]
     wrapped = dict(line.split(" ", 1) for line in result.stdout.splitlines())
-    assert set(wrapped) == {"files-written", "sidecar-written", "manifest-published", "transaction-open",
-                            "transaction-committed", "batch-planned", "spark-committed"}
+    assert set(wrapped) == {
+        "files-written",
+        "sidecar-written",
+        "manifest-published",
+        "transaction-open",
+        "transaction-committed",
+        "batch-planned",
+        "spark-committed",
+    }
     assert {where.split()[0] for where in wrapped.values()} == {"sitecustomize"}, wrapped

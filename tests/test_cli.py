@@ -15,13 +15,26 @@ from cli_run import pylog
 
 def test_topics_produce_consume_round_trip_through_the_cli(running_broker):
     _, bootstrap, env = running_broker
-    assert b"Created topic events" in pylog("topics", "create", "events", "--partitions", "3",
-                                            "--bootstrap-server", bootstrap, env=env).stdout
+    assert (
+        b"Created topic events"
+        in pylog("topics", "create", "events", "--partitions", "3", "--bootstrap-server", bootstrap, env=env).stdout
+    )
     assert b"events" in pylog("topics", "list", "--bootstrap-server", bootstrap, env=env).stdout.split()
     lines = b"".join(b"user-%d:clicked-%d\n" % (i % 5, i) for i in range(200))
     pylog("produce", "events", "--key-separator", ":", "--bootstrap-server", bootstrap, env=env, stdin=lines)
-    out = pylog("consume", "events", "--from-beginning", "--max-messages", "200", "--print-key",
-                "--key-separator", ":", "--bootstrap-server", bootstrap, env=env)
+    out = pylog(
+        "consume",
+        "events",
+        "--from-beginning",
+        "--max-messages",
+        "200",
+        "--print-key",
+        "--key-separator",
+        ":",
+        "--bootstrap-server",
+        bootstrap,
+        env=env,
+    )
     assert sorted(out.stdout.splitlines()) == sorted(lines.splitlines())
     assert b"Processed a total of 200 messages" in out.stderr
     described = pylog("topics", "describe", "events", "--bootstrap-server", bootstrap, env=env).stdout.decode()
@@ -72,29 +85,70 @@ def test_produce_and_consume_show_progress_and_end_with_rates(running_broker):
     produced = pylog("produce", "rated", "--progress", "--bootstrap-server", bootstrap, env=env, stdin=lines)
     assert re.search(rb"producing: .*3000.*msg", produced.stderr)
     assert re.search(rb"Produced 3000 messages to rated in [\d.]+s \([\d,]+ msg/s\)", produced.stderr)
-    consumed = pylog("consume", "rated", "--from-beginning", "--max-messages", "3000", "--progress",
-                     "--bootstrap-server", bootstrap, env=env)
+    consumed = pylog(
+        "consume",
+        "rated",
+        "--from-beginning",
+        "--max-messages",
+        "3000",
+        "--progress",
+        "--bootstrap-server",
+        bootstrap,
+        env=env,
+    )
     assert re.search(rb"consuming: 100%.*3000/3000", consumed.stderr)
     assert re.search(rb"Processed a total of 3000 messages in [\d.]+s \([\d,]+ msg/s\)", consumed.stderr)
 
 
 def test_topics_alter_adds_partitions_and_changes_configs(running_broker):
     _, bootstrap, env = running_broker
-    pylog("topics", "create", "grow", "--partitions", "2", "--config", "retention.ms=3600000",
-          "--bootstrap-server", bootstrap, env=env)
+    pylog(
+        "topics",
+        "create",
+        "grow",
+        "--partitions",
+        "2",
+        "--config",
+        "retention.ms=3600000",
+        "--bootstrap-server",
+        bootstrap,
+        env=env,
+    )
     described = pylog("topics", "describe", "grow", "--bootstrap-server", bootstrap, env=env).stdout.decode()
     assert "PartitionCount: 2\tConfigs: retention.ms=3600000" in described
-    out = pylog("topics", "alter", "grow", "--partitions", "4", "--config", "cleanup.policy=compact",
-                "--delete-config", "retention.ms", "--bootstrap-server", bootstrap, env=env).stdout.decode()
+    out = pylog(
+        "topics",
+        "alter",
+        "grow",
+        "--partitions",
+        "4",
+        "--config",
+        "cleanup.policy=compact",
+        "--delete-config",
+        "retention.ms",
+        "--bootstrap-server",
+        bootstrap,
+        env=env,
+    ).stdout.decode()
     assert "has 4 partitions now" in out and "Altered the configs" in out
     described = pylog("topics", "describe", "grow", "--bootstrap-server", bootstrap, env=env).stdout.decode()
     assert "PartitionCount: 4\tConfigs: cleanup.policy=compact" in described
     assert len(re.findall(r"Partition: \d", described)) == 4
-    result = pylog("topics", "alter", "grow", "--partitions", "3", "--bootstrap-server", bootstrap, env=env,
-                   check=False)
+    result = pylog(
+        "topics", "alter", "grow", "--partitions", "3", "--bootstrap-server", bootstrap, env=env, check=False
+    )
     assert result.returncode == 1 and b"must be above" in result.stderr
-    result = pylog("topics", "alter", "grow", "--config", "retention.ms=soon", "--bootstrap-server", bootstrap,
-                   env=env, check=False)
+    result = pylog(
+        "topics",
+        "alter",
+        "grow",
+        "--config",
+        "retention.ms=soon",
+        "--bootstrap-server",
+        bootstrap,
+        env=env,
+        check=False,
+    )
     assert result.returncode == 1 and b"retention.ms" in result.stderr
 
 
@@ -136,12 +190,27 @@ def test_if_exists_and_if_not_exists_make_scripts_idempotent(running_broker):
 
 def test_an_address_where_nothing_listens_fails_fast_in_one_line(tmp_path):
     env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
-    commands = [["topics", "list"], ["topics", "describe", "t"], ["topics", "create", "t"], ["groups", "list"],
-                ["groups", "describe", "g"], ["produce", "t"], ["consume", "t"], ["acls", "list"]]
+    commands = [
+        ["topics", "list"],
+        ["topics", "describe", "t"],
+        ["topics", "create", "t"],
+        ["groups", "list"],
+        ["groups", "describe", "g"],
+        ["produce", "t"],
+        ["consume", "t"],
+        ["acls", "list"],
+    ]
     started = time.monotonic()
-    running = [subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", *command, "--bootstrap-server", "127.0.0.1:1"],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-               for command in commands]  # side by side: each mostly waits for the address to answer
+    running = [
+        subprocess.Popen(
+            [sys.executable, "-m", "kafka_spark.cli", *command, "--bootstrap-server", "127.0.0.1:1"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        for command in commands
+    ]  # side by side: each mostly waits for the address to answer
     for command, process in zip(commands, running, strict=True):
         _, stderr_bytes = process.communicate(b"a record\n", timeout=120)
         stderr = stderr_bytes.decode()
@@ -158,15 +227,24 @@ def test_an_address_that_accepts_connections_but_never_answers_fails_as_fast_in_
     with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel accepts; nothing ever answers
         address = f"127.0.0.1:{silent.getsockname()[1]}"
         started = time.monotonic()
-        running = [subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", *command, "--bootstrap-server", address],
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-                   for command in commands]
+        running = [
+            subprocess.Popen(
+                [sys.executable, "-m", "kafka_spark.cli", *command, "--bootstrap-server", address],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+            )
+            for command in commands
+        ]
         for command, process in zip(commands, running, strict=True):
             _, stderr_bytes = process.communicate(b"a record\n", timeout=120)
             stderr = stderr_bytes.decode()
             assert process.returncode == 1, (command, stderr)
             assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1, (command, stderr)
-            assert f"no Kafka broker reachable at {address}" in stderr and "no answer to a Kafka request" in stderr, stderr
+            assert f"no Kafka broker reachable at {address}" in stderr and "no answer to a Kafka request" in stderr, (
+                stderr
+            )
             assert "--bootstrap-server" in stderr, stderr
         elapsed = time.monotonic() - started
     assert elapsed < 25, f"took {elapsed:.0f}s"  # a sanity bound only (librdkafka's own wait is 30 s per request)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from cli_run import pylog
 from confluent_kafka import Consumer
@@ -20,11 +20,33 @@ def test_consume_prints_every_field_through_a_kcat_format_string(running_broker)
     _, bootstrap, env = running_broker
     target = ("--bootstrap-server", bootstrap)
     pylog("topics", "create", "fields", "--partitions", "2", *target, env=env)
-    pylog("produce", "fields", "-K", ":", "-H", "source=cli", "-H", "trace=7", "-p", "1", *target, env=env,
-          stdin=b"alice:clicked\nbob:bought something\n")
+    pylog(
+        "produce",
+        "fields",
+        "-K",
+        ":",
+        "-H",
+        "source=cli",
+        "-H",
+        "trace=7",
+        "-p",
+        "1",
+        *target,
+        env=env,
+        stdin=b"alice:clicked\nbob:bought something\n",
+    )
     pylog("produce", "--topic", "fields", "-p", "0", *target, env=env, stdin=b"no key here\n")
-    out = pylog("consume", "--topic", "fields", "--from-beginning", "-e", "-f", r"%t|%p|%o|%k|%K|%s|%S|%h|%T\t%%\n",
-                *target, env=env).stdout.decode()
+    out = pylog(
+        "consume",
+        "--topic",
+        "fields",
+        "--from-beginning",
+        "-e",
+        "-f",
+        r"%t|%p|%o|%k|%K|%s|%S|%h|%T\t%%\n",
+        *target,
+        env=env,
+    ).stdout.decode()
     rows = sorted(line.split("|") for line in out.splitlines())
     assert [row[:8] for row in rows] == [
         ["fields", "0", "0", "", "-1", "no key here", "11", ""],
@@ -39,12 +61,25 @@ def test_consume_prints_every_field_through_a_kcat_format_string(running_broker)
 def test_consume_json_lines_carry_topic_partition_offset_timestamp_key_value_and_headers(running_broker):
     _, bootstrap, env = running_broker
     target = ("--bootstrap-server", bootstrap)
-    pylog("produce", "json", "--property", "parse.key=true", "--property", "key.separator==", "-H", "kind=test",
-          *target, env=env, stdin=b"k1=v1\nk2={\"nested\": true}\n")
+    pylog(
+        "produce",
+        "json",
+        "--property",
+        "parse.key=true",
+        "--property",
+        "key.separator==",
+        "-H",
+        "kind=test",
+        *target,
+        env=env,
+        stdin=b'k1=v1\nk2={"nested": true}\n',
+    )
     out = pylog("consume", "json", "--from-beginning", "-e", "--json", *target, env=env).stdout
     records = [json.loads(line) for line in out.splitlines()]
     assert [(r["key"], r["value"], r["headers"], r["offset"]) for r in records] == [
-        ("k1", "v1", {"kind": "test"}, 0), ("k2", '{"nested": true}', {"kind": "test"}, 1)]
+        ("k1", "v1", {"kind": "test"}, 0),
+        ("k2", '{"nested": true}', {"kind": "test"}, 1),
+    ]
     assert all(r["topic"] == "json" and r["partition"] == 0 and r["timestamp"] > 1_600_000_000_000 for r in records)
 
 
@@ -64,9 +99,12 @@ def test_group_resumes_from_its_committed_offsets_and_commits_as_it_goes(running
     pylog("topics", "create", "resume", "--partitions", "2", *target, env=env)
     lines = [b"m%d" % i for i in range(40)]
     pylog("produce", "resume", *target, env=env, stdin=b"\n".join(lines) + b"\n")
-    first = pylog("consume", "resume", "--group", "readers", "--from-beginning", "--max-messages", "15",
-                  *target, env=env).stdout.splitlines()
-    rest = pylog("consume", "resume", "--group", "readers", "--from-beginning", "-e", *target, env=env).stdout.splitlines()
+    first = pylog(
+        "consume", "resume", "--group", "readers", "--from-beginning", "--max-messages", "15", *target, env=env
+    ).stdout.splitlines()
+    rest = pylog(
+        "consume", "resume", "--group", "readers", "--from-beginning", "-e", *target, env=env
+    ).stdout.splitlines()
     assert len(first) == 15 and sorted(first + rest) == sorted(lines)  # each record once, none lost
     described = pylog("groups", "describe", "readers", *target, env=env).stdout.decode()
     lags = [line.split()[5] for line in described.splitlines() if line.startswith("readers")]
@@ -84,8 +122,15 @@ def test_exit_at_end_with_a_group_exits_when_this_member_is_assigned_no_partitio
     pylog("produce", "crowded", *target, env=env, stdin=b"one\ntwo\n")
     # The range assignor gives the partition to the member whose id sorts first; the broker
     # begins member ids with the client id, and the CLI's is librdkafka's "rdkafka".
-    holder = Consumer({"bootstrap.servers": bootstrap, "group.id": "crowd", "client.id": "a-holder",
-                       "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    holder = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "crowd",
+            "client.id": "a-holder",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     holder.subscribe(["crowded"])
     deadline = time.monotonic() + 60
     while not holder.assignment() and time.monotonic() < deadline:
@@ -112,8 +157,16 @@ def test_exit_at_end_with_a_group_exits_when_this_member_is_assigned_no_partitio
 def test_malformed_line_is_reported_by_number_after_delivering_the_lines_before_it(running_broker):
     _, bootstrap, env = running_broker
     target = ("--bootstrap-server", bootstrap)
-    result = pylog("produce", "strict", "--key-separator", ":", *target, env=env, check=False,
-                   stdin=b"a:1\nb:2\nno separator\nc:3\n")
+    result = pylog(
+        "produce",
+        "strict",
+        "--key-separator",
+        ":",
+        *target,
+        env=env,
+        check=False,
+        stdin=b"a:1\nb:2\nno separator\nc:3\n",
+    )
     assert result.returncode == 1
     assert b"line 3 has no key separator ':'" in result.stderr
     assert b"the 2 line(s) before it were produced" in result.stderr
@@ -164,12 +217,14 @@ def test_windows_line_ends_are_not_part_of_the_record(running_broker):
     assert out.stdout == b"a=1|b=2|c=3|"
 
 
-def interrupted(args: list[str], lines: int, env: dict, meanwhile: Callable[[], None] | None = None,
-                after: int = 0) -> tuple[list[bytes], int, bytes]:
+def interrupted(
+    args: list[str], lines: int, env: dict, meanwhile: Callable[[], None] | None = None, after: int = 0
+) -> tuple[list[bytes], int, bytes]:
     """Run ``pylog ARGS``, read ``lines`` lines of its output (calling ``meanwhile`` once
     ``after`` of them are read), then Ctrl-C it: the lines, its exit status and its stderr."""
-    process = subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", *args], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kafka_spark.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
     watchdog = threading.Timer(90, process.kill)  # a consumer that never prints fails the test, not hangs it
     watchdog.start()
     try:
@@ -204,8 +259,12 @@ def test_consumer_piped_into_a_reader_that_stops_early_exits_quietly(running_bro
     _, bootstrap, env = running_broker
     target = ("--bootstrap-server", bootstrap)
     pylog("produce", "long", *target, env=env, stdin=b"".join(b"%0100d\n" % i for i in range(20_000)))
-    process = subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", "consume", "long", "--from-beginning", "-e",
-                                *target], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kafka_spark.cli", "consume", "long", "--from-beginning", "-e", *target],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     first = [process.stdout.readline() for _ in range(3)]
     process.stdout.close()  # 2 MB of records do not fit a pipe: the consumer is still writing
     _, stderr = process.communicate(timeout=60)

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-JAAS = "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"{0}\" password=\"{0}-secret\";"
+JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="{0}" password="{0}-secret";'
 
 
 @pytest.fixture
@@ -20,26 +20,48 @@ def secured(tmp_path):
         "listeners=SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256\n"
         "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
         'required user_admin="admin-secret" user_alice="alice-secret";\n'
-        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\nsuper.users=User:admin\n")
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\nsuper.users=User:admin\n"
+    )
     configs = {}
     for user in ("admin", "alice"):
         configs[user] = tmp_path / f"{user}.properties"
-        configs[user].write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
-                                 f"sasl.jaas.config={JAAS.format(user)}\n")
+        configs[user].write_text(
+            f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config={JAAS.format(user)}\n"
+        )
     configs["carol"] = tmp_path / "carol.properties"
-    configs["carol"].write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\nsasl.jaas.config="
-                                "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"carol\" "
-                                "password=\"carol-secret\";\n")
+    configs["carol"].write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\nsasl.jaas.config="
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="carol" '
+        'password="carol-secret";\n'
+    )
     env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
-    process = subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", "broker", "start", str(server),
-                                "--log-dir", str(tmp_path / "data")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", str(server), "--log-dir", str(tmp_path / "data")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     bootstrap = process.stdout.readline().strip().split("=", 1)[1]
 
     def pylog(*args: str, user: str = "admin", stdin: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "kafka_spark.cli", *args, "--bootstrap-server", bootstrap,
-                               "--command-config", str(configs[user])], input=stdin, capture_output=True, text=True,
-                              timeout=60, env=env)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kafka_spark.cli",
+                *args,
+                "--bootstrap-server",
+                bootstrap,
+                "--command-config",
+                str(configs[user]),
+            ],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
 
     yield pylog
     process.terminate()
@@ -51,16 +73,27 @@ def test_acls_are_added_listed_and_removed_like_kafka_acls(secured):
     assert pylog("topics", "create", "orders").returncode == 0
     refused = pylog("produce", "orders", user="alice", stdin="x\n")  # no WRITE on the topic: delivery refused
     assert refused.returncode != 0 and "authorization failed" in refused.stderr.lower()
-    added = pylog("acls", "add", "--allow-principal", "User:alice", "--producer", "--consumer", "--topic", "orders",
-                  "--group", "orders-app")
+    added = pylog(
+        "acls",
+        "add",
+        "--allow-principal",
+        "User:alice",
+        "--producer",
+        "--consumer",
+        "--topic",
+        "orders",
+        "--group",
+        "orders-app",
+    )
     assert added.returncode == 0, added.stderr
     listed = pylog("acls", "list", "--topic", "orders")
     assert "ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)" in listed.stdout
     for operation in ("WRITE", "READ", "DESCRIBE", "CREATE"):
         assert f"(principal=User:alice, host=*, operation={operation}, permissionType=ALLOW)" in listed.stdout
     assert pylog("produce", "orders", user="alice", stdin="one\n").returncode == 0
-    consumed = pylog("consume", "orders", "--from-beginning", "--max-messages", "1", "--group", "orders-app",
-                     user="alice")
+    consumed = pylog(
+        "consume", "orders", "--from-beginning", "--max-messages", "1", "--group", "orders-app", user="alice"
+    )
     assert consumed.stdout.split() == ["one"], consumed.stderr
     removed = pylog("acls", "remove", "--allow-principal", "User:alice", "--operation", "Write", "--topic", "orders")
     assert removed.returncode == 0 and "operation=WRITE" in removed.stdout
@@ -72,12 +105,17 @@ def test_acls_are_added_listed_and_removed_like_kafka_acls(secured):
 
 def test_users_get_scram_credentials_like_kafka_configs(secured):
     pylog = secured
-    altered = pylog("users", "alter", "carol", "--add-config", "SCRAM-SHA-256=[iterations=8192,password=-]",
-                    stdin="carol-secret\n")
+    altered = pylog(
+        "users", "alter", "carol", "--add-config", "SCRAM-SHA-256=[iterations=8192,password=-]", stdin="carol-secret\n"
+    )
     assert altered.returncode == 0, altered.stderr
     assert pylog("users", "describe", "carol").stdout.strip() == (
-        "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-256=iterations=8192")
-    assert pylog("acls", "add", "--allow-principal", "User:carol", "--operation", "Describe", "--topic", "*").returncode == 0
+        "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-256=iterations=8192"
+    )
+    assert (
+        pylog("acls", "add", "--allow-principal", "User:carol", "--operation", "Describe", "--topic", "*").returncode
+        == 0
+    )
     assert pylog("topics", "list", user="carol").returncode == 0  # signs in with the new credential
     assert pylog("users", "alter", "carol", "--delete-config", "SCRAM-SHA-256").returncode == 0
     assert "carol" not in pylog("users", "describe").stdout

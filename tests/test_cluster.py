@@ -13,14 +13,14 @@ from pathlib import Path
 import confluent_kafka
 import confluent_kafka.admin
 import pytest
+from wire import WireClient
 
 from kafka_spark import EmbeddedCluster
 from kafka_spark.broker.cluster.epochs import CHECKPOINT_FILE
 from kafka_spark.broker.storage.batch import build_record_batch, read_varint, validate_batches
-from kafka_spark.broker.storage.records import decode_records
 from kafka_spark.broker.storage.log import partition_dir
+from kafka_spark.broker.storage.records import decode_records
 from kafka_spark.common.topic_partition import TopicPartition
-from wire import WireClient
 
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
@@ -35,15 +35,16 @@ def wait_until(condition, timeout: float = 30.0, what: str = "the condition") ->
         time.sleep(0.01)
 
 
-def produce_confluent(bootstrap: str, topic: str, values: list[bytes], partition: int | None = None,
-                      acks: str = "all") -> list:
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 2,
-                                         "log_level": 0})
+def produce_confluent(
+    bootstrap: str, topic: str, values: list[bytes], partition: int | None = None, acks: str = "all"
+) -> list:
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 2, "log_level": 0})
     errors: list = []
     for value in values:
         kwargs = {} if partition is None else {"partition": partition}
-        producer.produce(topic, value=value, on_delivery=lambda error, _: errors.append(error) if error else None,
-                         **kwargs)
+        producer.produce(
+            topic, value=value, on_delivery=lambda error, _: errors.append(error) if error else None, **kwargs
+        )
     assert producer.flush(60) == 0
     return errors
 
@@ -52,33 +53,76 @@ def wire_produce(bootstrap: str, topic: str, values: list[bytes], acks: int) -> 
     """(error code, base offset) of one Produce v7 of ``values`` to partition 0."""
     batch = build_record_batch([(None, value, [], int(time.time() * 1000)) for value in values])
     with WireClient(bootstrap) as client:
-        response = client.call(0, 7, {"transactional_id": None, "acks": acks, "timeout": 5000, "topic_data": [
-            {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+        response = client.call(
+            0,
+            7,
+            {
+                "transactional_id": None,
+                "acks": acks,
+                "timeout": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+            },
+        )
     answer = response.responses[0].partition_responses[0]
     return int(answer.error_code), answer.base_offset
 
 
 def wire_fetch(bootstrap: str, topic: str, current_leader_epoch: int) -> int:
     with WireClient(bootstrap) as client:
-        response = client.call(1, 11, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
-                                       "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
-            {"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": current_leader_epoch,
-                                             "fetch_offset": 0, "log_start_offset": -1,
-                                             "partition_max_bytes": 1 << 20}]}],
-            "forgotten_topics_data": [], "rack_id": ""})
+        response = client.call(
+            1,
+            11,
+            {
+                "replica_id": -1,
+                "max_wait_ms": 0,
+                "min_bytes": 0,
+                "max_bytes": 1 << 20,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [
+                            {
+                                "partition": 0,
+                                "current_leader_epoch": current_leader_epoch,
+                                "fetch_offset": 0,
+                                "log_start_offset": -1,
+                                "partition_max_bytes": 1 << 20,
+                            }
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+        )
     return int(response.responses[0].partitions[0].error_code)
 
 
 def wire_metadata(bootstrap: str, topic: str) -> dict:
     with WireClient(bootstrap) as client:
-        response = client.call(3, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
-                                      "include_cluster_authorized_operations": False,
-                                      "include_topic_authorized_operations": False})
+        response = client.call(
+            3,
+            9,
+            {
+                "topics": [{"name": topic}],
+                "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
     partition = response.topics[0].partitions[0]
-    return {"controller": response.controller_id, "brokers": sorted(b.node_id for b in response.brokers),
-            "leader": partition.leader_id, "leader_epoch": partition.leader_epoch,
-            "replicas": list(partition.replica_nodes), "isr": list(partition.isr_nodes),
-            "offline": list(partition.offline_replicas)}
+    return {
+        "controller": response.controller_id,
+        "brokers": sorted(b.node_id for b in response.brokers),
+        "leader": partition.leader_id,
+        "leader_epoch": partition.leader_epoch,
+        "replicas": list(partition.replica_nodes),
+        "isr": list(partition.isr_nodes),
+        "offline": list(partition.offline_replicas),
+    }
 
 
 def address(cluster: EmbeddedCluster, node_id: int) -> str:
@@ -95,21 +139,22 @@ def values_of(cluster: EmbeddedCluster, node_id: int, topic: str, partition: int
     data = bytes(log.read(log.log_start_offset, 1 << 30, max_offset=log.log_end_offset))
     values: list[bytes] = []
     for header in validate_batches(data, 1 << 30, allow_control=True) if data else ():
-        batch = data[:header.size]
-        data = data[header.size:]
+        batch = data[: header.size]
+        data = data[header.size :]
         buf, records = decode_records(batch, header)
         for record in records:
             _, cursor = read_varint(buf, record.after_timestamp)  # offset delta
             key_length, cursor = read_varint(buf, cursor)
             value_length, cursor = read_varint(buf, cursor + max(key_length, 0))
-            values.append(bytes(buf[cursor:cursor + value_length]))
+            values.append(bytes(buf[cursor : cursor + value_length]))
     return values
 
 
 def read_all(bootstrap: str, topic: str, partition: int = 0) -> list[bytes]:
     """What a consumer sees, from the start to the end (the high watermark)."""
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "readers",
-                                         "enable.partition.eof": True, "log_level": 0})
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "readers", "enable.partition.eof": True, "log_level": 0}
+    )
     consumer.assign([confluent_kafka.TopicPartition(topic, partition, confluent_kafka.OFFSET_BEGINNING)])
     values = []
     try:
@@ -135,13 +180,18 @@ def test_produced_records_reach_every_replica_with_leader_epochs_checkpointed(tm
         assert leaders == {0, 1, 2}, "the leaders of 3 partitions are spread over the 3 brokers"
         values = [f"order-{i}".encode() for i in range(300)]
         for partition in range(3):
-            assert produce_confluent(cluster.bootstrap_servers, "orders", values[partition::3], partition=partition) == []
+            assert (
+                produce_confluent(cluster.bootstrap_servers, "orders", values[partition::3], partition=partition) == []
+            )
 
         for partition in range(3):
             expected = values_of(cluster, cluster.leader("orders", partition), "orders", partition)
-            wait_until(lambda partition=partition, expected=expected: all(
-                values_of(cluster, node, "orders", partition) == expected for node in range(3)),
-                       what=f"orders-{partition} on every replica")
+            wait_until(
+                lambda partition=partition, expected=expected: all(
+                    values_of(cluster, node, "orders", partition) == expected for node in range(3)
+                ),
+                what=f"orders-{partition} on every replica",
+            )
             for node in range(3):
                 epochs = (tmp_path / f"broker-{node}" / f"orders-{partition}" / CHECKPOINT_FILE).read_text().split()
                 assert epochs == ["0", "1", "0", "0"], "one epoch (0) starting at offset 0"
@@ -152,8 +202,9 @@ def test_produced_records_reach_every_replica_with_leader_epochs_checkpointed(tm
 
 def test_consumers_see_records_only_below_the_high_watermark(tmp_path: Path) -> None:
     # Long timeouts: the stopped follower stays registered and in the ISR, so the HW cannot pass it.
-    with EmbeddedCluster(brokers=2, log_dir=tmp_path, broker_session_timeout_ms=120_000,
-                         replica_lag_time_max_ms=120_000) as cluster:
+    with EmbeddedCluster(
+        brokers=2, log_dir=tmp_path, broker_session_timeout_ms=120_000, replica_lag_time_max_ms=120_000
+    ) as cluster:
         cluster.create_topic("gated", replication_factor=2)
         leader = cluster.leader("gated")
         follower = 1 - leader
@@ -173,8 +224,9 @@ def test_consumers_see_records_only_below_the_high_watermark(tmp_path: Path) -> 
 def test_acks_all_needs_min_insync_replicas_and_lagging_followers_leave_and_rejoin_the_isr(tmp_path: Path) -> None:
     # The controller never fences the stopped followers here (long session timeout): they leave
     # the ISR because the leader sees them fall behind replica.lag.time.max.ms.
-    with EmbeddedCluster(brokers=3, log_dir=tmp_path, broker_session_timeout_ms=120_000,
-                         replica_lag_time_max_ms=300) as cluster:
+    with EmbeddedCluster(
+        brokers=3, log_dir=tmp_path, broker_session_timeout_ms=120_000, replica_lag_time_max_ms=300
+    ) as cluster:
         cluster.create_topic("safe", replication_factor=3, config={"min.insync.replicas": "2"})
         leader = cluster.leader("safe")
         followers = [node for node in range(3) if node != leader]
@@ -195,8 +247,10 @@ def test_acks_all_needs_min_insync_replicas_and_lagging_followers_leave_and_rejo
         assert sorted(cluster.wait_for_isr("safe", size=3)) == [0, 1, 2]
         assert wire_produce(bootstrap, "safe", [b"four"], acks=-1) == (0, 3)
         for node in range(3):
-            wait_until(lambda node=node: values_of(cluster, node, "safe") == [b"one", b"two", b"three", b"four"],
-                       what=f"broker {node} to hold every record")
+            wait_until(
+                lambda node=node: values_of(cluster, node, "safe") == [b"one", b"two", b"three", b"four"],
+                what=f"broker {node} to hold every record",
+            )
 
 
 def test_killed_leader_loses_no_acknowledged_record_and_is_fenced(tmp_path: Path) -> None:
@@ -223,8 +277,10 @@ def test_killed_leader_loses_no_acknowledged_record_and_is_fenced(tmp_path: Path
         assert sorted(cluster.wait_for_isr("payments", size=3)) == [0, 1, 2]
         assert cluster.leader("payments") == new
         assert wire_produce(address(cluster, old), "payments", [b"x"], acks=1)[0] == NOT_LEADER_OR_FOLLOWER
-        wait_until(lambda: values_of(cluster, old, "payments") == [b"%d" % i for i in range(200)],
-                   what="the restarted broker to catch up")
+        wait_until(
+            lambda: values_of(cluster, old, "payments") == [b"%d" % i for i in range(200)],
+            what="the restarted broker to catch up",
+        )
 
         # Preferred-replica election (ElectLeaders) gives the partition back to its first replica.
         admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
@@ -248,8 +304,9 @@ def test_killed_leader_loses_no_acknowledged_record_and_is_fenced(tmp_path: Path
 def test_follower_truncates_its_divergent_tail_after_an_unclean_election(tmp_path: Path) -> None:
     """Only an unclean election can make a replica's tail diverge deterministically: the old
     leader's unreplicated records must go, found through OffsetForLeaderEpoch."""
-    with EmbeddedCluster(brokers=2, log_dir=tmp_path, broker_session_timeout_ms=2_000,
-                         unclean_leader_election_enable=True) as cluster:
+    with EmbeddedCluster(
+        brokers=2, log_dir=tmp_path, broker_session_timeout_ms=2_000, unclean_leader_election_enable=True
+    ) as cluster:
         cluster.create_topic("diverge", replication_factor=2)
         a = cluster.leader("diverge")
         b = 1 - a
@@ -267,8 +324,10 @@ def test_follower_truncates_its_divergent_tail_after_an_unclean_election(tmp_pat
 
         cluster.restart_broker(a)
         cluster.wait_for_isr("diverge", size=2)
-        wait_until(lambda: values_of(cluster, a, "diverge") == [b"shared-0", b"shared-1", b"new-2"],
-                   what="the old leader to truncate its divergent tail and copy the new one")
+        wait_until(
+            lambda: values_of(cluster, a, "diverge") == [b"shared-0", b"shared-1", b"new-2"],
+            what="the old leader to truncate its divergent tail and copy the new one",
+        )
         epochs = cluster.nodes[a].replicas.partitions[TopicPartition("diverge", 0)].epochs.entries
         new_epoch = cluster.partition("diverge").leader_epoch
         assert epochs == [(0, 0), (new_epoch, 2)]
@@ -281,8 +340,9 @@ def test_topics_and_partitions_are_created_through_the_controller() -> None:
     a replication-factor-1 topic whose leader alone makes the HW."""
     with EmbeddedCluster(brokers=2) as cluster:
         admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        futures = admin.create_topics([confluent_kafka.admin.NewTopic("wide", 1, 3),
-                                       confluent_kafka.admin.NewTopic("narrow", 2, 2)])
+        futures = admin.create_topics(
+            [confluent_kafka.admin.NewTopic("wide", 1, 3), confluent_kafka.admin.NewTopic("narrow", 2, 2)]
+        )
         with pytest.raises(confluent_kafka.KafkaException, match="larger than available brokers"):
             futures["wide"].result(30)
         futures["narrow"].result(30)
@@ -315,7 +375,9 @@ def test_cluster_restarted_on_its_log_dir_keeps_topics_leaders_and_records(tmp_p
         bootstrap = cluster.bootstrap_servers
     with EmbeddedCluster(brokers=3, log_dir=tmp_path) as cluster:
         assert cluster.bootstrap_servers == bootstrap, "the old ports, still free, are taken again"
-        assert {p: cluster.partition("kept", p).replicas for p in range(2)} == {p: s.replicas for p, s in before.items()}
+        assert {p: cluster.partition("kept", p).replicas for p in range(2)} == {
+            p: s.replicas for p, s in before.items()
+        }
         assert read_all(cluster.bootstrap_servers, "kept") == [b"%d" % i for i in range(50)]
         assert produce_confluent(cluster.bootstrap_servers, "kept", [b"50"], partition=0) == []
 
@@ -337,11 +399,21 @@ def test_group_members_bootstrapped_on_different_brokers_share_one_coordinator()
     with EmbeddedCluster(brokers=3) as cluster:
         cluster.create_topic("shared", partitions=2, replication_factor=3)
         for partition in (0, 1):
-            assert produce_confluent(cluster.bootstrap_servers, "shared", [b"%d-%d" % (partition, i) for i in range(5)],
-                                     partition=partition) == []
-        members = [confluent_kafka.Consumer({"bootstrap.servers": address, "group.id": "one-group",
-                                             "auto.offset.reset": "earliest", "log_level": 0})
-                   for address in cluster.bootstrap_servers.split(",")[:2]]
+            assert (
+                produce_confluent(
+                    cluster.bootstrap_servers,
+                    "shared",
+                    [b"%d-%d" % (partition, i) for i in range(5)],
+                    partition=partition,
+                )
+                == []
+            )
+        members = [
+            confluent_kafka.Consumer(
+                {"bootstrap.servers": address, "group.id": "one-group", "auto.offset.reset": "earliest", "log_level": 0}
+            )
+            for address in cluster.bootstrap_servers.split(",")[:2]
+        ]
         for member in members:
             member.subscribe(["shared"])
         seen: list[bytes] = []
@@ -362,8 +434,9 @@ def test_group_members_bootstrapped_on_different_brokers_share_one_coordinator()
 
 
 def test_follower_behind_the_leaders_log_start_starts_over_there(tmp_path: Path) -> None:
-    with EmbeddedCluster(brokers=2, log_dir=tmp_path, broker_session_timeout_ms=120_000,
-                         replica_lag_time_max_ms=300) as cluster:
+    with EmbeddedCluster(
+        brokers=2, log_dir=tmp_path, broker_session_timeout_ms=120_000, replica_lag_time_max_ms=300
+    ) as cluster:
         cluster.create_topic("trimmed", replication_factor=2, config={"segment.bytes": "1024"})
         leader = cluster.leader("trimmed")
         follower = 1 - leader
@@ -377,6 +450,8 @@ def test_follower_behind_the_leaders_log_start_starts_over_there(tmp_path: Path)
 
         cluster.restart_broker(follower)  # its log ends at 0, below the leader's start (40)
         cluster.wait_for_isr("trimmed", size=2)
-        wait_until(lambda: values_of(cluster, follower, "trimmed") == values_of(cluster, leader, "trimmed"),
-                   what="the follower to copy from the leader's log start")
+        wait_until(
+            lambda: values_of(cluster, follower, "trimmed") == values_of(cluster, leader, "trimmed"),
+            what="the follower to copy from the leader's log start",
+        )
         assert log_of(cluster, follower, "trimmed").log_start_offset >= 40

@@ -12,19 +12,43 @@ import pytest
 
 
 def pylog(*args: str, env: dict) -> str:
-    return subprocess.run([sys.executable, "-m", "kafka_spark.cli", *args], capture_output=True, env=env,
-                          timeout=120, check=True, text=True).stdout
+    return subprocess.run(
+        [sys.executable, "-m", "kafka_spark.cli", *args],
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=True,
+        text=True,
+    ).stdout
 
 
 @pytest.fixture
 def running_cluster(tmp_path):
     env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
-    process = subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", "cluster", "start", "--brokers", "3",
-                                "--log-dir", str(tmp_path / "data"), "--min-insync-replicas", "2"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kafka_spark.cli",
+            "cluster",
+            "start",
+            "--brokers",
+            "3",
+            "--log-dir",
+            str(tmp_path / "data"),
+            "--min-insync-replicas",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     line = process.stdout.readline().strip()
-    assert re.fullmatch(r"bootstrap\.servers=(127\.0\.0\.1:\d+,){2}127\.0\.0\.1:\d+", line), \
-        (line, process.stderr.read() if process.poll() is not None else "")
+    assert re.fullmatch(r"bootstrap\.servers=(127\.0\.0\.1:\d+,){2}127\.0\.0\.1:\d+", line), (
+        line,
+        process.stderr.read() if process.poll() is not None else "",
+    )
     yield process, line.split("=", 1)[1], env
     if process.poll() is None:
         process.kill()
@@ -37,8 +61,18 @@ def test_cluster_start_status_and_topics_describe_show_brokers_leaders_replicas_
     assert "Brokers: 3" in status and re.search(r"Controller: [012]\b", status)
     assert sorted(re.findall(r"Broker: (\d)", status)) == ["0", "1", "2"]
 
-    assert "Created topic orders" in pylog("topics", "create", "orders", "--partitions", "3",
-                                           "--replication-factor", "3", "--bootstrap-server", bootstrap, env=env)
+    assert "Created topic orders" in pylog(
+        "topics",
+        "create",
+        "orders",
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "3",
+        "--bootstrap-server",
+        bootstrap,
+        env=env,
+    )
     described = pylog("topics", "describe", "orders", "--bootstrap-server", bootstrap, env=env)
     rows = re.findall(r"Partition: (\d)\tLeader: (\d)\tReplicas: ([\d,]+)\tIsr: ([\d,]+)", described)
     assert len(rows) == 3, described

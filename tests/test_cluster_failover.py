@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import confluent_kafka
 import kafka
@@ -34,8 +34,14 @@ class Consumer(threading.Thread):
         getattr(self, "_" + self.client.replace("-", "_"))()
 
     def _confluent_kafka(self) -> None:
-        consumer = confluent_kafka.Consumer({"bootstrap.servers": self.bootstrap, "group.id": "watchers",
-                                             "log_level": 0, "topic.metadata.refresh.interval.ms": 500})
+        consumer = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "watchers",
+                "log_level": 0,
+                "topic.metadata.refresh.interval.ms": 500,
+            }
+        )
         consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, confluent_kafka.OFFSET_BEGINNING) for p in range(2)])
         self.started.set()
         while not self.stop.is_set():
@@ -45,8 +51,9 @@ class Consumer(threading.Thread):
         consumer.close()
 
     def _kafka_python(self) -> None:
-        consumer = kafka.KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
-                                       metadata_max_age_ms=500, retry_backoff_ms=100)
+        consumer = kafka.KafkaConsumer(
+            bootstrap_servers=self.bootstrap, enable_auto_commit=False, metadata_max_age_ms=500, retry_backoff_ms=100
+        )
         partitions = [kafka.TopicPartition(TOPIC, p) for p in range(2)]
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
@@ -60,8 +67,12 @@ class Consumer(threading.Thread):
         async def consume() -> None:
             from aiokafka import AIOKafkaConsumer, TopicPartition
 
-            consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
-                                        metadata_max_age_ms=500, retry_backoff_ms=100)
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=self.bootstrap,
+                enable_auto_commit=False,
+                metadata_max_age_ms=500,
+                retry_backoff_ms=100,
+            )
             await consumer.start()
             partitions = [TopicPartition(TOPIC, p) for p in range(2)]
             consumer.assign(partitions)
@@ -86,9 +97,16 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
 
 def confluent_producer(bootstrap: str, acked: list, failed: list, stop: threading.Event) -> threading.Thread:
     def run() -> None:
-        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                                             "enable.idempotence": True, "log_level": 0,
-                                             "topic.metadata.refresh.interval.ms": 500})
+        producer = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "linger.ms": 5,
+                "enable.idempotence": True,
+                "log_level": 0,
+                "topic.metadata.refresh.interval.ms": 500,
+            }
+        )
 
         def delivered(error, message) -> None:
             if error:
@@ -111,9 +129,16 @@ def confluent_producer(bootstrap: str, acked: list, failed: list, stop: threadin
 
 def kafka_python_producer(bootstrap: str, acked: list, failed: list, stop: threading.Event) -> threading.Thread:
     def run() -> None:
-        producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=1_000_000,
-                                       retry_backoff_ms=100, linger_ms=5, request_timeout_ms=30_000,
-                                       max_in_flight_requests_per_connection=1, metadata_max_age_ms=500)
+        producer = kafka.KafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            retries=1_000_000,
+            retry_backoff_ms=100,
+            linger_ms=5,
+            request_timeout_ms=30_000,
+            max_in_flight_requests_per_connection=1,
+            metadata_max_age_ms=500,
+        )
         sequence = 0
         while not stop.is_set():
             value = b"kafka-python-%d" % sequence
@@ -132,8 +157,14 @@ def aiokafka_producer(bootstrap: str, acked: list, failed: list, stop: threading
     async def produce() -> None:
         from aiokafka import AIOKafkaProducer
 
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, request_timeout_ms=30_000,
-                                    retry_backoff_ms=100, metadata_max_age_ms=500)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            linger_ms=5,
+            request_timeout_ms=30_000,
+            retry_backoff_ms=100,
+            metadata_max_age_ms=500,
+        )
         await producer.start()
         try:
             sequence = 0
@@ -151,12 +182,18 @@ def aiokafka_producer(bootstrap: str, acked: list, failed: list, stop: threading
     return threading.Thread(target=lambda: asyncio.run(produce()), daemon=True)
 
 
-PRODUCERS = {"confluent-kafka": confluent_producer, "kafka-python": kafka_python_producer,
-             "aiokafka": aiokafka_producer}
+PRODUCERS = {
+    "confluent-kafka": confluent_producer,
+    "kafka-python": kafka_python_producer,
+    "aiokafka": aiokafka_producer,
+}
 
 
-@pytest.mark.parametrize("client,reader", [(client, "confluent-kafka") for client in sorted(PRODUCERS)]
-                         + [("confluent-kafka", "kafka-python"), ("confluent-kafka", "aiokafka")])
+@pytest.mark.parametrize(
+    "client,reader",
+    [(client, "confluent-kafka") for client in sorted(PRODUCERS)]
+    + [("confluent-kafka", "kafka-python"), ("confluent-kafka", "aiokafka")],
+)
 def test_acks_all_producer_and_consumer_ride_through_a_leader_kill(tmp_path: Path, client: str, reader: str) -> None:
     with EmbeddedCluster(brokers=3, log_dir=tmp_path, broker_session_timeout_ms=1_000) as cluster:
         cluster.create_topic(TOPIC, partitions=2, replication_factor=3, config={"min.insync.replicas": "2"})
@@ -175,8 +212,11 @@ def test_acks_all_producer_and_consumer_ride_through_a_leader_kill(tmp_path: Pat
             cluster.kill_broker(victim)
             at_kill = len(acked)
             assert cluster.wait_for_leader(TOPIC, 0, not_on=victim) != victim
-            wait_until(lambda: sum(partition == 0 for partition, _ in acked[at_kill:]) >= 50, 60,
-                       "acknowledgements from the new leader of partition 0")
+            wait_until(
+                lambda: sum(partition == 0 for partition, _ in acked[at_kill:]) >= 50,
+                60,
+                "acknowledgements from the new leader of partition 0",
+            )
             cluster.restart_broker(victim)
             cluster.wait_for_isr(TOPIC, 0, size=3)
             wait_until(lambda: len(acked) >= at_kill + 200, 60, "acknowledgements after the restart")
@@ -185,7 +225,10 @@ def test_acks_all_producer_and_consumer_ride_through_a_leader_kill(tmp_path: Pat
             producer.join(150)
         assert not producer.is_alive()
         assert failed == [], f"{len(failed)} records failed, e.g. {failed[:3]}"
-        wait_until(lambda: set(acked) <= consumer.seen, 60,
-                   f"the consumer to see every acknowledged record ({len(set(acked) - consumer.seen)} missing)")
+        wait_until(
+            lambda: set(acked) <= consumer.seen,
+            60,
+            f"the consumer to see every acknowledged record ({len(set(acked) - consumer.seen)} missing)",
+        )
         consumer.stop.set()
         consumer.join(30)

@@ -23,26 +23,42 @@ def test_streaming_query_reads_a_replicated_topic_through_leader_kills(spark, tm
         stop = threading.Event()
 
         def produce() -> None:
-            producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
-                                                 "enable.idempotence": True, "linger.ms": 5, "log_level": 0})
+            producer = confluent_kafka.Producer(
+                {
+                    "bootstrap.servers": cluster.bootstrap_servers,
+                    "acks": "all",
+                    "enable.idempotence": True,
+                    "linger.ms": 5,
+                    "log_level": 0,
+                }
+            )
             sequence = 0
             while not stop.is_set():
-                producer.produce(TOPIC, value=b"click-%d" % sequence,
-                                 on_delivery=lambda error, message: failed.append(error) if error
-                                 else acked.append(message.value()))
+                producer.produce(
+                    TOPIC,
+                    value=b"click-%d" % sequence,
+                    on_delivery=lambda error, message: failed.append(error) if error else acked.append(message.value()),
+                )
                 sequence += 1
                 producer.poll(0.01)
             producer.flush(120)
 
         out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-        query = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
-                 .option("subscribe", TOPIC).option("startingOffsets", "earliest")
-                 # An offset lookup sent to the killed leader before the controller noticed waits
-                 # this long before it is retried with fresh metadata (Kafka's default: 60 s).
-                 .option("kafka.default.api.timeout.ms", "4000").load()
-                 .selectExpr("partition", "offset", "cast(value as string) value")
-                 .writeStream.format("pylog-files").option("checkpointLocation", str(checkpoint))
-                 .trigger(processingTime="200 milliseconds").start(str(out)))
+        query = (
+            spark.readStream.format("pylog")
+            .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+            .option("subscribe", TOPIC)
+            .option("startingOffsets", "earliest")
+            # An offset lookup sent to the killed leader before the controller noticed waits
+            # this long before it is retried with fresh metadata (Kafka's default: 60 s).
+            .option("kafka.default.api.timeout.ms", "4000")
+            .load()
+            .selectExpr("partition", "offset", "cast(value as string) value")
+            .writeStream.format("pylog-files")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="200 milliseconds")
+            .start(str(out))
+        )
         producer = threading.Thread(target=produce, daemon=True)
         producer.start()
         try:

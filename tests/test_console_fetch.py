@@ -12,11 +12,11 @@ import subprocess
 import sys
 
 import pytest
+from cli_run import pylog
 from confluent_kafka import Producer
+from test_cli_console import interrupted
 
 from kafka_spark.cli import console_records as cr
-from cli_run import pylog
-from test_cli_console import interrupted
 
 FORMAT = r"%t|%p|%o|%T|%k|%K|%s|%S|%h\n"
 OUTPUTS = [(), ("-J",), ("-f", FORMAT), ("--print-key", "--key-separator", "=")]
@@ -28,8 +28,14 @@ def produce_matrix(bootstrap: str, topic: str) -> int:
     seen = 0
     plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     shapes = [
-        (None, b"plain"), (b"", b""), (b"k", None), (None, None), (b"\x80", b"\xff\xfe not UTF-8"),
-        (b"multi", b"two\nlines"), (b"mid", b"m" * 3000), (b"big", b"b" * 300_000),
+        (None, b"plain"),
+        (b"", b""),
+        (b"k", None),
+        (None, None),
+        (b"\x80", b"\xff\xfe not UTF-8"),
+        (b"multi", b"two\nlines"),
+        (b"mid", b"m" * 3000),
+        (b"big", b"b" * 300_000),
     ]
     for key, value in shapes:
         plain.produce(topic, value, key, 0)
@@ -39,8 +45,13 @@ def produce_matrix(bootstrap: str, topic: str) -> int:
     for codec in ("gzip", "snappy", "lz4", "zstd"):
         compressed = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 20})
         for i in range(20):
-            compressed.produce(topic, b"%s-%d" % (codec.encode(), i) * 3, b"key-%d" % (i % 3) if i % 4 else None, 0,
-                               headers=[("codec", codec.encode())] if i % 2 else None)
+            compressed.produce(
+                topic,
+                b"%s-%d" % (codec.encode(), i) * 3,
+                b"key-%d" % (i % 3) if i % 4 else None,
+                0,
+                headers=[("codec", codec.encode())] if i % 2 else None,
+            )
         compressed.flush(30)
         seen += 20
     transactional = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"matrix-{topic}"})
@@ -66,7 +77,10 @@ def matrix_broker(tmp_path_factory):
     env = dict(os.environ, PYLOG_HOME=str(home / "home"))
     process = subprocess.Popen(
         [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", "0", "--log-dir", str(home / "data")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         line = process.stdout.readline().strip()
@@ -74,8 +88,16 @@ def matrix_broker(tmp_path_factory):
         bootstrap = line.split("=", 1)[1]
         pylog("topics", "create", "matrix", "--bootstrap-server", bootstrap, env=env)
         pylog("topics", "create", "spread", "--partitions", "3", "--bootstrap-server", bootstrap, env=env)
-        pylog("topics", "create", "appended", "--config", "message.timestamp.type=LogAppendTime",
-              "--bootstrap-server", bootstrap, env=env)
+        pylog(
+            "topics",
+            "create",
+            "appended",
+            "--config",
+            "message.timestamp.type=LogAppendTime",
+            "--bootstrap-server",
+            bootstrap,
+            env=env,
+        )
         count = produce_matrix(bootstrap, "matrix")
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
         for i in range(600):
@@ -93,8 +115,10 @@ def matrix_broker(tmp_path_factory):
 
 def both(bootstrap: str, env: dict, *args: str) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
     """The same consume through each fetcher."""
-    return tuple(pylog("consume", *args, "--fetcher", fetcher, "--bootstrap-server", bootstrap, env=env)
-                 for fetcher in ("wire", "librdkafka"))
+    return tuple(
+        pylog("consume", *args, "--fetcher", fetcher, "--bootstrap-server", bootstrap, env=env)
+        for fetcher in ("wire", "librdkafka")
+    )
 
 
 def processed(result: subprocess.CompletedProcess) -> bytes:
@@ -148,8 +172,11 @@ def test_without_from_beginning_both_start_at_the_end(matrix_broker):
 def test_ctrl_c_stops_the_wire_reader_with_what_it_printed(matrix_broker):
     bootstrap, env, _ = matrix_broker
     unbuffered = {k: v for k, v in env.items() if k != "PYTHONUNBUFFERED"}  # each response is flushed
-    printed, status, stderr = interrupted(["consume", "appended", "--from-beginning", "--fetcher", "wire",
-                                           "--bootstrap-server", bootstrap], 30, unbuffered)
+    printed, status, stderr = interrupted(
+        ["consume", "appended", "--from-beginning", "--fetcher", "wire", "--bootstrap-server", bootstrap],
+        30,
+        unbuffered,
+    )
     assert status == 130 and printed == [b"a%d\n" % i for i in range(30)]
     assert b"Processed a total of 30 messages" in stderr and b"Traceback" not in stderr
 
@@ -164,9 +191,22 @@ def test_a_broker_restart_hands_the_read_over_to_librdkafka_without_loss_or_repe
     bootstrap = ("--bootstrap-server", f"127.0.0.1:{port}")
 
     def start() -> subprocess.Popen:
-        broker = subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", str(port),
-                                   "--log-dir", str(tmp_path / "data")], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, env=env)
+        broker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kafka_spark.cli",
+                "broker",
+                "start",
+                "--port",
+                str(port),
+                "--log-dir",
+                str(tmp_path / "data"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         assert broker.stdout.readline().startswith(b"bootstrap.servers=")
         return broker
 
@@ -180,8 +220,9 @@ def test_a_broker_restart_hands_the_read_over_to_librdkafka_without_loss_or_repe
 
     try:
         pylog("produce", "moving", *bootstrap, env=env, stdin=b"".join(b"r%d\n" % i for i in range(10)))
-        printed, status, stderr = interrupted(["consume", "moving", "--from-beginning", *bootstrap], 20, env,
-                                              restart_and_produce_more, after=10)
+        printed, status, stderr = interrupted(
+            ["consume", "moving", "--from-beginning", *bootstrap], 20, env, restart_and_produce_more, after=10
+        )
     finally:
         brokers[0].kill()
         brokers[0].wait()
@@ -199,9 +240,22 @@ def test_compiled_and_python_walks_print_the_same_values(matrix_broker, monkeypa
     client = kf.FetchClient(bootstrap, "test", 30)
     try:
         conn = client.connection(client.leader("matrix", 0))
-        part = client.receive_fetch(conn, client.send_fetch(conn, "matrix", 0, 0, max_wait_ms=0, min_bytes=1,
-                                                            max_bytes=8 << 20, partition_max_bytes=8 << 20,
-                                                            isolation=0), "matrix", 0)
+        part = client.receive_fetch(
+            conn,
+            client.send_fetch(
+                conn,
+                "matrix",
+                0,
+                0,
+                max_wait_ms=0,
+                min_bytes=1,
+                max_bytes=8 << 20,
+                partition_max_bytes=8 << 20,
+                isolation=0,
+            ),
+            "matrix",
+            0,
+        )
         data = bytes(part.records)
     finally:
         client.close()
@@ -218,7 +272,7 @@ def test_compiled_and_python_walks_print_the_same_values(matrix_broker, monkeypa
             without_c.setattr(cr, "_c_values", None)
             assert cr.lines(buf, start, end, -1) == (compiled, n)
             assert cr.lines(buf, start, end, 1) == (python[0] + b"\n", 1)
-    broken = bytearray(data[batches[0].position:batches[0].end])
+    broken = bytearray(data[batches[0].position : batches[0].end])
     broken[cr.HEADER_SIZE + 5] = 0x7E  # the first record's value (63 bytes, it says) runs past its record
     with pytest.raises(ValueError, match="record 0 of the batch does not parse"):
         cr.lines(bytes(broken), cr.HEADER_SIZE, len(broken), -1)
@@ -249,13 +303,20 @@ def test_mangled_records_never_crash_the_compiled_walk():
     import random
 
     rng = random.Random(17)
-    section = b"".join(_record(i, None if i % 3 else b"k%d" % i, None if i % 7 == 3 else b"v" * rng.randrange(300),
-                               [(b"h", b"x")] if i % 5 == 0 else []) for i in range(40))
+    section = b"".join(
+        _record(
+            i,
+            None if i % 3 else b"k%d" % i,
+            None if i % 7 == 3 else b"v" * rng.randrange(300),
+            [(b"h", b"x")] if i % 5 == 0 else [],
+        )
+        for i in range(40)
+    )
     for _ in range(3000):
         mangled = bytearray(section)
         for _ in range(rng.randrange(1, 4)):
             mangled[rng.randrange(len(mangled))] = rng.randrange(256)
-        cut = bytes(mangled[:rng.randrange(len(mangled) + 1)] if rng.random() < 0.2 else mangled)
+        cut = bytes(mangled[: rng.randrange(len(mangled) + 1)] if rng.random() < 0.2 else mangled)
         try:
             compiled = cr.lines(cut, 0, len(cut), -1)
         except ValueError:
@@ -278,9 +339,24 @@ def test_a_message_set_before_v2_is_left_to_librdkafka():
 
 def test_wire_fetcher_refuses_a_group(matrix_broker):
     bootstrap, env, _ = matrix_broker
-    result = subprocess.run([sys.executable, "-m", "kafka_spark.cli", "consume", "matrix", "--group", "g",
-                             "--fetcher", "wire", "--bootstrap-server", bootstrap], capture_output=True, env=env,
-                            timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kafka_spark.cli",
+            "consume",
+            "matrix",
+            "--group",
+            "g",
+            "--fetcher",
+            "wire",
+            "--bootstrap-server",
+            bootstrap,
+        ],
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
     assert result.returncode == 1 and b"--fetcher wire reads without --group" in result.stderr
 
 

@@ -9,8 +9,14 @@ import sys
 
 
 def run_demo(cwd) -> str:
-    result = subprocess.run([sys.executable, "-m", "kafka_spark.demo"], cwd=cwd, capture_output=True, text=True,
-                            timeout=900, env=dict(os.environ))
+    result = subprocess.run(
+        [sys.executable, "-m", "kafka_spark.demo"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=dict(os.environ),
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     return result.stdout
 

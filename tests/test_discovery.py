@@ -10,8 +10,8 @@ import chispa
 import pytest
 from confluent_kafka import Producer
 
-from kafka_spark.client.bootstrap import resolve_bootstrap_servers
 from kafka_spark.broker import EmbeddedBroker, discovery
+from kafka_spark.client.bootstrap import resolve_bootstrap_servers
 
 
 def test_a_registered_embedded_broker_is_found_without_options():
@@ -46,19 +46,30 @@ def test_without_any_broker_one_is_started_on_demand_and_managed_by_the_cli():
         assert info is not None and info.bootstrap_servers == first
         assert info.log_dir == str(discovery.default_data_dir())
         assert resolve_bootstrap_servers(None) == first  # found again, not started twice
-        status = subprocess.run([sys.executable, "-m", "kafka_spark.cli", "broker", "status"],
-                                capture_output=True, text=True, env=os.environ, timeout=60)
+        status = subprocess.run(
+            [sys.executable, "-m", "kafka_spark.cli", "broker", "status"],
+            capture_output=True,
+            text=True,
+            env=os.environ,
+            timeout=60,
+        )
         assert status.returncode == 0 and first in status.stdout
     finally:
-        stop = subprocess.run([sys.executable, "-m", "kafka_spark.cli", "broker", "stop"],
-                              capture_output=True, text=True, env=os.environ, timeout=60)
+        stop = subprocess.run(
+            [sys.executable, "-m", "kafka_spark.cli", "broker", "stop"],
+            capture_output=True,
+            text=True,
+            env=os.environ,
+            timeout=60,
+        )
     assert "stopped" in stop.stdout
     assert discovery.find_running() is None
 
 
 def cli(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kafka_spark.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "kafka_spark.cli", *args], capture_output=True, text=True, env=env, timeout=60
+    )
 
 
 @pytest.fixture
@@ -68,8 +79,22 @@ def started_broker(tmp_path, monkeypatch):
     monkeypatch.setenv("PYLOG_HOME", str(home))
     env = dict(os.environ)
     process = subprocess.Popen(
-        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", "0", "--log-dir", str(tmp_path / "data")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        [
+            sys.executable,
+            "-m",
+            "kafka_spark.cli",
+            "broker",
+            "start",
+            "--port",
+            "0",
+            "--log-dir",
+            str(tmp_path / "data"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     line = process.stdout.readline().strip()
     assert line.startswith("bootstrap.servers="), line + process.stderr.read()
     yield line.split("=", 1)[1], env

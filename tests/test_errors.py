@@ -16,12 +16,18 @@ from kafka_spark.errors import DataLossError, OffsetJsonError, PylogError, Pylog
 def connector_exception_classes() -> list[type[BaseException]]:
     found = []
     for module in pkgutil.walk_packages(kafka_spark.__path__, "kafka_spark."):
-        if module.name in ("kafka_spark.broker", "kafka_spark.demo") or module.name.startswith("kafka_spark.broker.") \
-                or module.name.endswith(".__main__"):
+        if (
+            module.name in ("kafka_spark.broker", "kafka_spark.demo")
+            or module.name.startswith("kafka_spark.broker.")
+            or module.name.endswith(".__main__")
+        ):
             continue
         imported = importlib.import_module(module.name)
-        found += [c for _, c in inspect.getmembers(imported, inspect.isclass)
-                  if issubclass(c, BaseException) and c.__module__ == imported.__name__]
+        found += [
+            c
+            for _, c in inspect.getmembers(imported, inspect.isclass)
+            if issubclass(c, BaseException) and c.__module__ == imported.__name__
+        ]
     return found
 
 
@@ -31,8 +37,15 @@ def test_every_connector_exception_is_a_pylog_error():
     assert [f"{c.__module__}.{c.__qualname__}" for c in classes if not issubclass(c, PylogError)] == []
 
 
-@pytest.mark.parametrize("error,builtin", [(PylogOptionError, ValueError), (OffsetJsonError, ValueError),
-                                           (DataLossError, RuntimeError), (PylogReadTimeout, TimeoutError)])
+@pytest.mark.parametrize(
+    "error,builtin",
+    [
+        (PylogOptionError, ValueError),
+        (OffsetJsonError, ValueError),
+        (DataLossError, RuntimeError),
+        (PylogReadTimeout, TimeoutError),
+    ],
+)
 def test_errors_keep_the_builtin_they_always_were(error, builtin):
     assert issubclass(error, builtin) and issubclass(error, PylogError)
 
@@ -41,8 +54,9 @@ def test_a_bad_option_is_caught_as_a_pylog_error_with_its_message():
     from kafka_spark.options import parse_source_options
 
     with pytest.raises(PylogError, match="did you mean startingOffsets"):
-        parse_source_options({"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t",
-                              "startingOffset": "earliest"})
+        parse_source_options(
+            {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t", "startingOffset": "earliest"}
+        )
 
 
 def test_the_old_import_paths_still_name_the_same_classes():
@@ -50,8 +64,11 @@ def test_the_old_import_paths_still_name_the_same_classes():
     from kafka_spark.options import PylogOptionError as options_option_error
     from kafka_spark.read.partition import PylogReadTimeout as reader_timeout
 
-    assert (offsets_data_loss, options_option_error, reader_timeout) == (DataLossError, PylogOptionError,
-                                                                         PylogReadTimeout)
+    assert (offsets_data_loss, options_option_error, reader_timeout) == (
+        DataLossError,
+        PylogOptionError,
+        PylogReadTimeout,
+    )
 
 
 def test_the_root_is_exported_by_the_package():

@@ -31,14 +31,22 @@ def readme_example_lines() -> list[str]:
 def readme_command(script: str, *, assignments: bool = False) -> str:
     """The README's command line for an example: the one without variable assignments, or the
     one with them."""
-    (line,) = [line for line in readme_example_lines()
-               if f"python examples/{script}" in line and ("=" in line.split("python")[0]) == assignments]
+    (line,) = [
+        line
+        for line in readme_example_lines()
+        if f"python examples/{script}" in line and ("=" in line.split("python")[0]) == assignments
+    ]
     return line
 
 
 def run(command: str, tmp_path: Path, env: dict[str, str] | None = None, expect_ok: bool = True) -> str:
-    env = dict(os.environ, **(env or {}), TMPDIR=str(tmp_path), PYLOG_HOME=str(tmp_path / "pylog-home"),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = dict(
+        os.environ,
+        **(env or {}),
+        TMPDIR=str(tmp_path),
+        PYLOG_HOME=str(tmp_path / "pylog-home"),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
     result = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     if expect_ok:
         assert result.returncode == 0, result.stderr[-3000:]
@@ -87,8 +95,8 @@ def external_command(values: dict[str, str]) -> str:
     line = readme_command("external_cluster.py", assignments=True)
     words = shlex.split(line)
     names = [word.split("=", 1)[0] for word in words if "=" in word]
-    assert sorted(names) == sorted(values) and words[len(names):] == ["python", "examples/external_cluster.py"]
-    return " ".join([f"{name}={shlex.quote(values[name])}" for name in names] + words[len(names):])
+    assert sorted(names) == sorted(values) and words[len(names) :] == ["python", "examples/external_cluster.py"]
+    return " ".join([f"{name}={shlex.quote(values[name])}" for name in names] + words[len(names) :])
 
 
 def test_external_cluster_against_another_kafka_and_a_multi_executor_spark(tmp_path):
@@ -103,13 +111,31 @@ def test_external_cluster_against_another_kafka_and_a_multi_executor_spark(tmp_p
         for i in range(500):
             producer.produce("external-orders", value=b"order-%d" % i)
         assert producer.flush(30) == 0
-        out = run(external_command({"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "SPARK_MASTER": "local-cluster[2,1,1024]",
-                                    "TOPIC": "external-orders", "OUTPUT": str(tmp_path / "orders")}), tmp_path)
+        out = run(
+            external_command(
+                {
+                    "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+                    "SPARK_MASTER": "local-cluster[2,1,1024]",
+                    "TOPIC": "external-orders",
+                    "OUTPUT": str(tmp_path / "orders"),
+                }
+            ),
+            tmp_path,
+        )
         assert f"500 records in {tmp_path / 'orders'}" in out
 
         # a topic the cluster does not have fails before Spark starts, naming it and what exists
-        err = run(external_command({"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "SPARK_MASTER": "local[1]",
-                                    "TOPIC": "no-such-topic", "OUTPUT": str(tmp_path / "none")}),
-                  tmp_path, expect_ok=False)
+        err = run(
+            external_command(
+                {
+                    "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+                    "SPARK_MASTER": "local[1]",
+                    "TOPIC": "no-such-topic",
+                    "OUTPUT": str(tmp_path / "none"),
+                }
+            ),
+            tmp_path,
+            expect_ok=False,
+        )
         assert f"topic 'no-such-topic' does not exist on {bootstrap}: set TOPIC to one of" in err
         assert "'external-orders'" in err and "log4j" not in err  # Spark never started

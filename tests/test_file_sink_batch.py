@@ -9,11 +9,11 @@ import time
 
 import fastavro
 import pytest
+from pyarrow.fs import LocalFileSystem
 from pyspark.sql import functions as F
 
-from kafka_spark.files.table import committed_source_offsets, vacuum
 from kafka_spark.files.metadata_log import MetadataLog
-from pyarrow.fs import LocalFileSystem
+from kafka_spark.files.table import committed_source_offsets, vacuum
 
 
 def sample(spark, n: int = 6):
@@ -27,9 +27,7 @@ def sample(spark, n: int = 6):
 
 
 def part_files(root: str) -> list[str]:
-    return sorted(
-        os.path.join(d, n) for d, _, names in os.walk(root) for n in names if n.startswith("part-")
-    )
+    return sorted(os.path.join(d, n) for d, _, names in os.walk(root) for n in names if n.startswith("part-"))
 
 
 def test_batch_append_commits_one_manifest_per_job(spark, tmp_path):
@@ -48,19 +46,39 @@ def test_overwrite_mode_is_rejected(spark, tmp_path):
 
 def test_unknown_option_fails_naming_it_without_its_value(spark, tmp_path):
     with pytest.raises(Exception, match="unknown option 'kafka.sasl.password'") as info:
-        (sample(spark).write.format("pylog-files").option("kafka.sasl.password", "hunter2")
-         .mode("append").save(str(tmp_path / "out")))
+        (
+            sample(spark)
+            .write.format("pylog-files")
+            .option("kafka.sasl.password", "hunter2")
+            .mode("append")
+            .save(str(tmp_path / "out"))
+        )
     assert "hunter2" not in str(info.value)
 
 
 def test_a_mistyped_option_or_value_names_what_was_meant(spark, tmp_path):
-    with pytest.raises(Exception, match=re.escape("unknown option 'checkpointlocaton' for format 'pylog-files'. "
-                                                  "Did you mean checkpointLocation?")):
-        (sample(spark).write.format("pylog-files").option("checkpointLocaton", str(tmp_path / "c"))
-         .mode("append").save(str(tmp_path / "out")))
-    with pytest.raises(Exception, match=re.escape("option 'fileFormat' must be 'parquet', 'avro' or 'json', got "
-                                                  "'parket'. Did you mean 'parquet'?")):
-        sample(spark).write.format("pylog-files").option("fileFormat", "parket").mode("append").save(str(tmp_path / "o"))
+    with pytest.raises(
+        Exception,
+        match=re.escape(
+            "unknown option 'checkpointlocaton' for format 'pylog-files'. Did you mean checkpointLocation?"
+        ),
+    ):
+        (
+            sample(spark)
+            .write.format("pylog-files")
+            .option("checkpointLocaton", str(tmp_path / "c"))
+            .mode("append")
+            .save(str(tmp_path / "out"))
+        )
+    with pytest.raises(
+        Exception,
+        match=re.escape(
+            "option 'fileFormat' must be 'parquet', 'avro' or 'json', got 'parket'. Did you mean 'parquet'?"
+        ),
+    ):
+        sample(spark).write.format("pylog-files").option("fileFormat", "parket").mode("append").save(
+            str(tmp_path / "o")
+        )
 
 
 def test_unwritable_path_fails_naming_it(spark, tmp_path):
@@ -93,8 +111,9 @@ def test_streaming_with_session_level_checkpoint_only_fails_at_start(spark, tmp_
     query = None
     try:
         with pytest.raises(Exception, match="needs .option\\('checkpointLocation'"):
-            query = (spark.readStream.format("rate").load().writeStream.format("pylog-files")
-                     .start(str(tmp_path / "out")))
+            query = (
+                spark.readStream.format("rate").load().writeStream.format("pylog-files").start(str(tmp_path / "out"))
+            )
             query.processAllAvailable()
     finally:
         spark.conf.unset("spark.sql.streaming.checkpointLocation")
@@ -131,12 +150,17 @@ def test_json_output_is_readable_by_spark_json(spark, tmp_path):
 
 def test_partition_by_writes_hive_directories_spark_reads(spark, tmp_path):
     out = str(tmp_path / "out")
-    frame = spark.range(6).select(F.col("id"), (F.col("id") % 2).alias("parity"),
-                                  F.when(F.col("id") < 3, F.lit("a/b:c")).alias("label"))
+    frame = spark.range(6).select(
+        F.col("id"), (F.col("id") % 2).alias("parity"), F.when(F.col("id") < 3, F.lit("a/b:c")).alias("label")
+    )
     frame.write.format("pylog-files").option("partitionBy", "parity,label").mode("append").save(out)
     dirs = {os.path.relpath(os.path.dirname(p), out) for p in part_files(out)}
-    assert dirs == {"parity=0/label=a%2Fb%3Ac", "parity=1/label=a%2Fb%3Ac",
-                    "parity=0/label=__HIVE_DEFAULT_PARTITION__", "parity=1/label=__HIVE_DEFAULT_PARTITION__"}
+    assert dirs == {
+        "parity=0/label=a%2Fb%3Ac",
+        "parity=1/label=a%2Fb%3Ac",
+        "parity=0/label=__HIVE_DEFAULT_PARTITION__",
+        "parity=1/label=__HIVE_DEFAULT_PARTITION__",
+    }
     rows = sorted((r.id, r.parity, r.label) for r in spark.read.parquet(out).collect())
     assert rows == [(i, i % 2, "a/b:c" if i < 3 else None) for i in range(6)]
 

@@ -16,10 +16,10 @@ import pytest
 from pyarrow.fs import LocalFileSystem
 from pyspark.errors import StreamingQueryException
 
-from kafka_spark.files.table import committed_source_offsets
-from kafka_spark.files.metadata_log import MetadataLog
 from kafka_spark.files.continuity import OtherSourcesError, UnknownStartError
+from kafka_spark.files.metadata_log import MetadataLog
 from kafka_spark.files.sidecar import OffsetContinuityError
+from kafka_spark.files.table import committed_source_offsets
 from tests.sink_commits import FakeCheckpoint, commit_batch_job, commit_stream_batch
 from tests.source_fixtures import embedded_kafka  # noqa: F401
 
@@ -50,10 +50,14 @@ def test_first_batch_with_rows_starts_where_sparks_kafka_source_recorded_it(tmp_
     kafka_query.kafka_initial_offsets(0, GOLDEN.read_bytes())  # starts at {"orders":{"0":0,"1":0}}
     with pytest.raises(OffsetContinuityError) as refused:
         commit_stream_batch(out, kafka_query, 0, [1, 2, 3, 4, 5, 6, 7, 8, 9])
-    assert ("orders-0: the output holds offsets up to 2; this query starts at 0: offsets 0..2 (3 records) "
-            "would be written twice") in str(refused.value)
-    assert ("orders-1: the output holds offsets up to 1; this query starts at 0: offsets 0..1 (2 records) "
-            "would be written twice") in str(refused.value)
+    assert (
+        "orders-0: the output holds offsets up to 2; this query starts at 0: offsets 0..2 (3 records) "
+        "would be written twice"
+    ) in str(refused.value)
+    assert (
+        "orders-1: the output holds offsets up to 1; this query starts at 0: offsets 0..1 (2 records) "
+        "would be written twice"
+    ) in str(refused.value)
     assert manifests(out) == [0, 1]
 
     continuing = FakeCheckpoint(tmp_path / "continuing-ck")
@@ -129,7 +133,9 @@ def test_output_written_before_its_records_held_the_coverage_is_read_from_all_re
     assert committed_source_offsets(str(out)) == {"orders": {"0": 3, "1": 2}, "payments": {"0": 4}}
     again = FakeCheckpoint(tmp_path / "again-ck")
     again.offsets(0, {"orders": {"0": 1, "1": 2}})
-    with pytest.raises(OffsetContinuityError, match="orders-0: the output holds offsets up to 2; this query starts at 1"):
+    with pytest.raises(
+        OffsetContinuityError, match="orders-0: the output holds offsets up to 2; this query starts at 1"
+    ):
         commit_stream_batch(out, again, 0, [])
 
 
@@ -140,8 +146,9 @@ def test_gap_is_refused_unless_the_sink_accepts_data_loss(tmp_path):
     ahead.offsets(0, {"orders": {"0": 3, "1": 6}})
     with pytest.raises(OffsetContinuityError) as refused:
         commit_stream_batch(out, ahead, 0, [])
-    assert ("orders-1: the output continues at offset 2; this query starts at 6: offsets 2..5 (4) would be "
-            "skipped") in str(refused.value)
+    assert (
+        "orders-1: the output continues at offset 2; this query starts at 6: offsets 2..5 (4) would be skipped"
+    ) in str(refused.value)
     assert "failOnDataLoss=false" in str(refused.value)
 
 
@@ -182,16 +189,24 @@ def test_refused_commit_deletes_the_batchs_files(tmp_path):
 
 
 def _pylog(spark, cluster, topic, **options):
-    reader = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
-              .option("subscribe", topic).option("startingOffsets", "earliest"))
+    reader = (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load().selectExpr("cast(value as string) as v")
 
 
 def _write(df, out, checkpoint):
-    query = (df.writeStream.format("pylog-files").option("checkpointLocation", str(checkpoint))
-             .trigger(availableNow=True).start(str(out)))
+    query = (
+        df.writeStream.format("pylog-files")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start(str(out))
+    )
     try:
         query.awaitTermination(180)
     except StreamingQueryException as exc:
@@ -213,7 +228,7 @@ def test_union_of_two_pylog_sources_is_continued_or_refused_naming_both_topics(s
     refused = _write(union(), out, tmp_path / "ck2")
     assert refused is not None
     expected = {a: {"0": 3, "1": 0, "2": 0, "3": 0}, b: {"0": 0, "1": 2, "2": 0, "3": 0}}
-    assert (f'''.option("startingOffsets", '{json.dumps(expected, separators=(",", ":"))}')''') in str(refused)
+    assert (f""".option("startingOffsets", '{json.dumps(expected, separators=(",", ":"))}')""") in str(refused)
     assert _write(union(startingOffsetsFromOutput=str(out)), out, tmp_path / "ck3") is None
     assert sorted(r.v for r in spark.read.parquet(str(out)).collect()) == [f"v{i}" for i in range(7)]
 
@@ -224,8 +239,12 @@ def test_pylog_with_the_rate_source_cannot_be_continued_by_a_new_query(spark, em
     out = tmp_path / "out"
 
     def mixed(**options):
-        rate = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 5).load()
-                .selectExpr("concat('r', cast(value as string)) as v"))
+        rate = (
+            spark.readStream.format("rate-micro-batch")
+            .option("rowsPerBatch", 5)
+            .load()
+            .selectExpr("concat('r', cast(value as string)) as v")
+        )
         return _pylog(spark, embedded_kafka, topic, **options).union(rate)
 
     assert _write(mixed(), out, tmp_path / "ck1") is None
@@ -247,14 +266,21 @@ def test_trigger_once_cannot_continue_an_output_it_did_not_start(spark, embedded
     out = tmp_path / "out"
     assert _write(_pylog(spark, embedded_kafka, topic), out, tmp_path / "ck1") is None
     embedded_kafka.produce_values(topic, 0, 2, start=3)
-    query = (_pylog(spark, embedded_kafka, topic, startingOffsetsFromOutput=str(out)).writeStream
-             .format("pylog-files").option("checkpointLocation", str(tmp_path / "ck2")).trigger(once=True)
-             .start(str(out)))
+    query = (
+        _pylog(spark, embedded_kafka, topic, startingOffsetsFromOutput=str(out))
+        .writeStream.format("pylog-files")
+        .option("checkpointLocation", str(tmp_path / "ck2"))
+        .trigger(once=True)
+        .start(str(out))
+    )
     with pytest.raises(StreamingQueryException) as refused:
         query.awaitTermination(180)
-    assert f"wrote rows of topic(s) {topic}, but where it started reading them is recorded nowhere" in str(refused.value)
+    assert f"wrote rows of topic(s) {topic}, but where it started reading them is recorded nowhere" in str(
+        refused.value
+    )
     assert "Trigger.AvailableNow" in str(refused.value)
     shutil.rmtree(tmp_path / "ck2")
-    assert _write(_pylog(spark, embedded_kafka, topic, startingOffsetsFromOutput=str(out)), out,
-                  tmp_path / "ck2") is None
+    assert (
+        _write(_pylog(spark, embedded_kafka, topic, startingOffsetsFromOutput=str(out)), out, tmp_path / "ck2") is None
+    )
     assert sorted(r.v for r in spark.read.parquet(str(out)).collect()) == [f"v{i}" for i in range(5)]

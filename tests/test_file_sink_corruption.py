@@ -17,9 +17,9 @@ import pytest
 from pyarrow.fs import LocalFileSystem
 from pyspark.errors import StreamingQueryException
 
-from kafka_spark.files.table import committed_source_offsets
 from kafka_spark.files.metadata_log import MalformedMetadataLogError, MetadataLog
 from kafka_spark.files.sidecar import SinkStateError
+from kafka_spark.files.table import committed_source_offsets
 from tests.sink_commits import FakeCheckpoint, commit_batch_job, commit_stream_batch, exists
 from tests.source_fixtures import embedded_kafka  # noqa: F401
 
@@ -35,14 +35,24 @@ def appended(out: Path, jobs: int) -> None:
         commit_batch_job(out, [job])
 
 
-@pytest.mark.parametrize("content,what", [
-    (GARBLED, "not UTF-8 text (byte 0x80 at position 0)"),
-    (b'v1\n{"path":"file:///out/part-00000.parquet","size":12', "line 2 is not JSON (Expecting ',' delimiter at column 51)"),
-    (b'v2\n{"path":"file:///out/part-00000.parquet"}', "line 1 must be the version 'v1', found 'v2'"),
-    (b"", "line 1 must be the version 'v1', found nothing (the file is empty)"),
-    (b'v1\n{"path":"file:///out/p.parquet","size":"12","isDir":false,"modificationTime":1,"blockReplication":1,'
-     b'"blockSize":1,"action":"add"}', "line 2 is field 'size' is str, not int"),
-], ids=["garbled-bytes", "truncated-json", "wrong-version", "empty", "wrong-type"])
+@pytest.mark.parametrize(
+    "content,what",
+    [
+        (GARBLED, "not UTF-8 text (byte 0x80 at position 0)"),
+        (
+            b'v1\n{"path":"file:///out/part-00000.parquet","size":12',
+            "line 2 is not JSON (Expecting ',' delimiter at column 51)",
+        ),
+        (b'v2\n{"path":"file:///out/part-00000.parquet"}', "line 1 must be the version 'v1', found 'v2'"),
+        (b"", "line 1 must be the version 'v1', found nothing (the file is empty)"),
+        (
+            b'v1\n{"path":"file:///out/p.parquet","size":"12","isDir":false,"modificationTime":1,"blockReplication":1,'
+            b'"blockSize":1,"action":"add"}',
+            "line 2 is field 'size' is str, not int",
+        ),
+    ],
+    ids=["garbled-bytes", "truncated-json", "wrong-version", "empty", "wrong-type"],
+)
 def test_commit_on_a_corrupt_newest_manifest_fails_naming_it(tmp_path, content, what):
     out = tmp_path / "out"
     appended(out, 3)
@@ -108,10 +118,18 @@ def test_garbled_sink_record_fails_the_query_once_naming_the_file(spark, embedde
     out, checkpoint = str(tmp_path / "out"), str(tmp_path / "ck")
 
     def run():
-        query = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", embedded_kafka.bootstrap_servers)
-                 .option("subscribe", topic).option("startingOffsets", "earliest").load()
-                 .selectExpr("cast(value as string) v").writeStream.format("pylog-files")
-                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start(out))
+        query = (
+            spark.readStream.format("pylog")
+            .option("kafka.bootstrap.servers", embedded_kafka.bootstrap_servers)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("cast(value as string) v")
+            .writeStream.format("pylog-files")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start(out)
+        )
         try:
             query.awaitTermination(180)
         except StreamingQueryException as exc:

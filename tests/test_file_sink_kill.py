@@ -13,8 +13,8 @@ import time
 
 from pyarrow.fs import LocalFileSystem
 
-from kafka_spark.files.table import committed_source_offsets, vacuum
 from kafka_spark.files.metadata_log import MetadataLog
+from kafka_spark.files.table import committed_source_offsets, vacuum
 
 # 20 micro-batches: the kill lands within 1.5 s of the second commit, long before the last one
 # even when batches take a tenth of a second.

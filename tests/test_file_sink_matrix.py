@@ -23,11 +23,11 @@ import shutil
 from collections import defaultdict
 
 import pytest
+from pyarrow.fs import LocalFileSystem
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
 from kafka_spark.files.metadata_log import MetadataLog
-from pyarrow.fs import LocalFileSystem
 from tests.source_fixtures import Record, embedded_kafka  # noqa: F401
 
 T0 = 1_700_000_040_000  # ms, on a minute boundary
@@ -50,11 +50,13 @@ def _chunk(k: int) -> list[Record]:
 def _windowed(df):
     """Orders per minute of event time, as the demo's revenue per window (append mode)."""
     real = F.col("id") < TICK  # ticks move the watermark but are not counted
-    return (df.withWatermark("timestamp", "0 seconds")
-            .withColumn("id", F.col("value").cast("string").cast("long"))
-            .groupBy(F.window("timestamp", "1 minute"))
-            .agg(F.count(F.when(real, 1)).alias("n"), F.sum(F.when(real, F.col("id"))).alias("total"))
-            .select(F.col("window.start").alias("window_start"), "n", "total"))
+    return (
+        df.withWatermark("timestamp", "0 seconds")
+        .withColumn("id", F.col("value").cast("string").cast("long"))
+        .groupBy(F.window("timestamp", "1 minute"))
+        .agg(F.count(F.when(real, 1)).alias("n"), F.sum(F.when(real, F.col("id"))).alias("total"))
+        .select(F.col("window.start").alias("window_start"), "n", "total")
+    )
 
 
 SHAPES = {
@@ -64,12 +66,15 @@ SHAPES = {
         lambda out: out.select(F.col("json").cast("long").alias("id")),
     ),
     "no-kafka-columns": (
-        lambda df: df.select(F.col("value").cast("string").cast("long").alias("id"),
-                             F.upper(F.col("key").cast("string")).alias("label")),
+        lambda df: df.select(
+            F.col("value").cast("string").cast("long").alias("id"), F.upper(F.col("key").cast("string")).alias("label")
+        ),
         lambda out: out.select("id"),
     ),
-    "one-column": (lambda df: df.select(F.col("value").cast("string").cast("long").alias("id")),
-                   lambda out: out.select("id")),
+    "one-column": (
+        lambda df: df.select(F.col("value").cast("string").cast("long").alias("id")),
+        lambda out: out.select("id"),
+    ),
     "windowed-aggregate": (_windowed, None),
 }
 
@@ -84,12 +89,22 @@ def _true_windows(ids) -> list[tuple]:
 
 def _run(spark, cluster, topic, shape, out, checkpoint, **options):
     """One Trigger.AvailableNow run; its failure (or None)."""
-    reader = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
-              .option("subscribe", topic).option("startingOffsets", "earliest"))
+    reader = (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
     for key, value in options.items():
         reader = reader.option(key, value)
-    query = (SHAPES[shape][0](reader.load()).writeStream.format("pylog-files")
-             .option("checkpointLocation", checkpoint).outputMode("append").trigger(availableNow=True).start(out))
+    query = (
+        SHAPES[shape][0](reader.load())
+        .writeStream.format("pylog-files")
+        .option("checkpointLocation", checkpoint)
+        .outputMode("append")
+        .trigger(availableNow=True)
+        .start(out)
+    )
     try:
         query.awaitTermination(180)
     except StreamingQueryException as exc:

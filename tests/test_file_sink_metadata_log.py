@@ -27,7 +27,9 @@ def test_manifest_round_trips_spark_written_bytes_exactly():
 def test_compact_file_golden(tmp_path):
     log = MetadataLog(LocalFileSystem(), str(tmp_path))
     for batch in range(10):
-        assert log.add(batch, [SinkFileStatus(f"file:///out/part-{batch}.parquet", 100 + batch, 1_700_000_000_000 + batch)])
+        assert log.add(
+            batch, [SinkFileStatus(f"file:///out/part-{batch}.parquet", 100 + batch, 1_700_000_000_000 + batch)]
+        )
     assert sorted(os.listdir(tmp_path / "_spark_metadata")) == [str(i) for i in range(9)] + ["9.compact"]
     assert (tmp_path / "_spark_metadata" / "9.compact").read_bytes() == (GOLDEN / "9.compact").read_bytes()
 
@@ -61,8 +63,12 @@ def test_stock_spark_reads_exactly_the_logged_files_past_compaction(spark, tmp_p
     assert batches == sorted(list(range(12)) * 2)
 
     query = (
-        spark.readStream.schema("batch long").format("parquet").load(str(out))
-        .writeStream.format("memory").queryName("pylog_log_stream").start()
+        spark.readStream.schema("batch long")
+        .format("parquet")
+        .load(str(out))
+        .writeStream.format("memory")
+        .queryName("pylog_log_stream")
+        .start()
     )
     try:
         query.processAllAvailable()
@@ -77,8 +83,12 @@ def test_spark_written_log_has_the_structure_pylog_writes(spark, tmp_path):
     src.mkdir()
     (src / "a.json").write_text('{"n": 1}\n{"n": 2}\n')
     query = (
-        spark.readStream.schema("n long").json(str(src)).writeStream.format("parquet")
-        .option("checkpointLocation", str(ck)).trigger(availableNow=True).start(str(out))
+        spark.readStream.schema("n long")
+        .json(str(src))
+        .writeStream.format("parquet")
+        .option("checkpointLocation", str(ck))
+        .trigger(availableNow=True)
+        .start(str(out))
     )
     query.awaitTermination(120)
     spark_text = (out / "_spark_metadata" / "0").read_text()
@@ -96,4 +106,4 @@ def test_spark_written_log_has_the_structure_pylog_writes(spark, tmp_path):
             assert (raw["blockReplication"], raw["blockSize"]) == (1, 33554432)
             assert isinstance(raw["size"], int) and isinstance(raw["modificationTime"], int)
     spark_entries = deserialize(spark_text, "spark")
-    assert [os.path.getsize(e.path[len("file://"):]) for e in spark_entries] == [e.size for e in spark_entries]
+    assert [os.path.getsize(e.path[len("file://") :]) for e in spark_entries] == [e.size for e in spark_entries]

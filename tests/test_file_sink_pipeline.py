@@ -11,8 +11,11 @@ from tests.source_fixtures import embedded_kafka  # noqa: F401
 
 
 def stream_to_files(spark, cluster, topic: str, out: str, checkpoint: str, **options: str) -> Exception | None:
-    reader = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
-              .option("subscribe", topic))
+    reader = (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+        .option("subscribe", topic)
+    )
     for key, value in options.items():
         reader = reader.option(key, value)
     query = reader.load().writeStream.format("pylog-files").option("checkpointLocation", checkpoint).start(out)
@@ -37,7 +40,9 @@ def test_lost_checkpoint_resumes_from_output_offsets_exactly_once(spark, embedde
     embedded_kafka.produce_values(topic, 0, 5, start=20)
     embedded_kafka.produce_values(topic, 3, 5, start=25)
     shutil.rmtree(tmp_path / "ck1")  # the checkpoint is lost; the output knows where it stopped
-    assert stream_to_files(spark, embedded_kafka, topic, out, str(tmp_path / "ck2"), startingOffsetsFromOutput=out) is None
+    assert (
+        stream_to_files(spark, embedded_kafka, topic, out, str(tmp_path / "ck2"), startingOffsetsFromOutput=out) is None
+    )
 
     rows = spark.read.parquet(out).selectExpr("partition", "offset", "cast(value as string) v").collect()
     assert sorted(r.v for r in rows) == sorted(f"v{i}" for i in range(30))

@@ -19,9 +19,9 @@ import pytest
 from moto.server import ThreadedMotoServer
 from test_file_sink_kill import END, QUERY, STEP, kill_within_a_later_batch  # the same query, on S3
 
-from kafka_spark.files.table import committed_source_offsets, vacuum
-from kafka_spark.files.metadata_log import MetadataLog
 from kafka_spark.files.fs import create_if_absent, resolve_output
+from kafka_spark.files.metadata_log import MetadataLog
+from kafka_spark.files.table import committed_source_offsets, vacuum
 
 BUCKET = "lake"
 
@@ -32,8 +32,12 @@ def s3(monkeypatch):
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    settings = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
-                "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
+    settings = {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+    }
     for name, value in settings.items():
         monkeypatch.setenv(name, value)
     boto3.client("s3").create_bucket(Bucket=BUCKET)
@@ -56,7 +60,9 @@ def start_query(script: str, out: str, checkpoint: str, env: dict[str, str]) -> 
         [sys.executable, script, out, checkpoint, str(END), str(STEP)],
         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
         start_new_session=True,  # its own process group: the kill takes the JVM and workers too
-        env=dict(os.environ, **env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=dict(os.environ, **env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
 
 

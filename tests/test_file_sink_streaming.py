@@ -18,14 +18,14 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyarrow.fs import LocalFileSystem
 from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from kafka_spark.files.metadata_log import MetadataLog, SinkFileStatus
 from kafka_spark.files.table import committed_source_offsets, vacuum
 from kafka_spark.files.writers import FileSinkCommitMessage, FileSinkOptions, FileStreamWriter
-from kafka_spark.files.metadata_log import MetadataLog, SinkFileStatus
-from pyarrow.fs import LocalFileSystem
 
 # Spark ships the source class to Python workers, which cannot import this test module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -55,10 +55,7 @@ class KafkaShapedReader(DataSourceStreamReader):
         return {TOPIC: {p: min(o + self.step, max(self.end, o)) for p, o in start[TOPIC].items()}}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        return [
-            InputPartition((p, start[TOPIC][p], end[TOPIC][p], self.fail_on))
-            for p in sorted(end[TOPIC], key=int)
-        ]
+        return [InputPartition((p, start[TOPIC][p], end[TOPIC][p], self.fail_on)) for p in sorted(end[TOPIC], key=int)]
 
     def read(self, partition: InputPartition):
         p, low, high, fail_on = partition.value
@@ -169,8 +166,17 @@ def test_commit_of_replay_deletes_the_replays_files(kspark, tmp_path):
     # A replay whose tasks did not take the short-cut (e.g. they started before the manifest
     # appeared): its commit must keep the committed batch and drop the new file.
     stray = os.path.join(out, "part-00000-0-replay.parquet")
-    pq.write_table(pa.table({"topic": [TOPIC], "partition": pa.array([0], pa.int32()),
-                             "offset": pa.array([5], pa.int64()), "value": ["dup"]}), stray)
+    pq.write_table(
+        pa.table(
+            {
+                "topic": [TOPIC],
+                "partition": pa.array([0], pa.int32()),
+                "offset": pa.array([5], pa.int64()),
+                "value": ["dup"],
+            }
+        ),
+        stray,
+    )
     query_id = json.load(open(os.path.join(ck, "metadata")))["id"]
     status = SinkFileStatus(path="file://" + stray, size=os.path.getsize(stray), modification_time=0)
     writer = FileStreamWriter(
@@ -185,8 +191,14 @@ def test_commit_of_replay_deletes_the_replays_files(kspark, tmp_path):
 def kspark_schema():
     from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-    return StructType([StructField("topic", StringType()), StructField("partition", IntegerType()),
-                       StructField("offset", LongType()), StructField("value", StringType())])
+    return StructType(
+        [
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+            StructField("offset", LongType()),
+            StructField("value", StringType()),
+        ]
+    )
 
 
 def test_new_query_overlapping_the_output_fails_and_names_starting_offsets(kspark, tmp_path):
@@ -194,8 +206,10 @@ def test_new_query_overlapping_the_output_fails_and_names_starting_offsets(kspar
     assert run(kspark, out, str(tmp_path / "ck1"), endOffset="20") is None
     failure = run(kspark, out, str(tmp_path / "ck2"), endOffset="30")  # starts from earliest again
     assert failure is not None
-    assert ("orders-0: the output holds offsets up to 19; this query starts at 0: offsets 0..19 "
-            "(20 records) would be written twice") in str(failure)
+    assert (
+        "orders-0: the output holds offsets up to 19; this query starts at 0: offsets 0..19 "
+        "(20 records) would be written twice"
+    ) in str(failure)
     assert """.option("startingOffsets", '{"orders":{"0":20,"1":20}}')""" in str(failure)
     assert visible(kspark, out) == expected(20)
     assert manifest_ids(out) == [0, 1, 2]  # the refused query committed nothing, not even its start batch
@@ -206,8 +220,14 @@ def test_new_query_whose_first_batch_read_data_from_an_unrecorded_start_is_refus
     assert run(kspark, out, str(tmp_path / "ck1"), endOffset="10") is None
     # A source without a start batch (as pylog under Trigger.Once): batch 0 carries rows, and
     # nothing says where it started, even though it starts exactly where the output left off.
-    failure = run(kspark, out, str(tmp_path / "ck2"), endOffset="20", firstBatchCarriesData="true",
-                  startingOffsets=json.dumps(committed_source_offsets(out)))
+    failure = run(
+        kspark,
+        out,
+        str(tmp_path / "ck2"),
+        endOffset="20",
+        firstBatchCarriesData="true",
+        startingOffsets=json.dumps(committed_source_offsets(out)),
+    )
     assert failure is not None
     assert "wrote rows of topic(s) orders, but where it started reading them is recorded nowhere" in str(failure)
     assert """startingOffsets", '{"orders":{"0":10,"1":10}}')""" in str(failure)
@@ -229,11 +249,13 @@ def test_new_query_continuing_from_committed_offsets_has_no_gap_or_duplicate(ksp
 def test_new_query_leaving_a_gap_fails(kspark, tmp_path):
     out = str(tmp_path / "out")
     assert run(kspark, out, str(tmp_path / "ck1"), endOffset="10") is None
-    failure = run(kspark, out, str(tmp_path / "ck2"), endOffset="20",
-                  startingOffsets=json.dumps({TOPIC: {"0": 10, "1": 13}}))
+    failure = run(
+        kspark, out, str(tmp_path / "ck2"), endOffset="20", startingOffsets=json.dumps({TOPIC: {"0": 10, "1": 13}})
+    )
     assert failure is not None
-    assert ("orders-1: the output continues at offset 10; this query starts at 13: offsets 10..12 (3) "
-            "would be skipped") in str(failure)
+    assert (
+        "orders-1: the output continues at offset 10; this query starts at 13: offsets 10..12 (3) would be skipped"
+    ) in str(failure)
     assert """.option("startingOffsets", '{"orders":{"0":10,"1":10}}')""" in str(failure)
     assert visible(kspark, out) == expected(10)
 
@@ -259,9 +281,14 @@ def test_rate_source_restart_from_checkpoint_has_no_duplicates_or_gaps(spark, tm
 
     def run_batches(count: int) -> None:
         query = (
-            spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 50).option("numPartitions", 2)
-            .load().writeStream.format("pylog-files").option("checkpointLocation", ck)
-            .trigger(processingTime="100 milliseconds").start(out)
+            spark.readStream.format("rate-micro-batch")
+            .option("rowsPerBatch", 50)
+            .option("numPartitions", 2)
+            .load()
+            .writeStream.format("pylog-files")
+            .option("checkpointLocation", ck)
+            .trigger(processingTime="100 milliseconds")
+            .start(out)
         )
         deadline = time.time() + 60
         while time.time() < deadline and len(query.recentProgress) < count:
@@ -279,8 +306,16 @@ def test_old_query_resuming_after_another_query_wrote_fails(kspark, tmp_path):
     out, old_checkpoint = str(tmp_path / "out"), str(tmp_path / "ck_old")
     assert run(kspark, out, old_checkpoint, endOffset="10") is None
     # A second query continues the output correctly...
-    assert run(kspark, out, str(tmp_path / "ck_new"), endOffset="20",
-               startingOffsets=json.dumps(committed_source_offsets(out))) is None
+    assert (
+        run(
+            kspark,
+            out,
+            str(tmp_path / "ck_new"),
+            endOffset="20",
+            startingOffsets=json.dumps(committed_source_offsets(out)),
+        )
+        is None
+    )
     # ...then the old one comes back: its next batch starts at 10, the output is at 20.
     failure = run(kspark, out, old_checkpoint, endOffset="30")
     assert failure is not None

@@ -20,8 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.install
 def test_wheel_in_a_fresh_virtualenv_serves_both_formats_without_register(tmp_path):
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_install.py"), "--work-dir", str(tmp_path)],
-                            capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "check_install.py"), "--work-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     site = tmp_path / "venv" / "lib"
     assert f"installed: kafka_spark, pyspark_pylog, pyspark_pylog_files in {site}" in result.stdout
@@ -47,10 +51,22 @@ def test_lowest_declared_pyspark_runs_the_source_and_the_file_sink(tmp_path):
     declared = re.search(r"^\s*pyspark\[sql\]>=([\d.]+),", (ROOT / "setup.cfg").read_text(), re.MULTILINE).group(1)
     assert LOWEST_PYSPARK.startswith(declared + ".")
     result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "check_install.py"), "--work-dir", str(tmp_path),
-         "--pyspark", LOWEST_PYSPARK, "--", "tests/test_source_streaming.py",
-         "-k", "read_limit or per_trigger or trigger_delay or exactly_once"],
-        capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "check_install.py"),
+            "--work-dir",
+            str(tmp_path),
+            "--pyspark",
+            LOWEST_PYSPARK,
+            "--",
+            "tests/test_source_streaming.py",
+            "-k",
+            "read_limit or per_trigger or trigger_delay or exactly_once",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert f"pyspark {LOWEST_PYSPARK}" in result.stdout
     assert "readStream.format('pylog') -> writeStream.format('pylog-files'): 300 rows" in result.stdout

@@ -35,8 +35,11 @@ def java_properties() -> list[tuple[str, str, str]]:
 
 
 def test_every_java_consumer_and_producer_property_has_a_rule_for_its_client():
-    missing = [(role, name) for role, name, _ in java_properties()
-               if name not in PROPERTIES or getattr(PROPERTIES[name], role) is None]
+    missing = [
+        (role, name)
+        for role, name, _ in java_properties()
+        if name not in PROPERTIES or getattr(PROPERTIES[name], role) is None
+    ]
     assert missing == []
     stray = sorted(set(PROPERTIES) - {name for _, name, _ in java_properties()})
     assert stray == [], "the table names only real Java client properties"
@@ -44,14 +47,26 @@ def test_every_java_consumer_and_producer_property_has_a_rule_for_its_client():
 
 # Values for properties whose Java default is null or empty (the others use their default).
 SAMPLES = {
-    "bootstrap.servers": "h:9092", "client.id": "etl", "client.rack": "rack-1", "group.id": "g",
-    "group.instance.id": "member-1", "group.remote.assignor": "uniform", "ssl.cipher.suites": "ECDHE-RSA-AES128-GCM-SHA256",
-    "ssl.key.password": "pw", "sasl.kerberos.service.name": "kafka", "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
-    "sasl.oauthbearer.scope": "kafka", "sasl.oauthbearer.client.credentials.client.id": "id",
-    "sasl.oauthbearer.client.credentials.client.secret": "secret", "sasl.oauthbearer.assertion.claim.aud": "aud",
-    "sasl.oauthbearer.assertion.claim.iss": "iss", "sasl.oauthbearer.assertion.claim.sub": "sub",
-    "sasl.oauthbearer.assertion.file": "/tmp/assertion", "sasl.oauthbearer.assertion.private.key.file": "/tmp/key.pem",
-    "sasl.oauthbearer.assertion.private.key.passphrase": "pw", "sasl.oauthbearer.assertion.template.file": "/tmp/t.json",
+    "bootstrap.servers": "h:9092",
+    "client.id": "etl",
+    "client.rack": "rack-1",
+    "group.id": "g",
+    "group.instance.id": "member-1",
+    "group.remote.assignor": "uniform",
+    "ssl.cipher.suites": "ECDHE-RSA-AES128-GCM-SHA256",
+    "ssl.key.password": "pw",
+    "sasl.kerberos.service.name": "kafka",
+    "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+    "sasl.oauthbearer.scope": "kafka",
+    "sasl.oauthbearer.client.credentials.client.id": "id",
+    "sasl.oauthbearer.client.credentials.client.secret": "secret",
+    "sasl.oauthbearer.assertion.claim.aud": "aud",
+    "sasl.oauthbearer.assertion.claim.iss": "iss",
+    "sasl.oauthbearer.assertion.claim.sub": "sub",
+    "sasl.oauthbearer.assertion.file": "/tmp/assertion",
+    "sasl.oauthbearer.assertion.private.key.file": "/tmp/key.pem",
+    "sasl.oauthbearer.assertion.private.key.passphrase": "pw",
+    "sasl.oauthbearer.assertion.template.file": "/tmp/t.json",
     "sasl.kerberos.kinit.cmd": "kinit -R -t /k.keytab -k kafka/host",
 }
 
@@ -79,30 +94,56 @@ def test_what_reaches_librdkafka_is_accepted_by_the_installed_client(role, name,
     check_client_config(client, kind, translated.origin, "test")
 
 
-@pytest.mark.parametrize("role,given,expected", [
-    (PRODUCER, {"buffer.memory": "33554432"}, {"queue.buffering.max.kbytes": "32768"}),
-    (PRODUCER, {"buffer.memory": "1000"}, {"queue.buffering.max.kbytes": "1"}),
-    (PRODUCER, {"max.request.size": "2097152"}, {"message.max.bytes": "2097152"}),
-    (PRODUCER, {"send.buffer.bytes": "-1"}, {"socket.send.buffer.bytes": "0"}),
-    (CONSUMER, {"receive.buffer.bytes": "65536"}, {"socket.receive.buffer.bytes": "65536"}),
-    (CONSUMER, {"fetch.max.wait.ms": "100"}, {"fetch.wait.max.ms": "100"}),
-    (CONSUMER, {"request.timeout.ms": "20000"}, {"socket.timeout.ms": "20000"}),
-    (PRODUCER, {"batch.size": "0"}, {"batch.size": "1"}),
-    (PRODUCER, {"compression.type": "zstd", "compression.zstd.level": "7", "compression.gzip.level": "3"},
-     {"compression.type": "zstd", "compression.level": "7"}),
-    (PRODUCER, {"partitioner.class": "org.apache.kafka.clients.producer.internals.DefaultPartitioner"},
-     {"partitioner": "murmur2_random"}),
-    (PRODUCER, {"partitioner.class": "org.apache.kafka.clients.producer.UniformStickyPartitioner"},
-     {"partitioner": "random"}),
-    (PRODUCER, {"partitioner.ignore.keys": "true"}, {"partitioner": "random"}),
-    (PRODUCER, {"linger.ms": "20", "acks": "all", "fetch.max.wait.ms": "5"}, {"linger.ms": "20", "acks": "all"}),
-    (CONSUMER, {"fetch.wait.max.ms": "50"}, {"fetch.wait.max.ms": "50"}),  # librdkafka's own name
-    (CONSUMER, {"ssl.keystore.location": "/k/client.pem", "ssl.keystore.type": "PEM", "ssl.key.password": "pw"},
-     {"ssl.certificate.location": "/k/client.pem", "ssl.key.location": "/k/client.pem", "ssl.key.password": "pw"}),
-    (CONSUMER, {"ssl.keystore.location": "/k/client.p12", "ssl.keystore.password": "pw"},
-     {"ssl.keystore.location": "/k/client.p12", "ssl.keystore.password": "pw"}),
-    (CONSUMER, {"ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----"}, {"ssl.ca.pem": "-----BEGIN CERTIFICATE-----"}),
-])
+@pytest.mark.parametrize(
+    "role,given,expected",
+    [
+        (PRODUCER, {"buffer.memory": "33554432"}, {"queue.buffering.max.kbytes": "32768"}),
+        (PRODUCER, {"buffer.memory": "1000"}, {"queue.buffering.max.kbytes": "1"}),
+        (PRODUCER, {"max.request.size": "2097152"}, {"message.max.bytes": "2097152"}),
+        (PRODUCER, {"send.buffer.bytes": "-1"}, {"socket.send.buffer.bytes": "0"}),
+        (CONSUMER, {"receive.buffer.bytes": "65536"}, {"socket.receive.buffer.bytes": "65536"}),
+        (CONSUMER, {"fetch.max.wait.ms": "100"}, {"fetch.wait.max.ms": "100"}),
+        (CONSUMER, {"request.timeout.ms": "20000"}, {"socket.timeout.ms": "20000"}),
+        (PRODUCER, {"batch.size": "0"}, {"batch.size": "1"}),
+        (
+            PRODUCER,
+            {"compression.type": "zstd", "compression.zstd.level": "7", "compression.gzip.level": "3"},
+            {"compression.type": "zstd", "compression.level": "7"},
+        ),
+        (
+            PRODUCER,
+            {"partitioner.class": "org.apache.kafka.clients.producer.internals.DefaultPartitioner"},
+            {"partitioner": "murmur2_random"},
+        ),
+        (
+            PRODUCER,
+            {"partitioner.class": "org.apache.kafka.clients.producer.UniformStickyPartitioner"},
+            {"partitioner": "random"},
+        ),
+        (PRODUCER, {"partitioner.ignore.keys": "true"}, {"partitioner": "random"}),
+        (PRODUCER, {"linger.ms": "20", "acks": "all", "fetch.max.wait.ms": "5"}, {"linger.ms": "20", "acks": "all"}),
+        (CONSUMER, {"fetch.wait.max.ms": "50"}, {"fetch.wait.max.ms": "50"}),  # librdkafka's own name
+        (
+            CONSUMER,
+            {"ssl.keystore.location": "/k/client.pem", "ssl.keystore.type": "PEM", "ssl.key.password": "pw"},
+            {
+                "ssl.certificate.location": "/k/client.pem",
+                "ssl.key.location": "/k/client.pem",
+                "ssl.key.password": "pw",
+            },
+        ),
+        (
+            CONSUMER,
+            {"ssl.keystore.location": "/k/client.p12", "ssl.keystore.password": "pw"},
+            {"ssl.keystore.location": "/k/client.p12", "ssl.keystore.password": "pw"},
+        ),
+        (
+            CONSUMER,
+            {"ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----"},
+            {"ssl.ca.pem": "-----BEGIN CERTIFICATE-----"},
+        ),
+    ],
+)
 def test_java_values_translate_to_librdkafka_settings(role, given, expected):
     assert translate(given, role).librdkafka == expected
 
@@ -110,19 +151,35 @@ def test_java_values_translate_to_librdkafka_settings(role, given, expected):
 def test_properties_pylog_applies_are_kept_for_the_connector():
     consumer = translate({"default.api.timeout.ms": "5000"}, CONSUMER)
     assert consumer.librdkafka == {} and consumer.honoured == {"default.api.timeout.ms": "5000"}
-    producer = translate({"max.block.ms": "1000", "transaction.timeout.ms": "90000",
-                          "partitioner.class": "org.apache.kafka.clients.producer.RoundRobinPartitioner"}, PRODUCER)
+    producer = translate(
+        {
+            "max.block.ms": "1000",
+            "transaction.timeout.ms": "90000",
+            "partitioner.class": "org.apache.kafka.clients.producer.RoundRobinPartitioner",
+        },
+        PRODUCER,
+    )
     assert producer.librdkafka == {}
-    assert producer.honoured == {"max.block.ms": "1000", "transaction.timeout.ms": "90000",
-                                 "partitioner.class": "round_robin"}
+    assert producer.honoured == {
+        "max.block.ms": "1000",
+        "transaction.timeout.ms": "90000",
+        "partitioner.class": "round_robin",
+    }
 
 
 def test_ignored_properties_are_warned_about_once_each(caplog, monkeypatch):
     from kafka_spark import option_names
 
     monkeypatch.setattr(option_names, "_warned", set())
-    config = translate({"metric.reporters": "com.acme.Reporter", "max.poll.records": "10", "linger.ms": "5",
-                        "sasl.kerberos.kinit.cmd": "/usr/bin/kinit"}, CONSUMER)
+    config = translate(
+        {
+            "metric.reporters": "com.acme.Reporter",
+            "max.poll.records": "10",
+            "linger.ms": "5",
+            "sasl.kerberos.kinit.cmd": "/usr/bin/kinit",
+        },
+        CONSUMER,
+    )
     assert config.librdkafka == {}
     with caplog.at_level(logging.WARNING, logger="kafka_spark"):
         warn_ignored(config, "pylog source")
@@ -132,45 +189,69 @@ def test_ignored_properties_are_warned_about_once_each(caplog, monkeypatch):
     assert any("kafka.linger.ms: a producer property; the source does not use it" in line for line in lines)
 
 
-@pytest.mark.parametrize("role,given,message", [
-    (CONSUMER, {"auto.offset.reset": "earliest"}, "set the source option 'startingOffsets'"),
-    (CONSUMER, {"key.deserializer": "x"}, "keys are always deserialized as byte arrays"),
-    (PRODUCER, {"value.serializer": "x"}, "serialized with ByteArraySerializer"),
-    (PRODUCER, {"transactional.id": "x"}, "use the sink option transactionalIdPrefix"),
-    (PRODUCER, {"partitioner.class": "com.acme.RegionPartitioner"}, "a Java partitioner cannot run in librdkafka. "
-                                                                     "Give the rows a 'partition' column"),
-    (CONSUMER, {"ssl.keystore.location": "/k/client.jks"}, "convert it to PKCS#12"),
-    (PRODUCER, {"buffer.memory": "lots"}, "kafka.buffer.memory must be a number"),
-])
+@pytest.mark.parametrize(
+    "role,given,message",
+    [
+        (CONSUMER, {"auto.offset.reset": "earliest"}, "set the source option 'startingOffsets'"),
+        (CONSUMER, {"key.deserializer": "x"}, "keys are always deserialized as byte arrays"),
+        (PRODUCER, {"value.serializer": "x"}, "serialized with ByteArraySerializer"),
+        (PRODUCER, {"transactional.id": "x"}, "use the sink option transactionalIdPrefix"),
+        (
+            PRODUCER,
+            {"partitioner.class": "com.acme.RegionPartitioner"},
+            "a Java partitioner cannot run in librdkafka. Give the rows a 'partition' column",
+        ),
+        (CONSUMER, {"ssl.keystore.location": "/k/client.jks"}, "convert it to PKCS#12"),
+        (PRODUCER, {"buffer.memory": "lots"}, "kafka.buffer.memory must be a number"),
+    ],
+)
 def test_what_has_no_translation_is_refused_naming_it(role, given, message):
     with pytest.raises(KafkaConfigError, match=re.escape(message)):
         translate(given, role)
 
 
-@pytest.mark.parametrize("role,given,kind,message", [
-    (PRODUCER, {"linger.ms": "soon"}, "producer", "kafka.linger.ms refused by the Kafka client"),
-    (PRODUCER, {"max.request.size": "10"}, "producer", "kafka.max.request.size refused by the Kafka client "
-                                                       "(librdkafka): Configuration property \"message.max.bytes\" value 10"),
-    (CONSUMER, {"request.timeout.ms": "900000"}, "consumer", "kafka.request.timeout.ms refused"),
-    (PRODUCER, {"acks": "1"}, "producer", "kafka.acks refused"),
-    (CONSUMER, {"fetch.max.wiat.ms": "5"}, "consumer", "kafka.fetch.max.wiat.ms is neither a Kafka client property "
-                                                        "nor a librdkafka one. Did you mean kafka.fetch.max.wait.ms?"),
-])
+@pytest.mark.parametrize(
+    "role,given,kind,message",
+    [
+        (PRODUCER, {"linger.ms": "soon"}, "producer", "kafka.linger.ms refused by the Kafka client"),
+        (
+            PRODUCER,
+            {"max.request.size": "10"},
+            "producer",
+            "kafka.max.request.size refused by the Kafka client "
+            '(librdkafka): Configuration property "message.max.bytes" value 10',
+        ),
+        (CONSUMER, {"request.timeout.ms": "900000"}, "consumer", "kafka.request.timeout.ms refused"),
+        (PRODUCER, {"acks": "1"}, "producer", "kafka.acks refused"),
+        (
+            CONSUMER,
+            {"fetch.max.wiat.ms": "5"},
+            "consumer",
+            "kafka.fetch.max.wiat.ms is neither a Kafka client property "
+            "nor a librdkafka one. Did you mean kafka.fetch.max.wait.ms?",
+        ),
+    ],
+)
 def test_a_value_librdkafka_refuses_fails_naming_the_kafka_option(role, given, kind, message):
     translated = translate(given, role)
-    config = dict(translated.librdkafka, **({"group.id": "g"} if kind == "consumer" else
-                                            {"enable.idempotence": True}))
+    config = dict(translated.librdkafka, **({"group.id": "g"} if kind == "consumer" else {"enable.idempotence": True}))
     with pytest.raises(KafkaConfigError, match=re.escape(message)):
         check_client_config(config, kind, translated.origin, "test")
 
 
 def readme_table() -> str:
     """The README's table of the Java client properties, rendered from the module's table."""
+
     def cell(rule) -> str:
         if rule is None:
             return "—"
-        what = {"same": "same", "renamed": "translated", "pylog": "**pylog**", "ignored": "ignored (warning)",
-                "rejected": "refused"}[rule.action]
+        what = {
+            "same": "same",
+            "renamed": "translated",
+            "pylog": "**pylog**",
+            "ignored": "ignored (warning)",
+            "rejected": "refused",
+        }[rule.action]
         if rule.action == "rejected":
             return what
         return f"{what}: {rule.note}" if rule.note else what

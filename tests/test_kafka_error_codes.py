@@ -23,7 +23,10 @@ from kafka_spark.common.kafka_errors import ErrorCode, error_name
 PACKAGE = Path(kafka_spark.__file__).parent
 #: The sources that put Kafka error codes on the wire or read them off it.
 SCANNED = sorted(PACKAGE.joinpath("broker").rglob("*.py")) + [
-    PACKAGE / "client/fetch_client.py", PACKAGE / "cli/group_admin.py", PACKAGE / "read/arrow.py", PACKAGE / "cli/main.py",
+    PACKAGE / "client/fetch_client.py",
+    PACKAGE / "cli/group_admin.py",
+    PACKAGE / "read/arrow.py",
+    PACKAGE / "cli/main.py",
 ]
 #: (file relative to kafka_spark, line) of literal error numbers accepted on purpose: none.
 ALLOWED: frozenset[tuple[str, int]] = frozenset()
@@ -71,30 +74,46 @@ def literal_error_numbers(source: str) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=True):
-                found += [(n.lineno, f"{ast.unparse(key)}: {ast.unparse(value)}")
-                          for n in _numbers(value) if _is_code_key(key)]
+                found += [
+                    (n.lineno, f"{ast.unparse(key)}: {ast.unparse(value)}")
+                    for n in _numbers(value)
+                    if _is_code_key(key)
+                ]
         elif isinstance(node, ast.keyword) and node.arg is not None and node.arg.endswith("error_code"):
             found += [(n.lineno, f"{node.arg}={ast.unparse(node.value)}") for n in _numbers(node.value)]
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
-                pairs = (zip(target.elts, node.value.elts, strict=False)
-                         if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
-                         else [(target, node.value)])
+                pairs = (
+                    zip(target.elts, node.value.elts, strict=False)
+                    if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                    else [(target, node.value)]
+                )
                 for name, value in pairs:
                     named = isinstance(name, ast.Name) and name.id.strip("_") in _KAFKA_NAMES
                     if named or _holds_code(name):
                         found += [(n.lineno, f"{ast.unparse(name)} = {ast.unparse(value)}") for n in _numbers(value)]
-                    elif (isinstance(name, ast.Name) and re.search(r"ERROR|MESSAGE", name.id)
-                          and isinstance(value, ast.Dict)):  # a table keyed by code: {68: "...", ...}
-                        found += [(n.lineno, f"{name.id} = {{{ast.unparse(n)}: ...}}")
-                                  for key in value.keys for n in _numbers(key)]
+                    elif (
+                        isinstance(name, ast.Name)
+                        and re.search(r"ERROR|MESSAGE", name.id)
+                        and isinstance(value, ast.Dict)
+                    ):  # a table keyed by code: {68: "...", ...}
+                        found += [
+                            (n.lineno, f"{name.id} = {{{ast.unparse(n)}: ...}}")
+                            for key in value.keys
+                            for n in _numbers(key)
+                        ]
         elif isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
             if any(_holds_code(o) for o in operands):
                 found += [(n.lineno, ast.unparse(node)) for o in operands for n in _numbers(o)]
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
-              and len(node.args) == 2 and _is_code_key(node.args[0])):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and len(node.args) == 2
+            and _is_code_key(node.args[0])
+        ):
             found += [(n.lineno, ast.unparse(node)) for n in _numbers(node.args[1])]
     # A bare number explained by a comment naming the error: ``return 16  # NOT_COORDINATOR``.
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -113,44 +132,55 @@ def test_no_kafka_error_number_is_spelled_as_a_literal():
         for line, what in literal_error_numbers(path.read_text()):
             if (relative, line) not in ALLOWED:
                 offenders.append(f"kafka_spark/{relative}:{line}: {what}")
-    assert offenders == [], ("Kafka error codes are spelled ErrorCode.<name> (kio.schema.errors in the "
-                             "broker, kafka_spark.common.kafka_errors in the connector):\n" + "\n".join(offenders))
+    assert offenders == [], (
+        "Kafka error codes are spelled ErrorCode.<name> (kio.schema.errors in the "
+        "broker, kafka_spark.common.kafka_errors in the connector):\n" + "\n".join(offenders)
+    )
 
 
-@pytest.mark.parametrize("source", [
-    '{"error_code": 3}',
-    '{"partition_error_code": 5 if offline else ErrorCode.none}',
-    'result.update(error_code=42)',
-    '_KAFKA_STORAGE_ERROR = 56',
-    'UNKNOWN_TOPIC_ID, X = 100, 1',
-    'class E:\n    error_code = -1',
-    'entry["error_code"] = 1',
-    'if code == 0:\n    pass',
-    'response.get("error_code", 0)',
-    'return_value = 16  # NOT_COORDINATOR',
-    '_MESSAGES = {68: "The group {} is not empty", 69: "Group {} not found."}',
-    'RETRIABLE_ERRORS = {5: "LEADER_NOT_AVAILABLE"}',
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        '{"error_code": 3}',
+        '{"partition_error_code": 5 if offline else ErrorCode.none}',
+        "result.update(error_code=42)",
+        "_KAFKA_STORAGE_ERROR = 56",
+        "UNKNOWN_TOPIC_ID, X = 100, 1",
+        "class E:\n    error_code = -1",
+        'entry["error_code"] = 1',
+        "if code == 0:\n    pass",
+        'response.get("error_code", 0)',
+        "return_value = 16  # NOT_COORDINATOR",
+        '_MESSAGES = {68: "The group {} is not empty", 69: "Group {} not found."}',
+        'RETRIABLE_ERRORS = {5: "LEADER_NOT_AVAILABLE"}',
+    ],
+)
 def test_the_scan_catches_each_spelling(source):
     assert literal_error_numbers(textwrap.dedent(source)) != []
 
 
-@pytest.mark.parametrize("source", [
-    '{"error_code": ErrorCode.none, "throttle_time": 0, "generation_id": -1}',
-    'code = ErrorCode.unknown_topic_id if name is None else ErrorCode.none',
-    'MAX_IN_FLIGHT = 64',
-    'if code:\n    pass',
-    'width = 30 if version >= 5 else 22',
-    'CODEC_NAMES = {0: "none", 1: "gzip"}',
-    'reader.i32()  # throttle_time_ms',
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        '{"error_code": ErrorCode.none, "throttle_time": 0, "generation_id": -1}',
+        "code = ErrorCode.unknown_topic_id if name is None else ErrorCode.none",
+        "MAX_IN_FLIGHT = 64",
+        "if code:\n    pass",
+        "width = 30 if version >= 5 else 22",
+        'CODEC_NAMES = {0: "none", 1: "gzip"}',
+        "reader.i32()  # throttle_time_ms",
+    ],
+)
 def test_the_scan_leaves_other_numbers_alone(source):
     assert literal_error_numbers(source) == []
 
 
 def test_the_connectors_names_are_kios():
-    mismatched = [(code.name, int(code)) for code in ErrorCode
-                  if code.name not in KioErrorCode.__members__ or KioErrorCode[code.name] != code]
+    mismatched = [
+        (code.name, int(code))
+        for code in ErrorCode
+        if code.name not in KioErrorCode.__members__ or KioErrorCode[code.name] != code
+    ]
     assert mismatched == [], "kafka_spark/common/kafka_errors.py disagrees with kio.schema.errors.ErrorCode"
     assert len(ErrorCode) >= 20
 
@@ -170,8 +200,15 @@ def test_error_names_are_kafkas():
 
 def test_the_connectors_error_codes_do_not_load_kio():
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, kafka_spark.client.fetch_client, kafka_spark.cli.group_admin; "
-                               "print(sorted(m for m in sys.modules if m.startswith(('kio', 'kafka_spark.broker'))))"],
-        capture_output=True, text=True, check=True, cwd=PACKAGE.parent,
+        [
+            sys.executable,
+            "-c",
+            "import sys, kafka_spark.client.fetch_client, kafka_spark.cli.group_admin; "
+            "print(sorted(m for m in sys.modules if m.startswith(('kio', 'kafka_spark.broker'))))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=PACKAGE.parent,
     ).stdout.strip()
     assert loaded == "[]"

@@ -53,16 +53,29 @@ def test_source_reads_batch_and_stream_with_java_consumer_settings(spark, pylog_
     topic = pylog_topic(partitions=3)
     produce_numbers(pylog_broker.bootstrap_servers, topic, 90, 3)
     reader = spark.read.format("pylog").options(**JAVA_CONSUMER)
-    batch = (reader.option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers).option("subscribe", topic)
-             .load().select(F.col("value").cast("string").cast("int").alias("n")))
+    batch = (
+        reader.option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+        .option("subscribe", topic)
+        .load()
+        .select(F.col("value").cast("string").cast("int").alias("n"))
+    )
     assert sorted(r.n for r in batch.collect()) == list(range(90))
 
-    query = (spark.readStream.format("pylog").options(**JAVA_CONSUMER)
-             .option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers).option("subscribe", topic)
-             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 40).load()
-             .select(F.col("value").cast("string").alias("v"))
-             .writeStream.format("memory").queryName("java_consumer_settings").trigger(availableNow=True)
-             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    query = (
+        spark.readStream.format("pylog")
+        .options(**JAVA_CONSUMER)
+        .option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", 40)
+        .load()
+        .select(F.col("value").cast("string").alias("v"))
+        .writeStream.format("memory")
+        .queryName("java_consumer_settings")
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
     query.awaitTermination()
     assert sorted(int(r.v) for r in spark.table("java_consumer_settings").collect()) == list(range(90))
 
@@ -70,8 +83,14 @@ def test_source_reads_batch_and_stream_with_java_consumer_settings(spark, pylog_
 def test_default_api_timeout_bounds_the_drivers_offset_calls(spark):
     with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts connections, never answers
         address = f"127.0.0.1:{silent.getsockname()[1]}"
-        df = (spark.read.format("pylog").option("kafka.bootstrap.servers", address).option("subscribe", "t")
-              .option("kafka.default.api.timeout.ms", "1500").option("fetchOffset.numRetries", "0").load())
+        df = (
+            spark.read.format("pylog")
+            .option("kafka.bootstrap.servers", address)
+            .option("subscribe", "t")
+            .option("kafka.default.api.timeout.ms", "1500")
+            .option("fetchOffset.numRetries", "0")
+            .load()
+        )
         with pytest.raises(PySparkException, match=f"1 attempts of at most 1500 ms each against {address}"):
             df.count()
 
@@ -79,8 +98,13 @@ def test_default_api_timeout_bounds_the_drivers_offset_calls(spark):
 def test_a_read_from_an_address_where_nothing_listens_fails_naming_it(spark):
     # No retries against a cluster that accepts no connection: kafka.default.api.timeout.ms
     # (default 30 s) bounds the whole wait, and the message says how to wait longer.
-    df = (spark.read.format("pylog").option("kafka.bootstrap.servers", "127.0.0.1:1").option("subscribe", "t")
-          .option("kafka.default.api.timeout.ms", "1500").load())
+    df = (
+        spark.read.format("pylog")
+        .option("kafka.bootstrap.servers", "127.0.0.1:1")
+        .option("subscribe", "t")
+        .option("kafka.default.api.timeout.ms", "1500")
+        .load()
+    )
     with pytest.raises(PySparkException) as raised:
         df.count()
     message = str(raised.value)
@@ -97,14 +121,24 @@ def test_topic_sink_streams_with_java_producer_settings_and_large_records(spark,
         producer.produce(source, key=b"k%d" % i, value=b"%d" % i, partition=i % 2)
     assert producer.flush(30) == 0
     big = 1_500_000  # above librdkafka's default message.max.bytes: needs kafka.max.request.size
-    query = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
-             .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 15)
-             .load()
-             .select("key", F.concat(F.col("value").cast("string"), F.lit(":"),
-                                     F.expr(f"repeat('x', {big})")).alias("value"))
-             .writeStream.format("pylog").options(**JAVA_PRODUCER).option("kafka.bootstrap.servers", bootstrap)
-             .option("topic", sink).option("checkpointLocation", str(tmp_path / "checkpoint"))
-             .trigger(availableNow=True).start())
+    query = (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", 15)
+        .load()
+        .select(
+            "key", F.concat(F.col("value").cast("string"), F.lit(":"), F.expr(f"repeat('x', {big})")).alias("value")
+        )
+        .writeStream.format("pylog")
+        .options(**JAVA_PRODUCER)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     rows = read_topic(bootstrap, sink, 2)
     assert sorted(int(value.split(b":")[0]) for _, value, *_ in rows) == list(range(40))
@@ -116,16 +150,29 @@ def test_topic_sink_batch_write_partitions_as_the_java_partitioner_named(spark, 
     keys = spark.createDataFrame([(f"user-{i % 7}", f"{i}") for i in range(70)], "key string, value string")
 
     keyed = pylog_topic(partitions=3)
-    (keys.write.format("pylog").options(**JAVA_PRODUCER).option("kafka.bootstrap.servers", bootstrap)
-     .option("kafka.partitioner.class", "org.apache.kafka.clients.producer.internals.DefaultPartitioner")
-     .option("topic", keyed).mode("append").save())
+    (
+        keys.write.format("pylog")
+        .options(**JAVA_PRODUCER)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.partitioner.class", "org.apache.kafka.clients.producer.internals.DefaultPartitioner")
+        .option("topic", keyed)
+        .mode("append")
+        .save()
+    )
     for key, _, _, _, partition in read_topic(bootstrap, keyed, 3):
         assert partition == (murmur2(key) & 0x7FFFFFFF) % 3, "where Kafka's Java producer puts the key"
 
     dealt = pylog_topic(partitions=3)
-    (keys.coalesce(1).write.format("pylog").options(**JAVA_PRODUCER).option("kafka.bootstrap.servers", bootstrap)
-     .option("kafka.partitioner.class", "org.apache.kafka.clients.producer.RoundRobinPartitioner")
-     .option("topic", dealt).mode("append").save())
+    (
+        keys.coalesce(1)
+        .write.format("pylog")
+        .options(**JAVA_PRODUCER)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.partitioner.class", "org.apache.kafka.clients.producer.RoundRobinPartitioner")
+        .option("topic", dealt)
+        .mode("append")
+        .save()
+    )
     rows = read_topic(bootstrap, dealt, 3)
     assert sorted(int(value) for _, value, *_ in rows) == list(range(70))
     assert sorted(Counter(partition for *_, partition in rows).values()) == [23, 23, 24], "keys ignored, dealt in turn"
@@ -134,27 +181,47 @@ def test_topic_sink_batch_write_partitions_as_the_java_partitioner_named(spark, 
 def test_a_queue_too_small_for_a_record_fails_after_max_block_ms(spark, pylog_broker, pylog_topic):
     df = spark.createDataFrame([("x" * 8192,)], "value string")
     with pytest.raises(PySparkException, match="queue stayed full for kafka.max.block.ms=1500 ms"):
-        (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
-         .option("kafka.buffer.memory", "1024").option("kafka.max.block.ms", "1500")
-         .option("topic", pylog_topic()).option("deliveryGuarantee", "at-least-once").mode("append").save())
+        (
+            df.write.format("pylog")
+            .option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+            .option("kafka.buffer.memory", "1024")
+            .option("kafka.max.block.ms", "1500")
+            .option("topic", pylog_topic())
+            .option("deliveryGuarantee", "at-least-once")
+            .mode("append")
+            .save()
+        )
 
 
-@pytest.mark.parametrize("option,value,message", [
-    ("kafka.max.request.size", "10", "kafka.max.request.size refused by the Kafka client"),
-    ("kafka.linger.ms", "soon", "kafka.linger.ms refused by the Kafka client"),
-    ("kafka.max.blok.ms", "5", "Did you mean kafka.max.block.ms?"),
-    ("kafka.partitioner.class", "com.acme.Custom", "a Java partitioner cannot run in librdkafka"),
-])
+@pytest.mark.parametrize(
+    "option,value,message",
+    [
+        ("kafka.max.request.size", "10", "kafka.max.request.size refused by the Kafka client"),
+        ("kafka.linger.ms", "soon", "kafka.linger.ms refused by the Kafka client"),
+        ("kafka.max.blok.ms", "5", "Did you mean kafka.max.block.ms?"),
+        ("kafka.partitioner.class", "com.acme.Custom", "a Java partitioner cannot run in librdkafka"),
+    ],
+)
 def test_sink_setting_the_client_refuses_fails_when_the_write_starts(spark, pylog_broker, option, value, message):
     df = spark.createDataFrame([("x",)], "value string")
     with pytest.raises(PySparkException, match=message):
-        (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
-         .option(option, value).option("topic", "t").mode("append").save())
+        (
+            df.write.format("pylog")
+            .option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+            .option(option, value)
+            .option("topic", "t")
+            .mode("append")
+            .save()
+        )
 
 
 def test_source_setting_the_client_refuses_fails_where_the_dataframe_is_defined(spark, pylog_broker):
-    reader = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
-              .option("subscribe", "t").option("kafka.fetch.max.bytes", "many"))
+    reader = (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+        .option("subscribe", "t")
+        .option("kafka.fetch.max.bytes", "many")
+    )
     with pytest.raises(PySparkException, match="kafka.fetch.max.bytes refused by the Kafka client"):
         reader.load()
 
@@ -187,8 +254,13 @@ def test_an_ignored_property_is_warned_about_once_per_query(pylog_broker, pylog_
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(SCRIPT))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    run = subprocess.run([sys.executable, str(script), pylog_broker.bootstrap_servers, source, sink,
-                          str(tmp_path / "checkpoint")], capture_output=True, text=True, env=env, timeout=600)
+    run = subprocess.run(
+        [sys.executable, str(script), pylog_broker.bootstrap_servers, source, sink, str(tmp_path / "checkpoint")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-3000:]
     # 40 records at 10 a trigger, after the empty batch 0 that records where the query starts

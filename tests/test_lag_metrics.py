@@ -31,12 +31,21 @@ def run(spark, bootstrap: str, topic: str, tmp_path, **options):
         rows = df.groupBy("partition").agg(F.max("offset").alias("last")).collect()
         read_up_to[batch_id] = {r.partition: r.last + 1 for r in rows}
 
-    reader = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-              .option("startingOffsets", "earliest"))
+    reader = (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
     for k, v in options.items():
         reader = reader.option(k, v)
-    query = (reader.load().writeStream.foreachBatch(record).option("checkpointLocation", str(tmp_path / "c"))
-             .trigger(availableNow=True).start())
+    query = (
+        reader.load()
+        .writeStream.foreachBatch(record)
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     return query, read_up_to
 
@@ -59,16 +68,22 @@ def test_lag_with_max_offsets_per_trigger_is_latest_minus_end_per_partition(spar
             "avgOffsetsBehindLatest": repr(sum(behind) / 3),
         }
     assert lag_metrics(progresses[0])["maxOffsetsBehindLatest"] != "0", "a rate-limited batch leaves a lag"
-    assert lag_metrics(progresses[-1]) == {"minOffsetsBehindLatest": "0", "maxOffsetsBehindLatest": "0",
-                                           "avgOffsetsBehindLatest": "0.0"}
+    assert lag_metrics(progresses[-1]) == {
+        "minOffsetsBehindLatest": "0",
+        "maxOffsetsBehindLatest": "0",
+        "avgOffsetsBehindLatest": "0.0",
+    }
 
 
 def test_lag_without_a_rate_limit_is_zero_as_in_spark(spark, pylog_broker, pylog_topic, tmp_path):
     bootstrap, topic = pylog_broker.bootstrap_servers, pylog_topic(partitions=2)
     produce(bootstrap, topic, [7, 3])
     query, _ = run(spark, bootstrap, topic, tmp_path)
-    assert lag_metrics(query.lastProgress) == {"minOffsetsBehindLatest": "0", "maxOffsetsBehindLatest": "0",
-                                               "avgOffsetsBehindLatest": "0.0"}
+    assert lag_metrics(query.lastProgress) == {
+        "minOffsetsBehindLatest": "0",
+        "maxOffsetsBehindLatest": "0",
+        "avgOffsetsBehindLatest": "0.0",
+    }
     assert query.lastProgress["sources"][0]["metrics"] == {}, "PySpark's Python sources report no metrics"
 
 
@@ -88,6 +103,9 @@ def test_lag_listener_reports_every_batch(spark, pylog_broker, pylog_topic, tmp_
     expected = {p["batchId"]: lag_metrics(p) for p in query.recentProgress if lag_metrics(p)}
     # 40 records at 8 a trigger, after the empty batch 0 that records the start (all 40 behind)
     assert dict(published) == expected and len(expected) == 6
-    assert expected[0] == {"minOffsetsBehindLatest": "10", "maxOffsetsBehindLatest": "30",
-                           "avgOffsetsBehindLatest": "20.0"}
+    assert expected[0] == {
+        "minOffsetsBehindLatest": "10",
+        "maxOffsetsBehindLatest": "30",
+        "avgOffsetsBehindLatest": "20.0",
+    }
     assert listener.latest[str(query.id)] == expected[max(expected)]

@@ -44,7 +44,9 @@ def _committed_rows(out: Path) -> list[tuple[int, int, str]]:
     rows = []
     for file in files:
         table = pq.read_table(file)
-        rows += zip(table["partition"].to_pylist(), table["offset"].to_pylist(), table["value"].to_pylist(), strict=True)
+        rows += zip(
+            table["partition"].to_pylist(), table["offset"].to_pylist(), table["value"].to_pylist(), strict=True
+        )
     return rows
 
 

@@ -33,8 +33,15 @@ def test_a_client_against_a_down_broker_logs_a_few_lines_through_python_logging(
 
 
 def test_the_first_line_after_the_window_counts_the_suppressed_ones():
-    record = logging.LogRecord("kafka_spark.librdkafka", logging.ERROR, __file__, 1, "%s [%s] %s",
-                               ("FAIL", "rdkafka#producer-1", "refused"), None)
+    record = logging.LogRecord(
+        "kafka_spark.librdkafka",
+        logging.ERROR,
+        __file__,
+        1,
+        "%s [%s] %s",
+        ("FAIL", "rdkafka#producer-1", "refused"),
+        None,
+    )
     limit = RateLimit(burst=1, window_s=3600)
     assert [limit.filter(logging.makeLogRecord(record.__dict__)) for _ in range(4)] == [True, False, False, False]
     other_kind = logging.makeLogRecord({**record.__dict__, "args": ("ERROR", "rdkafka#producer-1", "down")})
@@ -47,7 +54,11 @@ def test_the_first_line_after_the_window_counts_the_suppressed_ones():
 
 def test_bootstrap_lists_are_read_as_librdkafka_reads_them():
     assert bootstrap_addresses("kafka-1:9093, PLAINTEXT://kafka-2:9094,[::1]:9095,kafka-3") == [
-        ("kafka-1", 9093), ("kafka-2", 9094), ("::1", 9095), ("kafka-3", 9092)]
+        ("kafka-1", 9093),
+        ("kafka-2", 9094),
+        ("::1", 9095),
+        ("kafka-3", 9092),
+    ]
 
 
 def test_unreachable_reasons_name_each_address():
@@ -62,6 +73,7 @@ def test_a_silent_address_is_told_from_one_that_answers(tmp_path):
         address = f"127.0.0.1:{silent.getsockname()[1]}"
         assert unreachable_reason(address, 0.5) is None  # the connection alone is accepted
         assert unreachable_reason(address, 0.5, require_answer=True) == (
-            f"{address}: accepts connections but sent no answer to a Kafka request within 0.5s")
+            f"{address}: accepts connections but sent no answer to a Kafka request within 0.5s"
+        )
     with EmbeddedBroker(log_dir=tmp_path / "data", register=False) as broker:
         assert unreachable_reason(broker.bootstrap_servers, 5.0, require_answer=True) is None

@@ -10,7 +10,6 @@ figure's axes taken from the live figure object, which the test reads from the e
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import nbformat
@@ -46,8 +45,12 @@ get_ipython().events.register("pre_run_cell", _describe_figures)
 def executed(tmp_path_factory):
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     notebook.cells.insert(0, new_code_cell(DESCRIBE_FIGURES))
-    NotebookClient(notebook, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path_factory.mktemp("notebook"))}}).execute()
+    NotebookClient(
+        notebook,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path_factory.mktemp("notebook"))}},
+    ).execute()
     return notebook
 
 
@@ -62,8 +65,9 @@ def _figures(notebook) -> list[list[dict]]:
         data = output.get("data", {})
         if "image/png" in data:
             description = data.get("application/json")
-            assert description and FIGURE_KEY in description, \
+            assert description and FIGURE_KEY in description, (
                 f"a figure was shown without its description: {sorted(data)}"
+            )
             figures.append(description[FIGURE_KEY])
     return figures
 
@@ -84,8 +88,12 @@ def test_every_axis_of_every_figure_is_labelled_and_starts_at_zero(executed):
 
 
 def test_partition_and_batch_axes_have_whole_number_ticks(executed):
-    counted = [ax for figure in _figures(executed) for ax in figure
-               if "partition" in ax["xlabel"].lower() or "batch" in ax["xlabel"].lower()]
+    counted = [
+        ax
+        for figure in _figures(executed)
+        for ax in figure
+        if "partition" in ax["xlabel"].lower() or "batch" in ax["xlabel"].lower()
+    ]
     assert any("partition" in ax["xlabel"] for ax in counted) and any("batch" in ax["xlabel"] for ax in counted)
     for ax in counted:
         assert ax["xticks"], f"{ax['title']!r}: no ticks"
@@ -96,9 +104,9 @@ def test_partition_and_batch_axes_have_whole_number_ticks(executed):
 
 def test_the_notebook_shows_lag_throughput_and_query_progress(executed):
     labels = [(ax["xlabel"].lower(), ax["ylabel"].lower()) for figure in _figures(executed) for ax in figure]
-    assert ("partition", "records (messages)") in labels, labels            # records per partition
+    assert ("partition", "records (messages)") in labels, labels  # records per partition
     assert any(y == "records behind the log end" and "partition" in x for x, y in labels), labels  # lag
-    assert any(y == "records behind the log end" and "(s)" in x for x, y in labels), labels       # lag over time
+    assert any(y == "records behind the log end" and "(s)" in x for x, y in labels), labels  # lag over time
     assert ("micro-batch id", "records processed per second") in labels, labels  # throughput
-    assert ("micro-batch id", "records read") in labels, labels                  # query progress
+    assert ("micro-batch id", "records read") in labels, labels  # query progress
     assert ("micro-batch id", "duration (s)") in labels, labels

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from kafka_spark.common.topic_partition import TopicPartition as TP
 from kafka_spark.offsets import (
     OffsetJsonError,
     new_offset_count,
@@ -16,8 +17,6 @@ from kafka_spark.offsets import (
     partitions_from_json,
     rate_limit,
 )
-from kafka_spark.common.topic_partition import TopicPartition as TP
-
 
 # ------------------------------------------------------------------------------ JSON golden strings
 
@@ -37,7 +36,9 @@ def test_offset_json_of_spark_documentation_example_round_trips_byte_for_byte():
 def test_offset_json_written_by_spark_in_any_key_order_parses():
     # Spark's JsonUtils writes through a HashMap; object order is not meaningful.
     assert offsets_from_json('{"b":{"1":4,"0":3},"a":{"0":1}}') == {
-        TP("a", 0): 1, TP("b", 0): 3, TP("b", 1): 4,
+        TP("a", 0): 1,
+        TP("b", 0): 3,
+        TP("b", 1): 4,
     }
 
 
@@ -54,8 +55,7 @@ def test_empty_offsets_are_an_empty_object():
 
 @pytest.mark.parametrize(
     "text",
-    ["", "not json", "[1,2]", '{"t":[0,1]}', '{"t":{"x":1}}', '{"t":{"0":"5"}}', '{"t":{"0":true}}',
-     '{"t":{"0":1.5}}'],
+    ["", "not json", "[1,2]", '{"t":[0,1]}', '{"t":{"x":1}}', '{"t":{"0":"5"}}', '{"t":{"0":true}}', '{"t":{"0":1.5}}'],
 )
 def test_malformed_offset_json_quotes_spark_expected_shape(text):
     with pytest.raises(OffsetJsonError) as e:
@@ -83,22 +83,29 @@ RATE_LIMIT_TABLE = [
     ("equal backlogs split evenly", 10, {A0: 0, A1: 0}, {A0: 100, A1: 100}, {}, {A0: 5, A1: 5}),
     ("proportional to backlog", 8, {A0: 0, A1: 0}, {A0: 30, A1: 10}, {}, {A0: 6, A1: 2}),
     ("large share floored", 10, {A0: 0, A1: 0}, {A0: 1000, A1: 1}, {}, {A0: 9, A1: 1}),
-    ("share below one rounded up so small partitions are not starved", 1,
-     {A0: 0, A1: 0, A2: 0}, {A0: 10, A1: 10, A2: 10}, {}, {A0: 1, A1: 1, A2: 1}),
+    (
+        "share below one rounded up so small partitions are not starved",
+        1,
+        {A0: 0, A1: 0, A2: 0},
+        {A0: 10, A1: 10, A2: 10},
+        {},
+        {A0: 1, A1: 1, A2: 1},
+    ),
     ("capped at the latest offset", 100, {A0: 0, A1: 0}, {A0: 5, A1: 5}, {}, {A0: 5, A1: 5}),
-    ("offsets start where the last batch ended", 4, {A0: 10, A1: 20}, {A0: 30, A1: 40}, {},
-     {A0: 12, A1: 22}),
-    ("new partition counts from its earliest offset", 4, {A0: 10}, {A0: 20, A1: 20}, {A1: 10},
-     {A0: 12, A1: 12}),
-    ("no backlog keeps the latest offset", 4, {A0: 10, A1: 20}, {A0: 10, A1: 30}, {},
-     {A0: 10, A1: 24}),
+    ("offsets start where the last batch ended", 4, {A0: 10, A1: 20}, {A0: 30, A1: 40}, {}, {A0: 12, A1: 22}),
+    ("new partition counts from its earliest offset", 4, {A0: 10}, {A0: 20, A1: 20}, {A1: 10}, {A0: 12, A1: 12}),
+    ("no backlog keeps the latest offset", 4, {A0: 10, A1: 20}, {A0: 10, A1: 30}, {}, {A0: 10, A1: 24}),
     ("nothing new returns the latest offsets unchanged", 4, {A0: 10}, {A0: 10}, {}, {A0: 10}),
-    ("offset that went backwards is left to the data-loss check", 4, {A0: 50, A1: 0},
-     {A0: 10, A1: 100}, {}, {A0: 10, A1: 4}),
-    ("new partition without a known start keeps the latest offset", 4, {A0: 0}, {A0: 8, A1: 8}, {},
-     {A0: 4, A1: 8}),
-    ("Long overflow guard", LONG_MAX, {A0: LONG_MAX - 10}, {A0: LONG_MAX - 1}, {},
-     {A0: LONG_MAX - 1}),
+    (
+        "offset that went backwards is left to the data-loss check",
+        4,
+        {A0: 50, A1: 0},
+        {A0: 10, A1: 100},
+        {},
+        {A0: 10, A1: 4},
+    ),
+    ("new partition without a known start keeps the latest offset", 4, {A0: 0}, {A0: 8, A1: 8}, {}, {A0: 4, A1: 8}),
+    ("Long overflow guard", LONG_MAX, {A0: LONG_MAX - 10}, {A0: LONG_MAX - 1}, {}, {A0: LONG_MAX - 1}),
 ]
 
 

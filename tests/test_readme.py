@@ -34,33 +34,56 @@ def test_python_blocks_run(tmp_path):
     quickstart, cluster_example, fixture_example = python_blocks
     script = tmp_path / "quickstart.py"
     script.write_text(quickstart)
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
-                            cwd=tmp_path, env=dict(os.environ, TMPDIR=str(tmp_path)))
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=dict(os.environ, TMPDIR=str(tmp_path)),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     # what the README says it prints on success
     assert re.search(rf"^1000 orders written to {re.escape(str(tmp_path))}/tmp\S+/orders$", result.stdout, re.MULTILINE)
     assert "prints `1000 orders written to /tmp/tmp.../orders`" in " ".join((ROOT / "README.md").read_text().split())
     script = tmp_path / "cluster.py"
     script.write_text(cluster_example)
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                            cwd=tmp_path, env=dict(os.environ, TMPDIR=str(tmp_path)))
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=dict(os.environ, TMPDIR=str(tmp_path)),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines()[-1] == "ISR of orders-0: [0, 1, 2]"
     assert "prints `ISR of orders-0: [0, 1, 2]`" in (ROOT / "README.md").read_text()
     test_file = tmp_path / "test_user_pipeline.py"
     test_file.write_text(fixture_example)
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
-                            capture_output=True, text=True, timeout=300, cwd=tmp_path, env=dict(os.environ))
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=dict(os.environ),
+    )
     assert result.returncode == 0 and "1 passed" in result.stdout, result.stdout[-3000:]
 
 
 def test_shell_block_runs(tmp_path):
     (block,) = blocks("sh")
     assert block.startswith("WORK=$(mktemp -d)")  # the block defines what it uses
-    env = dict(os.environ, TMPDIR=str(tmp_path), PYLOG_HOME=str(tmp_path / "home"),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", block], capture_output=True, text=True,
-                            timeout=300, env=env)
+    env = dict(
+        os.environ,
+        TMPDIR=str(tmp_path),
+        PYLOG_HOME=str(tmp_path / "home"),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block], capture_output=True, text=True, timeout=300, env=env
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "clicked" in result.stdout and "bought" in result.stdout
     assert "Topic events has 4 partitions now." in result.stdout
@@ -71,10 +94,16 @@ def test_shell_block_runs(tmp_path):
 def test_activating_the_virtualenv_puts_python_and_pylog_on_path():
     """The README's `source .venv/bin/activate`, on the .venv that `make` creates."""
     assert "`source .venv/bin/activate` puts `python` and the `pylog` command on your `PATH`" in " ".join(
-        (ROOT / "README.md").read_text().split())
-    result = subprocess.run(["bash", "-c", "source .venv/bin/activate && command -v python && command -v pylog"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=60,
-                            env={k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"})
+        (ROOT / "README.md").read_text().split()
+    )
+    result = subprocess.run(
+        ["bash", "-c", "source .venv/bin/activate && command -v python && command -v pylog"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"},
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [str(ROOT / ".venv" / "bin" / "python"), str(ROOT / ".venv" / "bin" / "pylog")]
 

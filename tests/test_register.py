@@ -82,10 +82,15 @@ def test_register_makes_both_formats_available_where_auto_registration_does_not_
     (hooks / "sitecustomize.py").write_text(HIDE_FROM_LOOKUP.format(root=root))
     script = tmp_path / "session.py"
     script.write_text(SESSION)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(hooks), os.environ.get("PYTHONPATH", "")]),
-               PYLOG_TEST_HIDE_FROM_LOOKUP="1", PYSPARK_PYTHON=sys.executable)
-    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=600)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(hooks), os.environ.get("PYTHONPATH", "")]),
+        PYLOG_TEST_HIDE_FROM_LOOKUP="1",
+        PYSPARK_PYTHON=sys.executable,
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     lines = [line for line in result.stdout.splitlines() if line.startswith(("BEFORE", "AFTER"))]
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     # Without register(), Spark does not know either format in this session...

@@ -38,8 +38,12 @@ def client(registry):
 
 def http(registry, method: str, path: str, body: Any = None) -> tuple[int, Any]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(registry.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+    request = urllib.request.Request(
+        registry.url + path,
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read())
@@ -54,8 +58,12 @@ def test_versions_are_soft_deleted_then_deleted_for_good(client, registry):
     assert client.get_versions("users-value") == [2]
     assert client.get_version("users-value", 1, deleted=True).version == 1  # still there when asked
     assert http(registry, "DELETE", "/subjects/users-value/versions/2?permanent=true") == (
-        404, {"error_code": 40407, "message": "Subject 'users-value' Version 2 was not deleted first before "
-                                              "being permanently deleted"})
+        404,
+        {
+            "error_code": 40407,
+            "message": "Subject 'users-value' Version 2 was not deleted first before being permanently deleted",
+        },
+    )
     assert client.delete_version("users-value", 1, permanent=True) == 1
     assert http(registry, "GET", "/subjects/users-value/versions/1?deleted=true")[1]["error_code"] == 40402
 
@@ -70,8 +78,10 @@ def test_subjects_are_soft_deleted_then_deleted_for_good_and_keep_their_ids_unti
     assert http(registry, "GET", f"/schemas/ids/{schema_id}")[0] == 200  # a soft-deleted schema keeps its id
     assert http(registry, "DELETE", "/subjects/orders-value")[1]["error_code"] == 40404
     assert client.delete_subject("orders-value", permanent=True) == [1]
-    assert http(registry, "GET", f"/schemas/ids/{schema_id}") == (404, {"error_code": 40403,
-                                                                       "message": f"Schema {schema_id} not found"})
+    assert http(registry, "GET", f"/schemas/ids/{schema_id}") == (
+        404,
+        {"error_code": 40403, "message": f"Schema {schema_id} not found"},
+    )
 
 
 def test_compatibility_levels_are_configured_globally_and_per_subject(client, registry):
@@ -80,9 +90,14 @@ def test_compatibility_levels_are_configured_globally_and_per_subject(client, re
     assert http(registry, "GET", "/config/users-value?defaultToGlobal=true")[1] == {"compatibilityLevel": "BACKWARD"}
     assert client.set_compatibility("users-value", "FULL_TRANSITIVE") == {"compatibility": "FULL_TRANSITIVE"}
     assert client.get_compatibility("users-value") == "FULL_TRANSITIVE"
-    assert http(registry, "PUT", "/config", {"compatibility": "SIDEWAYS"}) == (422, {
-        "error_code": 42203, "message": "Invalid compatibility level. Valid values are none, backward, forward, full, "
-                                        "backward_transitive, forward_transitive, and full_transitive"})
+    assert http(registry, "PUT", "/config", {"compatibility": "SIDEWAYS"}) == (
+        422,
+        {
+            "error_code": 42203,
+            "message": "Invalid compatibility level. Valid values are none, backward, forward, full, "
+            "backward_transitive, forward_transitive, and full_transitive",
+        },
+    )
     assert http(registry, "DELETE", "/config/users-value")[1] == {"compatibilityLevel": "FULL_TRANSITIVE"}
     assert http(registry, "GET", "/config/users-value")[1]["error_code"] == 40408
 
@@ -95,8 +110,9 @@ def test_an_incompatible_schema_is_refused_with_409(client, registry):
         client.register_schema("users-value", Schema(BREAKS, "AVRO"))
     assert (refused.value.http_status_code, refused.value.error_code) == (409, 409)
     assert "'age'" in refused.value.error_message and "no default" in refused.value.error_message
-    _, verbose = http(registry, "POST", "/compatibility/subjects/users-value/versions/latest?verbose=true",
-                      {"schema": BREAKS})
+    _, verbose = http(
+        registry, "POST", "/compatibility/subjects/users-value/versions/latest?verbose=true", {"schema": BREAKS}
+    )
     assert verbose["is_compatible"] is False and "/fields/age" in verbose["messages"][0]
     client.set_compatibility("users-value", "NONE")
     assert client.register_schema("users-value", Schema(BREAKS, "AVRO")) > 0  # NONE checks nothing
@@ -125,8 +141,10 @@ def test_invalid_schemas_and_versions_get_confluents_error_codes(client, registr
     for version in ("abc", "0", "-2"):
         status, body = http(registry, "GET", f"/subjects/users-value/versions/{version}")
         assert (status, body["error_code"]) == (422, 42202), version
-    assert http(registry, "GET", "/subjects/users-value/versions/7")[1] == {"error_code": 40402,
-                                                                           "message": "Version 7 not found."}
+    assert http(registry, "GET", "/subjects/users-value/versions/7")[1] == {
+        "error_code": 40402,
+        "message": "Version 7 not found.",
+    }
     with pytest.raises(SchemaRegistryError) as unknown:
         client.get_latest_version("nobody-value")
     assert (unknown.value.http_status_code, unknown.value.error_code) == (404, 40401)
@@ -141,7 +159,8 @@ def test_references_are_stored_returned_and_resolved(client, registry):
     registered = client.get_latest_version("person-value")
     assert [(r.name, r.subject, r.version) for r in registered.schema.references] == [("shop.Address", "address", 1)]
     assert http(registry, "GET", f"/schemas/ids/{schema_id}")[1]["references"] == [
-        {"name": "shop.Address", "subject": "address", "version": 1}]
+        {"name": "shop.Address", "subject": "address", "version": 1}
+    ]
     assert http(registry, "GET", "/subjects/address/versions/1/referencedby")[1] == [schema_id]
     assert http(registry, "DELETE", "/subjects/address/versions/1")[1]["error_code"] == 42206  # still referenced
     dangling = Schema(person, "AVRO", [SchemaReference("shop.Address", "address", 9)])
@@ -160,27 +179,46 @@ def test_the_same_schema_has_the_same_id_in_every_subject_and_is_found_by_lookup
     assert http(registry, "GET", "/schemas/types")[1] == ["AVRO", "JSON", "PROTOBUF"]
 
 
-@pytest.mark.parametrize("reader, writer, compatible", [
-    ("long", "int", True), ("int", "long", False), ("bytes", "string", True), ("double", "float", True),
-    (["null", "string"], "string", True), ("string", ["null", "string"], False),
-    ({"type": "enum", "name": "E", "symbols": ["A", "B"]}, {"type": "enum", "name": "E", "symbols": ["A"]}, True),
-    ({"type": "enum", "name": "E", "symbols": ["A"]}, {"type": "enum", "name": "E", "symbols": ["A", "B"]}, False),
-    ({"type": "enum", "name": "E", "symbols": ["A"], "default": "A"},
-     {"type": "enum", "name": "E", "symbols": ["A", "B"]}, True),
-    ({"type": "fixed", "name": "F", "size": 4}, {"type": "fixed", "name": "F", "size": 8}, False),
-    ({"type": "array", "items": "long"}, {"type": "array", "items": "int"}, True),
-    ({"type": "map", "values": "int"}, {"type": "map", "values": "long"}, False),
-    ({"type": "record", "name": "R", "fields": []}, {"type": "record", "name": "S", "fields": []}, False),
-    ({"type": "record", "name": "R", "aliases": ["S"], "fields": []}, {"type": "record", "name": "S", "fields": []},
-     True),
-])
+@pytest.mark.parametrize(
+    "reader, writer, compatible",
+    [
+        ("long", "int", True),
+        ("int", "long", False),
+        ("bytes", "string", True),
+        ("double", "float", True),
+        (["null", "string"], "string", True),
+        ("string", ["null", "string"], False),
+        ({"type": "enum", "name": "E", "symbols": ["A", "B"]}, {"type": "enum", "name": "E", "symbols": ["A"]}, True),
+        ({"type": "enum", "name": "E", "symbols": ["A"]}, {"type": "enum", "name": "E", "symbols": ["A", "B"]}, False),
+        (
+            {"type": "enum", "name": "E", "symbols": ["A"], "default": "A"},
+            {"type": "enum", "name": "E", "symbols": ["A", "B"]},
+            True,
+        ),
+        ({"type": "fixed", "name": "F", "size": 4}, {"type": "fixed", "name": "F", "size": 8}, False),
+        ({"type": "array", "items": "long"}, {"type": "array", "items": "int"}, True),
+        ({"type": "map", "values": "int"}, {"type": "map", "values": "long"}, False),
+        ({"type": "record", "name": "R", "fields": []}, {"type": "record", "name": "S", "fields": []}, False),
+        (
+            {"type": "record", "name": "R", "aliases": ["S"], "fields": []},
+            {"type": "record", "name": "S", "fields": []},
+            True,
+        ),
+    ],
+)
 def test_avro_resolution_rules(reader, writer, compatible):
     assert (not incompatibilities(reader, writer)) is compatible
 
 
 def test_recursive_schemas_are_compared_without_looping():
-    node = {"type": "record", "name": "Node", "fields": [
-        {"name": "next", "type": ["null", "Node"], "default": None}, {"name": "v", "type": "int"}]}
-    wider = {"type": "record", "name": "Node", "fields": [
-        {"name": "next", "type": ["null", "Node"], "default": None}, {"name": "v", "type": "long"}]}
+    node = {
+        "type": "record",
+        "name": "Node",
+        "fields": [{"name": "next", "type": ["null", "Node"], "default": None}, {"name": "v", "type": "int"}],
+    }
+    wider = {
+        "type": "record",
+        "name": "Node",
+        "fields": [{"name": "next", "type": ["null", "Node"], "default": None}, {"name": "v", "type": "long"}],
+    }
     assert incompatibilities(wider, node) == [] and incompatibilities(node, wider) != []

@@ -25,8 +25,7 @@ def _utc(ms: int) -> dt.datetime:
 
 def _rows(topic, records, headers=False):
     return [
-        (r.key, r.value, topic, r.partition, r.offset, _utc(r.timestamp), 0)
-        + ((r.headers or None,) if headers else ())
+        (r.key, r.value, topic, r.partition, r.offset, _utc(r.timestamp), 0) + ((r.headers or None,) if headers else ())
         for r in records
     ]
 
@@ -58,8 +57,7 @@ def _fill(kafka_cluster):
         [
             Record(key=b"k0", value=b"v0", partition=0, timestamp=1000, headers=[("h", b"1")]),
             Record(key=None, value=b"v1", partition=0, timestamp=2000),
-            Record(key=b"k2", value=None, partition=0, timestamp=3000,
-                   headers=[("a", b"x"), ("b", None), ("a", b"y")]),
+            Record(key=b"k2", value=None, partition=0, timestamp=3000, headers=[("a", b"x"), ("b", None), ("a", b"y")]),
             Record(key=b"k3", value=b"", partition=2, timestamp=1500),
             Record(key=b"k4", value=b"v4", partition=3, timestamp=2500),
             Record(key=b"k5", value=b"v5", partition=3, timestamp=4000),
@@ -85,7 +83,9 @@ def test_include_headers_adds_headers_column_null_when_a_record_has_none(spark, 
 def test_starting_and_ending_offsets_json_select_a_slice(spark, kafka_cluster, filled):
     topic, records = filled
     df = _read(
-        spark, kafka_cluster, subscribe=topic,
+        spark,
+        kafka_cluster,
+        subscribe=topic,
         startingOffsets=f'{{"{topic}":{{"0":1,"1":-2,"2":-2,"3":-2}}}}',
         endingOffsets=f'{{"{topic}":{{"0":2,"1":-1,"2":0,"3":-1}}}}',
     )
@@ -96,32 +96,38 @@ def test_starting_and_ending_offsets_json_select_a_slice(spark, kafka_cluster, f
 def test_starting_offsets_json_must_list_every_partition(spark, kafka_cluster, filled):
     topic, _ = filled
     df = _read(spark, kafka_cluster, subscribe=topic, startingOffsets=f'{{"{topic}":{{"0":0}}}}')
-    with pytest.raises(Exception, match="If startingOffsets contains specific offsets, you must "
-                                        "specify all TopicPartitions"):
+    with pytest.raises(
+        Exception, match="If startingOffsets contains specific offsets, you must specify all TopicPartitions"
+    ):
         df.collect()
 
 
 def test_timestamps_select_first_offset_at_or_after_them(spark, filled_for_timestamps):
     kafka_cluster, topic, records = filled_for_timestamps
-    df = _read(spark, kafka_cluster, assign=f'{{"{topic}":[0,3]}}', startingTimestamp="2000",
-               endingTimestamp="3000")
+    df = _read(spark, kafka_cluster, assign=f'{{"{topic}":[0,3]}}', startingTimestamp="2000", endingTimestamp="3000")
     # partition 0: start at ts 2000 (offset 1), end before ts 3000 (offset 2);
     # partition 3: start at ts 2500 (offset 0); no record at >= 3000... 4000 is: end at offset 1.
     got = sorted(r.value for r in df.collect())
     assert got == [b"v1", b"v4"]
 
 
-def test_timestamp_newer_than_every_record_fails_or_starts_at_latest_by_strategy(
-    spark, kafka_cluster, filled
-):
+def test_timestamp_newer_than_every_record_fails_or_starts_at_latest_by_strategy(spark, kafka_cluster, filled):
     topic, _ = filled
     by_ts = f'{{"{topic}":{{"0":9998,"2":9999}}}}'
     df = _read(spark, kafka_cluster, assign=f'{{"{topic}":[0,2]}}', startingOffsetsByTimestamp=by_ts)
-    with pytest.raises(Exception, match=f"No offset matched from request of topic-partition {topic}-0 "
-                                        "and timestamp 9998.*startingOffsetsByTimestampStrategy=latest"):
+    with pytest.raises(
+        Exception,
+        match=f"No offset matched from request of topic-partition {topic}-0 "
+        "and timestamp 9998.*startingOffsetsByTimestampStrategy=latest",
+    ):
         df.collect()
-    df = _read(spark, kafka_cluster, assign=f'{{"{topic}":[0,2]}}', startingOffsetsByTimestamp=by_ts,
-               startingOffsetsByTimestampStrategy="latest")
+    df = _read(
+        spark,
+        kafka_cluster,
+        assign=f'{{"{topic}":[0,2]}}',
+        startingOffsetsByTimestamp=by_ts,
+        startingOffsetsByTimestampStrategy="latest",
+    )
     assert df.count() == 0
     # An ending timestamp newer than every record ends at latest.
     df = _read(spark, kafka_cluster, assign=f'{{"{topic}":[0,2]}}', endingTimestamp="9999")
@@ -155,17 +161,17 @@ def test_subscribing_to_a_missing_topic_reads_nothing(spark, kafka_cluster):
     assert _read(spark, kafka_cluster, subscribe="no-such-topic-xyz").count() == 0
 
 
-def test_ending_offset_past_the_log_end_is_data_loss_naming_partition_and_offsets(
-    spark, kafka_cluster, filled
-):
+def test_ending_offset_past_the_log_end_is_data_loss_naming_partition_and_offsets(spark, kafka_cluster, filled):
     topic, _ = filled
     ending = f'{{"{topic}":{{"0":10}}}}'
     df = _read(spark, kafka_cluster, assign=f'{{"{topic}":[0]}}', endingOffsets=ending)
-    with pytest.raises(Exception, match=rf"{topic}-0: offsets \[3, 10\) are not in the log.*"
-                                        "set the source option failOnDataLoss=false to skip"):
+    with pytest.raises(
+        Exception,
+        match=rf"{topic}-0: offsets \[3, 10\) are not in the log.*"
+        "set the source option failOnDataLoss=false to skip",
+    ):
         df.collect()
-    df = _read(spark, kafka_cluster, assign=f'{{"{topic}":[0]}}', endingOffsets=ending,
-               failOnDataLoss="false")
+    df = _read(spark, kafka_cluster, assign=f'{{"{topic}":[0]}}', endingOffsets=ending, failOnDataLoss="false")
     assert sorted(r.offset for r in df.collect()) == [0, 1, 2]
 
 
@@ -183,9 +189,12 @@ def test_min_partitions_splits_and_max_partitions_groups_tasks(spark, kafka_clus
 
 def test_user_specified_schema_is_rejected(spark, kafka_cluster, filled):
     topic, _ = filled
-    reader = (spark.read.format("pylog").schema("value STRING")
-              .option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
-              .option("subscribe", topic))
+    reader = (
+        spark.read.format("pylog")
+        .schema("value STRING")
+        .option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
+        .option("subscribe", topic)
+    )
     with pytest.raises(Exception, match="does not accept a user-specified schema"):
         reader.load().collect()
 
@@ -194,8 +203,13 @@ def test_bad_option_fails_when_the_dataframe_is_defined(spark):
     with pytest.raises(Exception, match="subscribe"):
         spark.read.format("pylog").option("kafka.bootstrap.servers", "h:1").load()  # no subscription
     with pytest.raises(Exception, match="Kafka option 'auto.offset.reset' is not supported"):
-        (spark.read.format("pylog").option("subscribe", "x").option("kafka.bootstrap.servers", "h:1")
-         .option("kafka.auto.offset.reset", "earliest").load())
+        (
+            spark.read.format("pylog")
+            .option("subscribe", "x")
+            .option("kafka.bootstrap.servers", "h:1")
+            .option("kafka.auto.offset.reset", "earliest")
+            .load()
+        )
 
 
 def test_a_partition_without_a_leader_fails_the_read_naming_it(spark, tmp_path):
@@ -213,5 +227,9 @@ def test_a_partition_without_a_leader_fails_the_read_naming_it(spark, tmp_path):
         producer.flush(10)
         broker.broker.logs.get_log("half-offline", 1).mark_failed("a test's disk error")
         with pytest.raises(Exception, match=r"partition half-offline-1: .*LEADER_NOT_AVAILABLE"):
-            _read(spark, broker, subscribe="half-offline", **{"fetchOffset.numRetries": "1",
-                                                               "fetchOffset.retryIntervalMs": "10"}).count()
+            _read(
+                spark,
+                broker,
+                subscribe="half-offline",
+                **{"fetchOffset.numRetries": "1", "fetchOffset.retryIntervalMs": "10"},
+            ).count()

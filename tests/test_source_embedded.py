@@ -6,16 +6,15 @@ from __future__ import annotations
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from kafka_spark.offsets import OffsetRange
 from kafka_spark.client.config import consumer_config
 from kafka_spark.client.consumer_pool import close_pooled_consumers
 from kafka_spark.client.offset_reader import OffsetReader
-from kafka_spark.offsets import DataLossError
+from kafka_spark.common.topic_partition import TopicPartition as TP
+from kafka_spark.offsets import DataLossError, OffsetRange
 from kafka_spark.options import parse_source_options
 from kafka_spark.planning import KafkaInputPartition
 from kafka_spark.read.partition import read_partition
 from kafka_spark.read.stream import PylogStreamReader
-from kafka_spark.common.topic_partition import TopicPartition as TP
 from tests.source_fixtures import embedded_kafka  # noqa: F401
 
 
@@ -32,9 +31,7 @@ def _options(cluster, **options):
 @pytest.fixture()
 def aged_out(embedded_kafka):
     """A topic whose partition 0 lost its oldest records to retention (log start > 0)."""
-    topic = embedded_kafka.new_topic(
-        "retention", config={"segment.bytes": "200", "retention.bytes": "400"}
-    )
+    topic = embedded_kafka.new_topic("retention", config={"segment.bytes": "200", "retention.bytes": "400"})
     for i in range(40):
         embedded_kafka.produce_values(topic, 0, 1, start=i)  # one batch per record: many segments
     embedded_kafka.broker.run_retention()
@@ -48,16 +45,22 @@ def aged_out(embedded_kafka):
 def _partition(cluster, r, fail_on_data_loss):
     opts = _options(cluster, subscribe="x")
     return KafkaInputPartition(
-        ranges=(r,), config=consumer_config(opts, cluster.bootstrap_servers, "t-executor"),
-        fail_on_data_loss=fail_on_data_loss, include_headers=False, poll_timeout_ms=10_000,
+        ranges=(r,),
+        config=consumer_config(opts, cluster.bootstrap_servers, "t-executor"),
+        fail_on_data_loss=fail_on_data_loss,
+        include_headers=False,
+        poll_timeout_ms=10_000,
     )
 
 
 def test_offsets_deleted_by_retention_fail_naming_partition_and_offsets(embedded_kafka, aged_out):
     topic, log_start = aged_out
     r = OffsetRange(TP(topic, 0), 0, 40)
-    with pytest.raises(DataLossError, match=rf"{topic}-0: offsets \[0, {log_start}\) were deleted.*"
-                                            "failOnDataLoss=false to skip"):
+    with pytest.raises(
+        DataLossError,
+        match=rf"{topic}-0: offsets \[0, {log_start}\) were deleted.*"
+        "failOnDataLoss=false to skip",
+    ):
         list(read_partition(_partition(embedded_kafka, r, fail_on_data_loss=True)))
 
 
@@ -70,9 +73,13 @@ def test_offsets_deleted_by_retention_are_skipped_with_fail_on_data_loss_false(e
 
 def test_batch_read_of_aged_out_offsets_fails_in_spark(spark, embedded_kafka, aged_out):
     topic, log_start = aged_out
-    df = (spark.read.format("pylog").option("kafka.bootstrap.servers", embedded_kafka.bootstrap_servers)
-          .option("assign", f'{{"{topic}":[0]}}').option("startingOffsets", f'{{"{topic}":{{"0":0}}}}')
-          .load())
+    df = (
+        spark.read.format("pylog")
+        .option("kafka.bootstrap.servers", embedded_kafka.bootstrap_servers)
+        .option("assign", f'{{"{topic}":[0]}}')
+        .option("startingOffsets", f'{{"{topic}":{{"0":0}}}}')
+        .load()
+    )
     with pytest.raises(Exception, match=rf"offsets \[0, {log_start}\) were deleted"):
         df.collect()
 
@@ -82,8 +89,9 @@ def test_deleted_topic_is_data_loss_on_the_next_batch(embedded_kafka, fail_on_da
     topic = embedded_kafka.new_topic("deleted")
     embedded_kafka.produce_values(topic, 0, 3)
     reader = PylogStreamReader(
-        _options(embedded_kafka, subscribe=topic, startingOffsets="earliest",
-                 failOnDataLoss=str(fail_on_data_loss).lower()),
+        _options(
+            embedded_kafka, subscribe=topic, startingOffsets="earliest", failOnDataLoss=str(fail_on_data_loss).lower()
+        ),
         embedded_kafka.bootstrap_servers,
     )
     start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())

@@ -10,7 +10,8 @@ from pyspark.sql import functions as F
 
 
 def test_three_restarts_from_checkpoint_while_a_producer_writes_lose_and_duplicate_nothing(
-        spark, pylog_broker, pylog_topic, tmp_path):
+    spark, pylog_broker, pylog_topic, tmp_path
+):
     bootstrap = pylog_broker.bootstrap_servers
     topic = pylog_topic(partitions=3)
     acknowledged: list[int] = []
@@ -21,8 +22,11 @@ def test_three_restarts_from_checkpoint_while_a_producer_writes_lose_and_duplica
         seq = 0
         while not stop.is_set():
             for _ in range(50):
-                producer.produce(topic, value=b"%d" % seq, on_delivery=lambda err, msg: err is None and
-                                 acknowledged.append(int(msg.value())))
+                producer.produce(
+                    topic,
+                    value=b"%d" % seq,
+                    on_delivery=lambda err, msg: err is None and acknowledged.append(int(msg.value())),
+                )
                 seq += 1
             producer.poll(0)
             time.sleep(0.02)
@@ -33,11 +37,18 @@ def test_three_restarts_from_checkpoint_while_a_producer_writes_lose_and_duplica
     output, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
 
     def query(**trigger):
-        return (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", topic).option("startingOffsets", "earliest").load()
-                .select(F.col("value").cast("string").cast("long").alias("seq"), "partition", "offset")
-                .writeStream.format("pylog-files").option("checkpointLocation", checkpoint)
-                .trigger(**trigger).start(output))
+        return (
+            spark.readStream.format("pylog")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .load()
+            .select(F.col("value").cast("string").cast("long").alias("seq"), "partition", "offset")
+            .writeStream.format("pylog-files")
+            .option("checkpointLocation", checkpoint)
+            .trigger(**trigger)
+            .start(output)
+        )
 
     try:
         for _ in range(4):  # the first run and three restarts, each stopped mid-stream
@@ -68,8 +79,13 @@ def test_read_committed_hides_aborted_transactions_and_read_uncommitted_shows_th
         (producer.commit_transaction if outcome == "commit" else producer.abort_transaction)(30)
 
     def values(isolation: str) -> list[str]:
-        df = (spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-              .option("kafka.isolation.level", isolation).load())
+        df = (
+            spark.read.format("pylog")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("kafka.isolation.level", isolation)
+            .load()
+        )
         return sorted(r.v for r in df.select(F.col("value").cast("string").alias("v")).collect())
 
     committed = values("read_committed")

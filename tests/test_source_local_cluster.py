@@ -57,11 +57,14 @@ def test_batch_read_on_two_executor_jvms(kafka_cluster, tmp_path):
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     done = subprocess.run(
         [sys.executable, str(script), kafka_cluster.bootstrap_servers, topic, str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=300, env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and lines, done.stderr[-4000:]
-    result = json.loads(lines[-1][len("RESULT "):])
+    result = json.loads(lines[-1][len("RESULT ") :])
     assert result["executors"] == 2
     assert result["partitions"] == 6
     assert result["rows"] == [[0, i, f"v{i}"] for i in range(5)] + [[3, i, f"v{5 + i}"] for i in range(4)]

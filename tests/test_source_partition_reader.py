@@ -9,15 +9,14 @@ from confluent_kafka import Producer
 from pyspark import TaskContext
 
 from kafka_spark.client import consumer_pool as client
-from kafka_spark.offsets import OffsetRange
 from kafka_spark.client.config import consumer_config
 from kafka_spark.client.consumer_pool import acquire_consumer, close_pooled_consumers, release_consumer
-from kafka_spark.offsets import DataLossError
+from kafka_spark.common.topic_partition import TopicPartition as TP
+from kafka_spark.offsets import DataLossError, OffsetRange
 from kafka_spark.options import parse_source_options
 from kafka_spark.planning import KafkaInputPartition
 from kafka_spark.read.partition import read_partition
 from kafka_spark.source import source_schema
-from kafka_spark.common.topic_partition import TopicPartition as TP
 from tests.source_fixtures import kafka_cluster, mock_kafka  # noqa: F401
 
 
@@ -29,8 +28,13 @@ def _empty_pool():
 
 
 def _partition(cluster, *ranges, fail_on_data_loss=True, include_headers=False, fetcher="librdkafka", **kafka):
-    opts = parse_source_options({"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": "x",
-                                 **{f"kafka.{k}": v for k, v in kafka.items()}})
+    opts = parse_source_options(
+        {
+            "kafka.bootstrap.servers": cluster.bootstrap_servers,
+            "subscribe": "x",
+            **{f"kafka.{k}": v for k, v in kafka.items()},
+        }
+    )
     return KafkaInputPartition(
         ranges=tuple(ranges),
         config=consumer_config(opts, cluster.bootstrap_servers, "test-executor"),
@@ -57,8 +61,11 @@ def test_read_yields_arrow_batches_with_the_spark_schema(kafka_cluster, fetcher)
     topic = kafka_cluster.new_topic("arrow")
     kafka_cluster.produce_values(topic, 2, 3)
     for headers in (False, True):
-        batches = list(read_partition(_partition(kafka_cluster, OffsetRange(TP(topic, 2), 0, 3),
-                                                 include_headers=headers, fetcher=fetcher)))
+        batches = list(
+            read_partition(
+                _partition(kafka_cluster, OffsetRange(TP(topic, 2), 0, 3), include_headers=headers, fetcher=fetcher)
+            )
+        )
         expected = to_arrow_schema(source_schema(headers), timezone="UTC")
         assert batches and all(b.schema.equals(expected) for b in batches)
 
@@ -77,23 +84,35 @@ def test_read_stops_at_until_however_far_the_log_has_grown(kafka_cluster, fetche
 def test_transaction_gaps_are_not_reported_as_data_loss(kafka_cluster, fetcher):
     topic = kafka_cluster.new_topic("txn")
     kafka_cluster.produce_values(topic, 0, 1)
-    producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers,
-                         "transactional.id": f"tx-{topic}"})
+    producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "transactional.id": f"tx-{topic}"})
     producer.init_transactions(10)
     for value, commit in ((b"c1", True), (b"a1", False), (b"c2", True)):
         producer.begin_transaction()
         producer.produce(topic, value=value, partition=0)
         (producer.commit_transaction if commit else producer.abort_transaction)(10)
-    whole = _partition(kafka_cluster, OffsetRange(TP(topic, 0), 0, _log_end(kafka_cluster, topic)),
-                       fetcher=fetcher, **{"isolation.level": "read_committed"})
+    whole = _partition(
+        kafka_cluster,
+        OffsetRange(TP(topic, 0), 0, _log_end(kafka_cluster, topic)),
+        fetcher=fetcher,
+        **{"isolation.level": "read_committed"},
+    )
     rows = _read(whole)
     assert [r["value"] for r in rows] == [b"v0", b"c1", b"c2"]
     offsets = [r["offset"] for r in rows]
     assert offsets[-1] - offsets[0] + 1 > len(offsets)  # there are gaps, and no error for them
     # A range that ends inside a gap finishes when the position passes `until`.
     gap_end = offsets[1] + 1
-    assert [r["offset"] for r in _read(_partition(kafka_cluster, OffsetRange(TP(topic, 0), 0, gap_end + 1),
-                                                  fetcher=fetcher, **{"isolation.level": "read_committed"}))] == offsets[:2]
+    assert [
+        r["offset"]
+        for r in _read(
+            _partition(
+                kafka_cluster,
+                OffsetRange(TP(topic, 0), 0, gap_end + 1),
+                fetcher=fetcher,
+                **{"isolation.level": "read_committed"},
+            )
+        )
+    ] == offsets[:2]
 
 
 def _log_end(cluster, topic, partition=0):
@@ -112,11 +131,16 @@ def test_range_past_the_log_end_is_data_loss_or_skipped(kafka_cluster, fetcher):
     topic = kafka_cluster.new_topic("short")
     kafka_cluster.produce_values(topic, 1, 2)
     r = OffsetRange(TP(topic, 1), 0, 7)
-    with pytest.raises(DataLossError, match=rf"{topic}-1: offsets \[2, 7\) are not in the log.*"
-                                            "failOnDataLoss=false to skip"):
+    with pytest.raises(
+        DataLossError,
+        match=rf"{topic}-1: offsets \[2, 7\) are not in the log.*"
+        "failOnDataLoss=false to skip",
+    ):
         _read(_partition(kafka_cluster, r, fetcher=fetcher))
-    assert [row["offset"] for row in _read(_partition(kafka_cluster, r, fail_on_data_loss=False,
-                                                      fetcher=fetcher))] == [0, 1]
+    assert [row["offset"] for row in _read(_partition(kafka_cluster, r, fail_on_data_loss=False, fetcher=fetcher))] == [
+        0,
+        1,
+    ]
 
 
 def test_consecutive_ranges_reuse_the_pooled_consumer_and_what_it_fetched(kafka_cluster):
@@ -182,9 +206,16 @@ def test_unreachable_broker_times_out_naming_the_poll_timeout_option(fetcher):
         dead = f"127.0.0.1:{s.getsockname()[1]}"
     opts = parse_source_options({"kafka.bootstrap.servers": dead, "subscribe": "x"})
     partition = KafkaInputPartition(
-        ranges=(OffsetRange(TP("x", 0), 0, 5),), config=consumer_config(opts, dead, "g"),
-        fail_on_data_loss=True, include_headers=False, poll_timeout_ms=500, fetcher=fetcher,
+        ranges=(OffsetRange(TP("x", 0), 0, 5),),
+        config=consumer_config(opts, dead, "g"),
+        fail_on_data_loss=True,
+        include_headers=False,
+        poll_timeout_ms=500,
+        fetcher=fetcher,
     )
-    with pytest.raises(PylogReadTimeout, match=r"Cannot fetch record for offset 0 of x-0 in \d+ "
-                                               r"milliseconds.*kafkaConsumer.pollTimeoutMs"):
+    with pytest.raises(
+        PylogReadTimeout,
+        match=r"Cannot fetch record for offset 0 of x-0 in \d+ "
+        r"milliseconds.*kafkaConsumer.pollTimeoutMs",
+    ):
         list(read_partition(partition))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_spark.offsets import OffsetRange
-from kafka_spark.read.batch import PylogBatchReader
 from kafka_spark.client.offset_reader import OffsetReader
-from kafka_spark.options import parse_source_options
 from kafka_spark.common.topic_partition import TopicPartition as TP
+from kafka_spark.offsets import OffsetRange
+from kafka_spark.options import parse_source_options
+from kafka_spark.read.batch import PylogBatchReader
 from tests.source_fixtures import kafka_cluster, mock_kafka  # noqa: F401
 
 
@@ -53,11 +53,15 @@ def test_default_plan_groups_small_ranges_and_spark_options_plan_as_spark(kafka_
     # Any of Spark's planning options gives Spark's plan: a task per partition range.
     assert _plan(kafka_cluster, subscribe=a, minPartitions="1") == [[f"{a}-{p}[0, 10)"] for p in range(4)]
     assert _plan(kafka_cluster, assign=f'{{"{a}":[0]}}', minPartitions="3") == [
-        [f"{a}-0[0, 3)"], [f"{a}-0[3, 6)"], [f"{a}-0[6, 10)"],
+        [f"{a}-0[0, 3)"],
+        [f"{a}-0[3, 6)"],
+        [f"{a}-0[6, 10)"],
     ]
     # ceil(10 / 4) = 3 parts of about equal size, none above 4 (Spark's getDividedPartition).
     assert _plan(kafka_cluster, assign=f'{{"{a}":[1]}}', maxRecordsPerPartition="4") == [
-        [f"{a}-1[0, 3)"], [f"{a}-1[3, 6)"], [f"{a}-1[6, 10)"],
+        [f"{a}-1[0, 3)"],
+        [f"{a}-1[3, 6)"],
+        [f"{a}-1[6, 10)"],
     ]
 
 
@@ -72,8 +76,14 @@ def test_stream_partitions_use_the_same_planner(kafka_cluster, two_topics):
     from kafka_spark.read.stream import PylogStreamReader
 
     a, _ = two_topics
-    opts = parse_source_options({"kafka.bootstrap.servers": kafka_cluster.bootstrap_servers,
-                                 "subscribe": a, "maxPartitions": "2", "assignmentStrategy": "roundrobin"})
+    opts = parse_source_options(
+        {
+            "kafka.bootstrap.servers": kafka_cluster.bootstrap_servers,
+            "subscribe": a,
+            "maxPartitions": "2",
+            "assignmentStrategy": "roundrobin",
+        }
+    )
     reader = PylogStreamReader(opts, kafka_cluster.bootstrap_servers)
     start = offsets_to_dict({TP(a, p): 2 for p in range(4)})
     end = offsets_to_dict({TP(a, p): 7 for p in range(4)})

@@ -65,15 +65,19 @@ def _run_to_memory(df, checkpoint, trigger):
     return name, query
 
 
-@pytest.mark.parametrize("trigger", [{"availableNow": True}, {"processingTime": "200 milliseconds"}, None],
-                         ids=["available-now", "processing-time", "default"])
+@pytest.mark.parametrize(
+    "trigger",
+    [{"availableNow": True}, {"processingTime": "200 milliseconds"}, None],
+    ids=["available-now", "processing-time", "default"],
+)
 def test_new_query_records_where_it_starts_in_an_empty_first_batch(spark, embedded_kafka, tmp_path, trigger):
     topic = embedded_kafka.new_topic("start")
     embedded_kafka.produce_values(topic, 0, 3)
     embedded_kafka.produce_values(topic, 2, 2, start=3)
     checkpoint = str(tmp_path / "ck")
-    name, query = _run_to_memory(_stream(spark, embedded_kafka, subscribe=topic, startingOffsets="earliest"),
-                                 checkpoint, trigger)
+    name, query = _run_to_memory(
+        _stream(spark, embedded_kafka, subscribe=topic, startingOffsets="earliest"), checkpoint, trigger
+    )
     progress = [p for p in query.recentProgress if p["batchId"] == 0]
     assert progress[0]["numInputRows"] == 0  # batch 0 is the start batch
     # Spark wrote where the query starts as batch 0's end offsets, and batch 1 starts there.
@@ -88,8 +92,11 @@ def test_trigger_once_reads_everything_on_a_fresh_checkpoint(spark, embedded_kaf
     """Trigger.Once runs exactly one batch, so there is no start batch: it must read the data."""
     topic = embedded_kafka.new_topic("once")
     embedded_kafka.produce_values(topic, 1, 4)
-    name, query = _run_to_memory(_stream(spark, embedded_kafka, subscribe=topic, startingOffsets="earliest"),
-                                 str(tmp_path / "ck"), {"once": True})
+    name, query = _run_to_memory(
+        _stream(spark, embedded_kafka, subscribe=topic, startingOffsets="earliest"),
+        str(tmp_path / "ck"),
+        {"once": True},
+    )
     assert [p["numInputRows"] for p in query.recentProgress] == [4]
     assert sorted(r.offset for r in spark.table(name).collect()) == [0, 1, 2, 3]
 
@@ -167,19 +174,30 @@ class _Batches:
 
     @property
     def sizes(self) -> dict[int, int]:
-        return {int(n[6:-5]): len(json.load(open(os.path.join(self.directory, n))))
-                for n in os.listdir(self.directory) if n.startswith("batch-")}
+        return {
+            int(n[6:-5]): len(json.load(open(os.path.join(self.directory, n))))
+            for n in os.listdir(self.directory)
+            if n.startswith("batch-")
+        }
 
     @property
     def rows(self) -> list[tuple]:
-        return [tuple(r) for n in os.listdir(self.directory) if n.startswith("batch-")
-                for r in json.load(open(os.path.join(self.directory, n)))]
+        return [
+            tuple(r)
+            for n in os.listdir(self.directory)
+            if n.startswith("batch-")
+            for r in json.load(open(os.path.join(self.directory, n)))
+        ]
 
 
 def _run_collect(spark, df, checkpoint, batches: _Batches, trigger: dict, **options):
     spark.dataSource.register(CollectSink)
-    writer = (df.writeStream.format("pylog-test-collect").option("path", batches.directory)
-              .option("checkpointLocation", checkpoint).trigger(**trigger))
+    writer = (
+        df.writeStream.format("pylog-test-collect")
+        .option("path", batches.directory)
+        .option("checkpointLocation", checkpoint)
+        .trigger(**trigger)
+    )
     for key, value in options.items():
         writer = writer.option(key, value)
     query = writer.start()
@@ -205,8 +223,9 @@ def test_failed_first_batch_replays_from_the_recorded_start_after_partitions_wer
     embedded_kafka.produce_values(topic, 0, 3)  # before the query starts: never read (latest)
     checkpoint = str(tmp_path / "ck")
     df = _stream(spark, embedded_kafka, subscribe=topic)
-    failure = _run_collect(spark, df, checkpoint, _Batches(str(tmp_path / "failed")), {"availableNow": True},
-                           failBatch="0")
+    failure = _run_collect(
+        spark, df, checkpoint, _Batches(str(tmp_path / "failed")), {"availableNow": True}, failBatch="0"
+    )
     assert failure is not None and "injected failure of batch 0" in str(failure)
     recorded = _source_offsets(checkpoint, 0)
     assert recorded == {topic: {"0": 3, "1": 0, "2": 0, "3": 0}}
@@ -244,14 +263,30 @@ def test_failed_first_batch_that_read_data_replays_it_once(spark, embedded_kafka
 def test_available_now_fails_when_the_topic_is_recreated_under_it(spark, embedded_kafka, tmp_path, fail_on_data_loss):
     topic = embedded_kafka.new_topic("recreate")
     embedded_kafka.produce_values(topic, 0, 12)
-    df = _stream(spark, embedded_kafka, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="4",
-                 failOnDataLoss=fail_on_data_loss)
+    df = _stream(
+        spark,
+        embedded_kafka,
+        subscribe=topic,
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger="4",
+        failOnDataLoss=fail_on_data_loss,
+    )
     batches = _Batches(str(tmp_path / "rows"))
-    failure = _run_collect(spark, df, str(tmp_path / "ck"), batches, {"availableNow": True}, recreateAtBatch="1",
-                           recreateTopic=topic, bootstrap=embedded_kafka.bootstrap_servers)
+    failure = _run_collect(
+        spark,
+        df,
+        str(tmp_path / "ck"),
+        batches,
+        {"availableNow": True},
+        recreateAtBatch="1",
+        recreateTopic=topic,
+        bootstrap=embedded_kafka.bootstrap_servers,
+    )
     assert failure is not None
-    assert (f"Trigger.AvailableNow: {topic}-0 now ends at offset 2, before the planned end 8: the topic was "
-            "deleted and recreated while the query ran") in str(failure)
+    assert (
+        f"Trigger.AvailableNow: {topic}-0 now ends at offset 2, before the planned end 8: the topic was "
+        "deleted and recreated while the query ran"
+    ) in str(failure)
     assert batches.sizes == {0: 0, 1: 4}  # nothing of the recreated topic was read
 
 
@@ -263,16 +298,20 @@ def _planner(cluster, **options) -> PylogStreamReader:
 def test_available_now_fails_when_a_planned_topic_is_deleted(embedded_kafka):
     topic = embedded_kafka.new_topic("vanish")
     embedded_kafka.produce_values(topic, 3, 6)
-    reader = _planner(embedded_kafka, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="2",
-                      failOnDataLoss="false")
+    reader = _planner(
+        embedded_kafka, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="2", failOnDataLoss="false"
+    )
     reader.prepareForTriggerAvailableNow()
     start = reader.initialOffset()
     assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start
     end = reader.latestOffset(start, reader.getDefaultReadLimit())
     embedded_kafka.broker.delete_topic(topic)
     try:
-        with pytest.raises(AvailableNowTopicChangedError, match=rf"planned partitions {topic}-0, {topic}-1, "
-                                                               rf"{topic}-2, {topic}-3 are gone"):
+        with pytest.raises(
+            AvailableNowTopicChangedError,
+            match=rf"planned partitions {topic}-0, {topic}-1, "
+            rf"{topic}-2, {topic}-3 are gone",
+        ):
             reader.partitions(start, end)
     finally:
         reader.stop()
@@ -291,9 +330,11 @@ def test_checkpoint_of_a_query_on_other_topics_is_named_as_such(spark, embedded_
     failure = _run_collect(spark, df, checkpoint, _Batches(str(tmp_path / "rows2")), {"availableNow": True})
     assert failure is not None
     message = str(failure)
-    assert (f"The query's checkpoint holds offsets of topic(s) {first} only, which this query does not read "
-            f"(subscribe={second}): the checkpoint belongs to a query reading other topics. Give this query a "
-            "new checkpointLocation") in message
+    assert (
+        f"The query's checkpoint holds offsets of topic(s) {first} only, which this query does not read "
+        f"(subscribe={second}): the checkpoint belongs to a query reading other topics. Give this query a "
+        "new checkpointLocation"
+    ) in message
     assert "are gone" not in message and "failOnDataLoss" not in message
 
 
@@ -303,8 +344,11 @@ def test_topics_dropped_from_the_subscription_are_named_with_the_way_to_go_on(em
     start = {kept: {str(p): 0 for p in range(4)}, dropped: {"0": 5}}
     end = {kept: {str(p): 0 for p in range(4)}}
     try:
-        with pytest.raises(CheckpointTopicsError, match=rf"holds offsets of {dropped}-0, which this query no "
-                                                       rf"longer reads \(subscribe={kept}\).*set failOnDataLoss=false"):
+        with pytest.raises(
+            CheckpointTopicsError,
+            match=rf"holds offsets of {dropped}-0, which this query no "
+            rf"longer reads \(subscribe={kept}\).*set failOnDataLoss=false",
+        ):
             reader.partitions(start, end)
         lenient = _planner(embedded_kafka, subscribe=kept, failOnDataLoss="false")
         assert [p.ranges for p in lenient.partitions(start, end)] == [p.ranges for p in lenient.partitions(end, end)]

@@ -10,11 +10,11 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from kafka_spark.client.consumer_pool import close_pooled_consumers
+from kafka_spark.common.topic_partition import TopicPartition as TP
 from kafka_spark.offsets import offsets_from_dict, offsets_from_json
 from kafka_spark.options import parse_source_options
 from kafka_spark.read.partition import read_partition
 from kafka_spark.read.stream import PylogStreamReader
-from kafka_spark.common.topic_partition import TopicPartition as TP
 from tests.source_fixtures import embedded_kafka, kafka_cluster, mock_kafka  # noqa: F401
 
 
@@ -27,8 +27,7 @@ def _stream(spark, cluster, **options):
 
 def _to_memory(df, tmp_path, trigger=None):
     name = f"q_{uuid.uuid4().hex[:8]}"
-    writer = (df.writeStream.format("memory").queryName(name)
-              .option("checkpointLocation", str(tmp_path / name)))
+    writer = df.writeStream.format("memory").queryName(name).option("checkpointLocation", str(tmp_path / name))
     if trigger is not None:
         writer = writer.trigger(**trigger)
     return name, writer.start()
@@ -51,11 +50,19 @@ def test_micro_batches_read_new_records_exactly_once(spark, kafka_cluster, tmp_p
         query.processAllAvailable()
         rows = spark.sql(f"select partition, offset, cast(value as string) v from {name}").collect()
         assert sorted((r.partition, r.offset, r.v) for r in rows) == [
-            (0, 0, "v0"), (0, 1, "v1"), (0, 2, "v2"), (0, 3, "v5"), (1, 0, "v3"), (1, 1, "v4"),
+            (0, 0, "v0"),
+            (0, 1, "v1"),
+            (0, 2, "v2"),
+            (0, 3, "v5"),
+            (1, 0, "v3"),
+            (1, 1, "v4"),
         ]
         progress = query.lastProgress["sources"][0]
         assert offsets_from_json(progress["endOffset"]) == {
-            TP(topic, 0): 4, TP(topic, 1): 2, TP(topic, 2): 0, TP(topic, 3): 0
+            TP(topic, 0): 4,
+            TP(topic, 1): 2,
+            TP(topic, 2): 0,
+            TP(topic, 3): 0,
         }
         # reportLatestOffset(): the latest offsets fetched, shown in query progress.
         assert offsets_from_json(progress["latestOffset"]) == offsets_from_json(progress["endOffset"])
@@ -76,9 +83,7 @@ def test_streaming_starts_at_latest_by_default(spark, kafka_cluster, tmp_path):
         query.stop()
 
 
-def test_available_now_with_max_offsets_per_trigger_drains_in_proportional_batches(
-    spark, kafka_cluster, tmp_path
-):
+def test_available_now_with_max_offsets_per_trigger_drains_in_proportional_batches(spark, kafka_cluster, tmp_path):
     topic = kafka_cluster.new_topic("rate")
     kafka_cluster.produce_values(topic, 0, 10)
     kafka_cluster.produce_values(topic, 1, 10)
@@ -130,8 +135,9 @@ def test_max_trigger_delay_fires_a_batch_below_min_offsets_per_trigger(kafka_clu
     import time
 
     topic = kafka_cluster.new_topic("delay")
-    reader = _planner(kafka_cluster, subscribe=topic, startingOffsets="earliest",
-                      minOffsetsPerTrigger="100", maxTriggerDelay="300ms")
+    reader = _planner(
+        kafka_cluster, subscribe=topic, startingOffsets="earliest", minOffsetsPerTrigger="100", maxTriggerDelay="300ms"
+    )
     start = reader.initialOffset()
     assert reader.latestOffset(start, ReadMinRows(100)) == start  # the start batch
     reader.latestOffset(start, ReadMinRows(100))  # the first trigger fires at once
@@ -165,7 +171,9 @@ def test_replayed_batch_plans_and_reads_the_same_records(kafka_cluster):
     def records(partitions):
         return sorted(
             (row["partition"], row["offset"], row["value"])
-            for p in partitions for batch in read_partition(p) for row in batch.to_pylist()
+            for p in partitions
+            for batch in read_partition(p)
+            for row in batch.to_pylist()
         )
 
     try:
@@ -189,7 +197,10 @@ def test_new_topic_matching_pattern_is_read_from_earliest(spark, kafka_cluster, 
         query.processAllAvailable()
         rows = spark.table(name).collect()
         assert sorted((r.topic, r.partition, r.offset) for r in rows) == [
-            (first, 0, 2), (second, 3, 0), (second, 3, 1), (second, 3, 2),
+            (first, 0, 2),
+            (second, 3, 0),
+            (second, 3, 1),
+            (second, 3, 2),
         ]
     finally:
         query.stop()
@@ -215,28 +226,32 @@ def test_partitions_added_to_a_subscribed_topic_are_read_from_earliest(spark, em
         query.processAllAvailable()
         rows = spark.sql(f"select partition, offset, cast(value as string) v from {name}").collect()
         assert sorted((r.partition, r.offset, r.v) for r in rows) == [
-            (0, 0, "v0"), (0, 1, "v1"), (0, 2, "new-3"), (4, 0, "new-2"), (5, 0, "new-0"), (5, 1, "new-1"),
+            (0, 0, "v0"),
+            (0, 1, "v1"),
+            (0, 2, "new-3"),
+            (4, 0, "new-2"),
+            (5, 0, "new-0"),
+            (5, 1, "new-1"),
         ]
     finally:
         query.stop()
 
 
-def test_offsets_that_went_backwards_fail_the_query_naming_partition_and_offsets(
-    spark, kafka_cluster, tmp_path
-):
+def test_offsets_that_went_backwards_fail_the_query_naming_partition_and_offsets(spark, kafka_cluster, tmp_path):
     topic = kafka_cluster.new_topic("loss")
     kafka_cluster.produce_values(topic, 0, 3)
     beyond = f'{{"{topic}":{{"0":50,"1":0,"2":0,"3":0}}}}'
     _, query = _to_memory(_stream(spark, kafka_cluster, subscribe=topic, startingOffsets=beyond), tmp_path)
-    with pytest.raises(Exception, match=rf"Partition {topic}-0's offset was changed from 50 to 3.*"
-                                        "failOnDataLoss=false to skip"):
+    with pytest.raises(
+        Exception,
+        match=rf"Partition {topic}-0's offset was changed from 50 to 3.*"
+        "failOnDataLoss=false to skip",
+    ):
         query.processAllAvailable()
     query.stop()
 
 
-def test_offsets_that_went_backwards_are_skipped_with_fail_on_data_loss_false(
-    spark, kafka_cluster, tmp_path
-):
+def test_offsets_that_went_backwards_are_skipped_with_fail_on_data_loss_false(spark, kafka_cluster, tmp_path):
     topic = kafka_cluster.new_topic("skip")
     kafka_cluster.produce_values(topic, 0, 3)
     kafka_cluster.produce_values(topic, 1, 2)
@@ -267,8 +282,14 @@ def test_commit_offsets_to_group_publishes_progress_for_lag_monitors(spark, kafk
     topic = kafka_cluster.new_topic("lag")
     kafka_cluster.produce_values(topic, 1, 4)
     group = f"etl-{uuid.uuid4().hex[:6]}"
-    df = _stream(spark, kafka_cluster, subscribe=topic, startingOffsets="earliest",
-                 commitOffsetsToGroup="true", **{"kafka.group.id": group})
+    df = _stream(
+        spark,
+        kafka_cluster,
+        subscribe=topic,
+        startingOffsets="earliest",
+        commitOffsetsToGroup="true",
+        **{"kafka.group.id": group},
+    )
     _, query = _to_memory(df, tmp_path)
     try:
         query.processAllAvailable()
@@ -284,23 +305,39 @@ def test_commit_offsets_to_group_publishes_progress_for_lag_monitors(spark, kafk
     assert committed[0].offset in (4, 5)
 
 
-@pytest.mark.parametrize("option,value,message", [
-    ("startingOffsets", "earlist", "startingOffsets must be 'earliest' or 'latest' or offset JSON"),
-    ("startingOffset", "earliest", "did you mean startingOffsets\\?"),
-    ("kafka.fetch.min.bytes", "lots", "kafka.fetch.min.bytes refused by the Kafka client"),
-    ("kafka.auto.offset.reset", "earliest", "Kafka option 'auto.offset.reset' is not supported"),
-])
+@pytest.mark.parametrize(
+    "option,value,message",
+    [
+        ("startingOffsets", "earlist", "startingOffsets must be 'earliest' or 'latest' or offset JSON"),
+        ("startingOffset", "earliest", "did you mean startingOffsets\\?"),
+        ("kafka.fetch.min.bytes", "lots", "kafka.fetch.min.bytes refused by the Kafka client"),
+        ("kafka.auto.offset.reset", "earliest", "Kafka option 'auto.offset.reset' is not supported"),
+    ],
+)
 def test_option_errors_fail_at_load_before_the_query_starts(spark, option, value, message):
-    reader = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", "127.0.0.1:1")
-              .option("subscribe", "t").option(option, value))
+    reader = (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", "127.0.0.1:1")
+        .option("subscribe", "t")
+        .option(option, value)
+    )
     with pytest.raises(Exception, match=message):
         reader.load()
 
 
 def test_streaming_only_rules_fail_at_start_as_pyspark_tells_the_source_no_sooner(spark, tmp_path):
-    df = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", "127.0.0.1:1")
-          .option("subscribe", "t").option("endingOffsets", "latest").load())  # batch or stream? not known yet
-    query = (df.writeStream.format("memory").queryName("ending_offsets_in_a_stream")
-             .option("checkpointLocation", str(tmp_path / "c")).start())
+    df = (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", "127.0.0.1:1")
+        .option("subscribe", "t")
+        .option("endingOffsets", "latest")
+        .load()
+    )  # batch or stream? not known yet
+    query = (
+        df.writeStream.format("memory")
+        .queryName("ending_offsets_in_a_stream")
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .start()
+    )
     with pytest.raises(Exception, match="ending offset not valid in streaming queries"):
         query.awaitTermination(120)

@@ -12,8 +12,15 @@ from pyspark.sql import functions as F
 
 
 def read_topic(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed") -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
-                         "enable.partition.eof": True, "isolation.level": isolation, "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{time.monotonic_ns()}",
+            "enable.partition.eof": True,
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     rows, eof = [], set()
     deadline = time.monotonic() + 60
@@ -23,7 +30,9 @@ def read_topic(bootstrap: str, topic: str, partitions: int, isolation: str = "re
                 assert message.error().code() == KafkaError._PARTITION_EOF
                 eof.add(message.partition())
             else:
-                rows.append((message.key(), message.value(), message.headers(), message.timestamp()[1], message.partition()))
+                rows.append(
+                    (message.key(), message.value(), message.headers(), message.timestamp()[1], message.partition())
+                )
     consumer.close()
     assert len(eof) == partitions
     return rows
@@ -38,12 +47,21 @@ def produce(bootstrap: str, topic: str, count: int, start: int = 0) -> None:
 
 def test_batch_write_with_all_columns_lands_once(spark, pylog_broker, pylog_topic):
     out = pylog_topic(partitions=2)
-    df = spark.createDataFrame(
-        [(f"k{i}", f"v{i}".encode(), i % 2, [("h", b"x")], i) for i in range(50)],
-        "key string, value binary, partition int, headers array<struct<key:string,value:binary>>, ms long",
-    ).withColumn("timestamp", F.timestamp_millis(F.col("ms") + 1_700_000_000_000)).drop("ms")
-    (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
-       .option("topic", out).mode("append").save())
+    df = (
+        spark.createDataFrame(
+            [(f"k{i}", f"v{i}".encode(), i % 2, [("h", b"x")], i) for i in range(50)],
+            "key string, value binary, partition int, headers array<struct<key:string,value:binary>>, ms long",
+        )
+        .withColumn("timestamp", F.timestamp_millis(F.col("ms") + 1_700_000_000_000))
+        .drop("ms")
+    )
+    (
+        df.write.format("pylog")
+        .option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+        .option("topic", out)
+        .mode("append")
+        .save()
+    )
     rows = read_topic(pylog_broker.bootstrap_servers, out, 2)
     assert sorted(r[1] for r in rows) == sorted(f"v{i}".encode() for i in range(50))
     for key, value, headers, timestamp, partition in rows:
@@ -58,13 +76,21 @@ def test_streaming_exactly_once_survives_restarts_and_replays(spark, pylog_broke
     checkpoint = str(tmp_path / "checkpoint")
 
     def run_once() -> None:
-        query = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
-                 .option("subscribe", source).option("startingOffsets", "earliest")
-                 .option("maxOffsetsPerTrigger", 40).load()
-                 .select("key", F.upper(F.col("value").cast("string")).alias("value"))
-                 .writeStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
-                 .option("topic", sink).option("checkpointLocation", checkpoint)
-                 .trigger(availableNow=True).start())
+        query = (
+            spark.readStream.format("pylog")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", source)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", 40)
+            .load()
+            .select("key", F.upper(F.col("value").cast("string")).alias("value"))
+            .writeStream.format("pylog")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", sink)
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
 
     produce(bootstrap, source, 100)
@@ -82,19 +108,34 @@ def test_streaming_exactly_once_survives_restarts_and_replays(spark, pylog_broke
 def test_missing_value_column_fails_when_the_query_starts(spark, pylog_broker, pylog_topic):
     df = spark.createDataFrame([("a",)], "key string")
     with pytest.raises(PySparkException, match="needs a 'value' column"):
-        (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
-           .option("topic", pylog_topic()).mode("append").save())
+        (
+            df.write.format("pylog")
+            .option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+            .option("topic", pylog_topic())
+            .mode("append")
+            .save()
+        )
 
 
 def test_wrong_column_type_and_unknown_option_are_named(spark, pylog_broker, pylog_topic):
     df = spark.createDataFrame([(1,)], "value int")
     with pytest.raises(PySparkException, match="column 'value' has type int"):
-        (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
-           .option("topic", pylog_topic()).mode("append").save())
+        (
+            df.write.format("pylog")
+            .option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+            .option("topic", pylog_topic())
+            .mode("append")
+            .save()
+        )
     df = spark.createDataFrame([("x",)], "value string")
     with pytest.raises(PySparkException, match="unknown option 'topci'"):
-        (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
-           .option("topci", "x").mode("append").save())
+        (
+            df.write.format("pylog")
+            .option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+            .option("topci", "x")
+            .mode("append")
+            .save()
+        )
 
 
 def _unreachable_sink_message(raised) -> str:
@@ -110,17 +151,30 @@ def test_a_batch_write_to_an_address_where_nothing_listens_fails_at_start_naming
     # that is still starting, and the message says how to wait longer.
     df = spark.createDataFrame([("x",)], "value string")
     with pytest.raises(PySparkException) as raised:
-        (df.write.format("pylog").option("kafka.bootstrap.servers", "127.0.0.1:1")
-           .option("kafka.default.api.timeout.ms", "1500").option("deliveryGuarantee", delivery)
-           .option("topic", "t").mode("append").save())
+        (
+            df.write.format("pylog")
+            .option("kafka.bootstrap.servers", "127.0.0.1:1")
+            .option("kafka.default.api.timeout.ms", "1500")
+            .option("deliveryGuarantee", delivery)
+            .option("topic", "t")
+            .mode("append")
+            .save()
+        )
     _unreachable_sink_message(raised)
 
 
 def test_a_streaming_write_to_an_address_where_nothing_listens_fails_naming_it(spark, tmp_path):
-    query = (spark.readStream.format("rate").load().selectExpr("CAST(value AS STRING) AS value")
-             .writeStream.format("pylog").option("kafka.bootstrap.servers", "127.0.0.1:1")
-             .option("kafka.default.api.timeout.ms", "1500").option("topic", "t")
-             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    query = (
+        spark.readStream.format("rate")
+        .load()
+        .selectExpr("CAST(value AS STRING) AS value")
+        .writeStream.format("pylog")
+        .option("kafka.bootstrap.servers", "127.0.0.1:1")
+        .option("kafka.default.api.timeout.ms", "1500")
+        .option("topic", "t")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
     try:
         with pytest.raises(PySparkException) as raised:
             query.awaitTermination(120)
@@ -134,8 +188,14 @@ def test_a_write_to_an_address_that_never_answers_fails_naming_it(spark):
     with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel accepts; nothing ever answers
         address = f"127.0.0.1:{silent.getsockname()[1]}"
         with pytest.raises(PySparkException) as raised:
-            (df.write.format("pylog").option("kafka.bootstrap.servers", address)
-               .option("kafka.default.api.timeout.ms", "1500").option("topic", "t").mode("append").save())
+            (
+                df.write.format("pylog")
+                .option("kafka.bootstrap.servers", address)
+                .option("kafka.default.api.timeout.ms", "1500")
+                .option("topic", "t")
+                .mode("append")
+                .save()
+            )
     assert f"no Kafka broker reachable at {address} within 1.5s" in str(raised.value)
     assert "no answer to a Kafka request" in str(raised.value)
 
@@ -156,8 +216,10 @@ def test_marker_lookup_waits_while_the_group_coordinator_loads(pylog_broker, pyl
         if not code:
             return served(broker, request)
         if request.api_version >= 8:  # one answer per group
-            return {"throttle_time": 0, "groups": [{"group_id": g.group_id, "error_code": code, "topics": []}
-                                                   for g in request.body.groups]}
+            return {
+                "throttle_time": 0,
+                "groups": [{"group_id": g.group_id, "error_code": code, "topics": []} for g in request.body.groups],
+            }
         return {"throttle_time": 0, "topics": [], "error_code": code}
 
     monkeypatch.setitem(HANDLERS, ApiKey.OFFSET_FETCH, loading)
@@ -174,8 +236,13 @@ def test_a_timestamp_column_that_is_not_a_timestamp_is_ignored_as_spark_does(spa
     out = pylog_topic()
     before = int(time.time() * 1000)
     df = spark.createDataFrame([(f"v{i}", f"2020-01-0{i + 1}") for i in range(3)], "value string, timestamp string")
-    (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
-       .option("topic", out).mode("append").save())
+    (
+        df.write.format("pylog")
+        .option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+        .option("topic", out)
+        .mode("append")
+        .save()
+    )
     rows = read_topic(pylog_broker.bootstrap_servers, out, 1)
     assert sorted(r[1] for r in rows) == [b"v0", b"v1", b"v2"]
     assert all(r[3] >= before for r in rows), "CreateTime is when the record was produced, not the string column"
@@ -184,14 +251,37 @@ def test_a_timestamp_column_that_is_not_a_timestamp_is_ignored_as_spark_does(spa
 def test_unknown_sink_options_are_ignored_unless_close_to_a_known_one(spark, pylog_broker, pylog_topic):
     out = pylog_topic()
     df = spark.createDataFrame([("x",)], "value string")
-    (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
-       .option("topic", out).option("queryLabel", "nightly").mode("append").save())
+    (
+        df.write.format("pylog")
+        .option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+        .option("topic", out)
+        .option("queryLabel", "nightly")
+        .mode("append")
+        .save()
+    )
     assert [r[1] for r in read_topic(pylog_broker.bootstrap_servers, out, 1)] == [b"x"]
-    with pytest.raises(PySparkException, match="unknown option 'deliveryguarante' for the pylog topic sink: did you "
-                                               "mean deliveryGuarantee\\?"):
-        (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
-           .option("topic", out).option("deliveryGuarante", "at-least-once").mode("append").save())
-    with pytest.raises(PySparkException, match="deliveryGuarantee must be 'exactly-once' or 'at-least-once', got "
-                                               "'exactly_once'. Did you mean 'exactly-once'\\?"):
-        (df.write.format("pylog").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
-           .option("topic", out).option("deliveryGuarantee", "exactly_once").mode("append").save())
+    with pytest.raises(
+        PySparkException,
+        match="unknown option 'deliveryguarante' for the pylog topic sink: did you mean deliveryGuarantee\\?",
+    ):
+        (
+            df.write.format("pylog")
+            .option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+            .option("topic", out)
+            .option("deliveryGuarante", "at-least-once")
+            .mode("append")
+            .save()
+        )
+    with pytest.raises(
+        PySparkException,
+        match="deliveryGuarantee must be 'exactly-once' or 'at-least-once', got "
+        "'exactly_once'. Did you mean 'exactly-once'\\?",
+    ):
+        (
+            df.write.format("pylog")
+            .option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+            .option("topic", out)
+            .option("deliveryGuarantee", "exactly_once")
+            .mode("append")
+            .save()
+        )

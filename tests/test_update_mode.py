@@ -13,10 +13,17 @@ from tests.test_topic_sink import read_topic
 
 
 def counts_per_key(spark, bootstrap: str, topic: str):
-    return (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-            .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 30).load()
-            .groupBy(F.col("key").cast("string").alias("key")).count()
-            .select("key", F.col("count").cast("string").alias("value")))
+    return (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", 30)
+        .load()
+        .groupBy(F.col("key").cast("string").alias("key"))
+        .count()
+        .select("key", F.col("count").cast("string").alias("value"))
+    )
 
 
 def produce_keys(bootstrap: str, topic: str, start: int, count: int) -> None:
@@ -29,9 +36,15 @@ def produce_keys(bootstrap: str, topic: str, start: int, count: int) -> None:
 def test_update_mode_on_the_topic_sink_is_refused_by_pyspark(spark, pylog_broker, pylog_topic, tmp_path):
     source = pylog_topic(partitions=2)
     produce_keys(pylog_broker.bootstrap_servers, source, 0, 3)
-    query = (counts_per_key(spark, pylog_broker.bootstrap_servers, source).writeStream.format("pylog")
-             .outputMode("update").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
-             .option("topic", pylog_topic()).option("checkpointLocation", str(tmp_path / "c")).start())
+    query = (
+        counts_per_key(spark, pylog_broker.bootstrap_servers, source)
+        .writeStream.format("pylog")
+        .outputMode("update")
+        .option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
+        .option("topic", pylog_topic())
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .start()
+    )
     with pytest.raises(PySparkException, match="pylog does not support Update mode"):
         query.awaitTermination(120)
 
@@ -42,9 +55,14 @@ def test_update_mode_through_topic_writer_lands_each_batch_exactly_once(spark, p
     checkpoint = tmp_path / "checkpoint"
 
     def run() -> None:
-        query = (counts_per_key(spark, bootstrap, source).writeStream.outputMode("update")
-                 .foreachBatch(kafka_spark.topic_writer(topic=sink, **{"kafka.bootstrap.servers": bootstrap}))
-                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        query = (
+            counts_per_key(spark, bootstrap, source)
+            .writeStream.outputMode("update")
+            .foreachBatch(kafka_spark.topic_writer(topic=sink, **{"kafka.bootstrap.servers": bootstrap}))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
 
     produce_keys(bootstrap, source, 0, 60)  # two batches of 30: each key updated twice

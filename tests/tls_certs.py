@@ -28,11 +28,17 @@ def _name(common_name: str) -> x509.Name:
 
 
 def _certificate(subject: str, key, issuer: str, issuer_key, *, ca: bool = False, san=None) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.timezone.utc)
-    builder = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(_name(issuer))
-               .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=2))
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(_name(subject))
+        .issuer_name(_name(issuer))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
     if san:
         builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
     return builder.sign(issuer_key, hashes.SHA256())
@@ -44,8 +50,13 @@ def make_pki(directory: Path) -> Pki:
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = _certificate("pylog test CA", ca_key, "pylog test CA", ca_key, ca=True)
     broker_key = ec.generate_private_key(ec.SECP256R1())
-    broker_cert = _certificate("localhost", broker_key, "pylog test CA", ca_key,
-                               san=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    broker_cert = _certificate(
+        "localhost",
+        broker_key,
+        "pylog test CA",
+        ca_key,
+        san=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
+    )
     client_key = ec.generate_private_key(ec.SECP256R1())
     client_cert = _certificate("pylog test client", client_key, "pylog test CA", ca_key)
 

@@ -27,7 +27,7 @@ class WireClient:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "WireClient":
+    def __enter__(self) -> WireClient:
         return self
 
     def __exit__(self, *exc: Any) -> None:

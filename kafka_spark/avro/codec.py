@@ -103,8 +103,18 @@ __all__ = [
 
 MODES = ("FAILFAST", "PERMISSIVE")
 #: The options of Avro columns, shared by the source and the topic sink (plus ``schemaRegistry.*``).
-AVRO_OPTIONS = ("valueFormat", "keyFormat", "avroSchema", "keyAvroSchema", "avroWriterSchema", "keyAvroWriterSchema",
-                "avroWireFormat", "keyAvroWireFormat", "schemaRegistryUrl", "avroMode")
+AVRO_OPTIONS = (
+    "valueFormat",
+    "keyFormat",
+    "avroSchema",
+    "keyAvroSchema",
+    "avroWriterSchema",
+    "keyAvroWriterSchema",
+    "avroWireFormat",
+    "keyAvroWireFormat",
+    "schemaRegistryUrl",
+    "avroMode",
+)
 WIRE_FORMATS = ("plain", "confluent")
 _MAGIC = 0
 _HEADER = 5
@@ -150,8 +160,14 @@ _clients_lock = threading.Lock()
 
 
 # confluent-kafka wants numbers for these; Spark options are strings
-_NUMERIC_REGISTRY_CONF = ("timeout", "cache.capacity", "cache.latest.ttl.sec", "max.retries", "retries.wait.ms",
-                          "retries.max.wait.ms")
+_NUMERIC_REGISTRY_CONF = (
+    "timeout",
+    "cache.capacity",
+    "cache.latest.ttl.sec",
+    "max.retries",
+    "retries.wait.ms",
+    "retries.max.wait.ms",
+)
 
 
 def registry_client(conf: Mapping[str, Any]) -> Any:
@@ -183,8 +199,7 @@ def registry_client(conf: Mapping[str, Any]) -> Any:
             except (TypeError, ValueError) as e:
                 # the message names the setting but may not quote values; never include conf values here
                 raise PylogOptionError(
-                    f"The schema registry client rejected its configuration (schemaRegistryUrl / "
-                    f"schemaRegistry.*): {e}"
+                    f"The schema registry client rejected its configuration (schemaRegistryUrl / schemaRegistry.*): {e}"
                 ) from e
             _clients[key] = client
         return client
@@ -325,9 +340,12 @@ class AvroDecoder:
         ok = framed & magic_ok
         for row in np.flatnonzero((lengths >= 0) & ~ok):
             errors.append(
-                (int(row), f"not in the Confluent wire format (magic byte 0 + 4-byte schema id), got "
-                 f"{len(arr[int(row)].as_py())} bytes starting {arr[int(row)].as_py()[:_HEADER]!r}; if this "
-                 f"topic's producers do not use a schema registry, set {wire_option}=plain")
+                (
+                    int(row),
+                    f"not in the Confluent wire format (magic byte 0 + 4-byte schema id), got "
+                    f"{len(arr[int(row)].as_py())} bytes starting {arr[int(row)].as_py()[:_HEADER]!r}; if this "
+                    f"topic's producers do not use a schema registry, set {wire_option}=plain",
+                )
             )
         ok_rows = np.flatnonzero(ok)
         if not len(ok_rows):

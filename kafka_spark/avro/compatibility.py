@@ -20,8 +20,13 @@ from __future__ import annotations
 from typing import Any
 
 _PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
-_PROMOTIONS = {"int": {"long", "float", "double"}, "long": {"float", "double"}, "float": {"double"},
-               "string": {"bytes"}, "bytes": {"string"}}
+_PROMOTIONS = {
+    "int": {"long", "float", "double"},
+    "long": {"float", "double"},
+    "float": {"double"},
+    "string": {"bytes"},
+    "bytes": {"string"},
+}
 
 
 class _Named(dict):
@@ -30,8 +35,9 @@ class _Named(dict):
     __hash__ = object.__hash__  # type: ignore[assignment]
 
 
-def incompatibilities(reader: Any, writer: Any, *, reader_named: dict[str, Any] | None = None,
-                      writer_named: dict[str, Any] | None = None) -> list[str]:
+def incompatibilities(
+    reader: Any, writer: Any, *, reader_named: dict[str, Any] | None = None, writer_named: dict[str, Any] | None = None
+) -> list[str]:
     """Why data written with ``writer`` cannot be read with ``reader`` (empty list: it can).
     ``*_named`` are named types defined elsewhere (schema references), by full name."""
     resolved_reader = _resolve(reader, "", dict(reader_named or {}))
@@ -136,8 +142,10 @@ def _check(reader: Any, writer: Any, path: str, problems: list[str], seen: set[t
             written = next((writer_fields[name] for name in names if name in writer_fields), None)
             if written is None:
                 if "default" not in field:
-                    problems.append(f"{path}/fields/{field['name']}: the reader's field {field['name']!r} is missing "
-                                    "from the writer's schema and has no default value")
+                    problems.append(
+                        f"{path}/fields/{field['name']}: the reader's field {field['name']!r} is missing "
+                        "from the writer's schema and has no default value"
+                    )
                 continue
             _check(field["type"], written["type"], f"{path}/fields/{field['name']}", problems, seen)
     elif reader_kind == "enum":
@@ -146,8 +154,9 @@ def _check(reader: Any, writer: Any, path: str, problems: list[str], seen: set[t
             problems.append(f"{where}: the reader's enum lacks the writer's symbols {missing} and has no default")
     elif reader_kind == "fixed":
         if reader["size"] != writer["size"]:
-            problems.append(f"{where}: the reader's fixed size {reader['size']} differs from the writer's "
-                            f"{writer['size']}")
+            problems.append(
+                f"{where}: the reader's fixed size {reader['size']} differs from the writer's {writer['size']}"
+            )
     elif reader_kind == "array":
         _check(reader["items"], writer["items"], f"{path}/items", problems, seen)
     elif reader_kind == "map":

@@ -29,8 +29,9 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from kafka_spark.avro.registry_store import SCHEMA_TYPES, RegistryError, Schema, SchemaStore
@@ -60,8 +61,9 @@ class _Request:
         try:
             refs = tuple((ref["name"], ref["subject"], int(ref["version"])) for ref in references)
         except (KeyError, TypeError, ValueError):
-            raise RegistryError(422, 42201, "Invalid schema: each reference needs a name, a subject and a "
-                                            "version") from None
+            raise RegistryError(
+                422, 42201, "Invalid schema: each reference needs a name, a subject and a version"
+            ) from None
         return Schema(schema_type, text, refs)
 
 
@@ -99,8 +101,11 @@ def _routes(store: SchemaStore) -> list[tuple[str, str, Callable[..., Any]]]:
         ("GET", r"/subjects", lambda r: store.subject_names(r.flag("deleted"))),
         ("GET", _SUBJECT + r"/versions", lambda r, s: [v.number for v in store.versions(s, r.flag("deleted"))]),
         ("GET", _VERSION, subject_version),
-        ("GET", _VERSION + r"/schema", lambda r, s, v: _raw(
-            store.schemas[store.version(s, v, r.flag("deleted")).schema_id].text)),
+        (
+            "GET",
+            _VERSION + r"/schema",
+            lambda r, s, v: _raw(store.schemas[store.version(s, v, r.flag("deleted")).schema_id].text),
+        ),
         ("GET", _VERSION + r"/referencedby", lambda r, s, v: store.referenced_by(s, v)),
         ("POST", _SUBJECT + r"/versions", lambda r, s: {"id": store.register(s, r.schema())}),
         ("POST", _SUBJECT, lookup),
@@ -108,10 +113,16 @@ def _routes(store: SchemaStore) -> list[tuple[str, str, Callable[..., Any]]]:
         ("DELETE", _VERSION, lambda r, s, v: store.delete_version(s, v, r.flag("permanent"))),
         ("GET", r"/schemas/types", lambda r: list(SCHEMA_TYPES)),
         ("GET", r"/schemas/ids/(\d+)", schema_by_id),
-        ("GET", r"/schemas/ids/(\d+)/versions", lambda r, i: [
-            {"subject": s, "version": v} for s, v in store.usages(int(i), r.flag("deleted"))]),
-        ("GET", r"/schemas/ids/(\d+)/subjects", lambda r, i: sorted({s for s, _ in store.usages(
-            int(i), r.flag("deleted"))})),
+        (
+            "GET",
+            r"/schemas/ids/(\d+)/versions",
+            lambda r, i: [{"subject": s, "version": v} for s, v in store.usages(int(i), r.flag("deleted"))],
+        ),
+        (
+            "GET",
+            r"/schemas/ids/(\d+)/subjects",
+            lambda r, i: sorted({s for s, _ in store.usages(int(i), r.flag("deleted"))}),
+        ),
         ("GET", r"/config", lambda r: {"compatibilityLevel": store.level(None)}),
         ("PUT", r"/config", set_config),
         ("GET", r"/config/([^/]+)", lambda r, s: {"compatibilityLevel": store.level(s, r.flag("defaultToGlobal"))}),
@@ -196,10 +207,11 @@ class EmbeddedSchemaRegistry:
         host, port = self._server.socket.getsockname()[:2]  # what server_bind set server_address to
         return f"http://{host}:{port}"
 
-    def start(self) -> "EmbeddedSchemaRegistry":
+    def start(self) -> EmbeddedSchemaRegistry:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._server.serve_forever, name="pylog-schema-registry",
-                                            daemon=True)
+            self._thread = threading.Thread(
+                target=self._server.serve_forever, name="pylog-schema-registry", daemon=True
+            )
             self._thread.start()
         return self
 
@@ -210,7 +222,7 @@ class EmbeddedSchemaRegistry:
             self._thread = None
         self._server.server_close()
 
-    def __enter__(self) -> "EmbeddedSchemaRegistry":
+    def __enter__(self) -> EmbeddedSchemaRegistry:
         return self.start()
 
     def __exit__(self, *exc_info: Any) -> None:

@@ -55,8 +55,9 @@ class Schema:
         if self.schema_type != "AVRO":
             out["schemaType"] = self.schema_type
         if self.references:
-            out["references"] = [{"name": name, "subject": subject, "version": version}
-                                 for name, subject, version in self.references]
+            out["references"] = [
+                {"name": name, "subject": subject, "version": version} for name, subject, version in self.references
+            ]
         out["schema"] = self.text
         return out
 
@@ -80,8 +81,11 @@ class SchemaStore:
     # -- reading ---------------------------------------------------------------------------
 
     def subject_names(self, deleted: bool = False) -> list[str]:
-        return sorted(name for name, versions in self.subjects.items()
-                      if versions and (deleted or any(not v.deleted for v in versions)))
+        return sorted(
+            name
+            for name, versions in self.subjects.items()
+            if versions and (deleted or any(not v.deleted for v in versions))
+        )
 
     def versions(self, subject: str, deleted: bool = False) -> list[Version]:
         """The subject's versions (40401 when it has none, or only deleted ones unless ``deleted``)."""
@@ -110,14 +114,22 @@ class SchemaStore:
     def usages(self, schema_id: int, deleted: bool = False) -> list[tuple[str, int]]:
         """(subject, version) pairs holding the schema."""
         self.schema(schema_id)
-        return [(subject, v.number) for subject, versions in sorted(self.subjects.items()) for v in versions
-                if v.schema_id == schema_id and (deleted or not v.deleted)]
+        return [
+            (subject, v.number)
+            for subject, versions in sorted(self.subjects.items())
+            for v in versions
+            if v.schema_id == schema_id and (deleted or not v.deleted)
+        ]
 
     def referenced_by(self, subject: str, spec: str) -> list[int]:
         version = self.version(subject, spec)
-        return sorted({schema_id for schema_id, schema in self.schemas.items()
-                       if any(ref[1:] == (subject, version.number) for ref in schema.references)
-                       and self.usages(schema_id)})
+        return sorted(
+            {
+                schema_id
+                for schema_id, schema in self.schemas.items()
+                if any(ref[1:] == (subject, version.number) for ref in schema.references) and self.usages(schema_id)
+            }
+        )
 
     def lookup(self, subject: str, schema: Schema, deleted: bool = False) -> tuple[Version, Schema]:
         versions = self.versions(subject, deleted)
@@ -140,8 +152,12 @@ class SchemaStore:
             return schema_id
         problems = self.incompatibilities(subject, schema, [self.schemas[v.schema_id] for v in live])
         if problems:
-            raise RegistryError(409, 409, f"Schema being registered is incompatible with an earlier schema for "
-                                          f"subject \"{subject}\", details: {problems}")
+            raise RegistryError(
+                409,
+                409,
+                f"Schema being registered is incompatible with an earlier schema for "
+                f'subject "{subject}", details: {problems}',
+            )
         if schema_id is None:
             schema_id = self.ids[schema] = max(self.schemas, default=0) + 1
             self.schemas[schema_id] = schema
@@ -151,14 +167,19 @@ class SchemaStore:
     def validate(self, schema: Schema) -> None:
         """42201 for a schema that does not parse (or whose references do not resolve)."""
         if schema.schema_type not in SCHEMA_TYPES:
-            raise RegistryError(422, 42201, f"Invalid schema: unknown schema type {schema.schema_type!r}; use "
-                                            f"{', '.join(SCHEMA_TYPES)}")
+            raise RegistryError(
+                422, 42201, f"Invalid schema: unknown schema type {schema.schema_type!r}; use {', '.join(SCHEMA_TYPES)}"
+            )
         for name, subject, number in schema.references:
             try:
                 self.version(subject, str(number))
             except RegistryError:
-                raise RegistryError(422, 42201, f"Invalid schema: reference {name!r} names version {number} of "
-                                                f"subject {subject!r}, which does not exist") from None
+                raise RegistryError(
+                    422,
+                    42201,
+                    f"Invalid schema: reference {name!r} names version {number} of "
+                    f"subject {subject!r}, which does not exist",
+                ) from None
         if schema.schema_type == "PROTOBUF":
             return  # stored as given: this registry does not parse Protobuf
         try:
@@ -187,11 +208,13 @@ class SchemaStore:
                 continue
             old = json.loads(old_schema.text)
             if level.startswith(("BACKWARD", "FULL")):  # the new schema reads old data
-                problems += incompatibilities(new, old, reader_named=self._named(schema),
-                                              writer_named=self._named(old_schema))
+                problems += incompatibilities(
+                    new, old, reader_named=self._named(schema), writer_named=self._named(old_schema)
+                )
             if level.startswith(("FORWARD", "FULL")):  # old readers read new data
-                problems += incompatibilities(old, new, reader_named=self._named(old_schema),
-                                              writer_named=self._named(schema))
+                problems += incompatibilities(
+                    old, new, reader_named=self._named(old_schema), writer_named=self._named(schema)
+                )
         return problems
 
     def _referenced(self, schema: Schema) -> list[Schema]:
@@ -226,16 +249,18 @@ class SchemaStore:
             raise RegistryError(404, 40401, f"Subject '{subject}' not found.")
         if permanent:
             if any(not v.deleted for v in versions):
-                raise RegistryError(404, 40405, f"Subject '{subject}' was not deleted first before being "
-                                                "permanently deleted")
+                raise RegistryError(
+                    404, 40405, f"Subject '{subject}' was not deleted first before being permanently deleted"
+                )
             del self.subjects[subject]
             self.subject_levels.pop(subject, None)
             self._forget_unused()
             return [v.number for v in versions]
         live = [v for v in versions if not v.deleted]
         if not live:
-            raise RegistryError(404, 40404, f"Subject '{subject}' was soft deleted.Set permanent=true to delete "
-                                            "permanently")
+            raise RegistryError(
+                404, 40404, f"Subject '{subject}' was soft deleted.Set permanent=true to delete permanently"
+            )
         self._refuse_if_referenced(subject, live)
         for version in live:
             version.deleted = True
@@ -245,16 +270,24 @@ class SchemaStore:
         version = self.version(subject, spec, deleted=True)
         if permanent:
             if not version.deleted:
-                raise RegistryError(404, 40407, f"Subject '{subject}' Version {version.number} was not deleted "
-                                                "first before being permanently deleted")
+                raise RegistryError(
+                    404,
+                    40407,
+                    f"Subject '{subject}' Version {version.number} was not deleted "
+                    "first before being permanently deleted",
+                )
             self.subjects[subject].remove(version)
             if not self.subjects[subject]:
                 del self.subjects[subject]
             self._forget_unused()
             return version.number
         if version.deleted:
-            raise RegistryError(404, 40406, f"Subject '{subject}' Version {version.number} was soft deleted.Set "
-                                            "permanent=true to delete permanently")
+            raise RegistryError(
+                404,
+                40406,
+                f"Subject '{subject}' Version {version.number} was soft deleted.Set "
+                "permanent=true to delete permanently",
+            )
         self._refuse_if_referenced(subject, [version])
         version.deleted = True
         return version.number
@@ -263,8 +296,12 @@ class SchemaStore:
         numbers = {v.number for v in versions}
         for schema_id, schema in self.schemas.items():
             if any(ref[1] == subject and ref[2] in numbers for ref in schema.references) and self.usages(schema_id):
-                raise RegistryError(422, 42206, f"One or more references exist to the schema {{subject={subject}, "
-                                                f"version={sorted(numbers)}}}: delete schema {schema_id} first")
+                raise RegistryError(
+                    422,
+                    42206,
+                    f"One or more references exist to the schema {{subject={subject}, "
+                    f"version={sorted(numbers)}}}: delete schema {schema_id} first",
+                )
 
     def _forget_unused(self) -> None:
         used = {v.schema_id for versions in self.subjects.values() for v in versions}
@@ -280,14 +317,17 @@ class SchemaStore:
         if level is None:
             if default_to_global:
                 return self.global_level
-            raise RegistryError(404, 40408, f"Subject '{subject}' does not have subject-level compatibility "
-                                            "configured")
+            raise RegistryError(404, 40408, f"Subject '{subject}' does not have subject-level compatibility configured")
         return level
 
     def set_level(self, subject: str | None, level: Any) -> str:
         if not isinstance(level, str) or level.upper() not in LEVELS:
-            raise RegistryError(422, 42203, "Invalid compatibility level. Valid values are none, backward, forward, "
-                                            "full, backward_transitive, forward_transitive, and full_transitive")
+            raise RegistryError(
+                422,
+                42203,
+                "Invalid compatibility level. Valid values are none, backward, forward, "
+                "full, backward_transitive, forward_transitive, and full_transitive",
+            )
         if subject is None:
             self.global_level = level.upper()
         else:
@@ -307,6 +347,10 @@ def parse_version(spec: str) -> int:
     except ValueError:
         number = 0
     if not 1 <= number <= _MAX_VERSION:
-        raise RegistryError(422, 42202, f"The specified version '{spec}' is not a valid version id. Allowed values "
-                                        "are between [1, 2^31-1] and the string \"latest\"")
+        raise RegistryError(
+            422,
+            42202,
+            f"The specified version '{spec}' is not a valid version id. Allowed values "
+            'are between [1, 2^31-1] and the string "latest"',
+        )
     return number

@@ -163,7 +163,9 @@ class _Walker:
             kind = node.get("type")
             if kind in _NAMED:
                 self.named.setdefault(node["name"], node)
-            elif isinstance(kind, (dict, list)) or (isinstance(kind, str) and kind not in _PRIMITIVES and kind not in ("array", "map")):
+            elif isinstance(kind, (dict, list)) or (
+                isinstance(kind, str) and kind not in _PRIMITIVES and kind not in ("array", "map")
+            ):
                 # {"type": {...}} or {"type": "ns.Name"}: a wrapped schema
                 return self.resolve(kind)
         return node
@@ -317,7 +319,9 @@ def decoding_schema(avro_schema: Any) -> AvroSchema:
             return [strip(m) for m in node]
         if not isinstance(node, dict):
             return node
-        out = {k: (strip(v) if k in ("type", "items", "values") else v) for k, v in node.items() if k != "__named_schemas"}
+        out = {
+            k: (strip(v) if k in ("type", "items", "values") else v) for k, v in node.items() if k != "__named_schemas"
+        }
         if "fields" in node:
             out["fields"] = [{**f, "type": strip(f["type"])} for f in node["fields"]]
         if out.get("logicalType") in _DROPPED_LOGICAL:
@@ -468,7 +472,10 @@ def _member_for_value(value: Any, members: list[AvroSchema]) -> int:
     elif isinstance(value, decimal.Decimal):
         wanted = (("bytes", "decimal"),)
     elif isinstance(value, dt.datetime):
-        wanted = tuple(("long", lt) for lt in ("timestamp-millis", "timestamp-micros", "local-timestamp-millis", "local-timestamp-micros"))
+        wanted = tuple(
+            ("long", lt)
+            for lt in ("timestamp-millis", "timestamp-micros", "local-timestamp-millis", "local-timestamp-micros")
+        )
     elif isinstance(value, dt.date):
         wanted = (("int", "date"),)
     elif isinstance(value, list):

@@ -25,9 +25,9 @@ from __future__ import annotations
 import enum
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from kafka_spark.broker.storage import checkpoint
 
@@ -38,8 +38,9 @@ CLUSTER_NAME = "kafka-cluster"  # the cluster resource's one name, as in Kafka
 WILDCARD = "*"
 ANONYMOUS = "User:ANONYMOUS"
 #: authorizer.class.name values that enable this authorizer (Kafka 4's and the ZooKeeper-era one).
-AUTHORIZER_CLASSES = frozenset({"org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                                "kafka.security.authorizer.AclAuthorizer"})
+AUTHORIZER_CLASSES = frozenset(
+    {"org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer"}
+)
 
 
 class ResourceType(enum.IntEnum):
@@ -95,11 +96,26 @@ IMPLIED = {
 #: The operations that mean something per resource type (Kafka's AclEntry.supportedOperations),
 #: for the authorized-operations bit fields of Metadata, DescribeGroups and DescribeCluster.
 SUPPORTED_OPERATIONS = {
-    ResourceType.TOPIC: (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DESCRIBE, Operation.DELETE,
-                         Operation.ALTER, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS),
+    ResourceType.TOPIC: (
+        Operation.READ,
+        Operation.WRITE,
+        Operation.CREATE,
+        Operation.DESCRIBE,
+        Operation.DELETE,
+        Operation.ALTER,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+    ),
     ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
-    ResourceType.CLUSTER: (Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS,
-                           Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE),
+    ResourceType.CLUSTER: (
+        Operation.CREATE,
+        Operation.CLUSTER_ACTION,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+        Operation.IDEMPOTENT_WRITE,
+        Operation.ALTER,
+        Operation.DESCRIBE,
+    ),
     ResourceType.TRANSACTIONAL_ID: (Operation.DESCRIBE, Operation.WRITE),
     ResourceType.DELEGATION_TOKEN: (Operation.DESCRIBE,),
     ResourceType.USER: (Operation.CREATE_TOKENS, Operation.DESCRIBE_TOKENS),
@@ -122,7 +138,7 @@ class Acl:
     operation: Operation
     permission: Permission
 
-    def validate(self) -> "Acl":
+    def validate(self) -> Acl:
         """This ACL, or InvalidAcl naming what is wrong, as CreateAcls checks it."""
         if self.resource_type in (ResourceType.ANY, ResourceType.UNKNOWN):
             raise InvalidAcl(f"an ACL needs a resource type, not {self.resource_type.name}")
@@ -142,9 +158,11 @@ class Acl:
         if not self.host:
             raise InvalidAcl("an ACL needs a host ('*' for every host)")
         if self.operation not in (Operation.ALL, *SUPPORTED_OPERATIONS[self.resource_type]):
-            raise InvalidAcl(f"operation {self.operation.name} does not apply to {self.resource_type.name} "
-                             f"resources; use one of "
-                             f"{', '.join(op.name for op in (Operation.ALL, *SUPPORTED_OPERATIONS[self.resource_type]))}")
+            raise InvalidAcl(
+                f"operation {self.operation.name} does not apply to {self.resource_type.name} "
+                f"resources; use one of "
+                f"{', '.join(op.name for op in (Operation.ALL, *SUPPORTED_OPERATIONS[self.resource_type]))}"
+            )
         return self
 
     def matches_resource(self, resource_type: ResourceType, name: str) -> bool:
@@ -155,14 +173,27 @@ class Acl:
         return self.resource_name in (name, WILDCARD)
 
     def to_json(self) -> dict[str, object]:
-        return {"resource_type": self.resource_type.name, "resource_name": self.resource_name,
-                "pattern_type": self.pattern_type.name, "principal": self.principal, "host": self.host,
-                "operation": self.operation.name, "permission": self.permission.name}
+        return {
+            "resource_type": self.resource_type.name,
+            "resource_name": self.resource_name,
+            "pattern_type": self.pattern_type.name,
+            "principal": self.principal,
+            "host": self.host,
+            "operation": self.operation.name,
+            "permission": self.permission.name,
+        }
 
     @classmethod
-    def from_json(cls, entry: dict[str, str]) -> "Acl":
-        return cls(ResourceType[entry["resource_type"]], entry["resource_name"], PatternType[entry["pattern_type"]],
-                   entry["principal"], entry["host"], Operation[entry["operation"]], Permission[entry["permission"]])
+    def from_json(cls, entry: dict[str, str]) -> Acl:
+        return cls(
+            ResourceType[entry["resource_type"]],
+            entry["resource_name"],
+            PatternType[entry["pattern_type"]],
+            entry["principal"],
+            entry["host"],
+            Operation[entry["operation"]],
+            Permission[entry["permission"]],
+        )
 
 
 @dataclass(frozen=True)
@@ -178,9 +209,13 @@ class AclFilter:
     operation: Operation = Operation.ANY
     permission: Permission = Permission.ANY
 
-    def validate(self) -> "AclFilter":
-        for name, value in (("resource type", self.resource_type), ("pattern type", self.pattern_type),
-                            ("operation", self.operation), ("permission", self.permission)):
+    def validate(self) -> AclFilter:
+        for name, value in (
+            ("resource type", self.resource_type),
+            ("pattern type", self.pattern_type),
+            ("operation", self.operation),
+            ("permission", self.permission),
+        ):
             if value == 0:
                 raise InvalidAcl(f"a filter's {name} may not be UNKNOWN")
         return self
@@ -196,17 +231,20 @@ class AclFilter:
                 return False
             if self.resource_name is not None and acl.resource_name != self.resource_name:
                 return False
-        return ((self.principal is None or acl.principal == self.principal)
-                and (self.host is None or acl.host == self.host)
-                and (self.operation == Operation.ANY or acl.operation == self.operation)
-                and (self.permission == Permission.ANY or acl.permission == self.permission))
+        return (
+            (self.principal is None or acl.principal == self.principal)
+            and (self.host is None or acl.host == self.host)
+            and (self.operation == Operation.ANY or acl.operation == self.operation)
+            and (self.permission == Permission.ANY or acl.permission == self.permission)
+        )
 
 
 class Authorizer:
     """The broker's ACLs and the decisions made with them. See the module docstring."""
 
-    def __init__(self, log_dir: Path, *, super_users: Iterable[str] = (),
-                 allow_everyone_if_no_acl_found: bool = False) -> None:
+    def __init__(
+        self, log_dir: Path, *, super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False
+    ) -> None:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self._path = Path(log_dir) / ACL_FILE
@@ -216,13 +254,16 @@ class Authorizer:
                 document = json.loads(self._path.read_bytes())
                 self._acls = {Acl.from_json(entry) for entry in document["acls"]}
             except (ValueError, KeyError, TypeError) as error:
-                raise ValueError(f"{self._path} does not hold this broker's ACLs ({error}); restore it from a "
-                                 "backup, or move it away to start with no ACLs") from None
+                raise ValueError(
+                    f"{self._path} does not hold this broker's ACLs ({error}); restore it from a "
+                    "backup, or move it away to start with no ACLs"
+                ) from None
 
     # -- decisions ---------------------------------------------------------------------------
 
-    def authorize(self, principal: str, host: str, operation: Operation, resource_type: ResourceType,
-                  name: str) -> bool:
+    def authorize(
+        self, principal: str, host: str, operation: Operation, resource_type: ResourceType, name: str
+    ) -> bool:
         if principal in self.super_users:
             return True
         matching = [acl for acl in self._acls if acl.matches_resource(resource_type, name)]
@@ -241,9 +282,15 @@ class Authorizer:
         ACLs as any request would be."""
         if principal in self.super_users:
             return True
-        names = {acl.resource_name for acl in self._acls if acl.resource_type == resource_type
-                 and acl.permission == Permission.ALLOW and acl.principal in (principal, "User:*")
-                 and acl.host in (host, WILDCARD) and acl.operation in (operation, Operation.ALL)}
+        names = {
+            acl.resource_name
+            for acl in self._acls
+            if acl.resource_type == resource_type
+            and acl.permission == Permission.ALLOW
+            and acl.principal in (principal, "User:*")
+            and acl.host in (host, WILDCARD)
+            and acl.operation in (operation, Operation.ALL)
+        }
         return any(self.authorize(principal, host, operation, resource_type, name) for name in names)
 
     def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, name: str) -> int:
@@ -288,9 +335,17 @@ def all_operations(resource_type: ResourceType) -> int:
     return bits
 
 
-_RDN_NAMES = {"commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O", "localityName": "L",
-              "stateOrProvinceName": "ST", "countryName": "C", "streetAddress": "STREET", "domainComponent": "DC",
-              "userId": "UID"}
+_RDN_NAMES = {
+    "commonName": "CN",
+    "organizationalUnitName": "OU",
+    "organizationName": "O",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "countryName": "C",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
 
 
 def certificate_principal(certificate: dict | None) -> str | None:

@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any
 from kafka_spark.broker.apis import HANDLERS
 from kafka_spark.broker.authorizer import Authorizer
 from kafka_spark.broker.config import BrokerConfig
+from kafka_spark.broker.coordinator.group import DEFAULT_INITIAL_REBALANCE_DELAY_MS, GroupCoordinator
+from kafka_spark.broker.coordinator.transaction import TransactionCoordinator
 from kafka_spark.broker.credentials import CredentialStore
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.durability import GroupCommit
-from kafka_spark.broker.coordinator.group import DEFAULT_INITIAL_REBALANCE_DELAY_MS, GroupCoordinator
 from kafka_spark.broker.notifier import DataNotifier
 from kafka_spark.broker.protocol import Request
-from kafka_spark.broker.storage.producer_state import PartitionProducerState, ProducerIdManager
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import LogManager
-from kafka_spark.broker.coordinator.transaction import TransactionCoordinator
+from kafka_spark.broker.storage.producer_state import PartitionProducerState, ProducerIdManager
 from kafka_spark.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -45,29 +45,42 @@ class Broker:
         self.port = config.port  # replaced by the bound port once the server listens
         self.logs = LogManager(config.log_dir, config.log)
         self.notifier = DataNotifier(loop)
-        self.group_commit = GroupCommit(loop, ring_entries=config.log_flush_io_uring_entries,
-                                        flush_timeout_ms=config.log_flush_timeout_ms)
+        self.group_commit = GroupCommit(
+            loop, ring_entries=config.log_flush_io_uring_entries, flush_timeout_ms=config.log_flush_timeout_ms
+        )
         self.started_ms = int(time.time() * 1000)
         self.producer_ids: ProducerIds = ProducerIdManager(config.log_dir)
         # ACLs (with authorizer.class.name; None: everything is allowed, as in Kafka) and the SCRAM
         # credentials of the broker's metadata, both kept in the log directory.
-        self.authorizer = Authorizer(config.log_dir, super_users=config.super_users,
-                                     allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found) \
-            if config.authorizer_class_name else None
+        self.authorizer = (
+            Authorizer(
+                config.log_dir,
+                super_users=config.super_users,
+                allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
+            )
+            if config.authorizer_class_name
+            else None
+        )
         self.credentials = CredentialStore(config.log_dir)
         self._producer_states: dict[TopicPartition, PartitionProducerState] = {}
         # Consumer groups and their committed offsets (replays __consumer_offsets).
-        self.groups = GroupCoordinator(self, initial_rebalance_delay_ms=getattr(
-            config, "group_initial_rebalance_delay_ms", DEFAULT_INITIAL_REBALANCE_DELAY_MS),
+        self.groups = GroupCoordinator(
+            self,
+            initial_rebalance_delay_ms=getattr(
+                config, "group_initial_rebalance_delay_ms", DEFAULT_INITIAL_REBALANCE_DELAY_MS
+            ),
             min_session_timeout_ms=config.group_min_session_timeout_ms,
-            max_session_timeout_ms=config.group_max_session_timeout_ms)
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+        )
         self.transactions = TransactionCoordinator(  # replays __transaction_state
-            self, transactional_id_expiration_ms=config.transactional_id_expiration_ms)
+            self, transactional_id_expiration_ms=config.transactional_id_expiration_ms
+        )
         # Replication (kafka_spark.broker.cluster.ReplicaManager) on a broker of a cluster; None on
         # the single-node broker, which leads every partition alone.
         self.cluster: ReplicaManager | None = None
         self._producer_expiry = loop.call_later(
-            config.producer_id_expiration_check_interval_ms / 1000, self._expire_producers_periodically)
+            config.producer_id_expiration_check_interval_ms / 1000, self._expire_producers_periodically
+        )
 
     @property
     def advertised_host(self) -> str:
@@ -116,7 +129,8 @@ class Broker:
                 logger.info("forgot %d idle producer id(s) (producer.id.expiration.ms)", forgotten)
         finally:
             self._producer_expiry = self.loop.call_later(
-                self.config.producer_id_expiration_check_interval_ms / 1000, self._expire_producers_periodically)
+                self.config.producer_id_expiration_check_interval_ms / 1000, self._expire_producers_periodically
+            )
 
     def forget_topic(self, name: str) -> None:
         """Drop in-memory state of a deleted topic."""

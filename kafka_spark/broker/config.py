@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from kafka_spark.broker.durability import DEFAULT_FLUSH_TIMEOUT_MS, DEFAULT_RING_ENTRIES
 from kafka_spark.broker.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
@@ -84,20 +84,28 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         if self.socket_request_max_bytes < 8:
-            raise ValueError(f"socket_request_max_bytes={self.socket_request_max_bytes}: a request takes at least 8 bytes")
+            raise ValueError(
+                f"socket_request_max_bytes={self.socket_request_max_bytes}: a request takes at least 8 bytes"
+            )
         if self.queued_max_request_bytes == 0 or self.queued_max_request_bytes < -1:
-            raise ValueError(f"queued_max_request_bytes={self.queued_max_request_bytes}: give a positive size, or -1 "
-                             "for no bound")
+            raise ValueError(
+                f"queued_max_request_bytes={self.queued_max_request_bytes}: give a positive size, or -1 for no bound"
+            )
         if self.log_flush_timeout_ms <= 0:
-            raise ValueError(f"log_flush_timeout_ms={self.log_flush_timeout_ms}: give a positive number of milliseconds")
+            raise ValueError(
+                f"log_flush_timeout_ms={self.log_flush_timeout_ms}: give a positive number of milliseconds"
+            )
         if not 1 <= self.log_flush_io_uring_entries <= 32768:
-            raise ValueError(f"log_flush_io_uring_entries={self.log_flush_io_uring_entries}: io_uring takes 1 to 32768 "
-                             "entries")
+            raise ValueError(
+                f"log_flush_io_uring_entries={self.log_flush_io_uring_entries}: io_uring takes 1 to 32768 entries"
+            )
         from kafka_spark.broker.authorizer import AUTHORIZER_CLASSES
 
         if self.authorizer_class_name and self.authorizer_class_name not in AUTHORIZER_CLASSES:
-            raise ValueError(f"authorizer.class.name={self.authorizer_class_name!r}: pylog's authorizer is the ACL "
-                             f"authorizer; set it to {' or '.join(sorted(AUTHORIZER_CLASSES))}, or leave it out")
+            raise ValueError(
+                f"authorizer.class.name={self.authorizer_class_name!r}: pylog's authorizer is the ACL "
+                f"authorizer; set it to {' or '.join(sorted(AUTHORIZER_CLASSES))}, or leave it out"
+            )
         if self.ssl_client_auth not in ("none", "requested", "required"):
             raise ValueError(f"ssl_client_auth={self.ssl_client_auth!r}: use none, requested or required")
         if self.ssl_client_auth != "none" and not self.ssl_cafile:

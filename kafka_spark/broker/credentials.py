@@ -45,21 +45,29 @@ class CredentialStore:
             try:
                 self._users = json.loads(self._path.read_bytes())["users"]
             except (ValueError, KeyError, TypeError) as error:
-                raise ValueError(f"{self._path} does not hold this broker's SCRAM credentials ({error}); restore "
-                                 "it from a backup, or move it away and set the users' credentials again") from None
+                raise ValueError(
+                    f"{self._path} does not hold this broker's SCRAM credentials ({error}); restore "
+                    "it from a backup, or move it away and set the users' credentials again"
+                ) from None
 
     def users(self) -> dict[str, dict[str, int]]:
         """user -> mechanism -> iterations (what DescribeUserScramCredentials reports)."""
-        return {user: {mechanism: int(entry["iterations"]) for mechanism, entry in mechanisms.items()}
-                for user, mechanisms in self._users.items()}
+        return {
+            user: {mechanism: int(entry["iterations"]) for mechanism, entry in mechanisms.items()}
+            for user, mechanisms in self._users.items()
+        }
 
     def get(self, mechanism: str, user: str) -> tuple[bytes, int, bytes, bytes] | None:
         """``(salt, iterations, stored key, server key)`` or None."""
         entry = self._users.get(user, {}).get(mechanism)
         if entry is None:
             return None
-        return (base64.b64decode(entry["salt"]), int(entry["iterations"]),
-                base64.b64decode(entry["stored_key"]), base64.b64decode(entry["server_key"]))
+        return (
+            base64.b64decode(entry["salt"]),
+            int(entry["iterations"]),
+            base64.b64decode(entry["stored_key"]),
+            base64.b64decode(entry["server_key"]),
+        )
 
     def upsert(self, user: str, mechanism: str, iterations: int, salt: bytes, salted_password: bytes) -> None:
         """Store the credential derived from a client-salted password (persisted on return);
@@ -68,7 +76,8 @@ class CredentialStore:
         hash_name = HASHES[mechanism]
         client_key = hmac.new(salted_password, b"Client Key", hash_name).digest()
         self._users.setdefault(user, {})[mechanism] = {
-            "salt": base64.b64encode(salt).decode(), "iterations": iterations,
+            "salt": base64.b64encode(salt).decode(),
+            "iterations": iterations,
             "stored_key": base64.b64encode(hashlib.new(hash_name, client_key).digest()).decode(),
             "server_key": base64.b64encode(hmac.new(salted_password, b"Server Key", hash_name).digest()).decode(),
         }
@@ -86,8 +95,9 @@ class CredentialStore:
         return True
 
     def _save(self) -> None:
-        checkpoint.atomic_write(self._path, json.dumps({"version": 1, "users": self._users}, indent=1,
-                                                       sort_keys=True).encode(), mode=0o600)
+        checkpoint.atomic_write(
+            self._path, json.dumps({"version": 1, "users": self._users}, indent=1, sort_keys=True).encode(), mode=0o600
+        )
 
 
 def validate(user: str, mechanism: str, iterations: int, salt: bytes, salted_password: bytes) -> None:
@@ -97,8 +107,9 @@ def validate(user: str, mechanism: str, iterations: int, salt: bytes, salted_pas
     if mechanism not in HASHES:
         raise CredentialError(f"unknown SCRAM mechanism {mechanism!r}; use {' or '.join(HASHES)}")
     if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
-        raise CredentialError(f"{mechanism} of {user}: {iterations} iterations; use {MIN_ITERATIONS} to "
-                              f"{MAX_ITERATIONS}")
+        raise CredentialError(
+            f"{mechanism} of {user}: {iterations} iterations; use {MIN_ITERATIONS} to {MAX_ITERATIONS}"
+        )
     if not salt or not salted_password:
         raise CredentialError(f"{mechanism} of {user}: the salt and the salted password may not be empty")
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any, Awaitable
+from typing import Any
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
 
 START_TIMEOUT_S = 60.0
 DEFAULT_PORT = 9092
@@ -59,7 +59,8 @@ class BrokerAlreadyRunning(RuntimeError):
     def __init__(self, running: BrokerInfo) -> None:
         super().__init__(
             f"a local broker is already running at {running.bootstrap_servers} (pid {running.pid}, data in "
-            f"{running.log_dir}); use it, or stop it first with `pylog broker stop`")
+            f"{running.log_dir}); use it, or stop it first with `pylog broker stop`"
+        )
         self.running = running
 
 
@@ -109,8 +110,18 @@ def ensure_running() -> BrokerInfo:
         log_file = open(home / "broker.log", "ab")
         port = DEFAULT_PORT if _port_free(DEFAULT_PORT) else 0  # Kafka's habitual port when free
         subprocess.Popen(
-            [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--log-dir", str(default_data_dir()),
-             "--port", str(port), "--registered"],
+            [
+                sys.executable,
+                "-m",
+                "kafka_spark.cli",
+                "broker",
+                "start",
+                "--log-dir",
+                str(default_data_dir()),
+                "--port",
+                str(port),
+                "--registered",
+            ],
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=log_file,

@@ -80,17 +80,25 @@ class FsyncStats:
     stuck: int = 0  # fsyncs given up on after log.flush.timeout.ms
 
     def __str__(self) -> str:
-        return (f"fsyncs ({self.method}): {self.fsyncs} done, {self.overflows} completion queue overflows, "
-                f"{self.overflow_completions} completions reaped from the overflow list, {self.dropped} dropped, "
-                f"{self.stuck} stuck, longest {self.longest_ms:.0f} ms")
+        return (
+            f"fsyncs ({self.method}): {self.fsyncs} done, {self.overflows} completion queue overflows, "
+            f"{self.overflow_completions} completions reaped from the overflow list, {self.dropped} dropped, "
+            f"{self.stuck} stuck, longest {self.longest_ms:.0f} ms"
+        )
 
 
 class GroupCommit:
     """Runs on the broker's event loop. fsyncs go through io_uring where the kernel offers it
     (uring.py: no thread hand-off at all), else run on a small thread pool."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, threads: int = 4, use_io_uring: bool = True,
-                 ring_entries: int = DEFAULT_RING_ENTRIES, flush_timeout_ms: int = DEFAULT_FLUSH_TIMEOUT_MS) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        threads: int = 4,
+        use_io_uring: bool = True,
+        ring_entries: int = DEFAULT_RING_ENTRIES,
+        flush_timeout_ms: int = DEFAULT_FLUSH_TIMEOUT_MS,
+    ) -> None:
         self._loop = loop
         # Keyed by the Log object: a re-created topic has new Logs and starts from nothing.
         self._partitions: weakref.WeakKeyDictionary[Log, _PartitionSync] = weakref.WeakKeyDictionary()
@@ -110,13 +118,17 @@ class GroupCommit:
             except NotImplementedError:  # an event loop without add_reader
                 self._ring.close()
                 self._ring = None
-        self._executor = None if self._ring is not None else ThreadPoolExecutor(
-            max_workers=threads, thread_name_prefix="pylog-fsync")
+        self._executor = (
+            None
+            if self._ring is not None
+            else ThreadPoolExecutor(max_workers=threads, thread_name_prefix="pylog-fsync")
+        )
         # Thread path: results of finished fsyncs, collected by one loop wake-up however many finish.
         self._thread_results: collections.deque[tuple[int, OSError | None]] = collections.deque()
         self._collect_pending = False
-        self._stats = FsyncStats(f"io_uring, {self._ring.sq_entries} entries" if self._ring is not None
-                                 else f"{threads} threads")
+        self._stats = FsyncStats(
+            f"io_uring, {self._ring.sq_entries} entries" if self._ring is not None else f"{threads} threads"
+        )
 
     @property
     def uses_io_uring(self) -> bool:
@@ -243,8 +255,12 @@ class GroupCommit:
         self._stats.fsyncs += 1
         self._stats.longest_ms = max(self._stats.longest_ms, took_ms)
         if job.given_up:
-            logger.warning("the fsync of %s given up on completed after %.1f s; the partition stays offline until "
-                           "the broker restarts", job.log.name, took_ms / 1000)
+            logger.warning(
+                "the fsync of %s given up on completed after %.1f s; the partition stays offline until "
+                "the broker restarts",
+                job.log.name,
+                took_ms / 1000,
+            )
             return
         self._finished(job.log, job.state, job.target, error)
 
@@ -302,9 +318,13 @@ class GroupCommit:
     def _give_up(self, job: _Fsync, waited_s: float) -> None:
         job.given_up = True
         self._stats.stuck += 1
-        logger.error("fsync of %s has not completed after %.1f s (log.flush.timeout.ms=%d): taking the partition "
-                     "offline; the produces waiting on it get KAFKA_STORAGE_ERROR", job.log.name, waited_s,
-                     self._flush_timeout_ms)
+        logger.error(
+            "fsync of %s has not completed after %.1f s (log.flush.timeout.ms=%d): taking the partition "
+            "offline; the produces waiting on it get KAFKA_STORAGE_ERROR",
+            job.log.name,
+            waited_s,
+            self._flush_timeout_ms,
+        )
         reason = f"fsync did not complete within log.flush.timeout.ms={self._flush_timeout_ms}"
         job.log.mark_failed(reason)
         job.state.in_flight = False
@@ -335,8 +355,11 @@ class GroupCommit:
                 return
             remaining = min(job.started for job in pending) + self._flush_timeout_ms / 1000 - time.monotonic()
             if remaining <= 0:
-                logger.error("closing with %d fsync(s) unfinished after log.flush.timeout.ms (%s)", len(pending),
-                             ", ".join(sorted({job.log.name for job in pending})))
+                logger.error(
+                    "closing with %d fsync(s) unfinished after log.flush.timeout.ms (%s)",
+                    len(pending),
+                    ", ".join(sorted({job.log.name for job in pending})),
+                )
                 return
             # poll, not select: a broker process holds three descriptors per partition, and
             # select() refuses any descriptor numbered 1024 or above

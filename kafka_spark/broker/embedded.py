@@ -22,9 +22,10 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Coroutine
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Coroutine, TypeVar
+from typing import Any, TypeVar
 
 from kafka_spark.broker import discovery
 from kafka_spark.broker.apis.metadata import is_internal_topic
@@ -40,8 +41,15 @@ T = TypeVar("T")
 # BrokerConfig fields EmbeddedBroker passes through as keyword arguments (the others have
 # parameters of their own, or are what the broker decides itself).
 _SETTABLE = frozenset(field.name for field in dataclasses.fields(BrokerConfig)) - {
-    "log_dir", "host", "port", "advertised_host", "auto_create_topics_enable", "num_partitions", "log",
-    "log_retention_check_interval_ms"}
+    "log_dir",
+    "host",
+    "port",
+    "advertised_host",
+    "auto_create_topics_enable",
+    "num_partitions",
+    "log",
+    "log_retention_check_interval_ms",
+}
 
 
 class EmbeddedBroker:
@@ -73,8 +81,10 @@ class EmbeddedBroker:
         if another live broker is registered."""
         unknown = set(broker_settings) - _SETTABLE
         if unknown:
-            raise TypeError(f"EmbeddedBroker got unknown setting(s) {', '.join(sorted(unknown))}; "
-                            f"the broker settings are {', '.join(sorted(_SETTABLE))}")
+            raise TypeError(
+                f"EmbeddedBroker got unknown setting(s) {', '.join(sorted(unknown))}; "
+                f"the broker settings are {', '.join(sorted(_SETTABLE))}"
+            )
         self._temporary = log_dir is None
         self.log_dir = Path(tempfile.mkdtemp(prefix="pylog-broker-")) if log_dir is None else Path(log_dir)
         self.config = BrokerConfig(
@@ -98,7 +108,7 @@ class EmbeddedBroker:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self) -> "EmbeddedBroker":
+    def start(self) -> EmbeddedBroker:
         if self._thread is not None:
             return self
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -171,7 +181,7 @@ class EmbeddedBroker:
         if self._temporary:
             shutil.rmtree(self.log_dir, ignore_errors=True)
 
-    def __enter__(self) -> "EmbeddedBroker":
+    def __enter__(self) -> EmbeddedBroker:
         return self.start()
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -213,8 +223,9 @@ class EmbeddedBroker:
 
     async def _topics(self) -> dict[str, int]:
         assert self._broker is not None
-        return {name: info.partitions for name, info in self._broker.logs.topics().items()
-                if not is_internal_topic(name)}
+        return {
+            name: info.partitions for name, info in self._broker.logs.topics().items() if not is_internal_topic(name)
+        }
 
     def run_retention(self) -> None:
         """Apply retention now instead of waiting for the periodic check."""

@@ -23,7 +23,7 @@ import asyncio
 import collections
 import threading
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["DEFAULT_QUEUED_MAX_REQUEST_BYTES", "MemoryPool"]
 

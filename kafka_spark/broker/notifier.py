@@ -42,7 +42,7 @@ class DataNotifier:
         self._waiters.add(waiter)
         try:
             await asyncio.wait_for(waiter, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             self._waiters.discard(waiter)

@@ -28,9 +28,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from kafka_spark.broker.apis.configs import BROKER_NAMES, FLUSH_ON_ACK_ALL
 from kafka_spark.broker.storage.config import LogConfig
@@ -72,31 +73,73 @@ _BOUNDS = {
     "log.flush.io.uring.entries": (1, 32768, "entries of the fsync ring (io_uring takes 1 to 32768)"),
 }
 
-_TLS_KEYS = frozenset({"ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
-                       "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.client.auth"})
-_HANDLED_BELOW = frozenset({"log.dirs", "log.dir", "listeners", "advertised.listeners", "sasl.enabled.mechanisms"}
-                           | {key for key, _ in _RETENTION_KEYS + _ROLL_KEYS} | _TLS_KEYS)
+_TLS_KEYS = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.client.auth",
+    }
+)
+_HANDLED_BELOW = frozenset(
+    {"log.dirs", "log.dir", "listeners", "advertised.listeners", "sasl.enabled.mechanisms"}
+    | {key for key, _ in _RETENTION_KEYS + _ROLL_KEYS}
+    | _TLS_KEYS
+)
 
 # Kafka's per-listener SASL/PLAIN users: user_NAME="password" options of PlainLoginModule.
 _LISTENER_JAAS = re.compile(r"listener\.name\.([a-z0-9_]+)\.plain\.sasl\.jaas\.config")
 
 # Kafka broker keys that mean nothing on one pylog node: replication and its quorum, KRaft
 # controllers, thread pools and socket buffers the event loop does not have.
-IGNORED = frozenset({
-    "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
-    "controller.listener.names", "inter.broker.listener.name", "listener.security.protocol.map",
-    "num.network.threads", "num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
-    "background.threads", "log.cleaner.threads", "log.cleaner.enable", "socket.send.buffer.bytes",
-    "socket.receive.buffer.bytes", "queued.max.requests", "default.replication.factor", "min.insync.replicas",
-    "offsets.topic.replication.factor", "offsets.topic.num.partitions", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr", "transaction.state.log.num.partitions",
-    "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
-    "unclean.leader.election.enable", "auto.leader.rebalance.enable", "delete.topic.enable",
-    "zookeeper.connect", "zookeeper.connection.timeout.ms", "group.coordinator.rebalance.protocols",
-    "log.preallocate", "log.segment.delete.delay.ms", "metadata.log.dir",
-    "sasl.mechanism.inter.broker.protocol", "security.inter.broker.protocol", "sasl.mechanism.controller.protocol",
-    "ssl.endpoint.identification.algorithm", "ssl.enabled.protocols", "ssl.protocol",
-})
+IGNORED = frozenset(
+    {
+        "process.roles",
+        "controller.quorum.voters",
+        "controller.quorum.bootstrap.servers",
+        "controller.listener.names",
+        "inter.broker.listener.name",
+        "listener.security.protocol.map",
+        "num.network.threads",
+        "num.io.threads",
+        "num.replica.fetchers",
+        "num.recovery.threads.per.data.dir",
+        "background.threads",
+        "log.cleaner.threads",
+        "log.cleaner.enable",
+        "socket.send.buffer.bytes",
+        "socket.receive.buffer.bytes",
+        "queued.max.requests",
+        "default.replication.factor",
+        "min.insync.replicas",
+        "offsets.topic.replication.factor",
+        "offsets.topic.num.partitions",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "transaction.state.log.num.partitions",
+        "share.coordinator.state.topic.replication.factor",
+        "share.coordinator.state.topic.min.isr",
+        "unclean.leader.election.enable",
+        "auto.leader.rebalance.enable",
+        "delete.topic.enable",
+        "zookeeper.connect",
+        "zookeeper.connection.timeout.ms",
+        "group.coordinator.rebalance.protocols",
+        "log.preallocate",
+        "log.segment.delete.delay.ms",
+        "metadata.log.dir",
+        "sasl.mechanism.inter.broker.protocol",
+        "security.inter.broker.protocol",
+        "sasl.mechanism.controller.protocol",
+        "ssl.endpoint.identification.algorithm",
+        "ssl.enabled.protocols",
+        "ssl.protocol",
+    }
+)
 
 
 @dataclass
@@ -176,7 +219,8 @@ def broker_options(properties: Mapping[str, str]) -> BrokerOptions:
             hints.append(f"{key} (did you mean {close[0]}?)" if close else key)
         raise InvalidConfigError(
             f"unknown broker setting(s) {', '.join(hints)}; pylog applies {', '.join(sorted(known_keys()))}, "
-            "and accepts Kafka's replication, controller and thread settings without effect")
+            "and accepts Kafka's replication, controller and thread settings without effect"
+        )
     for keys, topic_name in ((_RETENTION_KEYS, "retention.ms"), (_ROLL_KEYS, "segment.ms")):
         for key, unit_ms in keys:
             if key in properties:
@@ -234,11 +278,13 @@ def _apply_listeners(properties: Mapping[str, str], options: BrokerOptions) -> N
             if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
                 raise InvalidConfigError(
                     f"{key}: listener {name} has no security protocol; map it in listener.security.protocol.map "
-                    "to PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+                    "to PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+                )
             if key == "listeners" and protocol.startswith("SASL_"):
                 options.settings["sasl_users"] = _sasl_users(properties, name)
                 options.settings["sasl_mechanisms"] = tuple(
-                    m.strip().upper() for m in properties["sasl.enabled.mechanisms"].split(",") if m.strip())
+                    m.strip().upper() for m in properties["sasl.enabled.mechanisms"].split(",") if m.strip()
+                )
             if key == "listeners" and protocol.endswith("SSL"):
                 options.settings.update(_tls_settings(properties, name))
             host, sep, port_text = address.rpartition(":")
@@ -246,8 +292,9 @@ def _apply_listeners(properties: Mapping[str, str], options: BrokerOptions) -> N
                 raise InvalidConfigError(f"{key}: {entry.strip()!r} has no port; write {name}://HOST:PORT")
             endpoints.append((host.strip("[]"), int(port_text)))
         if len(endpoints) != 1:
-            raise InvalidConfigError(f"{key}={properties[key]!r}: pylog serves exactly one listener (besides "
-                                     "controller listeners)")
+            raise InvalidConfigError(
+                f"{key}={properties[key]!r}: pylog serves exactly one listener (besides controller listeners)"
+            )
         host, port = endpoints[0]
         if key == "listeners":
             # Kafka's meaning: an empty host binds every interface.
@@ -258,7 +305,8 @@ def _apply_listeners(properties: Mapping[str, str], options: BrokerOptions) -> N
             if listen_port not in (None, 0, port):
                 raise InvalidConfigError(
                     f"advertised.listeners port {port} differs from the listener's port {listen_port}; "
-                    "pylog advertises the port it listens on (forwarding one port to another is not supported)")
+                    "pylog advertises the port it listens on (forwarding one port to another is not supported)"
+                )
             if host:
                 options.settings["advertised_host"] = host
 
@@ -273,11 +321,13 @@ def _tls_settings(properties: Mapping[str, str], listener: str) -> dict[str, Any
             raise InvalidConfigError(
                 f"ssl.{store}.type={kind}: pylog reads PEM files only; convert the store (openssl pkcs12 -in "
                 f"store.p12 -nodes -out store.pem, after keytool -importkeystore for JKS) and set "
-                f"ssl.{store}.type=PEM")
+                f"ssl.{store}.type=PEM"
+            )
     if "ssl.keystore.location" not in properties:
         raise InvalidConfigError(
             f"listener {listener} uses TLS but ssl.keystore.location is not set; give the broker's key and "
-            "certificate chain as one PEM file, with ssl.keystore.type=PEM")
+            "certificate chain as one PEM file, with ssl.keystore.type=PEM"
+        )
     settings["ssl_certfile"] = properties["ssl.keystore.location"].strip()
     if "ssl.key.password" in properties:
         settings["ssl_key_password"] = properties["ssl.key.password"]
@@ -294,28 +344,31 @@ def _tls_settings(properties: Mapping[str, str], listener: str) -> dict[str, Any
 
 def _sasl_users(properties: Mapping[str, str], listener: str) -> dict[str, str]:
     """The users of a SASL_PLAINTEXT listener, from its PlainLoginModule's user_NAME options."""
+    from kafka_spark.broker.sasl import MECHANISMS
     from kafka_spark.common.jaas import JaasConfigError, parse_jaas
 
-    from kafka_spark.broker.sasl import MECHANISMS
-
-    mechanisms = [m.strip().upper() for m in properties.get("sasl.enabled.mechanisms", "GSSAPI").split(",") if m.strip()]
+    mechanisms = [
+        m.strip().upper() for m in properties.get("sasl.enabled.mechanisms", "GSSAPI").split(",") if m.strip()
+    ]
     if not mechanisms or set(mechanisms) - set(MECHANISMS):
         raise InvalidConfigError(
             f"sasl.enabled.mechanisms={','.join(mechanisms)}: pylog authenticates with {', '.join(MECHANISMS)}; "
-            "set sasl.enabled.mechanisms to those you want, e.g. PLAIN,SCRAM-SHA-512")
+            "set sasl.enabled.mechanisms to those you want, e.g. PLAIN,SCRAM-SHA-512"
+        )
     key = f"listener.name.{listener.lower()}.plain.sasl.jaas.config"
     if key not in properties:
         raise InvalidConfigError(
             f"listener {listener} is SASL_PLAINTEXT but {key} is not set; give it the users (for every "
-            f'mechanism: pylog derives SCRAM credentials from them), e.g. {key}='
-            'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";')
+            f"mechanism: pylog derives SCRAM credentials from them), e.g. {key}="
+            'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+        )
     try:
         module, options = parse_jaas(properties[key], key)
     except JaasConfigError as error:
         raise InvalidConfigError(str(error)) from None
-    users = {name[len("user_"):]: password for name, password in options.items() if name.startswith("user_")}
+    users = {name[len("user_") :]: password for name, password in options.items() if name.startswith("user_")}
     if module != "org.apache.kafka.common.security.plain.PlainLoginModule" or not users:
-        raise InvalidConfigError(f"{key} must be PlainLoginModule with at least one user_NAME=\"password\" option")
+        raise InvalidConfigError(f'{key} must be PlainLoginModule with at least one user_NAME="password" option')
     return users
 
 
@@ -342,10 +395,16 @@ def _parse_int(key: str, value: str) -> int:
 
 def _check_bounds(key: str, value: int) -> None:
     lowest, highest, meaning = _BOUNDS[key]
-    if value < lowest or (highest is not None and value > highest) or (key == "queued.max.request.bytes" and value == 0):
+    if (
+        value < lowest
+        or (highest is not None and value > highest)
+        or (key == "queued.max.request.bytes" and value == 0)
+    ):
         allowed = f"{lowest} to {highest}" if highest is not None else f"at least {lowest}"
-        raise InvalidConfigError(f"{key}={value} is invalid: {meaning}; use {allowed}"
-                                 + (" (not 0)" if key == "queued.max.request.bytes" else ""))
+        raise InvalidConfigError(
+            f"{key}={value} is invalid: {meaning}; use {allowed}"
+            + (" (not 0)" if key == "queued.max.request.bytes" else "")
+        )
 
 
 def _parse_bool(key: str, value: str) -> bool:

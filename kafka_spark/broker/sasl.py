@@ -29,8 +29,9 @@ import datetime
 import hashlib
 import hmac
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -81,8 +82,12 @@ class ScramCredentials:
 def derive(hash_name: str, password: str, salt: bytes, iterations: int = SCRAM_ITERATIONS) -> ScramCredential:
     salted = hashlib.pbkdf2_hmac(hash_name, password.encode(), salt, iterations)
     client_key = hmac.new(salted, b"Client Key", hash_name).digest()
-    return ScramCredential(salt, hashlib.new(hash_name, client_key).digest(),
-                           hmac.new(salted, b"Server Key", hash_name).digest(), iterations)
+    return ScramCredential(
+        salt,
+        hashlib.new(hash_name, client_key).digest(),
+        hmac.new(salted, b"Server Key", hash_name).digest(),
+        iterations,
+    )
 
 
 @dataclass
@@ -119,12 +124,18 @@ class SaslSession:
         response = {"auth_bytes": b"", "session_lifetime": datetime.timedelta(0)}
         if self.mechanism is None or self.authenticated:
             self.failed = True
-            return {**response, "error_code": ErrorCode.illegal_sasl_state,
-                    "error_message": "SaslAuthenticate without a SaslHandshake, or after authentication"}
+            return {
+                **response,
+                "error_code": ErrorCode.illegal_sasl_state,
+                "error_message": "SaslAuthenticate without a SaslHandshake, or after authentication",
+            }
         answer = self.step(bytes(token))
         if self.failed:
-            return {**response, "error_code": ErrorCode.sasl_authentication_failed,
-                    "error_message": f"Authentication failed: Invalid username or password ({self.mechanism})"}
+            return {
+                **response,
+                "error_code": ErrorCode.sasl_authentication_failed,
+                "error_message": f"Authentication failed: Invalid username or password ({self.mechanism})",
+            }
         return {**response, "auth_bytes": answer, "error_code": ErrorCode.none, "error_message": None}
 
     def step(self, token: bytes) -> bytes:
@@ -168,18 +179,24 @@ class SaslSession:
             if authzid and authzid[2:] != user:
                 raise ValueError("an authorization id other than the user")
             found = self.scram.get(self.mechanism, user)
-            state.update(user=user, known=found is not None,
-                         credential=found or self.scram.decoy(self.mechanism, user),
-                         nonce=fields["r"] + base64.b64encode(os.urandom(18)).decode(), first_bare=bare,
-                         header=f"{gs2_flag},{authzid},")
-            server_first = (f"r={state['nonce']},s={base64.b64encode(state['credential'].salt).decode()},"
-                            f"i={state['credential'].iterations}")
+            state.update(
+                user=user,
+                known=found is not None,
+                credential=found or self.scram.decoy(self.mechanism, user),
+                nonce=fields["r"] + base64.b64encode(os.urandom(18)).decode(),
+                first_bare=bare,
+                header=f"{gs2_flag},{authzid},",
+            )
+            server_first = (
+                f"r={state['nonce']},s={base64.b64encode(state['credential'].salt).decode()},"
+                f"i={state['credential'].iterations}"
+            )
             state["server_first"] = server_first
             return server_first.encode()
         if "done" in state:
             raise ValueError("the exchange is over")
         fields = _fields(text)  # client-final: c=channel binding,r=nonce,p=proof
-        without_proof = text[:text.rindex(",p=")]
+        without_proof = text[: text.rindex(",p=")]
         if fields["r"] != state["nonce"] or base64.b64decode(fields["c"]) != state["header"].encode():
             raise ValueError("nonce or channel binding mismatch")
         hash_name = _HASHES[self.mechanism]
@@ -189,8 +206,11 @@ class SaslSession:
         proof = base64.b64decode(fields["p"])
         client_key = bytes(a ^ b for a, b in zip(proof, client_signature, strict=False))
         state["done"] = True
-        if not (state["known"] and len(proof) == len(client_signature)
-                and hmac.compare_digest(hashlib.new(hash_name, client_key).digest(), credential.stored_key)):
+        if not (
+            state["known"]
+            and len(proof) == len(client_signature)
+            and hmac.compare_digest(hashlib.new(hash_name, client_key).digest(), credential.stored_key)
+        ):
             self.failed = True
             return b""
         self.user = state["user"]

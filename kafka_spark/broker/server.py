@@ -31,13 +31,20 @@ import struct
 import termios
 from typing import Any
 
+from kafka_spark.broker.authorizer import certificate_principal
 from kafka_spark.broker.broker import Broker
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.memory_pool import MemoryPool
-from kafka_spark.broker.protocol import FrameDecoder, FrameError, Request, UnsupportedRequest, decode_request, encode_response_parts
-from kafka_spark.broker.protocol.versions import SASL_VERSIONS, ApiKey
-from kafka_spark.broker.authorizer import certificate_principal
+from kafka_spark.broker.protocol import (
+    FrameDecoder,
+    FrameError,
+    Request,
+    UnsupportedRequest,
+    decode_request,
+    encode_response_parts,
+)
 from kafka_spark.broker.protocol.codec import ANONYMOUS
+from kafka_spark.broker.protocol.versions import SASL_VERSIONS, ApiKey
 from kafka_spark.broker.sasl import SaslSession, ScramCredentials
 
 logger = logging.getLogger("kafka_spark.broker")
@@ -65,7 +72,10 @@ class BrokerServer:
         config = self.broker.config
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: KafkaConnection(self), host=config.host, port=config.port, reuse_address=True,
+            lambda: KafkaConnection(self),
+            host=config.host,
+            port=config.port,
+            reuse_address=True,
             ssl=tls_context(config),
         )
         port = self._server.sockets[0].getsockname()[1]
@@ -100,8 +110,9 @@ def tls_context(config: Any) -> ssl.SSLContext | None:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=config.ssl_cafile)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile, password=config.ssl_key_password)
-    context.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
-                           "required": ssl.CERT_REQUIRED}[config.ssl_client_auth]
+    context.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}[
+        config.ssl_client_auth
+    ]
     return context
 
 
@@ -130,8 +141,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._close_when_answered = False  # a failed SASL authentication: answer, then close
         self.tasks: set[asyncio.Future[Any]] = set()  # handlers still running (parked fetches)
         config = self.broker.config
-        self.sasl: SaslSession | None = SaslSession(
-            config.sasl_users, config.sasl_mechanisms, server.scram) if config.sasl_users else None
+        self.sasl: SaslSession | None = (
+            SaslSession(config.sasl_users, config.sasl_mechanisms, server.scram) if config.sasl_users else None
+        )
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -201,7 +213,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._check_unauthenticated(frame)
                 request = decode_request(frame, self.client_host, self.principal)
                 if self.sasl is None and request.api_key in SASL_VERSIONS:
-                    raise UnsupportedRequest(f"api key {request.api_key} (SASL) on a {self.broker.config.security_protocol} listener")
+                    raise UnsupportedRequest(
+                        f"api key {request.api_key} (SASL) on a {self.broker.config.security_protocol} listener"
+                    )
             except UnsupportedRequest as error:
                 self._flush()  # answers already decided still go out before the close
                 self._abort(str(error))
@@ -317,8 +331,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if starved and not self._waiting_for_memory:
             self._waiting_for_memory = True
             self.server.memory.wait(id(self), self._memory_available)
-        should_pause = (starved or self._writing_paused or len(self._outbox) >= MAX_IN_FLIGHT
-                        or len(self._inbox) >= MAX_IN_FLIGHT)
+        should_pause = (
+            starved or self._writing_paused or len(self._outbox) >= MAX_IN_FLIGHT or len(self._inbox) >= MAX_IN_FLIGHT
+        )
         if should_pause and not self._reading_paused:
             self.transport.pause_reading()
             self._reading_paused = True

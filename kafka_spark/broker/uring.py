@@ -35,7 +35,7 @@ import mmap
 import os
 import struct
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["FsyncRing"]
 
@@ -64,21 +64,29 @@ _CQE = struct.Struct("=Qii")  # user_data res flags
 
 
 class _SqOffsets(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_uint32) for name in
-                ("head", "tail", "ring_mask", "ring_entries", "flags", "dropped", "array", "resv1")] + [
-        ("resv2", ctypes.c_uint64)]
+    _fields_ = [
+        (name, ctypes.c_uint32)
+        for name in ("head", "tail", "ring_mask", "ring_entries", "flags", "dropped", "array", "resv1")
+    ] + [("resv2", ctypes.c_uint64)]
 
 
 class _CqOffsets(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_uint32) for name in
-                ("head", "tail", "ring_mask", "ring_entries", "overflow", "cqes", "flags", "resv1")] + [
-        ("resv2", ctypes.c_uint64)]
+    _fields_ = [
+        (name, ctypes.c_uint32)
+        for name in ("head", "tail", "ring_mask", "ring_entries", "overflow", "cqes", "flags", "resv1")
+    ] + [("resv2", ctypes.c_uint64)]
 
 
 class _Params(ctypes.Structure):
-    _fields_ = [*((name, ctypes.c_uint32) for name in
-                  ("sq_entries", "cq_entries", "flags", "sq_thread_cpu", "sq_thread_idle", "features", "wq_fd")),
-                ("resv", ctypes.c_uint32 * 3), ("sq_off", _SqOffsets), ("cq_off", _CqOffsets)]
+    _fields_ = [
+        *(
+            (name, ctypes.c_uint32)
+            for name in ("sq_entries", "cq_entries", "flags", "sq_thread_cpu", "sq_thread_idle", "features", "wq_fd")
+        ),
+        ("resv", ctypes.c_uint32 * 3),
+        ("sq_off", _SqOffsets),
+        ("cq_off", _CqOffsets),
+    ]
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -98,8 +106,15 @@ class FsyncRing:
     and then besides (see the module's docstring). Not thread-safe: one thread submits and reaps.
     """
 
-    def __init__(self, libc: ctypes.CDLL, ring_fd: int, params: _Params, eventfd: int,
-                 maps: list[mmap.mmap], done: Callable[[int, OSError | None], None]) -> None:
+    def __init__(
+        self,
+        libc: ctypes.CDLL,
+        ring_fd: int,
+        params: _Params,
+        eventfd: int,
+        maps: list[mmap.mmap],
+        done: Callable[[int, OSError | None], None],
+    ) -> None:
         self._libc = libc
         self._fd = ring_fd
         self.eventfd = eventfd
@@ -163,8 +178,16 @@ class FsyncRing:
             maps.append(mmap.mmap(ring_fd, params.sq_entries * _SQE_SIZE, offset=_IORING_OFF_SQES))
             eventfd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
             registered = ctypes.c_int32(eventfd)
-            if libc.syscall(ctypes.c_long(_SYS_IO_URING_REGISTER), ctypes.c_long(ring_fd),
-                            ctypes.c_long(_IORING_REGISTER_EVENTFD), ctypes.byref(registered), ctypes.c_long(1)) < 0:
+            if (
+                libc.syscall(
+                    ctypes.c_long(_SYS_IO_URING_REGISTER),
+                    ctypes.c_long(ring_fd),
+                    ctypes.c_long(_IORING_REGISTER_EVENTFD),
+                    ctypes.byref(registered),
+                    ctypes.c_long(1),
+                )
+                < 0
+            ):
                 raise OSError(ctypes.get_errno(), "io_uring_register(EVENTFD)")
             return cls(libc, ring_fd, params, eventfd, maps, done)
         except (OSError, ValueError) as error:
@@ -190,7 +213,7 @@ class FsyncRing:
         taken = 0
         refusals = 0
         while taken < len(jobs):
-            chunk = jobs[taken:taken + self.sq_entries]
+            chunk = jobs[taken : taken + self.sq_entries]
             submitted = self._submit(chunk)
             if submitted < 0:
                 error = -submitted
@@ -215,7 +238,7 @@ class FsyncRing:
         for fd, user_data in chunk:
             index = tail & self._sq_mask
             at = index * _SQE_SIZE
-            self._sqes[at:at + _SQE_SIZE] = bytes(_SQE_SIZE)
+            self._sqes[at : at + _SQE_SIZE] = bytes(_SQE_SIZE)
             _SQE_HEAD.pack_into(self._sqes, at, _IORING_OP_FSYNC, 0, 0, fd, 0, 0, 0, 0, user_data)
             words[self._sq_array + index] = index
             tail = (tail + 1) & 0xFFFFFFFF
@@ -228,8 +251,15 @@ class FsyncRing:
         return result
 
     def _enter(self, to_submit: int, min_complete: int, flags: int) -> int:
-        return self._libc.syscall(ctypes.c_long(_SYS_IO_URING_ENTER), ctypes.c_long(self._fd), ctypes.c_long(to_submit),
-                                  ctypes.c_long(min_complete), ctypes.c_long(flags), None, ctypes.c_long(0))
+        return self._libc.syscall(
+            ctypes.c_long(_SYS_IO_URING_ENTER),
+            ctypes.c_long(self._fd),
+            ctypes.c_long(to_submit),
+            ctypes.c_long(min_complete),
+            ctypes.c_long(flags),
+            None,
+            ctypes.c_long(0),
+        )
 
     def drain(self) -> None:
         """Block until every fsync in flight has completed, reporting each."""
@@ -273,7 +303,9 @@ class FsyncRing:
         dropped = self._cq_words[self._cq_dropped]
         if dropped != self.dropped:
             # Their fsyncs never report; the owner's timeout takes their partitions offline.
-            log.error("the kernel dropped %d fsync completion(s) it could not keep", (dropped - self.dropped) & 0xFFFFFFFF)
+            log.error(
+                "the kernel dropped %d fsync completion(s) it could not keep", (dropped - self.dropped) & 0xFFFFFFFF
+            )
             self.dropped = dropped
         return reaped
 

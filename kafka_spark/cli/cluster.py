@@ -15,28 +15,40 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
-def register(commands: Any, client: Callable[[argparse.ArgumentParser], argparse.ArgumentParser],
-             client_config: Callable[..., dict[str, Any]], error: type[Exception]) -> None:
+def register(
+    commands: Any,
+    client: Callable[[argparse.ArgumentParser], argparse.ArgumentParser],
+    client_config: Callable[..., dict[str, Any]],
+    error: type[Exception],
+) -> None:
     """Add ``cluster`` to the ``pylog`` command line (see cli_acls.register for the arguments)."""
     cluster = commands.add_parser("cluster", help="run a replicated embedded cluster, or show a cluster's brokers")
     actions = cluster.add_subparsers(dest="action", required=True)
     start = actions.add_parser("start", help="run N replicating brokers and their controller in the foreground")
     start.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
-    start.add_argument("--log-dir", help="data directory, one sub-directory per broker "
-                                         "(default: $PYLOG_HOME/cluster, i.e. ~/.pylog/cluster)")
+    start.add_argument(
+        "--log-dir",
+        help="data directory, one sub-directory per broker (default: $PYLOG_HOME/cluster, i.e. ~/.pylog/cluster)",
+    )
     start.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    start.add_argument("--port", type=int, default=0,
-                       help="port of broker 0, the others on the next ones (default: any free ports)")
-    start.add_argument("--replication-factor", type=int,
-                       help="default.replication.factor of new topics (default: min(3, brokers))")
+    start.add_argument(
+        "--port", type=int, default=0, help="port of broker 0, the others on the next ones (default: any free ports)"
+    )
+    start.add_argument(
+        "--replication-factor", type=int, help="default.replication.factor of new topics (default: min(3, brokers))"
+    )
     start.add_argument("--min-insync-replicas", type=int, default=1, help="min.insync.replicas (default 1)")
     start.add_argument("--partitions", type=int, default=1, help="num.partitions of auto-created topics (default 1)")
-    start.add_argument("--unclean-leader-election", action="store_true",
-                       help="unclean.leader.election.enable: let an out-of-sync replica lead (may lose records)")
+    start.add_argument(
+        "--unclean-leader-election",
+        action="store_true",
+        help="unclean.leader.election.enable: let an out-of-sync replica lead (may lose records)",
+    )
     start.set_defaults(func=lambda args: _start(args, error))
     status = client(actions.add_parser("status", help="the cluster's brokers and its controller"))
     status.set_defaults(func=lambda args: _status(args, client_config))
@@ -52,10 +64,15 @@ def _start(args: argparse.Namespace, error: type[Exception]) -> int:
     log_dir = Path(args.log_dir) if args.log_dir else discovery.pylog_home() / "cluster"
     try:
         cluster = EmbeddedCluster(
-            brokers=args.brokers, log_dir=log_dir, host=args.host,
+            brokers=args.brokers,
+            log_dir=log_dir,
+            host=args.host,
             ports=[args.port + node for node in range(args.brokers)] if args.port else None,
-            default_replication_factor=args.replication_factor, min_insync_replicas=args.min_insync_replicas,
-            num_partitions=args.partitions, unclean_leader_election_enable=args.unclean_leader_election)
+            default_replication_factor=args.replication_factor,
+            min_insync_replicas=args.min_insync_replicas,
+            num_partitions=args.partitions,
+            unclean_leader_election_enable=args.unclean_leader_election,
+        )
     except ValueError as problem:
         raise error(str(problem)) from None
     stop = threading.Event()

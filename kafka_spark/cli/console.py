@@ -27,8 +27,9 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from itertools import islice
-from typing import Any, Callable
+from typing import Any
 
 from kafka_spark.cli.record_format import FormatError, compile_format, json_line
 
@@ -36,54 +37,97 @@ _BLOCK_BYTES = 1 << 20
 _BATCH_RECORDS = 10_000
 
 
-def register(commands: Any, client: Callable[[argparse.ArgumentParser], argparse.ArgumentParser],
-             client_config: Callable[..., dict[str, Any]], error: type[Exception],
-             progress: Callable[..., Any]) -> None:
+def register(
+    commands: Any,
+    client: Callable[[argparse.ArgumentParser], argparse.ArgumentParser],
+    client_config: Callable[..., dict[str, Any]],
+    error: type[Exception],
+    progress: Callable[..., Any],
+) -> None:
     """Add ``produce`` and ``consume`` to the ``pylog`` command line (see :mod:`kafka_spark.cli.acls`
     for the arguments; ``progress`` makes the progress bar of a command)."""
     produce = client(commands.add_parser("produce", help="produce stdin lines as records"))
     _topic_arguments(produce)
     produce.add_argument("-K", "--key-separator", help="split each line into KEY<SEP>VALUE (kcat -K)")
-    produce.add_argument("--property", action="append", metavar="NAME=VALUE", default=[],
-                         help="kafka-console-producer's parse.key=true and key.separator=SEP")
-    produce.add_argument("-H", "--header", action="append", metavar="NAME=VALUE", default=[],
-                         help="a header of every record (repeat for more)")
-    produce.add_argument("-p", "--partition", type=int, help="the partition (default: by key, as the client partitions)")
+    produce.add_argument(
+        "--property",
+        action="append",
+        metavar="NAME=VALUE",
+        default=[],
+        help="kafka-console-producer's parse.key=true and key.separator=SEP",
+    )
+    produce.add_argument(
+        "-H",
+        "--header",
+        action="append",
+        metavar="NAME=VALUE",
+        default=[],
+        help="a header of every record (repeat for more)",
+    )
+    produce.add_argument(
+        "-p", "--partition", type=int, help="the partition (default: by key, as the client partitions)"
+    )
     produce.add_argument("--progress", action="store_true", help="show progress and rate even when not on a terminal")
     produce.set_defaults(func=lambda args: _produce(args, client_config, error, progress))
 
     consume = client(commands.add_parser("consume", help="print records to stdout"))
     _topic_arguments(consume)
-    consume.add_argument("--from-beginning", action="store_true",
-                         help="start at the beginning (with --group: where the group has no committed offset)")
+    consume.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="start at the beginning (with --group: where the group has no committed offset)",
+    )
     consume.add_argument("-c", "--max-messages", type=int, help="exit after this many records")
-    consume.add_argument("-e", "--exit-at-end", action="store_true",
-                         help="exit once every partition is read to its end (kcat -e); with --group, every partition "
-                              "assigned to this consumer (none assigned: exit once the group says so)")
+    consume.add_argument(
+        "-e",
+        "--exit-at-end",
+        action="store_true",
+        help="exit once every partition is read to its end (kcat -e); with --group, every partition "
+        "assigned to this consumer (none assigned: exit once the group says so)",
+    )
     consume.add_argument("-p", "--partition", type=int, help="read this partition only (not with --group)")
-    consume.add_argument("--group", help="join this consumer group: resume from its committed offsets, commit as it goes")
+    consume.add_argument(
+        "--group", help="join this consumer group: resume from its committed offsets, commit as it goes"
+    )
     consume.add_argument("--timeout-ms", type=int, help="exit after this long without a message")
     shape = consume.add_mutually_exclusive_group()
-    shape.add_argument("-f", "--format", help="kcat's format string: %%t topic, %%p partition, %%o offset, %%T timestamp, "
-                                              "%%k key, %%K key length, %%s value, %%S value length, %%h headers, "
-                                              "\\n \\t; e.g. '%%p:%%o %%k=%%s\\n'")
-    shape.add_argument("-J", "--json", action="store_true",
-                       help="one JSON object per record: topic, partition, offset, timestamp, key, value, headers")
+    shape.add_argument(
+        "-f",
+        "--format",
+        help="kcat's format string: %%t topic, %%p partition, %%o offset, %%T timestamp, "
+        "%%k key, %%K key length, %%s value, %%S value length, %%h headers, "
+        "\\n \\t; e.g. '%%p:%%o %%k=%%s\\n'",
+    )
+    shape.add_argument(
+        "-J",
+        "--json",
+        action="store_true",
+        help="one JSON object per record: topic, partition, offset, timestamp, key, value, headers",
+    )
     shape.add_argument("--print-key", action="store_true", help="print KEY<key-separator>VALUE (null for no key)")
     consume.add_argument("--key-separator", default="\t", help="with --print-key (default: a tab)")
     consume.add_argument("--progress", action="store_true", help="show progress and rate even when not on a terminal")
-    consume.add_argument("--fetcher", choices=("auto", "wire", "librdkafka"), default="auto",
-                         help="how records are read: pylog's own Fetch client (wire) or confluent-kafka's "
-                              "consumer (librdkafka); auto (the default) takes wire for the default output "
-                              "without --group or --command-config, and wire hands over to librdkafka where "
-                              "it cannot read on (a leader change, an old message format)")
+    consume.add_argument(
+        "--fetcher",
+        choices=("auto", "wire", "librdkafka"),
+        default="auto",
+        help="how records are read: pylog's own Fetch client (wire) or confluent-kafka's "
+        "consumer (librdkafka); auto (the default) takes wire for the default output "
+        "without --group or --command-config, and wire hands over to librdkafka where "
+        "it cannot read on (a leader change, an old message format)",
+    )
     consume.set_defaults(func=lambda args: _consume(args, client_config, error, progress))
 
 
 def _topic_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("topic", nargs="?", help="the topic (or --topic)")
-    command.add_argument("-t", "--topic", dest="topic_option", metavar="TOPIC",
-                         help="the topic, as Kafka's console tools and kcat take it")
+    command.add_argument(
+        "-t",
+        "--topic",
+        dest="topic_option",
+        metavar="TOPIC",
+        help="the topic, as Kafka's console tools and kcat take it",
+    )
 
 
 def _topic(args: argparse.Namespace, error: type[Exception]) -> str:
@@ -138,8 +182,12 @@ def _lines(stream: Any) -> Any:
         yield [rest.rstrip(b"\r")]
 
 
-def _produce(args: argparse.Namespace, client_config: Callable[..., dict[str, Any]], error: type[Exception],
-             progress_bar: Callable[..., Any]) -> int:
+def _produce(
+    args: argparse.Namespace,
+    client_config: Callable[..., dict[str, Any]],
+    error: type[Exception],
+    progress_bar: Callable[..., Any],
+) -> int:
     from confluent_kafka import KafkaException, Producer
 
     topic = _topic(args, error)
@@ -180,20 +228,33 @@ def _produce(args: argparse.Namespace, client_config: Callable[..., dict[str, An
     remaining = producer.flush(60)
     progress.close()
     if failures:
-        raise error(f"{remaining + len(failures)} of {count} messages not delivered: {'; '.join(map(str, failures[:3]))}")
+        raise error(
+            f"{remaining + len(failures)} of {count} messages not delivered: {'; '.join(map(str, failures[:3]))}"
+        )
     if remaining:
-        raise error(f"{remaining} of {count} messages not delivered: no answer from {config['bootstrap.servers']} "
-                    "within 60 s; check that the broker runs and answers")
+        raise error(
+            f"{remaining} of {count} messages not delivered: no answer from {config['bootstrap.servers']} "
+            "within 60 s; check that the broker runs and answers"
+        )
     elapsed = time.perf_counter() - started
-    print(f"Produced {count} messages to {topic} in {elapsed:.2f}s ({count / max(elapsed, 1e-9):,.0f} msg/s).",
-          file=sys.stderr)
+    print(
+        f"Produced {count} messages to {topic} in {elapsed:.2f}s ({count / max(elapsed, 1e-9):,.0f} msg/s).",
+        file=sys.stderr,
+    )
     if malformed:
         raise error(f"{malformed}; the {count} line(s) before it were produced, nothing after it")
     return 130 if interrupted else 0
 
 
-def _send(producer: Any, topic: str, lines: list[bytes], separator: bytes | None, partition: int,
-          headers: list[tuple[str, bytes]] | None, refused: type[Exception]) -> tuple[int, str | None]:
+def _send(
+    producer: Any,
+    topic: str,
+    lines: list[bytes],
+    separator: bytes | None,
+    partition: int,
+    headers: list[tuple[str, bytes]] | None,
+    refused: type[Exception],
+) -> tuple[int, str | None]:
     """Produce ``lines``; returns how many were sent and, when one could not be, what is wrong with
     it (the lines after it are not sent). Lines without keys or headers take a loop of one call."""
     produce = producer.produce
@@ -248,7 +309,7 @@ class _Stop:
         self.signum = 0
         self._previous: dict[int, Any] = {}
 
-    def __enter__(self) -> "_Stop":
+    def __enter__(self) -> _Stop:
         for signum in (signal.SIGINT, signal.SIGTERM):
             self._previous[signum] = signal.signal(signum, self._request)
         return self
@@ -294,15 +355,21 @@ class _EndOfPartitions:
         return self.known and self.at_end >= self.assigned
 
 
-def _consume(args: argparse.Namespace, client_config: Callable[..., dict[str, Any]], error: type[Exception],
-             progress_bar: Callable[..., Any]) -> int:
+def _consume(
+    args: argparse.Namespace,
+    client_config: Callable[..., dict[str, Any]],
+    error: type[Exception],
+    progress_bar: Callable[..., Any],
+) -> int:
     topic = _topic(args, error)
     formatter = _formatter(args, error)
     if args.group and args.partition is not None:
         raise error("--partition reads one partition without a group; with --group the group assigns partitions")
     if args.fetcher == "wire" and (args.group or args.command_config):
-        raise error("--fetcher wire reads without --group over plaintext connections (no --command-config); "
-                    "drop --fetcher or set it to librdkafka")
+        raise error(
+            "--fetcher wire reads without --group over plaintext connections (no --command-config); "
+            "drop --fetcher or set it to librdkafka"
+        )
     progress = progress_bar(args, "consuming", unit="msg", total=args.max_messages)
     started = time.perf_counter()
     resume, done = None, 0
@@ -317,8 +384,9 @@ def _consume(args: argparse.Namespace, client_config: Callable[..., dict[str, An
             except Handover as handover:  # confluent-kafka reads on from where this stopped
                 if args.fetcher == "wire":
                     _flush_stdout()
-                    raise error(f"--fetcher wire cannot read on ({handover.why}); "
-                                "drop --fetcher to hand over to librdkafka") from None
+                    raise error(
+                        f"--fetcher wire cannot read on ({handover.why}); drop --fetcher to hand over to librdkafka"
+                    ) from None
                 handed_over, resume, done = True, handover.positions, handover.count
             if not handed_over or stop.signum:  # done, or Ctrl-C came before the handover
                 stop_signum = stop.signum
@@ -348,8 +416,10 @@ def _wire_is_faster(args: argparse.Namespace, formatter: Callable[[Any], bytes] 
 
 
 def _processed(count: int, elapsed: float) -> None:
-    print(f"Processed a total of {count} messages in {elapsed:.2f}s ({count / max(elapsed, 1e-9):,.0f} msg/s)",
-          file=sys.stderr)
+    print(
+        f"Processed a total of {count} messages in {elapsed:.2f}s ({count / max(elapsed, 1e-9):,.0f} msg/s)",
+        file=sys.stderr,
+    )
 
 
 def _emit(data: list[bytes]) -> bool:
@@ -371,28 +441,39 @@ def _flush_stdout() -> None:
         _discard_stdout()
 
 
-def _consume_librdkafka(args: argparse.Namespace, topic: str, formatter: Callable[[Any], bytes] | None,
-                        resume: dict[int, int] | None, client_config: Callable[..., dict[str, Any]],
-                        error: type[Exception], progress: Any) -> tuple[int, int]:
+def _consume_librdkafka(
+    args: argparse.Namespace,
+    topic: str,
+    formatter: Callable[[Any], bytes] | None,
+    resume: dict[int, int] | None,
+    client_config: Callable[..., dict[str, Any]],
+    error: type[Exception],
+    progress: Any,
+) -> tuple[int, int]:
     """Read through confluent-kafka's consumer: from where the wire path stopped (``resume``:
     partition -> next offset), else as the options say. Returns how many records and the signal
     that stopped it (0: none)."""
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
 
-    consumer = Consumer(client_config(args, **{
-        "group.id": args.group or "pylog-console-consumer",
-        "enable.auto.commit": bool(args.group),
-        "enable.auto.offset.store": False,  # offsets are stored once their records are written
-        "enable.partition.eof": args.exit_at_end,
-        # librdkafka pauses a partition's fetching this long once its queue is over its
-        # thresholds (1 s by default), which a consumer writing to a terminal or a pipe reaches
-        # often: 10 ms keeps the queue fed without holding more records in memory.
-        "fetch.queue.backoff.ms": 10,
-        # A fetch at the end of a partition waits this long for new records before the broker
-        # answers (and librdkafka reports the end): --exit-at-end should not wait 500 ms for it.
-        "fetch.wait.max.ms": 100 if args.exit_at_end else 500,
-        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
-    }))
+    consumer = Consumer(
+        client_config(
+            args,
+            **{
+                "group.id": args.group or "pylog-console-consumer",
+                "enable.auto.commit": bool(args.group),
+                "enable.auto.offset.store": False,  # offsets are stored once their records are written
+                "enable.partition.eof": args.exit_at_end,
+                # librdkafka pauses a partition's fetching this long once its queue is over its
+                # thresholds (1 s by default), which a consumer writing to a terminal or a pipe reaches
+                # often: 10 ms keeps the queue fed without holding more records in memory.
+                "fetch.queue.backoff.ms": 10,
+                # A fetch at the end of a partition waits this long for new records before the broker
+                # answers (and librdkafka reports the end): --exit-at-end should not wait 500 ms for it.
+                "fetch.wait.max.ms": 100 if args.exit_at_end else 500,
+                "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+            },
+        )
+    )
     ends = _EndOfPartitions()
     try:
         metadata = consumer.list_topics(timeout=30)
@@ -400,8 +481,11 @@ def _consume_librdkafka(args: argparse.Namespace, topic: str, formatter: Callabl
         if found is None or found.error is not None:
             raise error(f"topic {topic!r} does not exist (list topics with `pylog topics list`)")
         if args.group:
-            consumer.subscribe([topic], on_assign=lambda _, tps: ends.assign([tp.partition for tp in tps]),
-                               on_revoke=lambda _, tps: ends.revoke([tp.partition for tp in tps]))
+            consumer.subscribe(
+                [topic],
+                on_assign=lambda _, tps: ends.assign([tp.partition for tp in tps]),
+                on_revoke=lambda _, tps: ends.revoke([tp.partition for tp in tps]),
+            )
         else:
             if args.partition is not None and args.partition not in found.partitions:
                 raise error(f"topic {topic!r} has no partition {args.partition}")
@@ -418,9 +502,16 @@ def _consume_librdkafka(args: argparse.Namespace, topic: str, formatter: Callabl
     return count, stop.signum
 
 
-def _copy_records(args: argparse.Namespace, consumer: Any, formatter: Callable[[Any], bytes] | None,
-                  ends: _EndOfPartitions, stop: _Stop, eof_code: int, error: type[Exception],
-                  progress: Any) -> tuple[int, float]:
+def _copy_records(
+    args: argparse.Namespace,
+    consumer: Any,
+    formatter: Callable[[Any], bytes] | None,
+    ends: _EndOfPartitions,
+    stop: _Stop,
+    eof_code: int,
+    error: type[Exception],
+    progress: Any,
+) -> tuple[int, float]:
     """Write records to stdout a batch at a time until --max-messages, --exit-at-end,
     --timeout-ms or a signal says stop; returns how many and the seconds it took."""
     from confluent_kafka import TopicPartition
@@ -469,7 +560,9 @@ def _copy_records(args: argparse.Namespace, consumer: Any, formatter: Callable[[
                 progress.update(len(records))
                 if args.group:
                     last = {m.partition(): m.offset() for m in records}
-                    consumer.store_offsets(offsets=[TopicPartition(records[0].topic(), p, o + 1) for p, o in last.items()])
+                    consumer.store_offsets(
+                        offsets=[TopicPartition(records[0].topic(), p, o + 1) for p, o in last.items()]
+                    )
             elif args.timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
                 break
             if args.exit_at_end and ends.all_read():

@@ -23,7 +23,8 @@ from __future__ import annotations
 import gc
 import struct
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kafka_spark.cli import console_records as cr
 from kafka_spark.client import fetch_client as kf
@@ -77,14 +78,20 @@ def _metadata(client: kf.FetchClient, topic: str) -> dict[int, tuple[str, int] |
     return None
 
 
-def _list_offsets(client: kf.FetchClient, topic: str, leader: tuple[str, int], partitions: list[int],
-                  spec: int) -> dict[int, int]:
+def _list_offsets(
+    client: kf.FetchClient, topic: str, leader: tuple[str, int], partitions: list[int], spec: int
+) -> dict[int, int]:
     """Each partition's offset for ``spec`` (earliest or latest), read_committed (latest: the last
     stable offset, where librdkafka starts a read_committed consumer at the end). ListOffsets v2."""
-    body = b"".join((
-        struct.pack(">ib", -1, _READ_COMMITTED), kf._I32.pack(1), kf._string(topic),
-        kf._I32.pack(len(partitions)), *(struct.pack(">iq", p, spec) for p in partitions),
-    ))
+    body = b"".join(
+        (
+            struct.pack(">ib", -1, _READ_COMMITTED),
+            kf._I32.pack(1),
+            kf._string(topic),
+            kf._I32.pack(len(partitions)),
+            *(struct.pack(">iq", p, spec) for p in partitions),
+        )
+    )
     conn = client.connection(leader)
     try:
         r = kf._Reader(conn.request(kf.API_LIST_OFFSETS, 2, body))
@@ -105,8 +112,16 @@ def _list_offsets(client: kf.FetchClient, topic: str, leader: tuple[str, int], p
     return offsets
 
 
-def consume(args: Any, topic: str, bootstrap: str, formatter: Callable[[Any], bytes] | None,
-            emit: Callable[[list[bytes]], bool], stop: Any, progress: Any, error: type[Exception]) -> int:
+def consume(
+    args: Any,
+    topic: str,
+    bootstrap: str,
+    formatter: Callable[[Any], bytes] | None,
+    emit: Callable[[list[bytes]], bool],
+    stop: Any,
+    progress: Any,
+    error: type[Exception],
+) -> int:
     """Print the records ``args`` asks for (see the module docstring); returns how many.
     ``emit`` writes a list of bytes to stdout and says False once its reader has gone."""
     client = kf.FetchClient(bootstrap, _CLIENT_ID, _TIMEOUT_S)
@@ -124,8 +139,17 @@ def consume(args: Any, topic: str, bootstrap: str, formatter: Callable[[Any], by
 class _Reading:
     """One run of :func:`consume`: the partitions' positions, the Fetch loop, the printing."""
 
-    def __init__(self, args: Any, topic: str, client: kf.FetchClient, formatter: Callable[[Any], bytes] | None,
-                 emit: Callable[[list[bytes]], bool], stop: Any, progress: Any, error: type[Exception]) -> None:
+    def __init__(
+        self,
+        args: Any,
+        topic: str,
+        client: kf.FetchClient,
+        formatter: Callable[[Any], bytes] | None,
+        emit: Callable[[list[bytes]], bool],
+        stop: Any,
+        progress: Any,
+        error: type[Exception],
+    ) -> None:
         self.args, self.topic, self.client = args, topic, client
         self.formatter, self.emit, self.stop, self.progress, self.error = formatter, emit, stop, progress, error
         self.count = 0
@@ -207,12 +231,14 @@ class _Reading:
         if self.args.max_messages is not None and self.fetched_records:
             left = self.args.max_messages - self.count - ahead
             max_bytes = min(max(int(left * 1.25 * self.fetched_bytes / self.fetched_records), _MIN_BYTES), _MAX_BYTES)
-        correlation = self.client.send_fetch_many(conn, wanted, max_wait_ms=self.wait_ms, min_bytes=1,
-                                                  max_bytes=max_bytes, isolation=_READ_COMMITTED)
+        correlation = self.client.send_fetch_many(
+            conn, wanted, max_wait_ms=self.wait_ms, min_bytes=1, max_bytes=max_bytes, isolation=_READ_COMMITTED
+        )
         return conn, correlation
 
-    def _response(self, leader: tuple[str, int], indexes: list[int], parts: list[kf.FetchedPartition],
-                  in_flight: dict) -> int | None:
+    def _response(
+        self, leader: tuple[str, int], indexes: list[int], parts: list[kf.FetchedPartition], in_flight: dict
+    ) -> int | None:
         """Print one Fetch response's records (the next Fetch sent first); how many, None when
         stdout's reader has gone."""
         chosen = []  # (partition, buffer, batches, Transactions or None, low)
@@ -293,7 +319,7 @@ class _Reading:
                         if batch.base_offset >= low and len(out) - mark != batch.count:
                             raise ValueError(f"{len(out) - mark} records where its header says {batch.count}")
                         if 0 <= remaining < taken + len(out) - mark:
-                            del out[mark + remaining - taken:]
+                            del out[mark + remaining - taken :]
                         n = len(out) - mark
                         if formatter is None:
                             out[mark:] = [b"".join([r.value() or b"", b"\n"]) for r in out[mark:]]
@@ -301,7 +327,11 @@ class _Reading:
                             out[mark:] = [formatter(r) for r in out[mark:]]
                 except (cr.Unreadable, ValueError, IndexError, struct.error) as failure:
                     del out[mark:]
-                    why = failure.why if isinstance(failure, cr.Unreadable) else f"a record that does not parse ({failure})"
+                    why = (
+                        failure.why
+                        if isinstance(failure, cr.Unreadable)
+                        else f"a record that does not parse ({failure})"
+                    )
                     return self._stop_at(chosen, at, batch, out, taken, why)
                 taken += n
         return self._write(out, taken)
@@ -312,7 +342,7 @@ class _Reading:
         partition, low = chosen[at][0], chosen[at][4]
         partition.position = max(low, batch.base_offset)
         partition.at_end = False
-        for later, _, _, _, later_low in chosen[at + 1:]:
+        for later, _, _, _, later_low in chosen[at + 1 :]:
             later.position = later_low
             later.at_end = False
         if self._write(out, taken) is None:

@@ -66,8 +66,17 @@ class Unreadable(Exception):
 class Batch:
     """One record batch of a fetched buffer: where it lies and its header fields."""
 
-    __slots__ = ("position", "end", "base_offset", "last_offset", "attributes", "base_timestamp",
-                 "max_timestamp", "producer_id", "count")
+    __slots__ = (
+        "position",
+        "end",
+        "base_offset",
+        "last_offset",
+        "attributes",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "count",
+    )
 
     def __init__(self, position: int, end: int, header: tuple) -> None:
         self.position = position
@@ -112,7 +121,7 @@ def records_section(data: bytes, batch: Batch) -> tuple[bytes, int, int]:
         return data, start, batch.end
     from kafka_spark.common.compression import decompress  # cramjam: loaded only for compressed batches
 
-    section = decompress(codec, memoryview(data)[start:batch.end])
+    section = decompress(codec, memoryview(data)[start : batch.end])
     if section is None:
         raise Unreadable(batch.base_offset, f"compression codec {codec} cannot be decompressed here")
     section = bytes(section)
@@ -173,8 +182,16 @@ class Record:
 
     __slots__ = ("_topic", "_partition", "_offset", "_timestamp", "_key", "_value", "_headers")
 
-    def __init__(self, topic: str, partition: int, offset: int, timestamp: tuple[int, int],
-                 key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]] | None) -> None:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        timestamp: tuple[int, int],
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]] | None,
+    ) -> None:
         self._topic = topic
         self._partition = partition
         self._offset = offset
@@ -212,11 +229,10 @@ def _field(buf: bytes, p: int) -> tuple[bytes | None, int]:
     n, p = _varint(buf, p)
     if n < 0:
         return None, p
-    return buf[p:p + n], p + n
+    return buf[p : p + n], p + n
 
 
-def records(buf: bytes, p: int, end: int, batch: Batch, topic: str, partition: int, low: int,
-            out: list[Any]) -> None:
+def records(buf: bytes, p: int, end: int, batch: Batch, topic: str, partition: int, low: int, out: list[Any]) -> None:
     """Append a :class:`Record` for each record of ``buf[p:end]`` at offset ``low`` or later."""
     append = out.append
     log_append = bool(batch.attributes & ATTR_LOG_APPEND_TIME)

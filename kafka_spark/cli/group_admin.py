@@ -20,16 +20,18 @@ API_FIND_COORDINATOR, API_OFFSET_DELETE = 10, 47
 _I8, _I32 = struct.Struct(">b"), struct.Struct(">i")
 
 #: The coordinator is moving or loading: find it again and retry.
-_RETRY_COORDINATOR = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
-                                ErrorCode.not_coordinator})
+_RETRY_COORDINATOR = frozenset(
+    {ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available, ErrorCode.not_coordinator}
+)
 
 
 class GroupAdminError(KafkaProtocolError):
     """The coordinator refused the whole request (``code`` is Kafka's error code)."""
 
 
-def delete_group_offsets(bootstrap_servers: str, group: str, topic: str, partitions: list[int],
-                         timeout_s: float = 30.0) -> dict[int, int]:
+def delete_group_offsets(
+    bootstrap_servers: str, group: str, topic: str, partitions: list[int], timeout_s: float = 30.0
+) -> dict[int, int]:
     """Kafka's error code per partition (0: the group's offset of it is deleted)."""
     deadline = time.monotonic() + timeout_s
     attempt = 0
@@ -41,7 +43,7 @@ def delete_group_offsets(bootstrap_servers: str, group: str, topic: str, partiti
             if error.code not in _RETRY_COORDINATOR or time.monotonic() > deadline:
                 raise
         attempt += 1
-        time.sleep(min(0.05 * 2 ** attempt, 1.0))
+        time.sleep(min(0.05 * 2**attempt, 1.0))
 
 
 class _Connection:
@@ -69,15 +71,23 @@ def _find_coordinator(bootstrap_servers: str, group: str, timeout_s: float) -> t
         reader.i32()  # node_id
         host, port = reader.string(), reader.i32()
         if code:
-            raise GroupAdminError(f"finding the coordinator of group {group!r} failed: "
-                                  f"{error_name(code)}{': ' + message if message else ''}", code)
+            raise GroupAdminError(
+                f"finding the coordinator of group {group!r} failed: "
+                f"{error_name(code)}{': ' + message if message else ''}",
+                code,
+            )
         return host or "", port
     raise ConnectionError(f"no bootstrap server answered ({'; '.join(failures)})")
 
 
 def _offset_delete(conn: BrokerConnection, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
-    body = (_string(group) + _I32.pack(1) + _string(topic) + _I32.pack(len(partitions))
-            + b"".join(_I32.pack(p) for p in partitions))
+    body = (
+        _string(group)
+        + _I32.pack(1)
+        + _string(topic)
+        + _I32.pack(len(partitions))
+        + b"".join(_I32.pack(p) for p in partitions)
+    )
     reader = _Reader(conn.request(API_OFFSET_DELETE, 0, body))
     code = reader.i16()
     reader.i32()  # throttle_time_ms

@@ -22,15 +22,16 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from kafka_spark.cli import acls as cli_acls
 from kafka_spark.cli import cluster as cli_cluster
 from kafka_spark.cli import console as cli_console
 from kafka_spark.cli import users as cli_users
-from kafka_spark.errors import PylogError
 from kafka_spark.client.librdkafka_log import routed
+from kafka_spark.errors import PylogError
 
 
 class CliError(PylogError):
@@ -58,12 +59,20 @@ def _broker_start(args: argparse.Namespace) -> int:
     log_dir = Path(chosen(args.log_dir, "log_dir", None) or default_data_dir())
     host = chosen(args.host, "host", "127.0.0.1")
     if host in ("", "0.0.0.0", "::"):
-        print(f"pylog: listening on all interfaces ({host or '0.0.0.0'}): any host that reaches this one can "
-              "read and write its topics", file=sys.stderr, flush=True)
+        print(
+            f"pylog: listening on all interfaces ({host or '0.0.0.0'}): any host that reaches this one can "
+            "read and write its topics",
+            file=sys.stderr,
+            flush=True,
+        )
     broker = EmbeddedBroker(
-        log_dir=log_dir, host=host, port=chosen(args.port, "port", 9092),
+        log_dir=log_dir,
+        host=host,
+        port=chosen(args.port, "port", 9092),
         num_partitions=chosen(args.partitions, "num_partitions", 1),
-        advertised_host=chosen(args.advertised_host, "advertised_host", None), register=True, **settings,
+        advertised_host=chosen(args.advertised_host, "advertised_host", None),
+        register=True,
+        **settings,
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -104,8 +113,12 @@ def _broker_settings(args: argparse.Namespace) -> dict[str, Any]:
     except InvalidConfigError as error:
         raise CliError(str(error)) from None
     if options.ignored:
-        print(f"pylog: ignoring {', '.join(options.ignored)} (replication, controller and thread settings mean "
-              "nothing on a one-node pylog broker)", file=sys.stderr, flush=True)
+        print(
+            f"pylog: ignoring {', '.join(options.ignored)} (replication, controller and thread settings mean "
+            "nothing on a one-node pylog broker)",
+            file=sys.stderr,
+            flush=True,
+        )
     return options.settings
 
 
@@ -189,8 +202,10 @@ def _check_reachable(args: argparse.Namespace, bootstrap: str) -> None:
     try:
         wait_reachable(bootstrap, REACH_TIMEOUT_S, require_answer=True)
     except ClusterUnreachable as error:
-        raise CliError(f"{error}; check that the broker runs (`pylog broker status` for the local one) "
-                       "and that --bootstrap-server names it") from None
+        raise CliError(
+            f"{error}; check that the broker runs (`pylog broker status` for the local one) "
+            "and that --bootstrap-server names it"
+        ) from None
     args.reached = bootstrap
 
 
@@ -225,10 +240,15 @@ def _topics_create(args: argparse.Namespace) -> int:
     from confluent_kafka.admin import NewTopic
 
     configs = dict(_key_value(item, "--config") for item in args.config or [])
-    topic = NewTopic(args.name, num_partitions=args.partitions, replication_factor=args.replication_factor, config=configs)
+    topic = NewTopic(
+        args.name, num_partitions=args.partitions, replication_factor=args.replication_factor, config=configs
+    )
     admin = _admin(args)  # must outlive its futures: a destroyed client fails them
-    if _wait(admin.create_topics([topic], operation_timeout=30), "create topic",
-             tolerate="TOPIC_ALREADY_EXISTS" if args.if_not_exists else None):
+    if _wait(
+        admin.create_topics([topic], operation_timeout=30),
+        "create topic",
+        tolerate="TOPIC_ALREADY_EXISTS" if args.if_not_exists else None,
+    ):
         print(f"Created topic {args.name}.")
     return 0
 
@@ -283,8 +303,11 @@ def _topic_overrides(args: argparse.Namespace, name: str) -> str:
         return f"(not available: {error.args[0].str()})"
     except concurrent.futures.TimeoutError:
         return "(not available: no answer to DescribeConfigs within 10 s)"
-    return ",".join(f"{key}={entry.value}" for key, entry in sorted(entries.items())
-                    if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    return ",".join(
+        f"{key}={entry.value}"
+        for key, entry in sorted(entries.items())
+        if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    )
 
 
 def _topics_alter(args: argparse.Namespace) -> int:
@@ -296,13 +319,18 @@ def _topics_alter(args: argparse.Namespace) -> int:
         return 0
     admin = _admin(args)
     if args.partitions is not None:
-        _wait(admin.create_partitions([NewPartitions(args.name, args.partitions)], operation_timeout=30),
-              "add partitions to topic")
+        _wait(
+            admin.create_partitions([NewPartitions(args.name, args.partitions)], operation_timeout=30),
+            "add partitions to topic",
+        )
         print(f"Topic {args.name} has {args.partitions} partitions now.")
-    entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
-               for name, value in (_key_value(item, "--config") for item in args.config or [])]
-    entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
-                for name in args.delete_config or []]
+    entries = [
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in (_key_value(item, "--config") for item in args.config or [])
+    ]
+    entries += [
+        ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in args.delete_config or []
+    ]
     if entries:
         resource = ConfigResource("topic", args.name, incremental_configs=entries)
         _wait(admin.incremental_alter_configs([resource]), "alter configs of topic")
@@ -312,15 +340,17 @@ def _topics_alter(args: argparse.Namespace) -> int:
 
 def _topics_delete(args: argparse.Namespace) -> int:
     admin = _admin(args)
-    if _wait(admin.delete_topics([args.name], operation_timeout=30), "delete topic",
-             tolerate="UNKNOWN_TOPIC_OR_PART" if args.if_exists else None):
+    if _wait(
+        admin.delete_topics([args.name], operation_timeout=30),
+        "delete topic",
+        tolerate="UNKNOWN_TOPIC_OR_PART" if args.if_exists else None,
+    ):
         print(f"Deleted topic {args.name}.")
     return 0
 
 
 def _sink_vacuum(args: argparse.Namespace) -> int:
     from kafka_spark.files.table import vacuum
-
     from kafka_spark.files.writers import FileSinkError
 
     try:
@@ -381,8 +411,9 @@ def _group_and_offsets(admin: Any, group: str) -> tuple[Any, dict[tuple[str, int
 
     try:
         description = admin.describe_consumer_groups([group], request_timeout=30)[group].result(timeout=30)
-        offsets = admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], request_timeout=30)[group].result(timeout=30)
+        offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=30)[
+            group
+        ].result(timeout=30)
     except KafkaException as error:
         raise CliError(f"reading consumer group {group!r} failed: {error.args[0].str()}") from None
     return description, {(tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions or [] if tp.offset >= 0}
@@ -404,8 +435,14 @@ def _groups_describe(args: argparse.Namespace) -> int:
         for tp in member.assignment.topic_partitions if member.assignment else []:
             owners[(tp.topic, tp.partition)] = member
     partitions = sorted(set(committed) | set(owners))
-    consumer = Consumer({**_client_config(args), "group.id": "pylog-cli-groups",
-                         "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
+    consumer = Consumer(
+        {
+            **_client_config(args),
+            "group.id": "pylog-cli-groups",
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+        }
+    )
     try:
         ends = {tp: consumer.get_watermark_offsets(KafkaTopicPartition(*tp), timeout=30)[1] for tp in partitions}
     except KafkaException as error:
@@ -417,14 +454,30 @@ def _groups_describe(args: argparse.Namespace) -> int:
     rows = []
     for tp in partitions:
         current, member = committed.get(tp), owners.get(tp)
-        rows.append((
-            group, tp[0], str(tp[1]),
-            "-" if current is None else str(current), str(ends[tp]),
-            "-" if current is None else str(max(ends[tp] - current, 0)),
-            member.member_id if member else "-", (member.host or "-") if member else "-",
-            member.client_id if member else "-",
-        ))
-    header = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
+        rows.append(
+            (
+                group,
+                tp[0],
+                str(tp[1]),
+                "-" if current is None else str(current),
+                str(ends[tp]),
+                "-" if current is None else str(max(ends[tp] - current, 0)),
+                member.member_id if member else "-",
+                (member.host or "-") if member else "-",
+                member.client_id if member else "-",
+            )
+        )
+    header = (
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    )
     minimum = (15, 15, 10, 15, 15, 15, 15, 15, 0)
     widths = [max([minimum[i], len(header[i])] + [len(row[i]) for row in rows]) for i in range(len(header))]
     print()
@@ -443,8 +496,10 @@ def _groups_reset_offsets(args: argparse.Namespace) -> int:
     group = args.group
     description, committed = _group_and_offsets(admin, group)
     if description.members:
-        raise CliError(f"consumer group {group!r} has {len(description.members)} active member(s); offsets can "
-                       "only be reset while it has none: stop its consumers first")
+        raise CliError(
+            f"consumer group {group!r} has {len(description.members)} active member(s); offsets can "
+            "only be reset while it has none: stop its consumers first"
+        )
     topic, partitions = _topic_partitions(admin, args.topic)
 
     consumer = Consumer({**_client_config(args), "group.id": "pylog-cli-groups", "enable.auto.commit": False})
@@ -473,8 +528,10 @@ def _groups_reset_offsets(args: argparse.Namespace) -> int:
             target = by_time[p] if by_time[p] >= 0 else high  # nothing that late: the end, as Kafka does
         else:
             if (topic, p) not in committed:
-                raise CliError(f"{topic}-{p} has no committed offset to shift; use --to-earliest, --to-latest, "
-                               "--to-offset or --to-datetime for it")
+                raise CliError(
+                    f"{topic}-{p} has no committed offset to shift; use --to-earliest, --to-latest, "
+                    "--to-offset or --to-datetime for it"
+                )
             target = committed[(topic, p)] + args.shift_by
         plan.append((p, min(max(target, low), high)))  # kept within the log, as Kafka clamps
 
@@ -518,13 +575,14 @@ def _groups_delete_offsets(args: argparse.Namespace) -> int:
     committed offsets of a topic (or some partitions of it) that no current member subscribes to."""
     from kafka_spark.cli.group_admin import GroupAdminError, delete_group_offsets
     from kafka_spark.common.kafka_errors import ErrorCode, error_name
-
     from kafka_spark.options import secured_connection
 
     group = args.group
     if secured_connection(_client_config(args)):
-        raise CliError("delete-offsets speaks to the group coordinator over plaintext connections only; against a "
-                       "cluster that needs TLS or SASL use kafka-consumer-groups --delete-offsets")
+        raise CliError(
+            "delete-offsets speaks to the group coordinator over plaintext connections only; against a "
+            "cluster that needs TLS or SASL use kafka-consumer-groups --delete-offsets"
+        )
     topic, partitions = _topic_partitions(_admin(args), args.topic)
     try:
         results = delete_group_offsets(_bootstrap(args), group, topic, partitions)
@@ -535,14 +593,20 @@ def _groups_delete_offsets(args: argparse.Namespace) -> int:
     except OSError as error:
         raise CliError(f"deleting offsets of group {group!r} failed: {error}") from None
     failed = {p: code for p, code in results.items() if code}
-    print(("Request succeed" if not failed else "Request failed") +
-          f" for deleting offsets with topic {topic} group {group}")
+    print(
+        ("Request succeed" if not failed else "Request failed")
+        + f" for deleting offsets with topic {topic} group {group}"
+    )
     rows = []
     for p in sorted(results):
         code = results[p]
-        status = ("Successful" if not code else
-                  "Error: the group is subscribed to the topic; stop its consumers or change their subscription"
-                  if code == ErrorCode.group_subscribed_to_topic else f"Error: {error_name(code)}")
+        status = (
+            "Successful"
+            if not code
+            else "Error: the group is subscribed to the topic; stop its consumers or change their subscription"
+            if code == ErrorCode.group_subscribed_to_topic
+            else f"Error: {error_name(code)}"
+        )
         rows.append((topic, str(p), status))
     header = ("TOPIC", "PARTITION", "STATUS")
     widths = [max([15, len(header[i])] + [len(row[i]) for row in rows]) for i in range(3)]
@@ -561,7 +625,7 @@ def _datetime_millis(text: str) -> int:
     except ValueError:
         raise CliError(f"--to-datetime takes an ISO 8601 date-time such as 2026-11-23T09:00:00, got {text!r}") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.timezone.utc)
+        moment = moment.replace(tzinfo=dt.UTC)
     return int(moment.timestamp() * 1000)
 
 
@@ -594,20 +658,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     def client(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
         sub.add_argument("--bootstrap-server", help="HOST:PORT of any Kafka cluster (default: the local pylog broker)")
-        sub.add_argument("--command-config", metavar="FILE",
-                         help="Kafka client properties, e.g. security.protocol, sasl.mechanism, sasl.jaas.config")
+        sub.add_argument(
+            "--command-config",
+            metavar="FILE",
+            help="Kafka client properties, e.g. security.protocol, sasl.mechanism, sasl.jaas.config",
+        )
         return sub
 
     broker = commands.add_parser("broker", help="run or manage the local embedded broker")
     broker_commands = broker.add_subparsers(dest="action", required=True)
     start = broker_commands.add_parser(
-        "start", help="run a broker in the foreground",
+        "start",
+        help="run a broker in the foreground",
         description="Run a broker in the foreground. Settings come from Kafka's server.properties keys (a file, "
-                    "then --override KEY=VALUE, as kafka-server-start.sh takes them); the options below win over both.")
-    start.add_argument("config", nargs="?", metavar="server.properties",
-                       help="a Kafka broker config file (listeners, log.dirs, num.partitions, log.retention.*, ...)")
-    start.add_argument("--override", action="append", metavar="KEY=VALUE",
-                       help="a broker setting by its Kafka name, e.g. log.retention.hours=24 or log.flush.on.ack.all=false")
+        "then --override KEY=VALUE, as kafka-server-start.sh takes them); the options below win over both.",
+    )
+    start.add_argument(
+        "config",
+        nargs="?",
+        metavar="server.properties",
+        help="a Kafka broker config file (listeners, log.dirs, num.partitions, log.retention.*, ...)",
+    )
+    start.add_argument(
+        "--override",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a broker setting by its Kafka name, e.g. log.retention.hours=24 or log.flush.on.ack.all=false",
+    )
     start.add_argument("--log-dir", help="data directory (default: $PYLOG_HOME/data, i.e. ~/.pylog/data)")
     start.add_argument("--host", help="address to bind (default 127.0.0.1)")
     start.add_argument("--port", type=int, help="port (default 9092; 0 = any free port)")
@@ -624,7 +701,9 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("name")
     create.add_argument("--partitions", type=int, default=1)
     create.add_argument("--replication-factor", type=int, default=1)
-    create.add_argument("--config", action="append", metavar="NAME=VALUE", help="topic config, e.g. cleanup.policy=compact")
+    create.add_argument(
+        "--config", action="append", metavar="NAME=VALUE", help="topic config, e.g. cleanup.policy=compact"
+    )
     create.add_argument("--if-not-exists", action="store_true", help="do nothing if the topic exists already")
     create.set_defaults(func=_topics_create)
     client(topic_commands.add_parser("list", help="list topics")).set_defaults(func=_topics_list)
@@ -632,12 +711,19 @@ def build_parser() -> argparse.ArgumentParser:
     describe.add_argument("name")
     describe.add_argument("--if-exists", action="store_true", help="do nothing if the topic does not exist")
     describe.set_defaults(func=_topics_describe)
-    alter = client(topic_commands.add_parser(
-        "alter", help="add partitions to a topic, set or remove its configs (kafka-topics/kafka-configs --alter)"))
+    alter = client(
+        topic_commands.add_parser(
+            "alter", help="add partitions to a topic, set or remove its configs (kafka-topics/kafka-configs --alter)"
+        )
+    )
     alter.add_argument("name")
     alter.add_argument("--partitions", type=int, help="the new total number of partitions (only grows)")
-    alter.add_argument("--config", action="append", metavar="NAME=VALUE", help="set a topic config, e.g. retention.ms=3600000")
-    alter.add_argument("--delete-config", action="append", metavar="NAME", help="remove a topic config (back to the default)")
+    alter.add_argument(
+        "--config", action="append", metavar="NAME=VALUE", help="set a topic config, e.g. retention.ms=3600000"
+    )
+    alter.add_argument(
+        "--delete-config", action="append", metavar="NAME", help="remove a topic config (back to the default)"
+    )
     alter.add_argument("--if-exists", action="store_true", help="do nothing if the topic does not exist")
     alter.set_defaults(func=_topics_alter)
     delete = client(topic_commands.add_parser("delete", help="delete a topic"))
@@ -647,11 +733,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_console.register(commands, client, _client_config, CliError, _progress)
 
-    groups = commands.add_parser("groups", help="list consumer groups, describe their offsets and lag, reset or delete offsets, delete groups")
+    groups = commands.add_parser(
+        "groups", help="list consumer groups, describe their offsets and lag, reset or delete offsets, delete groups"
+    )
     group_commands = groups.add_subparsers(dest="action", required=True)
     client(group_commands.add_parser("list", help="list consumer groups")).set_defaults(func=_groups_list)
-    describe_group = client(group_commands.add_parser(
-        "describe", help="members, assignment, committed offset, log end offset and lag per partition"))
+    describe_group = client(
+        group_commands.add_parser(
+            "describe", help="members, assignment, committed offset, log end offset and lag per partition"
+        )
+    )
     describe_group.add_argument("group")
     describe_group.set_defaults(func=_groups_describe)
 
@@ -659,24 +750,35 @@ def build_parser() -> argparse.ArgumentParser:
         """A ``groups`` command on a group's offsets of one topic (or some of its partitions)."""
         command = client(group_commands.add_parser(name, help=help_text))
         command.add_argument("group")
-        command.add_argument("--topic", required=True, metavar="TOPIC[:P,P...]",
-                             help="the topic, or some of its partitions")
+        command.add_argument(
+            "--topic", required=True, metavar="TOPIC[:P,P...]", help="the topic, or some of its partitions"
+        )
         return command
 
-    reset = offsets_command("reset-offsets", "set a group's committed offsets (kafka-consumer-groups "
-                                             "--reset-offsets); a dry run unless --execute")
+    reset = offsets_command(
+        "reset-offsets",
+        "set a group's committed offsets (kafka-consumer-groups --reset-offsets); a dry run unless --execute",
+    )
     target = reset.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-earliest", action="store_true", help="the log start offset")
     target.add_argument("--to-latest", action="store_true", help="the log end offset")
     target.add_argument("--to-offset", type=int, metavar="N", help="offset N (kept within the log)")
-    target.add_argument("--to-datetime", metavar="ISO", help="the first offset at or after this time (UTC unless given)")
+    target.add_argument(
+        "--to-datetime", metavar="ISO", help="the first offset at or after this time (UTC unless given)"
+    )
     target.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (negative: back)")
     reset.add_argument("--execute", action="store_true", help="commit the offsets (without it: show them only)")
     reset.set_defaults(func=_groups_reset_offsets)
-    offsets_command("delete-offsets", "forget a group's committed offsets of a topic no member subscribes to "
-                                      "(kafka-consumer-groups --delete-offsets)").set_defaults(func=_groups_delete_offsets)
-    delete_group = client(group_commands.add_parser(
-        "delete", help="delete a group that has no active members, with its committed offsets"))
+    offsets_command(
+        "delete-offsets",
+        "forget a group's committed offsets of a topic no member subscribes to "
+        "(kafka-consumer-groups --delete-offsets)",
+    ).set_defaults(func=_groups_delete_offsets)
+    delete_group = client(
+        group_commands.add_parser(
+            "delete", help="delete a group that has no active members, with its committed offsets"
+        )
+    )
     delete_group.add_argument("group")
     delete_group.set_defaults(func=_groups_delete)
     cli_acls.register(commands, client, _client_config, CliError)
@@ -686,8 +788,12 @@ def build_parser() -> argparse.ArgumentParser:
     sink_commands = sink.add_subparsers(dest="action", required=True)
     vacuum = sink_commands.add_parser("vacuum", help="delete files of failed attempts (never committed files)")
     vacuum.add_argument("path", help="the sink's output directory")
-    vacuum.add_argument("--older-than-seconds", type=int, default=3600,
-                        help="only files older than this (default 3600; keep it above your longest batch)")
+    vacuum.add_argument(
+        "--older-than-seconds",
+        type=int,
+        default=3600,
+        help="only files older than this (default 3600; keep it above your longest batch)",
+    )
     vacuum.set_defaults(func=_sink_vacuum)
     return parser
 
@@ -705,8 +811,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         where = getattr(args, "reached", None) or "the cluster"
         detail = error.args[0].str() if error.args and hasattr(error.args[0], "str") else "no answer in time"
-        print(f"pylog: {args.command} {getattr(args, 'action', '') or ''}".rstrip() +
-              f" failed against {where}: {detail}; check that the broker runs and answers", file=sys.stderr)
+        print(
+            f"pylog: {args.command} {getattr(args, 'action', '') or ''}".rstrip()
+            + f" failed against {where}: {detail}; check that the broker runs and answers",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         return 130

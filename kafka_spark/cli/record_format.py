@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kafka_spark.errors import PylogError
 
@@ -64,7 +65,7 @@ def compile_format(text: str) -> Formatter:
     parts: list[bytes | Formatter] = []
     position = 0
     for match in _TOKEN.finditer(text):
-        parts.append(text[position:match.start()].encode())
+        parts.append(text[position : match.start()].encode())
         position = match.end()
         field, hex_byte, escape = match.groups()
         if hex_byte is not None:
@@ -102,9 +103,12 @@ def _text(data: bytes | None) -> str | None:
 def json_line(message: Any) -> bytes:
     """One record as a JSON object on one line (ending in a newline)."""
     record = {
-        "topic": message.topic(), "partition": message.partition(), "offset": message.offset(),
+        "topic": message.topic(),
+        "partition": message.partition(),
+        "offset": message.offset(),
         "timestamp": _timestamp(message) if message.timestamp()[0] else None,
-        "key": _text(message.key()), "value": _text(message.value()),
+        "key": _text(message.key()),
+        "value": _text(message.value()),
         "headers": {name: _text(value) for name, value in message.headers() or ()},
     }
     return json.dumps(record, separators=(",", ":")).encode() + b"\n"

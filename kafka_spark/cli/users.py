@@ -16,24 +16,33 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Any, Callable, cast
+from collections.abc import Callable
+from typing import Any, cast
 
 _MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 _DEFAULT_ITERATIONS = 4096  # kafka-configs' default
 _CONFIG = re.compile(r"(SCRAM-SHA-(?:256|512))=\[([^\]]*)\]")
 
 
-def register(commands: Any, client: Callable[[argparse.ArgumentParser], argparse.ArgumentParser],
-             client_config: Callable[[argparse.Namespace], dict[str, Any]], error: type[Exception]) -> None:
+def register(
+    commands: Any,
+    client: Callable[[argparse.ArgumentParser], argparse.ArgumentParser],
+    client_config: Callable[[argparse.Namespace], dict[str, Any]],
+    error: type[Exception],
+) -> None:
     """Add ``users`` to the ``pylog`` command line (see :mod:`kafka_spark.cli.acls` for the arguments)."""
     users = commands.add_parser("users", help="set and show SCRAM credentials of users (kafka-configs)")
     actions = users.add_subparsers(dest="action", required=True)
     alter = client(actions.add_parser("alter", help="add or delete a user's SCRAM credentials"))
     alter.add_argument("user")
-    alter.add_argument("--add-config", metavar="CONFIG",
-                       help="SCRAM-SHA-256=[iterations=N,password=P],SCRAM-SHA-512=[password=P] (password - reads "
-                            "standard input)")
-    alter.add_argument("--delete-config", metavar="MECHANISMS", help="SCRAM-SHA-256 and/or SCRAM-SHA-512, comma-separated")
+    alter.add_argument(
+        "--add-config",
+        metavar="CONFIG",
+        help="SCRAM-SHA-256=[iterations=N,password=P],SCRAM-SHA-512=[password=P] (password - reads standard input)",
+    )
+    alter.add_argument(
+        "--delete-config", metavar="MECHANISMS", help="SCRAM-SHA-256 and/or SCRAM-SHA-512, comma-separated"
+    )
     alter.set_defaults(func=lambda args: _alter(args, client_config(args), error))
     describe = client(actions.add_parser("describe", help="which SCRAM credentials users have"))
     describe.add_argument("user", nargs="*", help="default: every user with a credential")
@@ -45,14 +54,17 @@ def parse_add_config(text: str, error: type[Exception] = ValueError, stdin: Any 
     kafka-configs reads it; ``error`` naming what is wrong."""
     found = _CONFIG.findall(text)
     if not found or _CONFIG.sub("", text).strip(" ,"):
-        raise error(f"--add-config {text!r} is not SCRAM-SHA-256=[iterations=N,password=P] (or SCRAM-SHA-512), "
-                       "comma-separated")
+        raise error(
+            f"--add-config {text!r} is not SCRAM-SHA-256=[iterations=N,password=P] (or SCRAM-SHA-512), comma-separated"
+        )
     credentials = []
     for mechanism, body in found:
         settings = dict(part.split("=", 1) for part in body.split(",") if "=" in part)
         unknown = set(settings) - {"iterations", "password"}
         if unknown or "password" not in settings:
-            raise error(f"{mechanism}=[...] takes password= and optionally iterations=, not {sorted(unknown) or body!r}")
+            raise error(
+                f"{mechanism}=[...] takes password= and optionally iterations=, not {sorted(unknown) or body!r}"
+            )
         password = settings["password"]
         if password == "-":
             password = (stdin or sys.stdin).readline().rstrip("\n")
@@ -65,8 +77,13 @@ def parse_add_config(text: str, error: type[Exception] = ValueError, stdin: Any 
 
 
 def _alter(args: argparse.Namespace, config: dict[str, Any], error: type[Exception]) -> int:
-    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
-                                       UserScramCredentialUpsertion)
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
 
     changes: list[Any] = []
     for mechanism, iterations, password in parse_add_config(args.add_config, error) if args.add_config else ():
@@ -90,13 +107,17 @@ def _describe(args: argparse.Namespace, config: dict[str, Any], error: type[Exce
 
     admin = AdminClient(config)
     if args.user:
-        described = {user: wait_for(future, f"describing {user}", error)
-                     for user, future in cast(dict[str, Any], admin.describe_user_scram_credentials(args.user)).items()}
+        described = {
+            user: wait_for(future, f"describing {user}", error)
+            for user, future in cast(dict[str, Any], admin.describe_user_scram_credentials(args.user)).items()
+        }
     else:
         described = wait_for(admin.describe_user_scram_credentials(), "describing users", error)
     for user, description in sorted(described.items()):
-        credentials = ",".join(f"{info.mechanism.name.replace('_', '-')}=iterations={info.iterations}"
-                               for info in description.scram_credential_infos)
+        credentials = ",".join(
+            f"{info.mechanism.name.replace('_', '-')}=iterations={info.iterations}"
+            for info in description.scram_credential_infos
+        )
         print(f"SCRAM credential configs for user-principal '{user}' are {credentials}")
     return 0
 

@@ -25,10 +25,18 @@ def resolve_bootstrap_servers(configured: str | None) -> str:
 
     running = discovery.find_running()
     if running is not None:
-        log.info("pylog: no kafka.bootstrap.servers; using the local embedded broker at %s (pid %d, data in %s)",
-                 running.bootstrap_servers, running.pid, running.log_dir)
+        log.info(
+            "pylog: no kafka.bootstrap.servers; using the local embedded broker at %s (pid %d, data in %s)",
+            running.bootstrap_servers,
+            running.pid,
+            running.log_dir,
+        )
         return running.bootstrap_servers
     started = discovery.ensure_running()
-    log.warning("pylog: no kafka.bootstrap.servers and no local broker running; started an embedded broker at %s "
-                "(data in %s; stop it with `pylog broker stop`)", started.bootstrap_servers, started.log_dir)
+    log.warning(
+        "pylog: no kafka.bootstrap.servers and no local broker running; started an embedded broker at %s "
+        "(data in %s; stop it with `pylog broker stop`)",
+        started.bootstrap_servers,
+        started.log_dir,
+    )
     return started.bootstrap_servers

@@ -32,12 +32,28 @@ ConfigKey = tuple[tuple[str, str], ...]
 # librdkafka properties that only consumers understand; an AdminClient given them logs a
 # warning per property, so they are left out of admin configs.
 _CONSUMER_ONLY = {
-    "group.id", "group.instance.id", "isolation.level", "enable.partition.eof",
-    "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset", "session.timeout.ms",
-    "heartbeat.interval.ms", "max.poll.interval.ms", "fetch.wait.max.ms", "fetch.min.bytes",
-    "fetch.max.bytes", "fetch.message.max.bytes", "max.partition.fetch.bytes",
-    "queued.min.messages", "queued.max.messages.kbytes", "check.crcs", "partition.assignment.strategy",
-    "group.protocol", "group.remote.assignor", "client.rack",
+    "group.id",
+    "group.instance.id",
+    "isolation.level",
+    "enable.partition.eof",
+    "enable.auto.commit",
+    "enable.auto.offset.store",
+    "auto.offset.reset",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "max.poll.interval.ms",
+    "fetch.wait.max.ms",
+    "fetch.min.bytes",
+    "fetch.max.bytes",
+    "fetch.message.max.bytes",
+    "max.partition.fetch.bytes",
+    "queued.min.messages",
+    "queued.max.messages.kbytes",
+    "check.crcs",
+    "partition.assignment.strategy",
+    "group.protocol",
+    "group.remote.assignor",
+    "client.rack",
 }
 
 
@@ -85,8 +101,9 @@ def check_client_configs(options: SourceOptions) -> None:
 
     origin = dict(options.kafka_origin)
     try:
-        check_client_config(dict(consumer_config(options, "", "pylog-config-check")), "consumer", origin,
-                            "pylog source")
+        check_client_config(
+            dict(consumer_config(options, "", "pylog-config-check")), "consumer", origin, "pylog source"
+        )
         check_client_config(admin_config(options, ""), "admin", origin, "pylog source")
     except KafkaConfigError as error:
         raise PylogOptionError(str(error)) from None
@@ -101,6 +118,4 @@ def isolation_level(options: SourceOptions) -> Any:
         return IsolationLevel.READ_COMMITTED
     if level == "read_uncommitted":
         return IsolationLevel.READ_UNCOMMITTED
-    raise PylogOptionError(
-        f"kafka.isolation.level must be 'read_committed' or 'read_uncommitted', got {level!r}"
-    )
+    raise PylogOptionError(f"kafka.isolation.level must be 'read_committed' or 'read_uncommitted', got {level!r}")

@@ -75,6 +75,7 @@ class PooledConsumer:
             # Already closed (confluent-kafka raises RuntimeError then); nothing left to free.
             pass
 
+
 _lock = threading.Lock()
 
 _idle: dict[tuple[ConfigKey, TopicPartition], list[PooledConsumer]] = {}

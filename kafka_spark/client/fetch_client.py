@@ -28,8 +28,8 @@ import threading
 import time
 from typing import NamedTuple, cast
 
-from kafka_spark.errors import PylogError
 from kafka_spark.common.kafka_errors import ErrorCode, error_name
+from kafka_spark.errors import PylogError
 
 __all__ = [
     "BrokerConnection",
@@ -47,11 +47,20 @@ API_FETCH, API_LIST_OFFSETS, API_METADATA, API_VERSIONS = 1, 2, 3, 18
 FETCH_VERSION = 11
 
 #: Leadership moved or is settling: look the leader up again and retry (name by code, for messages).
-RETRIABLE_ERRORS: dict[int, str] = {code: error_name(code) for code in (
-    ErrorCode.leader_not_available, ErrorCode.not_leader_or_follower, ErrorCode.request_timed_out,
-    ErrorCode.replica_not_available, ErrorCode.network_exception, ErrorCode.kafka_storage_error,
-    ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_id,
-)}
+RETRIABLE_ERRORS: dict[int, str] = {
+    code: error_name(code)
+    for code in (
+        ErrorCode.leader_not_available,
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.request_timed_out,
+        ErrorCode.replica_not_available,
+        ErrorCode.network_exception,
+        ErrorCode.kafka_storage_error,
+        ErrorCode.fenced_leader_epoch,
+        ErrorCode.unknown_leader_epoch,
+        ErrorCode.unknown_topic_id,
+    )
+}
 
 _I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 
@@ -99,7 +108,7 @@ class _Reader:
         if size < 0:
             return None
         self.pos += size
-        return bytes(self.buf[self.pos - size: self.pos]).decode()
+        return bytes(self.buf[self.pos - size : self.pos]).decode()
 
     def bytes_view(self) -> memoryview | None:
         size = self.i32()
@@ -108,7 +117,7 @@ class _Reader:
         if self.pos + size > len(self.buf):
             raise KafkaProtocolError("a response field runs past the end of the response")
         self.pos += size
-        return self.buf[self.pos - size: self.pos]
+        return self.buf[self.pos - size : self.pos]
 
 
 class BrokerConnection:
@@ -188,18 +197,33 @@ class FetchedPartition(NamedTuple):
     records: memoryview
 
 
-def _fetch_body(topic: str, partition: int, offset: int, *, max_wait_ms: int, min_bytes: int,
-                max_bytes: int, partition_max_bytes: int, isolation: int) -> bytes:
-    return b"".join((
-        struct.pack(">iiiibii", -1, max_wait_ms, min_bytes, max_bytes, isolation, 0, -1),
-        _I32.pack(1), _string(topic), _I32.pack(1),
-        struct.pack(">iiqqi", partition, -1, offset, -1, partition_max_bytes),
-        _I32.pack(0), _string(""),
-    ))
+def _fetch_body(
+    topic: str,
+    partition: int,
+    offset: int,
+    *,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    partition_max_bytes: int,
+    isolation: int,
+) -> bytes:
+    return b"".join(
+        (
+            struct.pack(">iiiibii", -1, max_wait_ms, min_bytes, max_bytes, isolation, 0, -1),
+            _I32.pack(1),
+            _string(topic),
+            _I32.pack(1),
+            struct.pack(">iiqqi", partition, -1, offset, -1, partition_max_bytes),
+            _I32.pack(0),
+            _string(""),
+        )
+    )
 
 
-def _fetch_body_many(wanted: list[tuple[str, int, int, int]], *, max_wait_ms: int, min_bytes: int,
-                     max_bytes: int, isolation: int) -> bytes:
+def _fetch_body_many(
+    wanted: list[tuple[str, int, int, int]], *, max_wait_ms: int, min_bytes: int, max_bytes: int, isolation: int
+) -> bytes:
     """A Fetch of many partitions: ``wanted`` holds ``(topic, partition, offset,
     partition_max_bytes)``, in the order the broker should fill the response (KIP-74: the first
     partition with data gets at least one batch, later ones what is left of ``max_bytes``).
@@ -232,8 +256,9 @@ def _parse_fetch_all(body: memoryview) -> tuple[int, dict[tuple[str | None, int]
             aborted = [(r.i64(), r.i64()) for _ in range(max(count, 0))]
             r.i32()  # preferred_read_replica
             records = r.bytes_view()
-            found[(name, index)] = FetchedPartition(code, hw, lso, start, aborted,
-                                                    records if records is not None else memoryview(b""))
+            found[(name, index)] = FetchedPartition(
+                code, hw, lso, start, aborted, records if records is not None else memoryview(b"")
+            )
     return 0, found
 
 
@@ -322,12 +347,15 @@ class FetchClient:
             key, low, high = r.i16(), r.i16(), r.i16()
             versions[key] = (low, high)
         needed = {API_FETCH: FETCH_VERSION, API_LIST_OFFSETS: 1, API_METADATA: 1}
-        missing = [k for k, v in needed.items() if not (versions.get(k, (0, -1))[0] <= v <= versions.get(k, (0, -1))[1])]
+        missing = [
+            k for k, v in needed.items() if not (versions.get(k, (0, -1))[0] <= v <= versions.get(k, (0, -1))[1])
+        ]
         if error or missing:
             raise KafkaProtocolError(
                 f"the broker at {conn.address} does not serve Fetch v{FETCH_VERSION} / Metadata v1 / "
                 f"ListOffsets v1 (Kafka 2.3 or newer does); set the source option fetcher=librdkafka "
-                f"to read through confluent-kafka", ErrorCode.unsupported_version,
+                f"to read through confluent-kafka",
+                ErrorCode.unsupported_version,
             )
 
     def _any_broker(self) -> BrokerConnection:
@@ -351,8 +379,9 @@ class FetchClient:
         address = self.leaders.get(key)
         if address is None:
             if key in self.leaderless:  # an election, or its only replica is offline: wait, as consumers do
-                raise KafkaProtocolError(f"{topic}-{partition} has no leader at the moment",
-                                         ErrorCode.leader_not_available)
+                raise KafkaProtocolError(
+                    f"{topic}-{partition} has no leader at the moment", ErrorCode.leader_not_available
+                )
             raise KafkaProtocolError(f"{topic}-{partition} does not exist", ErrorCode.unknown_topic_or_partition)
         return address
 
@@ -383,8 +412,9 @@ class FetchClient:
         """One Fetch of many partitions of this broker (see :func:`_fetch_body_many`)."""
         return conn.send(API_FETCH, FETCH_VERSION, _fetch_body_many(wanted, **limits))
 
-    def receive_fetch_many(self, conn: BrokerConnection, correlation: int,
-                           keys: list[tuple[str, int]]) -> list[FetchedPartition]:
+    def receive_fetch_many(
+        self, conn: BrokerConnection, correlation: int, keys: list[tuple[str, int]]
+    ) -> list[FetchedPartition]:
         """The parts of the response to ``correlation`` for ``keys``, in order. Their ``records``
         are views into the connection's buffer: decode them before the next ``receive`` or
         request on ``conn``."""
@@ -453,4 +483,4 @@ def close_fetch_clients() -> None:
 
 
 def backoff(attempt: int) -> None:
-    time.sleep(min(0.05 * (2 ** attempt), 1.0))
+    time.sleep(min(0.05 * (2**attempt), 1.0))

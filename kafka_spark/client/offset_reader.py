@@ -12,10 +12,11 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kafka_spark.errors import PylogError
 from kafka_spark.client.config import admin_config, consumer_config, isolation_level
-from kafka_spark.client.refusal import CredentialsRefused, RefusalWatch, list_topics_watching
 from kafka_spark.client.librdkafka_log import routed
+from kafka_spark.client.refusal import CredentialsRefused, RefusalWatch, list_topics_watching
+from kafka_spark.common.topic_partition import TopicPartition
+from kafka_spark.errors import PylogError
 from kafka_spark.offsets import (
     EARLIEST,
     LATEST,
@@ -27,7 +28,6 @@ from kafka_spark.offsets import (
     SpecificTimestamps,
 )
 from kafka_spark.options import PylogOptionError, SourceOptions
-from kafka_spark.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:  # pragma: no cover
     from confluent_kafka.admin import AdminClient
@@ -75,13 +75,13 @@ class OffsetReader:
 
     def _client(self) -> AdminClient:
         if self._admin is None:
+            from confluent_kafka import KafkaException
             from confluent_kafka.admin import AdminClient
 
-            from confluent_kafka import KafkaException
-
             try:
-                self._admin = AdminClient(routed({**admin_config(self.options, self.bootstrap_servers),
-                                                  "error_cb": self._refusal}))
+                self._admin = AdminClient(
+                    routed({**admin_config(self.options, self.bootstrap_servers), "error_cb": self._refusal})
+                )
             except (KafkaException, ValueError, TypeError) as e:  # a bad kafka.* property
                 raise PylogOptionError(
                     f"cannot create a Kafka client from the kafka.* options: {e}. kafka.* options "
@@ -121,7 +121,11 @@ class OffsetReader:
                     raise OffsetFetchError(f"{what} failed: {refused}.") from e
                 log.warning(
                     "pylog source: %s failed (attempt %d of %d) against %s: %s",
-                    what, attempt + 1, attempts, self.bootstrap_servers, e,
+                    what,
+                    attempt + 1,
+                    attempts,
+                    self.bootstrap_servers,
+                    e,
                 )
                 self._admin = None
                 self._reached = False  # it may have gone away: the next attempt waits for it first
@@ -147,18 +151,16 @@ class OffsetReader:
 
         def fetch(admin: AdminClient) -> dict[str, int]:
             metadata = list_topics_watching(admin, self._refusal, self.bootstrap_servers, self.timeout_s)
-            return {
-                name: len(topic.partitions)
-                for name, topic in metadata.topics.items()
-                if topic.error is None
-            }
+            return {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
 
         topics = self._with_retries("listing topics", fetch)
         if isinstance(sub, Assign):  # only the assigned partitions that exist, as Spark's AssignStrategy
             existing = {tp for tp in sub.partitions if tp.partition < topics.get(tp.topic, 0)}
             if len(existing) < len(sub.partitions):
-                log.warning("pylog source: assigned %s do not exist (yet); they are read once they do",
-                            ", ".join(str(tp) for tp in sorted(set(sub.partitions) - existing)))
+                log.warning(
+                    "pylog source: assigned %s do not exist (yet); they are read once they do",
+                    ", ".join(str(tp) for tp in sorted(set(sub.partitions) - existing)),
+                )
             return existing
         if isinstance(sub, Subscribe):
             wanted = [t for t in sub.topics if t in topics]
@@ -175,9 +177,7 @@ class OffsetReader:
 
         def fetch(admin: AdminClient) -> dict[TopicPartition, int]:
             request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp, spec in specs.items()}
-            futures = admin.list_offsets(
-                request, isolation_level=level, request_timeout=self.timeout_s
-            )
+            futures = admin.list_offsets(request, isolation_level=level, request_timeout=self.timeout_s)
             offsets = {}
             for ktp, future in futures.items():
                 try:
@@ -255,8 +255,9 @@ class OffsetReader:
         latest = self.latest_offsets(missing)
         return {tp: (offset if offset is not None else latest[tp]) for tp, offset in found.items()}
 
-    def resolve_some(self, spec: OffsetSpec, tps: Iterable[TopicPartition], *, option: str,
-                     is_start: bool) -> dict[TopicPartition, int]:
+    def resolve_some(
+        self, spec: OffsetSpec, tps: Iterable[TopicPartition], *, option: str, is_start: bool
+    ) -> dict[TopicPartition, int]:
         """:meth:`resolve` for some of the partitions a spec covers (a task re-resolving the
         bounds of its own ranges): explicit specs are narrowed to ``tps`` first."""
         tps = sorted(set(tps))
@@ -287,8 +288,10 @@ class OffsetReader:
                 return {**self.earliest_offsets(tps - set(known)), **known}
             log.info("pylog source: %s has no committed batch; using the starting options", path)
         return self.resolve(
-            self.options.starting_for(streaming=streaming), tps,
-            option=self.options.starting_option, is_start=True,
+            self.options.starting_for(streaming=streaming),
+            tps,
+            option=self.options.starting_option,
+            is_start=True,
         )
 
     def commit_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
@@ -312,7 +315,9 @@ class OffsetReader:
         self._admin = None
 
 
-def check_specified_partitions(spec: SpecificOffsets | SpecificTimestamps, tps: Iterable[TopicPartition], option: str) -> None:
+def check_specified_partitions(
+    spec: SpecificOffsets | SpecificTimestamps, tps: Iterable[TopicPartition], option: str
+) -> None:
     """Explicit offsets or timestamps must name exactly the partitions the subscription has now
     (Spark's ``fetchSpecificOffsets`` assertion); a topic they name that does not exist is
     said so."""
@@ -327,12 +332,9 @@ def check_specified_partitions(spec: SpecificOffsets | SpecificTimestamps, tps: 
     missing_topics = sorted(named_topics - existing_topics)
     if given == set(tps) and not missing_topics:
         return
-    gone = (f" Topic(s) {', '.join(missing_topics)} do not exist or are not subscribed."
-            if missing_topics else "")
+    gone = f" Topic(s) {', '.join(missing_topics)} do not exist or are not subscribed." if missing_topics else ""
     raise PylogOptionError(
         f"If {option} contains specific offsets, you must specify all TopicPartitions (and only "
         f"those of the subscription). Use -1 for latest, -2 for earliest. Specified: "
         f"{', '.join(map(str, sorted(given))) or '-'}; assigned: {', '.join(map(str, tps)) or '-'}.{gone}"
     )
-
-

@@ -71,8 +71,9 @@ def unreachable_reason(bootstrap_servers: str, timeout_s: float = 5.0, require_a
             with socket.create_connection((host, port), timeout=max(deadline - time.monotonic(), 0.1)) as connection:
                 if not require_answer or _answers(connection, deadline):
                     return None
-                reasons.append(f"{host}:{port}: accepts connections but sent no answer to a Kafka request "
-                               f"within {timeout_s:g}s")
+                reasons.append(
+                    f"{host}:{port}: accepts connections but sent no answer to a Kafka request within {timeout_s:g}s"
+                )
                 continue
         except socket.gaierror:
             reasons.append(f"{host}: unknown host")
@@ -105,11 +106,11 @@ def wait_reachable(bootstrap_servers: str, timeout_s: float, require_answer: boo
     naming the addresses and the last reason after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while True:
-        reason = unreachable_reason(bootstrap_servers, min(max(deadline - time.monotonic(), 0.1), 5.0),
-                                    require_answer)
+        reason = unreachable_reason(bootstrap_servers, min(max(deadline - time.monotonic(), 0.1), 5.0), require_answer)
         if reason is None:
             return
         if time.monotonic() + RETRY_INTERVAL_S >= deadline:
             raise ClusterUnreachable(
-                f"no Kafka broker reachable at {bootstrap_servers} within {timeout_s:g}s ({reason})")
+                f"no Kafka broker reachable at {bootstrap_servers} within {timeout_s:g}s ({reason})"
+            )
         time.sleep(RETRY_INTERVAL_S)

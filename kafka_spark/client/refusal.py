@@ -35,9 +35,11 @@ class RefusalWatch:
         client.poll(0)
         if self.error is None:
             return None
-        return (f"{bootstrap_servers} refused the connection's credentials or TLS settings ({self.error.str()}). "
-                "Check kafka.security.protocol, kafka.sasl.mechanism and kafka.sasl.jaas.config (or "
-                "kafka.sasl.username / kafka.sasl.password), kafka.ssl.*")
+        return (
+            f"{bootstrap_servers} refused the connection's credentials or TLS settings ({self.error.str()}). "
+            "Check kafka.security.protocol, kafka.sasl.mechanism and kafka.sasl.jaas.config (or "
+            "kafka.sasl.username / kafka.sasl.password), kafka.ssl.*"
+        )
 
 
 class CredentialsRefused(PylogError, ConnectionError):

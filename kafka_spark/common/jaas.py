@@ -15,7 +15,7 @@ repeat a value: these settings hold passwords.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from kafka_spark.errors import PylogError
 
@@ -42,7 +42,8 @@ def parse_jaas(text: str, setting: str = "sasl.jaas.config") -> tuple[str, dict[
     if len(parts) < 2 or parts[1] not in _FLAGS:
         raise JaasConfigError(
             f"{setting} is not a JAAS entry of the form "
-            "'<LoginModule class> required key=\"value\" ...;' (its value is not shown: it may hold a password)")
+            "'<LoginModule class> required key=\"value\" ...;' (its value is not shown: it may hold a password)"
+        )
     module = parts[0].removeprefix("kafkashaded.")
     rest = parts[2] if len(parts) == 3 else ""
     options: dict[str, str] = {}
@@ -52,8 +53,10 @@ def parse_jaas(text: str, setting: str = "sasl.jaas.config") -> tuple[str, dict[
             break
         match = _OPTION.match(rest, position)
         if match is None:
-            raise JaasConfigError(f"{setting}: cannot read the options of {module} after position {position} "
-                                  "(write them as key=\"value\"; the value is not shown)")
+            raise JaasConfigError(
+                f"{setting}: cannot read the options of {module} after position {position} "
+                '(write them as key="value"; the value is not shown)'
+            )
         value = match.group(2)
         if value.startswith('"'):
             value = re.sub(r"\\(.)", r"\1", value[1:-1])
@@ -81,13 +84,17 @@ def librdkafka_config(config: Mapping[str, str], prefix: str = "kafka.") -> dict
             raise JaasConfigError(
                 f"{prefix}ssl.truststore.location names a Java trust store, which librdkafka cannot read: export "
                 f"its CA certificates to a PEM file (keytool -exportcert -rfc) and set {prefix}ssl.ca.location "
-                "to it, or leave both unset to trust the system's CAs")
+                "to it, or leave both unset to trust the system's CAs"
+            )
         if "ssl.ca.location" in out:
             raise JaasConfigError(f"set {prefix}ssl.ca.location or {prefix}ssl.truststore.location, not both")
         out["ssl.ca.location"] = truststore
     _keystore(out, prefix)
-    for java, pem in (("ssl.truststore.certificates", "ssl.ca.pem"), ("ssl.keystore.key", "ssl.key.pem"),
-                      ("ssl.keystore.certificate.chain", "ssl.certificate.pem")):
+    for java, pem in (
+        ("ssl.truststore.certificates", "ssl.ca.pem"),
+        ("ssl.keystore.key", "ssl.key.pem"),
+        ("ssl.keystore.certificate.chain", "ssl.certificate.pem"),
+    ):
         if java in out:  # PEM text given inline
             out[pem] = out.pop(java)
     if out.get("ssl.endpoint.identification.algorithm") == "":
@@ -113,7 +120,8 @@ def _keystore(out: dict[str, str], prefix: str) -> None:
             f"{prefix}ssl.keystore.location names a {store_type or 'Java'} key store, which librdkafka cannot "
             f"read: convert it to PKCS#12 (keytool -importkeystore -deststoretype PKCS12) and set "
             f"{prefix}ssl.keystore.type=PKCS12, or to PEM files for {prefix}ssl.key.location and "
-            f"{prefix}ssl.certificate.location")
+            f"{prefix}ssl.certificate.location"
+        )
 
 
 def _jaas_credentials(jaas: str, config: Mapping[str, str], prefix: str) -> dict[str, str]:
@@ -121,14 +129,19 @@ def _jaas_credentials(jaas: str, config: Mapping[str, str], prefix: str) -> dict
     mechanism = (config.get("sasl.mechanism") or config.get("sasl.mechanisms") or "").upper()
     if module in (_PLAIN, _SCRAM):
         if "username" not in options or "password" not in options:
-            raise JaasConfigError(f"{prefix}sasl.jaas.config: {module.rsplit('.', 1)[1]} needs username=\"...\" "
-                                  "and password=\"...\"")
+            raise JaasConfigError(
+                f'{prefix}sasl.jaas.config: {module.rsplit(".", 1)[1]} needs username="..." and password="..."'
+            )
         if module == _SCRAM and not mechanism.startswith("SCRAM-"):
-            raise JaasConfigError(f"{prefix}sasl.jaas.config uses ScramLoginModule: set {prefix}sasl.mechanism to "
-                                  "SCRAM-SHA-256 or SCRAM-SHA-512")
+            raise JaasConfigError(
+                f"{prefix}sasl.jaas.config uses ScramLoginModule: set {prefix}sasl.mechanism to "
+                "SCRAM-SHA-256 or SCRAM-SHA-512"
+            )
         if module == _PLAIN and mechanism not in ("", "PLAIN"):
-            raise JaasConfigError(f"{prefix}sasl.jaas.config uses PlainLoginModule but {prefix}sasl.mechanism is "
-                                  f"{mechanism}: set it to PLAIN")
+            raise JaasConfigError(
+                f"{prefix}sasl.jaas.config uses PlainLoginModule but {prefix}sasl.mechanism is "
+                f"{mechanism}: set it to PLAIN"
+            )
         for key in ("sasl.username", "sasl.password"):
             if key in config:
                 raise JaasConfigError(f"set {prefix}sasl.jaas.config or {prefix}{key}, not both")
@@ -147,8 +160,9 @@ def _jaas_credentials(jaas: str, config: Mapping[str, str], prefix: str) -> dict
         raise JaasConfigError(
             f"{prefix}sasl.jaas.config uses OAuthBearerLoginModule, which librdkafka configures differently: set "
             f"{prefix}sasl.oauthbearer.method=oidc with {prefix}sasl.oauthbearer.client.id, "
-            f"{prefix}sasl.oauthbearer.client.secret and {prefix}sasl.oauthbearer.token.endpoint.url instead")
-    raise JaasConfigError(f"{prefix}sasl.jaas.config uses {module}, which pylog cannot translate for librdkafka; "
-                          f"use PlainLoginModule, ScramLoginModule or Krb5LoginModule, or set {prefix}sasl.* directly")
-
-
+            f"{prefix}sasl.oauthbearer.client.secret and {prefix}sasl.oauthbearer.token.endpoint.url instead"
+        )
+    raise JaasConfigError(
+        f"{prefix}sasl.jaas.config uses {module}, which pylog cannot translate for librdkafka; "
+        f"use PlainLoginModule, ScramLoginModule or Krb5LoginModule, or set {prefix}sasl.* directly"
+    )

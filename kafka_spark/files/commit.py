@@ -8,13 +8,13 @@ kill-safety argument are in :mod:`kafka_spark.files.writers`.
 from __future__ import annotations
 
 import time
-from typing import Optional
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from kafka_spark.files.metadata_log import MetadataLog
 from kafka_spark.files.continuity import ContinuityCheck, OutputCoverage, batch_start
 from kafka_spark.files.fs import FileSinkError, resolve_output
+from kafka_spark.files.metadata_log import MetadataLog
+from kafka_spark.files.options import FileSinkOptions
 from kafka_spark.files.sidecar import (
     Checkpoint,
     CheckpointError,
@@ -22,7 +22,6 @@ from kafka_spark.files.sidecar import (
     SinkState,
     merge_kafka_offsets,
 )
-from kafka_spark.files.options import FileSinkOptions
 from kafka_spark.files.task import FileSinkCommitMessage, delete_quietly
 
 
@@ -34,11 +33,11 @@ class ConcurrentWriterError(FileSinkCommitError):
     """Another writer published the manifest id this commit wanted."""
 
 
-def task_messages(messages: list[Optional[WriterCommitMessage]]) -> list[FileSinkCommitMessage]:
+def task_messages(messages: list[WriterCommitMessage | None]) -> list[FileSinkCommitMessage]:
     return [m for m in messages if isinstance(m, FileSinkCommitMessage)]
 
 
-def abort_files(options: FileSinkOptions, messages: list[Optional[WriterCommitMessage]]) -> None:
+def abort_files(options: FileSinkOptions, messages: list[WriterCommitMessage | None]) -> None:
     """Delete the files of the attempt's successful tasks (failed tasks deleted their own)."""
     loc = resolve_output(options.path)
     log = MetadataLog(loc.fs, loc.root)
@@ -50,7 +49,7 @@ def abort_files(options: FileSinkOptions, messages: list[Optional[WriterCommitMe
 class StreamCommit:
     """The driver side of one micro-batch commit (see the module docstring)."""
 
-    def __init__(self, options: FileSinkOptions, messages: list[Optional[WriterCommitMessage]], batch_id: int):
+    def __init__(self, options: FileSinkOptions, messages: list[WriterCommitMessage | None], batch_id: int):
         self.options = options
         self.messages = task_messages(messages)
         self.batch_id = batch_id
@@ -114,8 +113,15 @@ class StreamCommit:
         self.state.register_query(query_id, self.options.checkpoint_location or "", manifest_id)
         after = coverage.after(query_id, sources, end)
         record = CommitRecord(
-            manifest_id, query_id, self.batch_id, sources, end, len(self.files), int(time.time() * 1000),
-            after.offsets, after.other_source_queries,
+            manifest_id,
+            query_id,
+            self.batch_id,
+            sources,
+            end,
+            len(self.files),
+            int(time.time() * 1000),
+            after.offsets,
+            after.other_source_queries,
         )
         self.state.write_record(record)
         try:
@@ -132,7 +138,7 @@ class StreamCommit:
             )
 
 
-def commit_batch_job(options: FileSinkOptions, messages: list[Optional[WriterCommitMessage]]) -> None:
+def commit_batch_job(options: FileSinkOptions, messages: list[WriterCommitMessage | None]) -> None:
     """Publish a batch (``df.write``) job as the next manifest; its record has no query id."""
     loc = resolve_output(options.path)
     log = MetadataLog(loc.fs, loc.root)
@@ -146,8 +152,15 @@ def commit_batch_job(options: FileSinkOptions, messages: list[Optional[WriterCom
         raise
     manifest_id = 0 if latest is None else latest + 1
     record = CommitRecord(
-        manifest_id, None, None, [], None, len(files), int(time.time() * 1000),
-        coverage.offsets, coverage.other_source_queries,
+        manifest_id,
+        None,
+        None,
+        [],
+        None,
+        len(files),
+        int(time.time() * 1000),
+        coverage.offsets,
+        coverage.other_source_queries,
     )
     state.write_record(record)
     try:

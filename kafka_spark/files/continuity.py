@@ -70,7 +70,7 @@ class OutputCoverage:
     other_source_queries: tuple[str, ...] = ()
 
     @classmethod
-    def at(cls, state: SinkState, latest: int | None) -> "OutputCoverage":
+    def at(cls, state: SinkState, latest: int | None) -> OutputCoverage:
         """The coverage once manifest ``latest`` is committed (empty for an empty output)."""
         if latest is None:
             return cls({})
@@ -83,7 +83,7 @@ class OutputCoverage:
             coverage = coverage.after(record.query_id, record.sources, record.offsets)
         return coverage
 
-    def after(self, query_id: str | None, sources: list[str | None], end: KafkaOffsets | None) -> "OutputCoverage":
+    def after(self, query_id: str | None, sources: list[str | None], end: KafkaOffsets | None) -> OutputCoverage:
         """The coverage once a batch of ``query_id`` with these source end offsets is committed."""
         offsets = {topic: dict(parts) for topic, parts in self.offsets.items()}
         for topic, parts in (end or {}).items():
@@ -190,7 +190,7 @@ class ContinuityCheck:
         return (
             "Stop the query, delete its checkpoint (nothing of this batch was committed) and start "
             f"it again with .option(\"startingOffsets\", '{json_text}'), or with the pylog source's "
-            f".option(\"startingOffsetsFromOutput\", \"{self.output}\"), which reads the same offsets "
+            f'.option("startingOffsetsFromOutput", "{self.output}"), which reads the same offsets '
             "from the output."
         )
 
@@ -270,4 +270,3 @@ class ContinuityCheck:
             + self._restart_advice(coverage)
             + gap_advice
         )
-

@@ -79,9 +79,7 @@ def check_schema(schema: T.StructType, file_format: str) -> None:
             )
 
 
-def write_part(
-    stream: BinaryIO, batches: Iterator[pa.RecordBatch], file_format: str, compression: str
-) -> int:
+def write_part(stream: BinaryIO, batches: Iterator[pa.RecordBatch], file_format: str, compression: str) -> int:
     """Write every batch of ``batches`` into ``stream`` as one ``file_format`` file; rows written."""
     if file_format == "parquet":
         return _write_parquet(stream, batches, compression)

@@ -105,7 +105,7 @@ def resolve_output(path: str, option: str = "path") -> OutputLocation:
         root = os.path.abspath(local)
         return OutputLocation(pafs.LocalFileSystem(), root, "file://")
     # Spark's Hadoop connector is s3a://, pyarrow's is s3://: open with s3, log with the user's s3a.
-    arrow_uri = ("s3" + path[len(scheme):]) if scheme == "s3a" else path
+    arrow_uri = ("s3" + path[len(scheme) :]) if scheme == "s3a" else path
     try:
         fs, fs_path = pafs.FileSystem.from_uri(arrow_uri)
     except (ValueError, OSError) as exc:

@@ -89,11 +89,11 @@ class SinkFileStatus:
         )
 
     @classmethod
-    def from_json(cls, line: str) -> "SinkFileStatus":
+    def from_json(cls, line: str) -> SinkFileStatus:
         return cls.from_dict(json.loads(line))
 
     @classmethod
-    def from_dict(cls, raw: dict) -> "SinkFileStatus":
+    def from_dict(cls, raw: dict) -> SinkFileStatus:
         return cls(
             path=raw["path"],
             size=int(raw["size"]),

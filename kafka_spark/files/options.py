@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kafka_spark.files import formats as sink_formats
-from kafka_spark.option_names import did_you_mean, one_of
 from kafka_spark.files.fs import FileSinkError
+from kafka_spark.option_names import did_you_mean, one_of
 
 SINK_NAME = "pylog-files"
 _KNOWN_OPTIONS = {
@@ -43,7 +43,7 @@ class FileSinkOptions:
     fail_on_data_loss: bool
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], streaming: bool) -> "FileSinkOptions":
+    def parse(cls, options: Mapping[str, str], streaming: bool) -> FileSinkOptions:
         lowered = {str(k).lower(): v for k, v in options.items()}
         for key in lowered:
             if key not in _KNOWN_OPTIONS:
@@ -58,9 +58,14 @@ class FileSinkOptions:
             raise FileSinkOptionError(one_of("option 'fileFormat'", file_format, list(sink_formats.FORMATS)))
         compression = lowered.get("compression", sink_formats.DEFAULT_COMPRESSION[file_format]).lower()
         if compression not in sink_formats.COMPRESSION[file_format]:
-            raise FileSinkOptionError(one_of("option 'compression'", compression,
-                                             list(sink_formats.COMPRESSION[file_format]),
-                                             f" for fileFormat={file_format}"))
+            raise FileSinkOptionError(
+                one_of(
+                    "option 'compression'",
+                    compression,
+                    list(sink_formats.COMPRESSION[file_format]),
+                    f" for fileFormat={file_format}",
+                )
+            )
         fail_on_data_loss = lowered.get("failondataloss", "true").lower()
         if fail_on_data_loss not in ("true", "false"):
             raise FileSinkOptionError(one_of("option 'failOnDataLoss'", fail_on_data_loss, ["true", "false"]))

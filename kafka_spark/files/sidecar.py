@@ -58,9 +58,7 @@ class SinkStateError(FileSinkError):
 
 def offsets_json(offsets: KafkaOffsets) -> str:
     """Spark's Kafka offset JSON: ``{"t":{"0":23,"1":-1}}``, topics and partitions sorted."""
-    ordered = {
-        topic: {p: offsets[topic][p] for p in sorted(offsets[topic], key=int)} for topic in sorted(offsets)
-    }
+    ordered = {topic: {p: offsets[topic][p] for p in sorted(offsets[topic], key=int)} for topic in sorted(offsets)}
     return json.dumps(ordered, separators=(",", ":"))
 
 
@@ -202,7 +200,7 @@ class CommitRecord:
         ).encode("utf-8")
 
     @classmethod
-    def from_json(cls, text: str) -> "CommitRecord":
+    def from_json(cls, text: str) -> CommitRecord:
         raw = json.loads(text)
         offsets = raw["offsets"]
         if offsets is not None and _as_kafka_offsets(offsets) is None:

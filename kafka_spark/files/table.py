@@ -55,7 +55,7 @@ def vacuum(path: str, older_than_seconds: float) -> list[str]:
     for info in loc.fs.get_file_info(pafs.FileSelector(loc.root, recursive=True)):
         if info.type != pafs.FileType.File or info.mtime_ns is None or info.mtime_ns > cutoff_ns:
             continue
-        relative = info.path[len(loc.root):].lstrip("/")
+        relative = info.path[len(loc.root) :].lstrip("/")
         name = info.base_name
         in_log_dirs = relative.startswith((METADATA_DIR + "/", SINK_DIR + "/"))
         if in_log_dirs:

@@ -16,15 +16,14 @@ import logging
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Optional
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 from pyspark.sql.datasource import WriterCommitMessage
 
 from kafka_spark.files import formats as sink_formats
-from kafka_spark.files.metadata_log import SinkFileStatus
 from kafka_spark.files.fs import OutputLocation, resolve_output
+from kafka_spark.files.metadata_log import SinkFileStatus
 from kafka_spark.files.options import FileSinkOptions
 
 _log = logging.getLogger(__name__)
@@ -34,8 +33,8 @@ _log = logging.getLogger(__name__)
 class FileSinkCommitMessage(WriterCommitMessage):
     """What one task wrote (or that it skipped a replay)."""
 
-    query_id: Optional[str]
-    batch_id: Optional[int]
+    query_id: str | None
+    batch_id: int | None
     partition_id: int
     attempt: int
     files: list[SinkFileStatus] = field(default_factory=list)
@@ -52,7 +51,7 @@ def task_context() -> tuple[int, int, object]:
     return context.partitionId(), context.attemptNumber(), context
 
 
-_HIVE_ESCAPE = set('"#%\'*/:=?\\\x7f{[]^')
+_HIVE_ESCAPE = set("\"#%'*/:=?\\\x7f{[]^")
 
 
 def _partition_dir(column: str, value: object) -> str:
@@ -90,9 +89,7 @@ class TaskWrite:
             self.loc.fs.create_dir(self.loc.join(subdir), recursive=True)
         self._pending = path
         with self.loc.fs.open_output_stream(path) as stream:
-            self.rows += sink_formats.write_part(
-                stream, batches, self.options.file_format, self.options.compression
-            )
+            self.rows += sink_formats.write_part(stream, batches, self.options.file_format, self.options.compression)
         info = self.loc.fs.get_file_info(path)
         self.files.append(
             SinkFileStatus(path=self.loc.to_uri(path), size=info.size, modification_time=info.mtime_ns // 1_000_000)
@@ -151,4 +148,3 @@ def delete_quietly(fs: pafs.FileSystem, paths: list[str]) -> list[str]:
         except OSError as exc:
             _log.warning("could not delete %s: %s", path, exc)
     return deleted
-

@@ -85,7 +85,6 @@ batch continue the output), formats (Parquet/Avro/JSON), fs (pyarrow.fs, create-
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Optional
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -103,8 +102,8 @@ from kafka_spark.files.commit import (
     commit_batch_job,
 )
 from kafka_spark.files.fs import FileSinkError
-from kafka_spark.files.sidecar import OffsetContinuityError
 from kafka_spark.files.options import SINK_NAME, FileSinkOptionError, FileSinkOptions
+from kafka_spark.files.sidecar import OffsetContinuityError
 from kafka_spark.files.task import FileSinkCommitMessage, TaskWrite, task_context
 
 __all__ = [
@@ -155,10 +154,10 @@ class FileStreamWriter(DataSourceStreamArrowWriter):
         task.run(iterator)
         return FileSinkCommitMessage(query_id, batch_id, partition_id, attempt, files=task.files, rows=task.rows)
 
-    def commit(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         StreamCommit(self.options, messages, batchId).run()
 
-    def abort(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         abort_files(self.options, messages)
 
 
@@ -175,10 +174,8 @@ class FileBatchWriter(DataSourceArrowWriter):
         task.run(iterator)
         return FileSinkCommitMessage(None, None, partition_id, attempt, files=task.files, rows=task.rows)
 
-    def commit(self, messages: list[Optional[WriterCommitMessage]]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         commit_batch_job(self.options, messages)
 
-    def abort(self, messages: list[Optional[WriterCommitMessage]]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         abort_files(self.options, messages)
-
-

@@ -25,11 +25,11 @@ import numpy as np
 import pyarrow as pa
 
 from kafka_spark.client import fetch_client as kf
-from kafka_spark.read import record_decoder as rd
 from kafka_spark.common.compression import decompress
 from kafka_spark.common.kafka_errors import ErrorCode
 from kafka_spark.errors import PylogReadTimeout
 from kafka_spark.offsets import OffsetRange, out_of_range_position
+from kafka_spark.read import record_decoder as rd
 
 if TYPE_CHECKING:  # pragma: no cover
     from kafka_spark.planning import KafkaInputPartition
@@ -59,7 +59,9 @@ def fetch_settings(config: dict[str, str]) -> dict[str, int]:
         "max_wait_ms": pick("fetch.wait.max.ms", "fetch.max.wait.ms", default=500),
         "min_bytes": pick("fetch.min.bytes", default=1),
         "max_bytes": pick("fetch.max.bytes", default=52_428_800),
-        "partition_max_bytes": pick("max.partition.fetch.bytes", "fetch.message.max.bytes", default=DEFAULT_PARTITION_FETCH_BYTES),
+        "partition_max_bytes": pick(
+            "max.partition.fetch.bytes", "fetch.message.max.bytes", default=DEFAULT_PARTITION_FETCH_BYTES
+        ),
         "isolation": 1 if config.get("isolation.level", "read_uncommitted") == "read_committed" else 0,
     }
 
@@ -67,8 +69,15 @@ def fetch_settings(config: dict[str, str]) -> dict[str, int]:
 class ArrowRangeReader:
     """Reads one ``[from, until)`` range of one topic-partition into Arrow record batches."""
 
-    def __init__(self, client: kf.FetchClient, r: OffsetRange, p: "KafkaInputPartition", schema: pa.Schema,
-                 settings: dict[str, int], lose):  # noqa: ANN001
+    def __init__(
+        self,
+        client: kf.FetchClient,
+        r: OffsetRange,
+        p: KafkaInputPartition,
+        schema: pa.Schema,
+        settings: dict[str, int],
+        lose,
+    ):  # noqa: ANN001
         self.client = client
         self.tp = r.topic_partition
         self.range = r
@@ -146,9 +155,15 @@ class ArrowRangeReader:
     def _send(self, conn: kf.BrokerConnection, offset: int) -> int:
         s = self.settings
         return self.client.send_fetch(
-            conn, self.tp.topic, self.tp.partition, offset, max_wait_ms=s["max_wait_ms"],
-            min_bytes=s["min_bytes"], max_bytes=s["max_bytes"],
-            partition_max_bytes=s["partition_max_bytes"], isolation=s["isolation"],
+            conn,
+            self.tp.topic,
+            self.tp.partition,
+            offset,
+            max_wait_ms=s["max_wait_ms"],
+            min_bytes=s["min_bytes"],
+            max_bytes=s["max_bytes"],
+            partition_max_bytes=s["partition_max_bytes"],
+            isolation=s["isolation"],
         )
 
     # -- one response --------------------------------------------------------------------------
@@ -169,8 +184,9 @@ class ArrowRangeReader:
         self._nothing_fetched(fetched, deadline)
         return None
 
-    def _decode(self, records: memoryview, buf: np.ndarray, index: rd.BatchIndex,
-                aborted: list[tuple[int, int]], low: int) -> pa.RecordBatch | None:
+    def _decode(
+        self, records: memoryview, buf: np.ndarray, index: rd.BatchIndex, aborted: list[tuple[int, int]], low: int
+    ) -> pa.RecordBatch | None:
         """The records of ``index``'s batches at offsets in ``[low, until)`` (``low``: the read
         position the response answered)."""
         if (index.magic != 2).any():
@@ -193,16 +209,16 @@ class ArrowRangeReader:
             ends = index.position[chosen] + index.size[chosen]
         else:
             data, starts, ends = self._decompressed(records, index, chosen, codecs)
-        decoded = rd.decode_records(data, starts, ends, index, chosen, low, self.until,
-                                    self.partition.include_headers)
+        decoded = rd.decode_records(data, starts, ends, index, chosen, low, self.until, self.partition.include_headers)
         return rd.to_arrow(decoded, self.tp.topic, self.tp.partition, self.schema)
 
-    def _decompressed(self, records: memoryview, index: rd.BatchIndex, chosen: np.ndarray,
-                      codecs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _decompressed(
+        self, records: memoryview, index: rd.BatchIndex, chosen: np.ndarray, codecs: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         parts, starts, ends, at = [], [], [], 0
         for i, codec in zip(chosen.tolist(), codecs.tolist(), strict=True):
             begin = int(index.position[i])
-            section: bytes | memoryview = records[begin + rd.HEADER_SIZE: begin + int(index.size[i])]
+            section: bytes | memoryview = records[begin + rd.HEADER_SIZE : begin + int(index.size[i])]
             if codec:
                 plain = decompress(codec, memoryview(section))
                 if plain is None:
@@ -253,7 +269,9 @@ class ArrowRangeReader:
             if wait:
                 kf.backoff(attempt)
         else:
-            raise kf.KafkaProtocolError(f"fetching {self.tp} at offset {self.position} failed with Kafka error code {code}", code)
+            raise kf.KafkaProtocolError(
+                f"fetching {self.tp} at offset {self.position} failed with Kafka error code {code}", code
+            )
 
     def _gone(self, why: str) -> None:
         self.lose(f"{self.tp} no longer exists ({why}): offsets [{self.position}, {self.until}) cannot be read")
@@ -273,8 +291,9 @@ class ArrowRangeReader:
 
     def _out_of_range(self) -> None:
         low, high = self.client.list_offsets(self.tp.topic, self.tp.partition)
-        new_position = out_of_range_position(self.tp, self.position, self.until, low, high,
-                                             "OFFSET_OUT_OF_RANGE", self.lose, self.out_of_range_retries)
+        new_position = out_of_range_position(
+            self.tp, self.position, self.until, low, high, "OFFSET_OUT_OF_RANGE", self.lose, self.out_of_range_retries
+        )
         if new_position is None:
             self.out_of_range_retries += 1
         else:
@@ -311,8 +330,15 @@ class ArrowTaskReader:
     reuse the connection's buffer the response lies in.
     """
 
-    def __init__(self, client: kf.FetchClient, ranges: "tuple[OffsetRange, ...]", p: "KafkaInputPartition",
-                 schema: pa.Schema, settings: dict[str, int], lose):  # noqa: ANN001
+    def __init__(
+        self,
+        client: kf.FetchClient,
+        ranges: tuple[OffsetRange, ...],
+        p: KafkaInputPartition,
+        schema: pa.Schema,
+        settings: dict[str, int],
+        lose,
+    ):  # noqa: ANN001
         self.client = client
         self.partition = p
         self.schema = schema
@@ -358,7 +384,9 @@ class ArrowTaskReader:
                         continue
                 conn, correlation, readers = pending
                 try:
-                    entries = self.client.receive_fetch_many(conn, correlation, [(r.tp.topic, r.tp.partition) for r in readers])
+                    entries = self.client.receive_fetch_many(
+                        conn, correlation, [(r.tp.topic, r.tp.partition) for r in readers]
+                    )
                 except OSError as error:  # connection refused, reset, timed out
                     pending = None
                     self.client.discard(conn)
@@ -457,8 +485,11 @@ class ArrowTaskReader:
         try:
             conn = self.client.connection(address)
             correlation = self.client.send_fetch_many(
-                conn, [(r.tp.topic, r.tp.partition, r.position, r.settings["partition_max_bytes"]) for r in readers],
-                max_wait_ms=s["max_wait_ms"], min_bytes=s["min_bytes"], max_bytes=s["max_bytes"],
+                conn,
+                [(r.tp.topic, r.tp.partition, r.position, r.settings["partition_max_bytes"]) for r in readers],
+                max_wait_ms=s["max_wait_ms"],
+                min_bytes=s["min_bytes"],
+                max_bytes=s["max_bytes"],
                 isolation=s["isolation"],
             )
         except OSError as error:

@@ -19,13 +19,12 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader
 
-from kafka_spark.offsets import OffsetRange
 from kafka_spark.client.config import consumer_config
 from kafka_spark.client.offset_reader import OffsetReader
-from kafka_spark.read.late_binding import ResolvedStartAfterEnd, late_bound_partitions
-from kafka_spark.offsets import SpecificOffsets, SpecificTimestamps
+from kafka_spark.offsets import OffsetRange, SpecificOffsets, SpecificTimestamps
 from kafka_spark.options import SourceOptions
 from kafka_spark.planning import KafkaInputPartition, plan_for_options, resolve_fetcher
+from kafka_spark.read.late_binding import ResolvedStartAfterEnd, late_bound_partitions
 from kafka_spark.read.partition import read_partition
 
 __all__ = ["PylogBatchReader"]
@@ -47,7 +46,8 @@ class PylogBatchReader(DataSourceReader):
         opts = self.options
         tps = reader.topic_partitions()
         explicit = isinstance(opts.starting, (SpecificOffsets, SpecificTimestamps)) or isinstance(
-            opts.ending, (SpecificOffsets, SpecificTimestamps))
+            opts.ending, (SpecificOffsets, SpecificTimestamps)
+        )
         if not tps and not explicit:
             log.warning("pylog source: %s matches no topic-partitions yet; the batch is empty", opts.subscription)
         # Explicit positions are checked against the partitions even when there are none (a
@@ -63,10 +63,17 @@ class PylogBatchReader(DataSourceReader):
         config = consumer_config(opts, self.bootstrap_servers, f"{self.group_id}-executor")
         planned = plan_for_options(ranges, opts, config)
         if not planned:  # one task all the same: it finds what appears before the DataFrame runs again
-            planned = [KafkaInputPartition(
-                ranges=(), config=config, fail_on_data_loss=opts.fail_on_data_loss,
-                include_headers=opts.include_headers, poll_timeout_ms=opts.poll_timeout_ms,
-                avro=opts.avro_columns, fetcher=resolve_fetcher(opts.fetcher, dict(config)))]
+            planned = [
+                KafkaInputPartition(
+                    ranges=(),
+                    config=config,
+                    fail_on_data_loss=opts.fail_on_data_loss,
+                    include_headers=opts.include_headers,
+                    poll_timeout_ms=opts.poll_timeout_ms,
+                    avro=opts.avro_columns,
+                    fetcher=resolve_fetcher(opts.fetcher, dict(config)),
+                )
+            ]
         return late_bound_partitions(planned, opts, self.bootstrap_servers, start, end)
 
     def partitions(self) -> list[KafkaInputPartition]:

@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kafka_spark.offsets import OffsetRange
+from kafka_spark.common.topic_partition import TopicPartition
 from kafka_spark.errors import PylogError
 from kafka_spark.offsets import (
     EARLIEST,
@@ -36,11 +36,11 @@ from kafka_spark.offsets import (
     EarliestOffsets,
     GlobalTimestamp,
     LatestOffsets,
+    OffsetRange,
     OffsetSpec,
     SpecificOffsets,
     SpecificTimestamps,
 )
-from kafka_spark.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:  # pragma: no cover
     from kafka_spark.client.offset_reader import OffsetReader
@@ -55,7 +55,7 @@ class ResolvedStartAfterEnd(PylogError, ValueError):
     """A starting position resolved past the ending one (Spark's
     RESOLVED_START_OFFSET_GREATER_THAN_END_OFFSET)."""
 
-    def __init__(self, tp: TopicPartition, start: int, end: int, options: "SourceOptions"):
+    def __init__(self, tp: TopicPartition, start: int, end: int, options: SourceOptions):
         super().__init__(
             f"The resolved start offset {start} is greater than the resolved end offset {end} for topic "
             f"{tp.topic} partition {tp.partition} ({options.starting_option} / {options.ending_option}). The "
@@ -82,7 +82,7 @@ class LateBound:
     others it reads itself), else None.
     """
 
-    options: "SourceOptions"
+    options: SourceOptions
     bootstrap_servers: str
     starts: tuple[tuple[TopicPartition, int], ...]
     ends: tuple[tuple[TopicPartition, int], ...]
@@ -91,8 +91,13 @@ class LateBound:
     known: tuple[TopicPartition, ...] | None = None
 
 
-def late_bound_partitions(partitions: list, options: "SourceOptions", bootstrap_servers: str,
-                          start: dict[TopicPartition, int], end: dict[TopicPartition, int]) -> list:
+def late_bound_partitions(
+    partitions: list,
+    options: SourceOptions,
+    bootstrap_servers: str,
+    start: dict[TopicPartition, int],
+    end: dict[TopicPartition, int],
+) -> list:
     """The planned input partitions of a batch read, each with its :class:`LateBound` (the
     first one discovering). ``start`` / ``end`` are the resolved positions they were planned
     from."""
@@ -109,9 +114,13 @@ def late_bound_partitions(partitions: list, options: "SourceOptions", bootstrap_
         moving_ends = frozenset(tp for tp in tps if moves(end_spec, tp))
         bound = sorted(moving_starts | moving_ends)
         late = LateBound(
-            options, bootstrap_servers,
-            starts=tuple((tp, start[tp]) for tp in bound), ends=tuple((tp, end[tp]) for tp in bound),
-            moving_starts=moving_starts, moving_ends=moving_ends, known=known if index == 0 else None,
+            options,
+            bootstrap_servers,
+            starts=tuple((tp, start[tp]) for tp in bound),
+            ends=tuple((tp, end[tp]) for tp in bound),
+            moving_starts=moving_starts,
+            moving_ends=moving_ends,
+            known=known if index == 0 else None,
         )
         if bound or late.known is not None:
             partition = dataclasses.replace(partition, late=late)
@@ -120,10 +129,10 @@ def late_bound_partitions(partitions: list, options: "SourceOptions", bootstrap_
 
 
 _lock = threading.Lock()
-_readers: dict[tuple, "OffsetReader"] = {}
+_readers: dict[tuple, OffsetReader] = {}
 
 
-def _offset_reader(late: LateBound) -> "OffsetReader":
+def _offset_reader(late: LateBound) -> OffsetReader:
     """This worker's OffsetReader for the cluster and client settings (kept across tasks)."""
     from kafka_spark.client.offset_reader import OffsetReader
 
@@ -167,8 +176,9 @@ def current_ranges(ranges: tuple[OffsetRange, ...], late: LateBound) -> list[Off
     return out
 
 
-def _resolve(reader: "OffsetReader", spec: OffsetSpec, tps: list[TopicPartition], option: str, *,
-             is_start: bool) -> dict[TopicPartition, int]:
+def _resolve(
+    reader: OffsetReader, spec: OffsetSpec, tps: list[TopicPartition], option: str, *, is_start: bool
+) -> dict[TopicPartition, int]:
     """``spec`` resolved for ``tps``, leaving out those that no longer exist (a deleted topic is
     not read, as Spark's subscription would no longer assign it)."""
     from kafka_spark.client.offset_reader import OffsetFetchError
@@ -185,7 +195,7 @@ def _resolve(reader: "OffsetReader", spec: OffsetSpec, tps: list[TopicPartition]
         return _resolve(reader, spec, left, option, is_start=is_start)
 
 
-def _discovered(reader: "OffsetReader", known: set[TopicPartition]) -> list[OffsetRange]:
+def _discovered(reader: OffsetReader, known: set[TopicPartition]) -> list[OffsetRange]:
     """The whole ranges of the subscribed topic-partitions no planned range covers."""
     from kafka_spark.client.offset_reader import check_specified_partitions
 

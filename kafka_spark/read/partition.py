@@ -34,10 +34,10 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from kafka_spark.client.consumer_pool import PooledConsumer, acquire_consumer, release_consumer
+from kafka_spark.errors import KafkaReadError, PylogReadTimeout
 from kafka_spark.offsets import OffsetRange, out_of_range_position, report_data_loss
 from kafka_spark.planning import KafkaInputPartition
 from kafka_spark.read.arrow_columns import HEADERS, SCHEMAS, TIMESTAMP_US, constant_string
-from kafka_spark.errors import KafkaReadError, PylogReadTimeout
 
 __all__ = ["PylogReadTimeout", "read_partition", "records_to_batch"]
 
@@ -112,8 +112,12 @@ def _fetch_client(partition: KafkaInputPartition):  # noqa: ANN202
     from kafka_spark.client.fetch_client import client_for
 
     config = dict(partition.config)
-    return config, client_for(config["bootstrap.servers"], config.get("client.id", "pylog"),
-                              partition.poll_timeout_ms / 1000.0, fresh=attempt_number() > 0)
+    return config, client_for(
+        config["bootstrap.servers"],
+        config.get("client.id", "pylog"),
+        partition.poll_timeout_ms / 1000.0,
+        fresh=attempt_number() > 0,
+    )
 
 
 def _arrow_batches(partition: KafkaInputPartition, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -121,7 +125,11 @@ def _arrow_batches(partition: KafkaInputPartition, offset_range: OffsetRange) ->
 
     config, client = _fetch_client(partition)
     reader = ArrowRangeReader(
-        client, offset_range, partition, SCHEMAS[partition.include_headers], fetch_settings(config),
+        client,
+        offset_range,
+        partition,
+        SCHEMAS[partition.include_headers],
+        fetch_settings(config),
         lambda message: report_data_loss(message, partition.fail_on_data_loss, log),
     )
     return reader.batches()
@@ -134,7 +142,11 @@ def _arrow_task_batches(partition: KafkaInputPartition, ranges: tuple[OffsetRang
 
     config, client = _fetch_client(partition)
     reader = ArrowTaskReader(
-        client, ranges, partition, SCHEMAS[partition.include_headers], fetch_settings(config),
+        client,
+        ranges,
+        partition,
+        SCHEMAS[partition.include_headers],
+        fetch_settings(config),
         lambda message: report_data_loss(message, partition.fail_on_data_loss, log),
     )
     for parts in reader.parts():
@@ -204,7 +216,8 @@ class _RangeReader:
                     self._out_of_range(str(event.error()))
                     messages = []  # re-assigned: anything after the event is stale
                 elif code in (
-                    KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION,
+                    KafkaError.UNKNOWN_TOPIC_OR_PART,
+                    KafkaError._UNKNOWN_PARTITION,
                     KafkaError._UNKNOWN_TOPIC,
                 ):
                     self._lose(
@@ -306,8 +319,9 @@ class _RangeReader:
     def _out_of_range(self, error: str) -> None:
         low, high = self._watermarks()
         self.pooled.next_offset = None  # the consumer must be re-assigned before reading on
-        new_position = out_of_range_position(self.tp, self.position, self.until, low, high, error,
-                                             self._lose, self.out_of_range_retries)
+        new_position = out_of_range_position(
+            self.tp, self.position, self.until, low, high, error, self._lose, self.out_of_range_retries
+        )
         if new_position is None:
             self.out_of_range_retries += 1
         else:
@@ -317,5 +331,3 @@ class _RangeReader:
 
     def _lose(self, message: str) -> None:
         report_data_loss(message, self.partition.fail_on_data_loss, log)
-
-

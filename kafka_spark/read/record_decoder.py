@@ -27,8 +27,8 @@ import pyarrow as pa
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from kafka_spark.read.arrow_columns import HEADER_STRUCT, TIMESTAMP_US, constant_string
 from kafka_spark.errors import PylogError
+from kafka_spark.read.arrow_columns import HEADER_STRUCT, TIMESTAMP_US, constant_string
 
 __all__ = [
     "ATTR_COMPRESSION",
@@ -49,7 +49,6 @@ ATTR_COMPRESSION = 0x07
 ATTR_LOG_APPEND_TIME = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
-
 
 
 class CorruptRecordBatch(PylogError, ValueError):
@@ -110,7 +109,18 @@ def _scan(buf):  # pragma: no cover - compiled
         producer_id[i] = _be64(buf, p + 43)
         records[i] = _be32(buf, p + 57)
         p += 12 + length
-    return position, size, base_offset, last_offset, attributes, base_timestamp, max_timestamp, producer_id, records, magic
+    return (
+        position,
+        size,
+        base_offset,
+        last_offset,
+        attributes,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        records,
+        magic,
+    )
 
 
 @numba.njit(cache=True, nogil=True)
@@ -158,9 +168,26 @@ def _append(buf, p, size, valid, i, data, at):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _decode(buf, starts, ends, base_offsets, base_timestamps, log_append, max_timestamps, counts, low, high, headers, out):  # pragma: no cover - compiled
-    (offsets, timestamps, types, key_offsets, key_valid, key_data, value_offsets, value_valid, value_data,
-     list_offsets, hkey_offsets, hkey_data, hvalue_offsets, hvalue_valid, hvalue_data) = out
+def _decode(
+    buf, starts, ends, base_offsets, base_timestamps, log_append, max_timestamps, counts, low, high, headers, out
+):  # pragma: no cover - compiled
+    (
+        offsets,
+        timestamps,
+        types,
+        key_offsets,
+        key_valid,
+        key_data,
+        value_offsets,
+        value_valid,
+        value_data,
+        list_offsets,
+        hkey_offsets,
+        hkey_data,
+        hvalue_offsets,
+        hvalue_valid,
+        hvalue_data,
+    ) = out
     key_offsets[0] = 0
     value_offsets[0] = 0
     list_offsets[0] = 0
@@ -304,11 +331,20 @@ def _outputs(total: int, data_bound: int, headers: bool) -> tuple:
     header_bound = data_bound // 2 + 1 if headers else 0
     header_data = data_bound if headers else 0
     return (
-        _empty(total, np.int64), _empty(total, np.int64), _empty(total, np.int32),
-        _empty(total + 1, np.int32), _empty(total, np.uint8), _empty(data_bound, np.uint8),
-        _empty(total + 1, np.int32), _empty(total, np.uint8), _empty(data_bound, np.uint8),
-        _empty(total + 1 if headers else 1, np.int32), _empty(header_bound + 1, np.int32),
-        _empty(header_data, np.uint8), _empty(header_bound + 1, np.int32), _empty(header_bound, np.uint8),
+        _empty(total, np.int64),
+        _empty(total, np.int64),
+        _empty(total, np.int32),
+        _empty(total + 1, np.int32),
+        _empty(total, np.uint8),
+        _empty(data_bound, np.uint8),
+        _empty(total + 1, np.int32),
+        _empty(total, np.uint8),
+        _empty(data_bound, np.uint8),
+        _empty(total + 1 if headers else 1, np.int32),
+        _empty(header_bound + 1, np.int32),
+        _empty(header_data, np.uint8),
+        _empty(header_bound + 1, np.int32),
+        _empty(header_bound, np.uint8),
         _empty(header_data, np.uint8),
     )
 
@@ -362,8 +398,23 @@ def decode_records(
             f"the record batch at offset {int(batches.base_offset[bad_batch])} does not parse (a record "
             f"length runs past the batch): the log is corrupt or the batch was cut in transit"
         )
-    (offsets, timestamps, types, key_offsets, key_valid, key_data, value_offsets, value_valid, value_data,
-     list_offsets, hkey_offsets, hkey_data, hvalue_offsets, hvalue_valid, hvalue_data) = out
+    (
+        offsets,
+        timestamps,
+        types,
+        key_offsets,
+        key_valid,
+        key_data,
+        value_offsets,
+        value_valid,
+        value_data,
+        list_offsets,
+        hkey_offsets,
+        hkey_data,
+        hvalue_offsets,
+        hvalue_valid,
+        hvalue_data,
+    ) = out
     return Decoded(
         rows=n,
         offsets=offsets[:n],
@@ -412,14 +463,20 @@ def to_arrow(decoded: Decoded, topic: str, partition: int, schema: pa.Schema) ->
     if decoded.header_lists is not None:
         nh = decoded.header_count
         keys = _variable(pa.string(), nh, None, decoded.header_key_offsets, decoded.header_key_data)
-        values = _variable(pa.binary(), nh, decoded.header_value_valid, decoded.header_value_offsets,
-                           decoded.header_value_data)
+        values = _variable(
+            pa.binary(), nh, decoded.header_value_valid, decoded.header_value_offsets, decoded.header_value_data
+        )
         keys.validate(full=True)  # header keys are strings: reject bytes that are not UTF-8
         entries = pa.StructArray.from_arrays([keys, values], fields=list(HEADER_STRUCT))
         has_headers = np.diff(decoded.header_lists) > 0
         bitmap, nulls = _validity(has_headers.astype(np.uint8))
-        columns.append(pa.Array.from_buffers(
-            pa.list_(HEADER_STRUCT), n, [bitmap, pa.py_buffer(decoded.header_lists)], null_count=nulls,
-            children=[entries],
-        ))
+        columns.append(
+            pa.Array.from_buffers(
+                pa.list_(HEADER_STRUCT),
+                n,
+                [bitmap, pa.py_buffer(decoded.header_lists)],
+                null_count=nulls,
+                children=[entries],
+            )
+        )
     return pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -74,11 +74,11 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from kafka_spark.offsets import OffsetRange
 from kafka_spark.client.config import consumer_config
 from kafka_spark.client.offset_reader import OffsetFetchError, OffsetReader
 from kafka_spark.errors import PylogError
 from kafka_spark.offsets import (
+    OffsetRange,
     PartitionOffsets,
     new_offset_count,
     offsets_from_dict,
@@ -241,9 +241,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             earliest = self.reader.earliest_offsets(new)
             for tp in new:
                 if earliest[tp] != 0:
-                    report_data_loss(
-                        f"Added partition {tp} starts from {earliest[tp]} instead of 0", fail, log
-                    )
+                    report_data_loss(f"Added partition {tp} starts from {earliest[tp]} instead of 0", fail, log)
                 start_offsets[tp] = earliest[tp]
             log.info("pylog source: new partitions %s start at earliest", ", ".join(map(str, new)))
         gone = sorted(tp for tp in start_offsets if tp not in end_offsets)
@@ -253,8 +251,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         deleted = [tp for tp in gone if self._subscribed(tp)]
         if deleted:
             report_data_loss(
-                f"{', '.join(map(str, deleted))} are gone (topic or partitions deleted)"
-                + self._group_id_hint(),
+                f"{', '.join(map(str, deleted))} are gone (topic or partitions deleted)" + self._group_id_hint(),
                 fail,
                 log,
             )
@@ -320,8 +317,10 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             from_offset = start_offsets.get(tp)
             if from_offset is not None and from_offset < until_offset:
                 ranges.append(OffsetRange(tp, from_offset, until_offset))
-        log.info("pylog source: replaying the first batch from recomputed starting offsets: %s",
-                 ", ".join(f"{r.topic_partition} [{r.from_offset}, {r.until_offset})" for r in ranges) or "nothing to read")
+        log.info(
+            "pylog source: replaying the first batch from recomputed starting offsets: %s",
+            ", ".join(f"{r.topic_partition} [{r.from_offset}, {r.until_offset})" for r in ranges) or "nothing to read",
+        )
         return ranges
 
     def _verify_available_now_end(self, end: dict) -> None:
@@ -363,8 +362,9 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if shrunk:
             raise AvailableNowTopicChangedError(
                 "Trigger.AvailableNow: "
-                + ", ".join(f"{tp} now ends at offset {latest[tp]}, before the planned end {end_offsets[tp]}"
-                            for tp in shrunk)
+                + ", ".join(
+                    f"{tp} now ends at offset {latest[tp]}, before the planned end {end_offsets[tp]}" for tp in shrunk
+                )
                 + ": the topic was deleted and recreated while the query ran, so the offsets no "
                 "longer name the records planned. The query fails whatever failOnDataLoss says, as "
                 "Spark's; restart it (with a new checkpointLocation if the topic is a new one)."
@@ -411,8 +411,9 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self.reader.commit_group_offsets(self.options.group_id, offsets)
         except KafkaException as e:
             log.warning(
-                "pylog source: committing offsets to group %r failed (the query goes on; lag "
-                "monitors will lag): %s", self.options.group_id, e,
+                "pylog source: committing offsets to group %r failed (the query goes on; lag monitors will lag): %s",
+                self.options.group_id,
+                e,
             )
 
     def stop(self) -> None:

@@ -6,9 +6,9 @@ kafka_spark.topics.task.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
-from collections.abc import Set
-from typing import Any, Mapping, overload
+from typing import Any, overload
 
 from pyspark.sql.types import (
     ArrayType,
@@ -40,9 +40,18 @@ AT_LEAST_ONCE = "at-least-once"
 
 
 _SINK_OPTIONS = {
-    name.lower(): name for name in (
-        "topic", "deliveryGuarantee", "markerTopic", "transactionalIdPrefix", "transactionTimeoutMs",
-        "includeHeaders", "path", "checkpointLocation", "queryId", "batchId",
+    name.lower(): name
+    for name in (
+        "topic",
+        "deliveryGuarantee",
+        "markerTopic",
+        "transactionalIdPrefix",
+        "transactionTimeoutMs",
+        "includeHeaders",
+        "path",
+        "checkpointLocation",
+        "queryId",
+        "batchId",
     )
 }
 
@@ -92,8 +101,11 @@ class TopicSinkOptions:
 
     def transactional_config(self, transactional_id: str) -> dict[str, Any]:
         """The producer config of one exactly-once task."""
-        return {**self.producer_config(), "transactional.id": transactional_id,
-                "transaction.timeout.ms": self.transaction_timeout_ms}
+        return {
+            **self.producer_config(),
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": self.transaction_timeout_ms,
+        }
 
 
 def parse_sink_options(options: Mapping[str, str], schema: StructType, *, define: bool = True) -> TopicSinkOptions:
@@ -112,10 +124,19 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType, *, define
 
     lowered = {key.lower(): (key, value) for key, value in options.items()}
     known = {**_SINK_OPTIONS, **{name.lower(): name for name in AVRO_OPTIONS}}
-    unknown_options([key for key, _ in lowered.values()], known, what="the pylog topic sink", error=TopicSinkError,
-                    warn=warn, ignore=("kafka.", "schemaregistry."))
-    java = {low[len("kafka."):]: value for low, (_, value) in lowered.items()
-            if low.startswith("kafka.") and low != "kafka.bootstrap.servers"}
+    unknown_options(
+        [key for key, _ in lowered.values()],
+        known,
+        what="the pylog topic sink",
+        error=TopicSinkError,
+        warn=warn,
+        ignore=("kafka.", "schemaregistry."),
+    )
+    java = {
+        low[len("kafka.") :]: value
+        for low, (_, value) in lowered.items()
+        if low.startswith("kafka.") and low != "kafka.bootstrap.servers"
+    }
     try:
         client = translate(java, PRODUCER)
     except KafkaConfigError as error:
@@ -133,8 +154,9 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType, *, define
     delivery = value("deliveryGuarantee", EXACTLY_ONCE).strip().lower()
     if delivery not in (EXACTLY_ONCE, AT_LEAST_ONCE):
         raise TopicSinkError(one_of("deliveryGuarantee", delivery, [EXACTLY_ONCE, AT_LEAST_ONCE]))
-    timeout_ms = _ms("transactionTimeoutMs", value("transactionTimeoutMs", client.honoured.get(
-        "transaction.timeout.ms", "600000")))
+    timeout_ms = _ms(
+        "transactionTimeoutMs", value("transactionTimeoutMs", client.honoured.get("transaction.timeout.ms", "600000"))
+    )
     if not 1000 <= timeout_ms <= 900_000:
         raise TopicSinkError("transactionTimeoutMs must be between 1000 and 900000 (the broker's maximum)")
     idempotence = client.honoured.get("enable.idempotence", "true").strip().lower()
@@ -142,8 +164,10 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType, *, define
         raise TopicSinkError(one_of("kafka.enable.idempotence", idempotence, ["true", "false"]))
     if idempotence == "false":
         if delivery == EXACTLY_ONCE:
-            raise TopicSinkError("kafka.enable.idempotence=false cannot be exactly once (transactions need an "
-                                 "idempotent producer): remove it, or set deliveryGuarantee=at-least-once")
+            raise TopicSinkError(
+                "kafka.enable.idempotence=false cannot be exactly once (transactions need an "
+                "idempotent producer): remove it, or set deliveryGuarantee=at-least-once"
+            )
         client.librdkafka["enable.idempotence"] = "false"
     topic = value("topic")
     avro = parse_avro_options({low: v for low, (_, v) in lowered.items()})
@@ -161,8 +185,9 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType, *, define
         kafka=tuple(sorted(client.librdkafka.items())),
         avro=tuple(avro[role] for role in ("key", "value") if role in avro),
         max_block_ms=_ms("kafka.max.block.ms", client.honoured.get("max.block.ms", str(DEFAULT_MAX_BLOCK_MS))),
-        default_api_timeout_ms=_ms("kafka.default.api.timeout.ms", client.honoured.get(
-            "default.api.timeout.ms", str(DEFAULT_API_TIMEOUT_MS))),
+        default_api_timeout_ms=_ms(
+            "kafka.default.api.timeout.ms", client.honoured.get("default.api.timeout.ms", str(DEFAULT_API_TIMEOUT_MS))
+        ),
         round_robin=client.honoured.get("partitioner.class") == ROUND_ROBIN,
         use_timestamp=use_timestamp,
         query_id=query_id,
@@ -195,8 +220,11 @@ def _batch_id(text: str | None) -> int | None:
 def _check_producer(options: TopicSinkOptions, origin: Mapping[str, str]) -> None:
     from kafka_spark.java_properties import KafkaConfigError, check_client_config
 
-    config = (options.transactional_config("pylog-config-check") if options.delivery == EXACTLY_ONCE
-              else options.producer_config())
+    config = (
+        options.transactional_config("pylog-config-check")
+        if options.delivery == EXACTLY_ONCE
+        else options.producer_config()
+    )
     origin = {**origin, "transaction.timeout.ms": "transaction.timeout.ms (or the transactionTimeoutMs option)"}
     try:
         check_client_config(config, "producer", origin, "pylog topic sink")
@@ -204,8 +232,9 @@ def _check_producer(options: TopicSinkOptions, origin: Mapping[str, str]) -> Non
         raise TopicSinkError(str(error)) from None
 
 
-def validate_schema(schema: StructType, topic_option: str | None, avro_roles: Set[str] = frozenset(),
-                    warn: bool = False) -> bool:
+def validate_schema(
+    schema: StructType, topic_option: str | None, avro_roles: Set[str] = frozenset(), warn: bool = False
+) -> bool:
     """Spark's KafkaWriter.validateQuery; an Avro-encoded key or value (keyFormat/valueFormat=avro)
     is a struct column. Returns whether the rows' ``timestamp`` column is a timestamp, which pylog
     (unlike Spark, which ignores the column) writes as each record's CreateTime; a ``timestamp``
@@ -231,8 +260,10 @@ def validate_schema(schema: StructType, topic_option: str | None, avro_roles: Se
             continue
         if name in avro_roles:
             if not isinstance(field.dataType, StructType):
-                raise TopicSinkError(f"column '{field.name}' has type {field.dataType.simpleString()}; with "
-                                     f"{name}Format=avro it must be a struct matching the Avro schema")
+                raise TopicSinkError(
+                    f"column '{field.name}' has type {field.dataType.simpleString()}; with "
+                    f"{name}Format=avro it must be a struct matching the Avro schema"
+                )
             continue
         if not any(_same_type(field.dataType, expected) for expected in types):
             wanted = " or ".join(t.simpleString() for t in types)
@@ -247,9 +278,11 @@ def validate_schema(schema: StructType, topic_option: str | None, avro_roles: Se
     if warn:
         from kafka_spark.option_names import warn_once
 
-        warn_once(f"pylog topic sink: column '{stamp.name}' has type {stamp.dataType.simpleString()}, not a "
-                  "timestamp: ignored (as Spark's Kafka sink ignores it); records get the time they are produced. "
-                  "Cast it to timestamp to set their CreateTime.")
+        warn_once(
+            f"pylog topic sink: column '{stamp.name}' has type {stamp.dataType.simpleString()}, not a "
+            "timestamp: ignored (as Spark's Kafka sink ignores it); records get the time they are produced. "
+            "Cast it to timestamp to set their CreateTime."
+        )
     return False
 
 
@@ -264,4 +297,3 @@ def _same_type(actual: Any, expected: Any) -> bool:
 
 def _security(options: TopicSinkOptions) -> list[tuple[str, str]]:
     return [(k, v) for k, v in options.kafka if k.startswith(("security.", "sasl.", "ssl."))]
-

@@ -52,15 +52,16 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from kafka_spark.errors import PylogError
 from kafka_spark.client.librdkafka_log import routed
+from kafka_spark.errors import PylogError
 from kafka_spark.topics.options import TopicSinkError, TopicSinkOptions, _security
 
 log = logging.getLogger("kafka_spark")
@@ -159,8 +160,14 @@ def _records(options: TopicSinkOptions, batches: Iterator[Any]) -> Iterator[tupl
             yield topic, key, value, partitions[row], row_headers, timestamps[row] or 0
 
 
-def _avro_or_column(options: TopicSinkOptions, role: str, batch: Any, names: dict[str, int], column: Any,
-                    encoders: dict[tuple[str, str], Any]) -> list[Any]:
+def _avro_or_column(
+    options: TopicSinkOptions,
+    role: str,
+    batch: Any,
+    names: dict[str, int],
+    column: Any,
+    encoders: dict[tuple[str, str], Any],
+) -> list[Any]:
     """The key or value bytes of a batch: the column as is, or its structs Avro-encoded."""
     avro = options.avro_column(role)
     if avro is None or role not in names:
@@ -178,8 +185,12 @@ class QueueFull(PylogError, RuntimeError):
     """The producer's queue stayed full for longer than ``kafka.max.block.ms``."""
 
 
-def _produce_all(producer: Any, rows: Iterator[tuple[str, Any, Any, int | None, Any, int]], errors: list[Any],
-                 options: TopicSinkOptions) -> int:
+def _produce_all(
+    producer: Any,
+    rows: Iterator[tuple[str, Any, Any, int | None, Any, int]],
+    errors: list[Any],
+    options: TopicSinkOptions,
+) -> int:
     def on_delivery(error: Any, _message: Any) -> None:
         if error is not None:
             errors.append(error)
@@ -210,7 +221,8 @@ def _produce_all(producer: Any, rows: Iterator[tuple[str, Any, Any, int | None, 
                         f"pylog topic sink: the producer's queue stayed full for kafka.max.block.ms="
                         f"{options.max_block_ms} ms while writing to {topic}: the cluster takes records slower "
                         "than the task produces them. Raise kafka.buffer.memory or kafka.max.block.ms, or check "
-                        "the cluster") from None
+                        "the cluster"
+                    ) from None
                 producer.poll(0.05)
         count += 1
         if count % 10_000 == 0:
@@ -247,12 +259,15 @@ def write_at_least_once(options: TopicSinkOptions, batches: Iterator[Any]) -> To
     count = _produce_all(producer, _records(options, batches), errors, options)
     remaining = producer.flush(options.transaction_timeout_ms / 1000)
     if errors or remaining:
-        raise TopicSinkDeliveryError(f"pylog topic sink: {len(errors) + remaining} of {count} records not delivered: {errors[:3]}")
+        raise TopicSinkDeliveryError(
+            f"pylog topic sink: {len(errors) + remaining} of {count} records not delivered: {errors[:3]}"
+        )
     return TopicSinkCommitMessage(partition_id, count, skipped=False)
 
 
-def write_exactly_once(options: TopicSinkOptions, batches: Iterator[Any], write_id: str,
-                       batch_id: int) -> TopicSinkCommitMessage:
+def write_exactly_once(
+    options: TopicSinkOptions, batches: Iterator[Any], write_id: str, batch_id: int
+) -> TopicSinkCommitMessage:
     """Write one task's rows in one transaction, or skip them if this (write, batch, partition)
     was already committed. See the module docstring for the protocol.
 
@@ -269,9 +284,17 @@ def write_exactly_once(options: TopicSinkOptions, batches: Iterator[Any], write_
     producer = Producer(routed(options.transactional_config(transactional_id)))
     block_s = options.max_block_ms / 1000.0  # Java bounds the transaction calls by max.block.ms
     producer.init_transactions(block_s)  # fences older holders, aborts what they left open
-    index = Consumer(routed({"bootstrap.servers": options.bootstrap_servers, "group.id": transactional_id,
-                             "enable.auto.commit": False, "isolation.level": "read_committed",
-                             **dict(_security(options))}))
+    index = Consumer(
+        routed(
+            {
+                "bootstrap.servers": options.bootstrap_servers,
+                "group.id": transactional_id,
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                **dict(_security(options)),
+            }
+        )
+    )
     try:
         marker_partition = TopicPartition(options.marker_topic, 0)
         committed = committed_offset(index, marker_partition, timeout=60)
@@ -287,13 +310,20 @@ def write_exactly_once(options: TopicSinkOptions, batches: Iterator[Any], write_
     count = _produce_all(producer, _records(options, batches), errors, options)
     marker = _MarkerDelivery()
     payload = json.dumps({"queryId": write_id, "batchId": batch_id, "partitionId": partition_id, "rows": count})
-    producer.produce(options.marker_topic, key=f"{write_id}/{partition_id}".encode(), value=payload.encode(),
-                     partition=0, on_delivery=marker)
+    producer.produce(
+        options.marker_topic,
+        key=f"{write_id}/{partition_id}".encode(),
+        value=payload.encode(),
+        partition=0,
+        on_delivery=marker,
+    )
     producer.flush(options.transaction_timeout_ms / 1000)
     if errors or marker.offset is None:
         producer.abort_transaction(block_s)
-        raise TopicSinkDeliveryError(f"pylog topic sink: {len(errors)} of {count} records failed in {transactional_id}: "
-                           f"{(errors or [marker.error])[:3]}")
+        raise TopicSinkDeliveryError(
+            f"pylog topic sink: {len(errors)} of {count} records failed in {transactional_id}: "
+            f"{(errors or [marker.error])[:3]}"
+        )
     offsets = [TopicPartition(options.marker_topic, 0, marker.offset + 1, metadata=json.dumps({"batchId": batch_id}))]
     producer.send_offsets_to_transaction(offsets, group_metadata, block_s)
     producer.commit_transaction(block_s)
@@ -342,7 +372,3 @@ def _committed_batch(metadata: str | None) -> int | None:
         return int(json.loads(metadata)["batchId"])
     except (ValueError, KeyError, TypeError):
         return None
-
-
-
-

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
 )
 
+from kafka_spark.client.librdkafka_log import routed
 from kafka_spark.topics import task
 from kafka_spark.topics.options import AT_LEAST_ONCE, EXACTLY_ONCE, TopicSinkError, TopicSinkOptions, _security
-from kafka_spark.client.librdkafka_log import routed
 
 log = logging.getLogger("kafka_spark")
 
@@ -43,16 +44,16 @@ def connect_admin(options: TopicSinkOptions) -> tuple[Any, Any]:
         ) from None
 
     refusal = RefusalWatch()
-    admin = AdminClient(routed({"bootstrap.servers": options.bootstrap_servers, **dict(_security(options)),
-                                "error_cb": refusal}))
+    admin = AdminClient(
+        routed({"bootstrap.servers": options.bootstrap_servers, **dict(_security(options)), "error_cb": refusal})
+    )
     try:
         return admin, list_topics_watching(admin, refusal, options.bootstrap_servers, 15)
     except CredentialsRefused as error:
         raise TopicSinkError(str(error)) from None
     except KafkaException as error:
         raise TopicSinkError(
-            f"cannot reach Kafka at {options.bootstrap_servers} ({error.args[0].str()}); "
-            "check kafka.bootstrap.servers"
+            f"cannot reach Kafka at {options.bootstrap_servers} ({error.args[0].str()}); check kafka.bootstrap.servers"
         ) from None
 
 
@@ -64,8 +65,9 @@ def ensure_marker_topic(options: TopicSinkOptions) -> None:
     admin, metadata = connect_admin(options)
     if options.marker_topic in metadata.topics:
         return
-    futures = admin.create_topics([NewTopic(options.marker_topic, num_partitions=1,
-                                            config={"cleanup.policy": "compact"})])
+    futures = admin.create_topics(
+        [NewTopic(options.marker_topic, num_partitions=1, config={"cleanup.policy": "compact"})]
+    )
     try:
         futures[options.marker_topic].result(timeout=30)
     except KafkaException as error:
@@ -100,8 +102,12 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[Any], batchId: int) -> None:
         rows = sum(m.rows for m in messages if m is not None)
         skipped = sum(1 for m in messages if m is not None and m.skipped)
-        log.info("pylog topic sink: batch %d committed (%d rows, %d task(s) skipped as already committed)",
-                 batchId, rows, skipped)
+        log.info(
+            "pylog topic sink: batch %d committed (%d rows, %d task(s) skipped as already committed)",
+            batchId,
+            rows,
+            skipped,
+        )
 
     def abort(self, messages: list[Any], batchId: int) -> None:
         # Nothing to undo: an uncommitted transaction is aborted by the next attempt's
@@ -124,9 +130,11 @@ class TopicBatchWriter(DataSourceArrowWriter):
         return task.write_exactly_once(self.options, iterator, self.write_id, self.batch_id)
 
     def commit(self, messages: list[Any]) -> None:
-        log.info("pylog topic sink: batch write %s committed (%d rows)", self.write_id,
-                 sum(m.rows for m in messages if m is not None))
+        log.info(
+            "pylog topic sink: batch write %s committed (%d rows)",
+            self.write_id,
+            sum(m.rows for m in messages if m is not None),
+        )
 
     def abort(self, messages: list[Any]) -> None:
         log.warning("pylog topic sink: batch write %s aborted", self.write_id)
-

@@ -21,8 +21,15 @@ import fcntl
 import os
 import signal
 
-PHASES = ("files-written", "sidecar-written", "manifest-published", "transaction-open", "transaction-committed",
-          "batch-planned", "spark-committed")
+PHASES = (
+    "files-written",
+    "sidecar-written",
+    "manifest-published",
+    "transaction-open",
+    "transaction-committed",
+    "batch-planned",
+    "spark-committed",
+)
 _AIM = os.environ.get("PYLOG_CHAOS_AIM")
 _COUNTER = os.environ.get("PYLOG_CHAOS_COUNTER")
 
@@ -46,10 +53,10 @@ def _install() -> None:
     if _AIM not in PHASES:
         return
     from kafka_spark.files import commit as sink_commit
-    from kafka_spark.topics import task as topic_sink
     from kafka_spark.files.metadata_log import MetadataLog
     from kafka_spark.files.sidecar import SinkState
     from kafka_spark.read.stream import PylogStreamReader
+    from kafka_spark.topics import task as topic_sink
 
     run = sink_commit.StreamCommit.run
 

@@ -15,11 +15,22 @@ import json
 import time
 
 import pytest
-from confluent_kafka import (Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition)
-from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
-                                   ConfigResource, NewTopic, ResourcePatternType, ResourceType,
-                                   ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
-                                   UserScramCredentialUpsertion)
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 
 from kafka_spark.broker import EmbeddedBroker
 
@@ -31,21 +42,34 @@ ALICE_ACLS = [
     AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.PREFIXED, "User:alice", "*", operation, ALLOW)
     for operation in (AclOperation.WRITE, AclOperation.READ, AclOperation.CREATE)
 ] + [
-    AclBinding(ResourceType.GROUP, "orders-app", ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.READ,
-               ALLOW),
-    AclBinding(ResourceType.TRANSACTIONAL_ID, "orders-tx", ResourcePatternType.LITERAL, "User:alice", "*",
-               AclOperation.WRITE, ALLOW),
+    AclBinding(
+        ResourceType.GROUP, "orders-app", ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.READ, ALLOW
+    ),
+    AclBinding(
+        ResourceType.TRANSACTIONAL_ID,
+        "orders-tx",
+        ResourcePatternType.LITERAL,
+        "User:alice",
+        "*",
+        AclOperation.WRITE,
+        ALLOW,
+    ),
 ]
 
 
 def sasl(user: str, mechanism: str = "PLAIN", password: str | None = None) -> dict[str, str]:
-    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.username": user,
-            "sasl.password": USERS.get(user, "") if password is None else password}
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": USERS.get(user, "") if password is None else password,
+    }
 
 
 def start(log_dir) -> EmbeddedBroker:
-    return EmbeddedBroker(log_dir, register=False, sasl_users=USERS, authorizer_class_name=AUTHORIZER,
-                          super_users=("User:admin",)).start()
+    return EmbeddedBroker(
+        log_dir, register=False, sasl_users=USERS, authorizer_class_name=AUTHORIZER, super_users=("User:admin",)
+    ).start()
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +95,9 @@ def code_of(future) -> int:
 
 
 def deliveries(broker, user: str, topic: str, **config) -> list:
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, **sasl(user), "message.timeout.ms": 10_000,
-                         **config})
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap_servers, **sasl(user), "message.timeout.ms": 10_000, **config}
+    )
     results: list = []
     producer.produce(topic, b"from " + user.encode(), on_delivery=lambda error, _: results.append(error))
     producer.flush(15)
@@ -95,8 +120,14 @@ def first_error(consumer: Consumer, seconds: float = 20):
 
 def test_alice_writes_and_reads_what_the_acls_grant(secured):
     assert deliveries(secured, "alice", "orders") == [None]
-    consumer = Consumer({"bootstrap.servers": secured.bootstrap_servers, **sasl("alice"), "group.id": "orders-app",
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": secured.bootstrap_servers,
+            **sasl("alice"),
+            "group.id": "orders-app",
+            "auto.offset.reset": "earliest",
+        }
+    )
     consumer.subscribe(["orders"])
     try:
         message = first_error(consumer)
@@ -109,19 +140,31 @@ def test_alice_writes_and_reads_what_the_acls_grant(secured):
 def test_bob_signs_in_but_may_not_write_read_or_join(secured):
     (refused,) = deliveries(secured, "bob", "orders")
     assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    consumer = Consumer({"bootstrap.servers": secured.bootstrap_servers, **sasl("bob"), "group.id": "orders-app",
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": secured.bootstrap_servers,
+            **sasl("bob"),
+            "group.id": "orders-app",
+            "auto.offset.reset": "earliest",
+        }
+    )
     consumer.subscribe(["orders"])
     try:
         error = first_error(consumer)
-        assert error is not None and error.code() in (KafkaError.GROUP_AUTHORIZATION_FAILED,
-                                                      KafkaError.TOPIC_AUTHORIZATION_FAILED)
+        assert error is not None and error.code() in (
+            KafkaError.GROUP_AUTHORIZATION_FAILED,
+            KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        )
     finally:
         consumer.close()
-    own = [AclBinding(ResourceType.GROUP, "bob-own", ResourcePatternType.LITERAL, "User:bob", "*", AclOperation.READ,
-                      ALLOW),
-           AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:bob", "*",
-                      AclOperation.DESCRIBE, ALLOW)]
+    own = [
+        AclBinding(
+            ResourceType.GROUP, "bob-own", ResourcePatternType.LITERAL, "User:bob", "*", AclOperation.READ, ALLOW
+        ),
+        AclBinding(
+            ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:bob", "*", AclOperation.DESCRIBE, ALLOW
+        ),
+    ]
     admin = admin_of(secured, "admin")
     for future in admin.create_acls(own).values():  # his own group, and seeing the topic: not reading it
         future.result(10)
@@ -145,8 +188,9 @@ def test_topic_creation_needs_create_on_the_topic_or_the_cluster(secured):
     alice, bob = admin_of(secured, "alice"), admin_of(secured, "bob")
     alice.create_topics([NewTopic("orders-eu", 1, 1)])["orders-eu"].result(10)
     assert code_of(bob.create_topics([NewTopic("bobs", 1, 1)])["bobs"]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    assert code_of(alice.create_topics([NewTopic("payments", 1, 1)])["payments"]) == \
-        KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert (
+        code_of(alice.create_topics([NewTopic("payments", 1, 1)])["payments"]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    )
 
 
 def test_transactional_ids_need_write_on_the_id(secured):
@@ -168,18 +212,29 @@ def test_cluster_operations_need_acls_on_the_cluster(secured):
     grant = AclBinding(ResourceType.TOPIC, "*", ResourcePatternType.LITERAL, "User:bob", "*", AclOperation.ALL, ALLOW)
     assert code_of(bob.create_acls([grant])[grant]) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
     # librdkafka drops DescribeAcls' top-level error (against Apache Kafka too): bob sees no ACLs.
-    assert bob.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
-                                              AclOperation.ANY, AclPermissionType.ANY)).result(10) == []
+    assert (
+        bob.describe_acls(
+            AclBindingFilter(
+                ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+            )
+        ).result(10)
+        == []
+    )
 
 
 def test_kafka_python_is_refused_the_acls_without_describe_on_the_cluster(secured):
     from kafka import KafkaAdminClient
-    from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
-                             ResourcePatternFilter, ResourceType as KpResourceType)
+    from kafka.admin import ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePatternFilter
+    from kafka.admin import ResourceType as KpResourceType
     from kafka.errors import ClusterAuthorizationFailedError
 
-    everything = ACLFilter(principal=None, host="*", operation=ACLOperation.ANY, permission_type=ACLPermissionType.ANY,
-                           resource_pattern=ResourcePatternFilter(KpResourceType.ANY, None, ACLResourcePatternType.ANY))
+    everything = ACLFilter(
+        principal=None,
+        host="*",
+        operation=ACLOperation.ANY,
+        permission_type=ACLPermissionType.ANY,
+        resource_pattern=ResourcePatternFilter(KpResourceType.ANY, None, ACLResourcePatternType.ANY),
+    )
     bob = KafkaAdminClient(bootstrap_servers=secured.bootstrap_servers, **kp_sasl("bob"))
     admin = KafkaAdminClient(bootstrap_servers=secured.bootstrap_servers, **kp_sasl("admin"))
     try:
@@ -193,11 +248,14 @@ def test_kafka_python_is_refused_the_acls_without_describe_on_the_cluster(secure
 
 
 def test_authorized_operations_say_what_each_user_may_do(secured):
-    for user, expected in (("alice", {AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
-                                       AclOperation.DESCRIBE}), ("admin", None)):
+    for user, expected in (
+        ("alice", {AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE}),
+        ("admin", None),
+    ):
         admin = admin_of(secured, user)
         described = admin.describe_topics(TopicCollection(["orders"]), include_authorized_operations=True)[
-            "orders"].result(10)
+            "orders"
+        ].result(10)
         if expected is not None:
             assert set(described.authorized_operations) == expected
         else:  # a super user may do everything there is to do with a topic
@@ -209,20 +267,40 @@ def test_authorized_operations_say_what_each_user_may_do(secured):
 
 def test_acls_are_listed_deleted_and_denies_win(secured):
     admin = admin_of(secured, "admin")
-    listed = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:alice", None,
-                                                  AclOperation.ANY, AclPermissionType.ANY)).result(10)
+    listed = admin.describe_acls(
+        AclBindingFilter(
+            ResourceType.ANY, None, ResourcePatternType.ANY, "User:alice", None, AclOperation.ANY, AclPermissionType.ANY
+        )
+    ).result(10)
     assert set(listed) == set(ALICE_ACLS)
-    deny = AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
-                      AclOperation.WRITE, AclPermissionType.DENY)
+    deny = AclBinding(
+        ResourceType.TOPIC,
+        "orders",
+        ResourcePatternType.LITERAL,
+        "User:alice",
+        "*",
+        AclOperation.WRITE,
+        AclPermissionType.DENY,
+    )
     admin.create_acls([deny])[deny].result(10)
     try:
         (refused,) = deliveries(secured, "alice", "orders")
         assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
         assert deliveries(secured, "alice", "orders-eu") == [None]  # the prefixed ALLOW still applies there
     finally:
-        (deleted,) = admin.delete_acls([AclBindingFilter(
-            ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, None, None, AclOperation.ANY,
-            AclPermissionType.DENY)]).values()
+        (deleted,) = admin.delete_acls(
+            [
+                AclBindingFilter(
+                    ResourceType.TOPIC,
+                    "orders",
+                    ResourcePatternType.LITERAL,
+                    None,
+                    None,
+                    AclOperation.ANY,
+                    AclPermissionType.DENY,
+                )
+            ]
+        ).values()
         assert deleted.result(10) == [deny]
     assert deliveries(secured, "alice", "orders") == [None]
 
@@ -231,13 +309,18 @@ def test_acls_are_listed_deleted_and_denies_win(secured):
 
 
 def kp_sasl(user: str) -> dict[str, str]:
-    return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": user,
-            "sasl_plain_password": USERS[user]}
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": user,
+        "sasl_plain_password": USERS[user],
+    }
 
 
 def test_kafka_python_users_get_the_authorization_errors(secured):
     from kafka import KafkaConsumer, KafkaProducer
-    from kafka.errors import GroupAuthorizationFailedError, KafkaError as KpError, TopicAuthorizationFailedError
+    from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
+    from kafka.errors import KafkaError as KpError
 
     producer = KafkaProducer(bootstrap_servers=secured.bootstrap_servers, **kp_sasl("alice"))  # idempotent
     producer.send("orders", b"kafka-python").get(15)
@@ -247,13 +330,15 @@ def test_kafka_python_users_get_the_authorization_errors(secured):
     with pytest.raises(KpError, match="ClusterAuthorizationFailed"):
         producer.send("orders", b"bob").get(15)
     producer.close()
-    producer = KafkaProducer(bootstrap_servers=secured.bootstrap_servers, max_block_ms=10_000,
-                             enable_idempotence=False, **kp_sasl("bob"))
+    producer = KafkaProducer(
+        bootstrap_servers=secured.bootstrap_servers, max_block_ms=10_000, enable_idempotence=False, **kp_sasl("bob")
+    )
     with pytest.raises(TopicAuthorizationFailedError):
         producer.send("orders", b"bob").get(15)
     producer.close()
-    consumer = KafkaConsumer("orders", bootstrap_servers=secured.bootstrap_servers, group_id="orders-app",
-                             **kp_sasl("bob"))
+    consumer = KafkaConsumer(
+        "orders", bootstrap_servers=secured.bootstrap_servers, group_id="orders-app", **kp_sasl("bob")
+    )
     try:
         with pytest.raises((GroupAuthorizationFailedError, TopicAuthorizationFailedError)):
             for _ in range(20):
@@ -270,8 +355,12 @@ def test_aiokafka_users_get_the_authorization_errors(secured):
     from aiokafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 
     def aio_sasl(user: str) -> dict[str, str]:
-        return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": user,
-                "sasl_plain_password": USERS[user]}
+        return {
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN",
+            "sasl_plain_username": user,
+            "sasl_plain_password": USERS[user],
+        }
 
     async def scenario() -> None:
         alice = aiokafka.AIOKafkaProducer(bootstrap_servers=secured.bootstrap_servers, **aio_sasl("alice"))
@@ -280,16 +369,18 @@ def test_aiokafka_users_get_the_authorization_errors(secured):
             await alice.send_and_wait("orders", b"aiokafka")
         finally:
             await alice.stop()
-        bob = aiokafka.AIOKafkaProducer(bootstrap_servers=secured.bootstrap_servers, request_timeout_ms=10_000,
-                                        **aio_sasl("bob"))
+        bob = aiokafka.AIOKafkaProducer(
+            bootstrap_servers=secured.bootstrap_servers, request_timeout_ms=10_000, **aio_sasl("bob")
+        )
         await bob.start()
         try:
             with pytest.raises(TopicAuthorizationFailedError):
                 await bob.send_and_wait("orders", b"bob")
         finally:
             await bob.stop()
-        consumer = aiokafka.AIOKafkaConsumer("orders", bootstrap_servers=secured.bootstrap_servers,
-                                             group_id="orders-app", **aio_sasl("bob"))
+        consumer = aiokafka.AIOKafkaConsumer(
+            "orders", bootstrap_servers=secured.bootstrap_servers, group_id="orders-app", **aio_sasl("bob")
+        )
         try:
             with pytest.raises((GroupAuthorizationFailedError, TopicAuthorizationFailedError)):
                 await consumer.start()  # its first metadata request already names the topic
@@ -306,14 +397,17 @@ def test_aiokafka_users_get_the_authorization_errors(secured):
 def test_scram_users_are_managed_in_the_broker_and_survive_a_restart(tmp_path):
     broker = start(tmp_path)
     admin = admin_of(broker, "admin")
-    carol = UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192),
-                                         b"carol-secret")
+    carol = UserScramCredentialUpsertion(
+        "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"carol-secret"
+    )
     admin.alter_user_scram_credentials([carol])["carol"].result(10)
     described = admin.describe_user_scram_credentials(["carol"])["carol"].result(10)
     assert [(info.mechanism, info.iterations) for info in described.scram_credential_infos] == [
-        (ScramMechanism.SCRAM_SHA_256, 8192)]
-    grant = AclBinding(ResourceType.TOPIC, "*", ResourcePatternType.LITERAL, "User:carol", "*",
-                       AclOperation.DESCRIBE, ALLOW)
+        (ScramMechanism.SCRAM_SHA_256, 8192)
+    ]
+    grant = AclBinding(
+        ResourceType.TOPIC, "*", ResourcePatternType.LITERAL, "User:carol", "*", AclOperation.DESCRIBE, ALLOW
+    )
     admin.create_acls([grant])[grant].result(10)
     stored = (tmp_path / "scram-credentials.json").read_text()
     assert "carol-secret" not in stored and json.loads(stored)["users"]["carol"]["SCRAM-SHA-256"]["iterations"] == 8192
@@ -322,18 +416,29 @@ def test_scram_users_are_managed_in_the_broker_and_survive_a_restart(tmp_path):
 
     broker = start(tmp_path)  # the credential and the ACL come back from the log directory
     try:
-        signed_in = AdminClient({"bootstrap.servers": broker.bootstrap_servers,
-                                 **sasl("carol", "SCRAM-SHA-256", "carol-secret")})
+        signed_in = AdminClient(
+            {"bootstrap.servers": broker.bootstrap_servers, **sasl("carol", "SCRAM-SHA-256", "carol-secret")}
+        )
         assert signed_in.list_topics(timeout=10).topics is not None
         admin = admin_of(broker, "admin")
-        listed = admin.describe_acls(AclBindingFilter(
-            ResourceType.ANY, None, ResourcePatternType.ANY, "User:carol", None, AclOperation.ANY,
-            AclPermissionType.ANY)).result(10)
+        listed = admin.describe_acls(
+            AclBindingFilter(
+                ResourceType.ANY,
+                None,
+                ResourcePatternType.ANY,
+                "User:carol",
+                None,
+                AclOperation.ANY,
+                AclPermissionType.ANY,
+            )
+        ).result(10)
         assert listed == [grant]
         admin.alter_user_scram_credentials([UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_256)])[
-            "carol"].result(10)
-        refused = AdminClient({"bootstrap.servers": broker.bootstrap_servers,
-                               **sasl("carol", "SCRAM-SHA-256", "carol-secret")})
+            "carol"
+        ].result(10)
+        refused = AdminClient(
+            {"bootstrap.servers": broker.bootstrap_servers, **sasl("carol", "SCRAM-SHA-256", "carol-secret")}
+        )
         with pytest.raises(KafkaException) as failure:
             refused.list_topics(timeout=5)
         assert failure.value.args[0].code() in (KafkaError._AUTHENTICATION, KafkaError._TRANSPORT)

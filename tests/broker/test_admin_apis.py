@@ -19,9 +19,9 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 from confluent_kafka.error import KafkaException
+from partition_reads import read_to_end
 
 from kafka_spark.broker import EmbeddedBroker
-from partition_reads import read_to_end
 
 
 def partition_count(admin: AdminClient, topic: str) -> int:
@@ -54,8 +54,12 @@ def test_confluent_admin_grows_a_topic_and_refuses_what_kafka_refuses(pylog_brok
     producer = Producer({"bootstrap.servers": pylog_broker.bootstrap_servers})
     delivered = []
     for partition in range(5):
-        producer.produce(topic, value=b"p%d" % partition, partition=partition,
-                         on_delivery=lambda err, msg: delivered.append((err, msg.partition(), msg.offset())))
+        producer.produce(
+            topic,
+            value=b"p%d" % partition,
+            partition=partition,
+            on_delivery=lambda err, msg: delivered.append((err, msg.partition(), msg.offset())),
+        )
     producer.flush(10)
     assert sorted(delivered) == [(None, p, 0) for p in range(5)]
 
@@ -69,34 +73,49 @@ def test_confluent_admin_describes_and_alters_topic_configs(pylog_broker, pylog_
     assert configs["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     assert not configs["retention.ms"].is_default
     assert [(s.name, s.value) for s in configs["retention.ms"].synonyms.values()] == [
-        ("retention.ms", "3600000"), ("log.retention.ms", "604800000")]
+        ("retention.ms", "3600000"),
+        ("log.retention.ms", "604800000"),
+    ]
     assert configs["cleanup.policy"].value == "delete" and configs["cleanup.policy"].is_default
     assert configs["compression.type"].value == "producer"
 
     # Incremental: APPEND to a list config, DELETE an override (back to the default).
-    change = ConfigResource("topic", topic, incremental_configs=[
-        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
-        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
-        ConfigEntry("segment.bytes", "1048576", incremental_operation=AlterConfigOpType.SET)])
+    change = ConfigResource(
+        "topic",
+        topic,
+        incremental_configs=[
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+            ConfigEntry("segment.bytes", "1048576", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
     admin.incremental_alter_configs([change])[change].result(10)
     configs = describe(admin, resource)
     assert (configs["cleanup.policy"].value, configs["retention.ms"].value, configs["segment.bytes"].value) == (
-        "compact,delete", "604800000", "1048576")
+        "compact,delete",
+        "604800000",
+        "1048576",
+    )
     for partition in range(2):  # the logs apply it at once
         log = pylog_broker.broker.logs.get_log(topic, partition)
         assert log.config.compacts and log.config.deletes and log.config.segment_bytes == 1048576
 
     # Refused: a bad value, APPEND to a scalar config, an unknown name. Nothing changes.
-    for entry, code in [(ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET), 40),
-                        (ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.APPEND), 40),
-                        (ConfigEntry("retention.mss", "5", incremental_operation=AlterConfigOpType.SET), 40)]:
+    for entry, code in [
+        (ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET), 40),
+        (ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.APPEND), 40),
+        (ConfigEntry("retention.mss", "5", incremental_operation=AlterConfigOpType.SET), 40),
+    ]:
         bad = ConfigResource("topic", topic, incremental_configs=[entry])
         assert error_code(admin.incremental_alter_configs([bad])[bad]) == code
     assert describe(admin, resource)["retention.ms"].value == "604800000"
 
     # validate_only checks and changes nothing.
-    trial = ConfigResource("topic", topic, incremental_configs=[
-        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    trial = ConfigResource(
+        "topic",
+        topic,
+        incremental_configs=[ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)],
+    )
     admin.incremental_alter_configs([trial], validate_only=True)[trial].result(10)
     assert describe(admin, resource)["retention.ms"].value == "604800000"
 
@@ -111,8 +130,11 @@ def test_broker_configs_are_described_and_read_only(pylog_broker):
     assert configs["num.partitions"].value == str(pylog_broker.broker.config.num_partitions)
     assert configs["log.dirs"].value == str(pylog_broker.log_dir)
     assert all(entry.is_read_only for entry in configs.values())
-    change = ConfigResource("broker", "0", incremental_configs=[
-        ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)])
+    change = ConfigResource(
+        "broker",
+        "0",
+        incremental_configs=[ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)],
+    )
     assert error_code(admin.incremental_alter_configs([change])[change]) == 42
 
 
@@ -141,7 +163,8 @@ def test_partitions_and_configs_survive_a_restart_and_retention_follows_the_new_
 
 def test_kafka_python_admin_grows_topics_and_alters_configs(pylog_broker, pylog_topic):
     from kafka.admin import ConfigResource as KpResource
-    from kafka.admin import ConfigResourceType, KafkaAdminClient, NewPartitions as KpPartitions
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+    from kafka.admin import NewPartitions as KpPartitions
 
     topic = pylog_topic(partitions=1)
     admin = KafkaAdminClient(bootstrap_servers=pylog_broker.bootstrap_servers)
@@ -153,15 +176,28 @@ def test_kafka_python_admin_grows_topics_and_alters_configs(pylog_broker, pylog_
         # DescribeConfigs v3+ adds the type (Kafka's: retention.ms is a LONG); the documentation
         # comes only when asked for.
         described = admin.describe_configs([KpResource(ConfigResourceType.TOPIC, topic)])
-        assert described == {"topic": {topic: {"retention.ms": {
-            "value": "120000", "read_only": False, "config_source": "DYNAMIC_TOPIC_CONFIG",
-            "is_sensitive": False, "synonyms": [], "config_type": "LONG", "documentation": None}}}}
+        assert described == {
+            "topic": {
+                topic: {
+                    "retention.ms": {
+                        "value": "120000",
+                        "read_only": False,
+                        "config_source": "DYNAMIC_TOPIC_CONFIG",
+                        "is_sensitive": False,
+                        "synonyms": [],
+                        "config_type": "LONG",
+                        "documentation": None,
+                    }
+                }
+            }
+        }
     finally:
         admin.close()
 
 
 def test_aiokafka_admin_grows_topics_and_describes_configs(pylog_broker, pylog_topic):
-    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions as AioPartitions
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin import NewPartitions as AioPartitions
     from aiokafka.admin.config_resource import ConfigResource as AioResource
     from aiokafka.admin.config_resource import ConfigResourceType as AioType
 
@@ -173,8 +209,9 @@ def test_aiokafka_admin_grows_topics_and_describes_configs(pylog_broker, pylog_t
         try:
             await admin.create_partitions({topic: AioPartitions(total_count=2)})
             described = await admin.describe_configs([AioResource(AioType.TOPIC, topic)])
-            return {entry[0]: entry[1] for response in described for result in response.resources
-                    for entry in result[4]}
+            return {
+                entry[0]: entry[1] for response in described for result in response.resources for entry in result[4]
+            }
         finally:
             await admin.close()
 
@@ -242,7 +279,11 @@ def test_describe_cluster_names_this_node_as_broker_and_controller(pylog_broker)
     cluster = admin.describe_cluster(request_timeout=10).result(10)
     host, port = pylog_broker.bootstrap_servers.rsplit(":", 1)
     assert cluster.cluster_id == config.cluster_id
-    assert (cluster.controller.id, cluster.controller.host, cluster.controller.port) == (config.node_id, host, int(port))
+    assert (cluster.controller.id, cluster.controller.host, cluster.controller.port) == (
+        config.node_id,
+        host,
+        int(port),
+    )
     assert [(node.id, node.host, node.port) for node in cluster.nodes] == [(config.node_id, host, int(port))]
 
     kp_admin = KafkaAdminClient(bootstrap_servers=pylog_broker.bootstrap_servers)

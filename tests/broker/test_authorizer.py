@@ -6,15 +6,32 @@ import json
 
 import pytest
 
-from kafka_spark.broker.authorizer import (Acl, AclFilter, Authorizer, InvalidAcl, Operation as Op, PatternType,
-                                           Permission, ResourceType as Rt, certificate_principal)
+from kafka_spark.broker.authorizer import (
+    Acl,
+    AclFilter,
+    Authorizer,
+    InvalidAcl,
+    PatternType,
+    Permission,
+    certificate_principal,
+)
+from kafka_spark.broker.authorizer import Operation as Op
+from kafka_spark.broker.authorizer import ResourceType as Rt
 
 LITERAL, PREFIXED = PatternType.LITERAL, PatternType.PREFIXED
 ALLOW, DENY = Permission.ALLOW, Permission.DENY
 
 
-def acl(name: str, op: Op, permission: Permission = ALLOW, principal: str = "User:alice", *,
-        kind: Rt = Rt.TOPIC, pattern: PatternType = LITERAL, host: str = "*") -> Acl:
+def acl(
+    name: str,
+    op: Op,
+    permission: Permission = ALLOW,
+    principal: str = "User:alice",
+    *,
+    kind: Rt = Rt.TOPIC,
+    pattern: PatternType = LITERAL,
+    host: str = "*",
+) -> Acl:
     return Acl(kind, name, pattern, principal, host, op, permission).validate()
 
 
@@ -23,8 +40,15 @@ def authorizer(tmp_path):
     return Authorizer(tmp_path, super_users=["User:admin"])
 
 
-def can(authorizer: Authorizer, op: Op, name: str = "orders", principal: str = "User:alice", *,
-        kind: Rt = Rt.TOPIC, host: str = "10.0.0.1") -> bool:
+def can(
+    authorizer: Authorizer,
+    op: Op,
+    name: str = "orders",
+    principal: str = "User:alice",
+    *,
+    kind: Rt = Rt.TOPIC,
+    host: str = "10.0.0.1",
+) -> bool:
     return authorizer.authorize(principal, host, op, kind, name)
 
 
@@ -46,9 +70,16 @@ def test_super_users_may_do_anything(authorizer):
     assert can(authorizer, Op.DELETE, principal="User:admin")
 
 
-@pytest.mark.parametrize("granted, implied", [
-    (Op.READ, Op.DESCRIBE), (Op.WRITE, Op.DESCRIBE), (Op.DELETE, Op.DESCRIBE), (Op.ALTER, Op.DESCRIBE),
-    (Op.ALTER_CONFIGS, Op.DESCRIBE_CONFIGS)])
+@pytest.mark.parametrize(
+    "granted, implied",
+    [
+        (Op.READ, Op.DESCRIBE),
+        (Op.WRITE, Op.DESCRIBE),
+        (Op.DELETE, Op.DESCRIBE),
+        (Op.ALTER, Op.DESCRIBE),
+        (Op.ALTER_CONFIGS, Op.DESCRIBE_CONFIGS),
+    ],
+)
 def test_allowing_an_operation_allows_the_ones_it_implies(authorizer, granted, implied):
     authorizer.add([acl("orders", granted)])
     assert can(authorizer, granted) and can(authorizer, implied)
@@ -72,8 +103,9 @@ def test_a_deny_for_everyone_beats_an_allow_for_one(authorizer):
 
 
 def test_literal_wildcard_and_prefixed_patterns(authorizer):
-    authorizer.add([acl("orders-", Op.READ, pattern=PREFIXED), acl("*", Op.DESCRIBE),
-                    acl("audit", Op.WRITE, kind=Rt.TOPIC)])
+    authorizer.add(
+        [acl("orders-", Op.READ, pattern=PREFIXED), acl("*", Op.DESCRIBE), acl("audit", Op.WRITE, kind=Rt.TOPIC)]
+    )
     assert can(authorizer, Op.READ, "orders-eu") and not can(authorizer, Op.READ, "order")
     assert can(authorizer, Op.DESCRIBE, "anything") and not can(authorizer, Op.WRITE, "anything")
     assert can(authorizer, Op.WRITE, "audit") and not can(authorizer, Op.WRITE, "audit-log")
@@ -99,22 +131,29 @@ def test_authorized_operations_are_a_bit_field_of_operation_codes(authorizer):
     assert bits == (1 << Op.READ) | (1 << Op.DESCRIBE)
 
 
-@pytest.mark.parametrize("bad, reason", [
-    (Acl(Rt.ANY, "x", LITERAL, "User:a", "*", Op.READ, ALLOW), "resource type"),
-    (Acl(Rt.TOPIC, "x", PatternType.MATCH, "User:a", "*", Op.READ, ALLOW), "LITERAL or PREFIXED"),
-    (Acl(Rt.TOPIC, "x", LITERAL, "alice", "*", Op.READ, ALLOW), "TYPE:NAME"),
-    (Acl(Rt.TOPIC, "x", LITERAL, "User:a", "*", Op.ANY, ALLOW), "needs an operation"),
-    (Acl(Rt.CLUSTER, "x", LITERAL, "User:a", "*", Op.ALTER, ALLOW), "kafka-cluster"),
-    (Acl(Rt.GROUP, "x", LITERAL, "User:a", "*", Op.WRITE, ALLOW), "does not apply to GROUP"),
-])
+@pytest.mark.parametrize(
+    "bad, reason",
+    [
+        (Acl(Rt.ANY, "x", LITERAL, "User:a", "*", Op.READ, ALLOW), "resource type"),
+        (Acl(Rt.TOPIC, "x", PatternType.MATCH, "User:a", "*", Op.READ, ALLOW), "LITERAL or PREFIXED"),
+        (Acl(Rt.TOPIC, "x", LITERAL, "alice", "*", Op.READ, ALLOW), "TYPE:NAME"),
+        (Acl(Rt.TOPIC, "x", LITERAL, "User:a", "*", Op.ANY, ALLOW), "needs an operation"),
+        (Acl(Rt.CLUSTER, "x", LITERAL, "User:a", "*", Op.ALTER, ALLOW), "kafka-cluster"),
+        (Acl(Rt.GROUP, "x", LITERAL, "User:a", "*", Op.WRITE, ALLOW), "does not apply to GROUP"),
+    ],
+)
 def test_acls_kafka_would_refuse_are_refused_with_the_reason(bad, reason):
     with pytest.raises(InvalidAcl, match=reason):
         bad.validate()
 
 
 def test_filters_select_by_every_field_and_match_finds_the_acls_that_apply(authorizer):
-    acls = [acl("orders", Op.READ), acl("orders-", Op.WRITE, pattern=PREFIXED, principal="User:bob"),
-            acl("*", Op.DESCRIBE), acl("orders", Op.READ, kind=Rt.GROUP)]
+    acls = [
+        acl("orders", Op.READ),
+        acl("orders-", Op.WRITE, pattern=PREFIXED, principal="User:bob"),
+        acl("*", Op.DESCRIBE),
+        acl("orders", Op.READ, kind=Rt.GROUP),
+    ]
     authorizer.add(acls)
     assert len(authorizer.acls(AclFilter())) == 4
     assert authorizer.acls(AclFilter(principal="User:bob")) == [acls[1]]
@@ -149,10 +188,18 @@ def test_the_authorizer_is_configured_with_kafkas_broker_properties():
     from kafka_spark.broker.properties import broker_options
     from kafka_spark.broker.storage.errors import InvalidConfigError
 
-    options = broker_options({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                              "super.users": "User:admin; User:ops", "allow.everyone.if.no.acl.found": "true"})
-    assert options.settings == {"authorizer_class_name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                                "super_users": ("User:admin", "User:ops"), "allow_everyone_if_no_acl_found": True}
+    options = broker_options(
+        {
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin; User:ops",
+            "allow.everyone.if.no.acl.found": "true",
+        }
+    )
+    assert options.settings == {
+        "authorizer_class_name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super_users": ("User:admin", "User:ops"),
+        "allow_everyone_if_no_acl_found": True,
+    }
     with pytest.raises(InvalidConfigError, match="'admin' is not TYPE:NAME"):
         broker_options({"super.users": "admin"})
     with pytest.raises(ValueError, match="pylog's authorizer is the ACL authorizer"):

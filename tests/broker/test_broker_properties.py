@@ -48,30 +48,60 @@ STOCK_KRAFT = """\
 
 def test_properties_files_read_as_java_reads_them(tmp_path):
     path = tmp_path / "server.properties"
-    path.write_text("# comment\n! also a comment\n\nlog.dirs = /data/a\nnum.partitions: 4\n"
-                    "log.retention.hours 24\nlisteners=PLAINTEXT://\\\n   127.0.0.1:9092\nempty=\n")
-    assert read_properties(path) == {"log.dirs": "/data/a", "num.partitions": "4", "log.retention.hours": "24",
-                                     "listeners": "PLAINTEXT://127.0.0.1:9092", "empty": ""}
+    path.write_text(
+        "# comment\n! also a comment\n\nlog.dirs = /data/a\nnum.partitions: 4\n"
+        "log.retention.hours 24\nlisteners=PLAINTEXT://\\\n   127.0.0.1:9092\nempty=\n"
+    )
+    assert read_properties(path) == {
+        "log.dirs": "/data/a",
+        "num.partitions": "4",
+        "log.retention.hours": "24",
+        "listeners": "PLAINTEXT://127.0.0.1:9092",
+        "empty": "",
+    }
 
 
 def test_kafka_names_map_to_the_broker_settings():
-    options = broker_options({
-        "log.dirs": "/data/pylog", "listeners": "PLAINTEXT://0.0.0.0:19092",
-        "advertised.listeners": "PLAINTEXT://broker.example:19092", "num.partitions": "6",
-        "auto.create.topics.enable": "false", "node.id": "7", "log.retention.minutes": "90",
-        "log.retention.hours": "5", "log.roll.hours": "2", "log.segment.bytes": "1048576",
-        "log.cleanup.policy": "compact", "message.max.bytes": "2000000", "log.flush.on.ack.all": "false",
-        "log.flush.interval.messages": "1000", "transactional.id.expiration.ms": "60000",
-        "min.insync.replicas": "2", "socket.request.max.bytes": "2000000", "queued.max.request.bytes": "-1",
-        "log.flush.timeout.ms": "30000", "log.flush.io.uring.entries": "64",
-    })
+    options = broker_options(
+        {
+            "log.dirs": "/data/pylog",
+            "listeners": "PLAINTEXT://0.0.0.0:19092",
+            "advertised.listeners": "PLAINTEXT://broker.example:19092",
+            "num.partitions": "6",
+            "auto.create.topics.enable": "false",
+            "node.id": "7",
+            "log.retention.minutes": "90",
+            "log.retention.hours": "5",
+            "log.roll.hours": "2",
+            "log.segment.bytes": "1048576",
+            "log.cleanup.policy": "compact",
+            "message.max.bytes": "2000000",
+            "log.flush.on.ack.all": "false",
+            "log.flush.interval.messages": "1000",
+            "transactional.id.expiration.ms": "60000",
+            "min.insync.replicas": "2",
+            "socket.request.max.bytes": "2000000",
+            "queued.max.request.bytes": "-1",
+            "log.flush.timeout.ms": "30000",
+            "log.flush.io.uring.entries": "64",
+        }
+    )
     settings = options.settings
     log = settings.pop("log_config")
-    assert settings == {"log_dir": "/data/pylog", "host": "0.0.0.0", "port": 19092,
-                        "advertised_host": "broker.example", "num_partitions": 6, "auto_create_topics": False,
-                        "node_id": 7, "transactional_id_expiration_ms": 60000, "socket_request_max_bytes": 2_000_000,
-                        "queued_max_request_bytes": -1, "log_flush_timeout_ms": 30000,
-                        "log_flush_io_uring_entries": 64}
+    assert settings == {
+        "log_dir": "/data/pylog",
+        "host": "0.0.0.0",
+        "port": 19092,
+        "advertised_host": "broker.example",
+        "num_partitions": 6,
+        "auto_create_topics": False,
+        "node_id": 7,
+        "transactional_id_expiration_ms": 60000,
+        "socket_request_max_bytes": 2_000_000,
+        "queued_max_request_bytes": -1,
+        "log_flush_timeout_ms": 30000,
+        "log_flush_io_uring_entries": 64,
+    }
     assert log.retention_ms == 90 * 60_000  # the finer unit wins, as in Kafka
     assert log.segment_ms == 2 * 3_600_000 and log.segment_bytes == 1048576
     assert log.cleanup_policy == "compact" and log.max_message_bytes == 2_000_000
@@ -81,29 +111,47 @@ def test_kafka_names_map_to_the_broker_settings():
     assert broker_options({}).settings == {}
 
 
-@pytest.mark.parametrize("properties, message", [
-    ({"log.retention.hourz": "1"}, "log.retention.hourz (did you mean log.retention.hours?)"),
-    ({"num.partitions": "three"}, "num.partitions='three' is invalid"),
-    ({"log.cleanup.policy": "zap"}, "log.cleanup.policy='zap' is invalid"),
-    ({"log.segment.bytes": "1"}, "log.segment.bytes=1 is invalid"),
-    ({"log.cleaner.delete.retention.ms": "-5"}, "log.cleaner.delete.retention.ms=-5 is invalid"),
-    ({"log.retention.bytes": "lots"}, "invalid value 'lots' for log.retention.bytes:"),
-    ({"log.flush.on.ack.all": "maybe"}, "log.flush.on.ack.all='maybe' is invalid: use true or false"),
-    ({"log.dirs": "/a,/b"}, "give exactly one"),
-    ({"socket.request.max.bytes": "4"}, "socket.request.max.bytes=4 is invalid: the largest request accepted"),
-    ({"queued.max.request.bytes": "0"}, "queued.max.request.bytes=0 is invalid"),
-    ({"log.flush.timeout.ms": "0"}, "log.flush.timeout.ms=0 is invalid"),
-    ({"log.flush.io.uring.entries": "65536"}, "log.flush.io.uring.entries=65536 is invalid: entries of the fsync ring"),
-    ({"listeners": "SSL://:9093"}, "uses TLS but ssl.keystore.location is not set"),
-    ({"listeners": "SSL://:9093", "ssl.keystore.location": "/ks.jks"}, "ssl.keystore.type=JKS: pylog reads PEM"),
-    ({"listeners": "SSL://:9093", "ssl.keystore.type": "PEM", "ssl.keystore.location": "/ks.pem",
-      "ssl.client.auth": "required"}, "ssl.client.auth needs ssl.truststore.location"),
-    ({"listeners": "WEIRD://:9093"}, "map it in listener.security.protocol.map"),
-    ({"listeners": "PLAINTEXT://:9092,INTERNAL://:9093",
-      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"}, "exactly one listener"),
-    ({"listeners": "PLAINTEXT://localhost"}, "has no port"),
-    ({"listeners": "PLAINTEXT://:9092", "advertised.listeners": "PLAINTEXT://h:9093"}, "differs from the listener"),
-])
+@pytest.mark.parametrize(
+    "properties, message",
+    [
+        ({"log.retention.hourz": "1"}, "log.retention.hourz (did you mean log.retention.hours?)"),
+        ({"num.partitions": "three"}, "num.partitions='three' is invalid"),
+        ({"log.cleanup.policy": "zap"}, "log.cleanup.policy='zap' is invalid"),
+        ({"log.segment.bytes": "1"}, "log.segment.bytes=1 is invalid"),
+        ({"log.cleaner.delete.retention.ms": "-5"}, "log.cleaner.delete.retention.ms=-5 is invalid"),
+        ({"log.retention.bytes": "lots"}, "invalid value 'lots' for log.retention.bytes:"),
+        ({"log.flush.on.ack.all": "maybe"}, "log.flush.on.ack.all='maybe' is invalid: use true or false"),
+        ({"log.dirs": "/a,/b"}, "give exactly one"),
+        ({"socket.request.max.bytes": "4"}, "socket.request.max.bytes=4 is invalid: the largest request accepted"),
+        ({"queued.max.request.bytes": "0"}, "queued.max.request.bytes=0 is invalid"),
+        ({"log.flush.timeout.ms": "0"}, "log.flush.timeout.ms=0 is invalid"),
+        (
+            {"log.flush.io.uring.entries": "65536"},
+            "log.flush.io.uring.entries=65536 is invalid: entries of the fsync ring",
+        ),
+        ({"listeners": "SSL://:9093"}, "uses TLS but ssl.keystore.location is not set"),
+        ({"listeners": "SSL://:9093", "ssl.keystore.location": "/ks.jks"}, "ssl.keystore.type=JKS: pylog reads PEM"),
+        (
+            {
+                "listeners": "SSL://:9093",
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": "/ks.pem",
+                "ssl.client.auth": "required",
+            },
+            "ssl.client.auth needs ssl.truststore.location",
+        ),
+        ({"listeners": "WEIRD://:9093"}, "map it in listener.security.protocol.map"),
+        (
+            {
+                "listeners": "PLAINTEXT://:9092,INTERNAL://:9093",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+            },
+            "exactly one listener",
+        ),
+        ({"listeners": "PLAINTEXT://localhost"}, "has no port"),
+        ({"listeners": "PLAINTEXT://:9092", "advertised.listeners": "PLAINTEXT://h:9093"}, "differs from the listener"),
+    ],
+)
 def test_bad_settings_name_the_key_and_the_fix(properties, message):
     with pytest.raises(InvalidConfigError) as error:
         broker_options(properties)
@@ -121,13 +169,16 @@ def test_flush_on_ack_all_off_acknowledges_acks_all_without_waiting_for_fsync(tm
     (Kafka's own policy); by default each waits for one."""
     waits = {}
     for value in ("true", "false"):
-        with EmbeddedBroker(log_dir=tmp_path / value, register=False,
-                            **broker_options({"log.flush.on.ack.all": value}).settings) as broker:
+        with EmbeddedBroker(
+            log_dir=tmp_path / value, register=False, **broker_options({"log.flush.on.ack.all": value}).settings
+        ) as broker:
             broker.create_topic("t", partitions=1)
             group_commit = broker.broker.group_commit
             calls = []
             real = group_commit.wait_durable
-            monkeypatch.setattr(group_commit, "wait_durable", lambda *a, calls=calls, real=real: calls.append(a) or real(*a))
+            monkeypatch.setattr(
+                group_commit, "wait_durable", lambda *a, calls=calls, real=real: calls.append(a) or real(*a)
+            )
             producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all", "linger.ms": 0})
             for i in range(5):
                 producer.produce("t", b"v%d" % i)
@@ -139,8 +190,13 @@ def test_flush_on_ack_all_off_acknowledges_acks_all_without_waiting_for_fsync(tm
 
 def _start(args: list[str], tmp_path, timeout: float = 60) -> tuple[subprocess.Popen, str]:
     env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
-    process = subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", "broker", "start", *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     line = process.stdout.readline().strip()
     if not line.startswith("bootstrap.servers="):
         process.kill()
@@ -161,8 +217,9 @@ def test_kafkas_stock_server_properties_starts_a_broker(tmp_path):
     pylog has is applied, replication and controller settings are reported as ignored."""
     config = tmp_path / "server.properties"
     config.write_text(textwrap.dedent(STOCK_KRAFT).format(log_dir=tmp_path / "kraft-logs"))
-    process, bootstrap = _start([str(config), "--override", "log.flush.on.ack.all=false",
-                                 "--override", "log.retention.hours=24"], tmp_path)
+    process, bootstrap = _start(
+        [str(config), "--override", "log.flush.on.ack.all=false", "--override", "log.retention.hours=24"], tmp_path
+    )
     try:
         assert bootstrap.startswith("localhost:")  # advertised.listeners
         configs = _broker_configs(bootstrap)
@@ -185,8 +242,9 @@ def test_kafkas_stock_server_properties_starts_a_broker(tmp_path):
 def test_command_line_options_win_over_the_file(tmp_path):
     config = tmp_path / "server.properties"
     config.write_text(f"log.dirs={tmp_path / 'from-file'}\nnum.partitions=3\nlisteners=PLAINTEXT://127.0.0.1:1\n")
-    process, bootstrap = _start([str(config), "--partitions", "2", "--port", "0", "--log-dir", str(tmp_path / "flag")],
-                                tmp_path)
+    process, bootstrap = _start(
+        [str(config), "--partitions", "2", "--port", "0", "--log-dir", str(tmp_path / "flag")], tmp_path
+    )
     try:
         configs = _broker_configs(bootstrap)
         assert configs["num.partitions"] == "2" and configs["log.dirs"] == str(tmp_path / "flag")
@@ -198,12 +256,31 @@ def test_command_line_options_win_over_the_file(tmp_path):
 
 def test_a_bad_setting_fails_before_anything_starts(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", "0", "--log-dir", str(tmp_path / "d"),
-         "--override", "num.partition=3"],
-        capture_output=True, text=True, timeout=60, env=dict(os.environ, PYLOG_HOME=str(tmp_path / "home")))
+        [
+            sys.executable,
+            "-m",
+            "kafka_spark.cli",
+            "broker",
+            "start",
+            "--port",
+            "0",
+            "--log-dir",
+            str(tmp_path / "d"),
+            "--override",
+            "num.partition=3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYLOG_HOME=str(tmp_path / "home")),
+    )
     assert result.returncode == 1 and result.stdout == ""
     assert "unknown broker setting(s) num.partition (did you mean num.partitions?)" in result.stderr
     assert not (tmp_path / "d").exists()
-    missing = subprocess.run([sys.executable, "-m", "kafka_spark.cli", "broker", "start", str(tmp_path / "nope")],
-                             capture_output=True, text=True, timeout=60)
+    missing = subprocess.run(
+        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert missing.returncode == 1 and "cannot read broker config" in missing.stderr

@@ -40,8 +40,14 @@ def consume_all(bootstrap: str, topic: str, partitions: int, count: int, timeout
                     continue
                 eof.discard(message.partition())
                 messages.append(
-                    (message.partition(), message.offset(), message.key(), message.value(),
-                     message.headers() or [], message.timestamp()[1])
+                    (
+                        message.partition(),
+                        message.offset(),
+                        message.key(),
+                        message.value(),
+                        message.headers() or [],
+                        message.timestamp()[1],
+                    )
                 )
     finally:
         consumer.close()
@@ -69,8 +75,14 @@ def produce_confluent(bootstrap: str, topic: str, count: int, **config) -> None:
         key, value, headers, timestamp = expected(i)
         while True:
             try:
-                producer.produce(topic, value=value, key=key, headers=headers, timestamp=timestamp,
-                                 on_delivery=lambda err, msg: err and errors.append(err))
+                producer.produce(
+                    topic,
+                    value=value,
+                    key=key,
+                    headers=headers,
+                    timestamp=timestamp,
+                    on_delivery=lambda err, msg: err and errors.append(err),
+                )
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -110,20 +122,28 @@ def test_kafka_python_producer_and_consumer_round_trip_100k(pylog_broker, pylog_
     from kafka import TopicPartition as KTopicPartition
 
     topic = pylog_topic(partitions=3)
-    producer = KafkaProducer(bootstrap_servers=pylog_broker.bootstrap_servers, acks="all",
-                             linger_ms=20, batch_size=256 * 1024, compression_type="gzip")
+    producer = KafkaProducer(
+        bootstrap_servers=pylog_broker.bootstrap_servers,
+        acks="all",
+        linger_ms=20,
+        batch_size=256 * 1024,
+        compression_type="gzip",
+    )
     for i in range(N):
         key, value, headers, timestamp = expected(i)
         producer.send(topic, key=key, value=value, headers=headers, timestamp_ms=timestamp)
     producer.flush(60)
     producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=pylog_broker.bootstrap_servers, enable_auto_commit=False,
-                             group_id=None, consumer_timeout_ms=5000, max_poll_records=10_000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=pylog_broker.bootstrap_servers,
+        enable_auto_commit=False,
+        group_id=None,
+        consumer_timeout_ms=5000,
+        max_poll_records=10_000,
+    )
     consumer.assign([KTopicPartition(topic, p) for p in range(3)])
     consumer.seek_to_beginning()
-    messages = [
-        (m.partition, m.offset, m.key, m.value, list(m.headers), m.timestamp) for m in consumer
-    ]
+    messages = [(m.partition, m.offset, m.key, m.value, list(m.headers), m.timestamp) for m in consumer]
     consumer.close()
     assert_round_trip(messages, N)
 
@@ -135,19 +155,26 @@ def test_aiokafka_producer_and_consumer_round_trip_100k(pylog_broker, pylog_topi
     topic = pylog_topic(partitions=3)
 
     async def run() -> list:
-        producer = AIOKafkaProducer(bootstrap_servers=pylog_broker.bootstrap_servers, acks="all",
-                                    linger_ms=20, max_batch_size=256 * 1024)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=pylog_broker.bootstrap_servers, acks="all", linger_ms=20, max_batch_size=256 * 1024
+        )
         await producer.start()
         try:
             futures = []
             for i in range(N):
                 key, value, headers, timestamp = expected(i)
-                futures.append(await producer.send(topic, key=key, value=value, headers=headers, timestamp_ms=timestamp))
+                futures.append(
+                    await producer.send(topic, key=key, value=value, headers=headers, timestamp_ms=timestamp)
+                )
             await asyncio.gather(*futures)
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(bootstrap_servers=pylog_broker.bootstrap_servers, enable_auto_commit=False,
-                                    group_id=None, auto_offset_reset="earliest")
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=pylog_broker.bootstrap_servers,
+            enable_auto_commit=False,
+            group_id=None,
+            auto_offset_reset="earliest",
+        )
         await consumer.start()
         messages = []
         try:
@@ -172,11 +199,15 @@ def test_kcat_produces_and_consumes_100k(pylog_broker, pylog_topic, tmp_path):
     lines = b"".join(b"%s\t%s\n" % (expected(i)[0], expected(i)[1]) for i in range(N))
     subprocess.run(
         ["kcat", "-P", "-b", bootstrap, "-t", topic, "-K", "\t", "-H", "source=kcat", "-X", "linger.ms=20"],
-        input=lines, check=True, timeout=120,
+        input=lines,
+        check=True,
+        timeout=120,
     )
     result = subprocess.run(
         ["kcat", "-C", "-b", bootstrap, "-t", topic, "-e", "-q", "-f", "%p\t%o\t%k\t%s\t%h\n"],
-        capture_output=True, check=True, timeout=120,
+        capture_output=True,
+        check=True,
+        timeout=120,
     )
     rows = result.stdout.splitlines()
     assert len(rows) == N

@@ -26,26 +26,95 @@ from kafka_spark.broker.protocol.versions import ApiKey
 #: client id -> API -> highest version the client sent to Apache Kafka 4.3.1 for the workloads
 #: below (confluent-kafka 2.16 / librdkafka 2.16, kafka-python 3.0.12, aiokafka 0.14).
 WITH_APACHE_KAFKA = {
-    "rdk-admin": {"ListOffsets": 7, "Metadata": 13, "FindCoordinator": 2, "DescribeGroups": 5, "ListGroups": 5,
-                  "ApiVersions": 3, "CreateTopics": 4, "DescribeConfigs": 1},
+    "rdk-admin": {
+        "ListOffsets": 7,
+        "Metadata": 13,
+        "FindCoordinator": 2,
+        "DescribeGroups": 5,
+        "ListGroups": 5,
+        "ApiVersions": 3,
+        "CreateTopics": 4,
+        "DescribeConfigs": 1,
+    },
     "rdk-producer": {"Produce": 10, "Metadata": 13, "ApiVersions": 3},
-    "rdk-txn": {"Produce": 10, "Metadata": 13, "FindCoordinator": 2, "ApiVersions": 3, "InitProducerId": 4,
-                "AddPartitionsToTxn": 0, "AddOffsetsToTxn": 0, "EndTxn": 1, "TxnOffsetCommit": 3},
-    "rdk-consumer": {"Fetch": 16, "ListOffsets": 7, "Metadata": 13, "OffsetCommit": 9, "OffsetFetch": 9,
-                     "FindCoordinator": 2, "JoinGroup": 5, "Heartbeat": 3, "LeaveGroup": 1, "SyncGroup": 3,
-                     "ApiVersions": 3},
+    "rdk-txn": {
+        "Produce": 10,
+        "Metadata": 13,
+        "FindCoordinator": 2,
+        "ApiVersions": 3,
+        "InitProducerId": 4,
+        "AddPartitionsToTxn": 0,
+        "AddOffsetsToTxn": 0,
+        "EndTxn": 1,
+        "TxnOffsetCommit": 3,
+    },
+    "rdk-consumer": {
+        "Fetch": 16,
+        "ListOffsets": 7,
+        "Metadata": 13,
+        "OffsetCommit": 9,
+        "OffsetFetch": 9,
+        "FindCoordinator": 2,
+        "JoinGroup": 5,
+        "Heartbeat": 3,
+        "LeaveGroup": 1,
+        "SyncGroup": 3,
+        "ApiVersions": 3,
+    },
     "kp-producer": {"Produce": 9, "Metadata": 13, "ApiVersions": 4, "InitProducerId": 4},
-    "kp-txn": {"Produce": 9, "Metadata": 13, "FindCoordinator": 6, "ApiVersions": 4, "InitProducerId": 4,
-               "AddPartitionsToTxn": 3, "EndTxn": 3},
-    "kp-consumer": {"Fetch": 12, "ListOffsets": 11, "Metadata": 13, "OffsetCommit": 8, "OffsetFetch": 8,
-                    "FindCoordinator": 6, "JoinGroup": 7, "LeaveGroup": 5, "SyncGroup": 5, "ApiVersions": 4},
-    "kp-admin": {"Metadata": 13, "FindCoordinator": 6, "DescribeGroups": 6, "ListGroups": 5, "ApiVersions": 4,
-                 "DescribeConfigs": 4, "DescribeCluster": 2, "DescribeTopicPartitions": 0},
+    "kp-txn": {
+        "Produce": 9,
+        "Metadata": 13,
+        "FindCoordinator": 6,
+        "ApiVersions": 4,
+        "InitProducerId": 4,
+        "AddPartitionsToTxn": 3,
+        "EndTxn": 3,
+    },
+    "kp-consumer": {
+        "Fetch": 12,
+        "ListOffsets": 11,
+        "Metadata": 13,
+        "OffsetCommit": 8,
+        "OffsetFetch": 8,
+        "FindCoordinator": 6,
+        "JoinGroup": 7,
+        "LeaveGroup": 5,
+        "SyncGroup": 5,
+        "ApiVersions": 4,
+    },
+    "kp-admin": {
+        "Metadata": 13,
+        "FindCoordinator": 6,
+        "DescribeGroups": 6,
+        "ListGroups": 5,
+        "ApiVersions": 4,
+        "DescribeConfigs": 4,
+        "DescribeCluster": 2,
+        "DescribeTopicPartitions": 0,
+    },
     "aio-producer": {"Produce": 7, "Metadata": 5, "ApiVersions": 0},
-    "aio-txn": {"Produce": 7, "Metadata": 5, "FindCoordinator": 1, "ApiVersions": 0, "InitProducerId": 0,
-                "AddPartitionsToTxn": 0, "EndTxn": 0},
-    "aio-consumer": {"Fetch": 11, "ListOffsets": 3, "Metadata": 5, "OffsetCommit": 3, "OffsetFetch": 3,
-                     "FindCoordinator": 1, "JoinGroup": 5, "LeaveGroup": 1, "SyncGroup": 3, "ApiVersions": 0},
+    "aio-txn": {
+        "Produce": 7,
+        "Metadata": 5,
+        "FindCoordinator": 1,
+        "ApiVersions": 0,
+        "InitProducerId": 0,
+        "AddPartitionsToTxn": 0,
+        "EndTxn": 0,
+    },
+    "aio-consumer": {
+        "Fetch": 11,
+        "ListOffsets": 3,
+        "Metadata": 5,
+        "OffsetCommit": 3,
+        "OffsetFetch": 3,
+        "FindCoordinator": 1,
+        "JoinGroup": 5,
+        "LeaveGroup": 1,
+        "SyncGroup": 3,
+        "ApiVersions": 0,
+    },
 }
 #: librdkafka's describe_consumer_groups first asks Kafka for ConsumerGroupDescribe (68/69, the
 #: KIP-848 group protocol), which this broker does not have; it then falls back to DescribeGroups,
@@ -53,9 +122,16 @@ WITH_APACHE_KAFKA = {
 NOT_SERVED = {"ConsumerGroupDescribe"}
 
 _NAMES = {int(key): "".join(part.capitalize() for part in key.name.split("_")) for key in ApiKey}
-_NAMES.update({ApiKey.API_VERSIONS: "ApiVersions", ApiKey.INIT_PRODUCER_ID: "InitProducerId",
-               ApiKey.ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn", ApiKey.ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
-               ApiKey.END_TXN: "EndTxn", ApiKey.TXN_OFFSET_COMMIT: "TxnOffsetCommit"})
+_NAMES.update(
+    {
+        ApiKey.API_VERSIONS: "ApiVersions",
+        ApiKey.INIT_PRODUCER_ID: "InitProducerId",
+        ApiKey.ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn",
+        ApiKey.ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
+        ApiKey.END_TXN: "EndTxn",
+        ApiKey.TXN_OFFSET_COMMIT: "TxnOffsetCommit",
+    }
+)
 
 
 @pytest.fixture
@@ -86,8 +162,15 @@ def _confluent(bootstrap: str) -> None:
     txn.init_transactions(30)
     txn.begin_transaction()
     txn.produce("t", b"x")
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "client.id": "rdk-consumer",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "g",
+            "client.id": "rdk-consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe(["t"])
     received, deadline = 0, time.monotonic() + 60
     while received < 20 and time.monotonic() < deadline:
@@ -108,7 +191,8 @@ def _confluent(bootstrap: str) -> None:
 
 def _kafka_python(bootstrap: str) -> None:
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-    from kafka.admin import ConfigResource as KpResource, ConfigResourceType
+    from kafka.admin import ConfigResource as KpResource
+    from kafka.admin import ConfigResourceType
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, client_id="kp-producer")
     for _ in range(5):
@@ -121,8 +205,14 @@ def _kafka_python(bootstrap: str) -> None:
     txn.send("t", b"y")
     txn.commit_transaction()
     txn.close()
-    consumer = KafkaConsumer("t", bootstrap_servers=bootstrap, group_id="g2", client_id="kp-consumer",
-                             auto_offset_reset="earliest", consumer_timeout_ms=10_000)
+    consumer = KafkaConsumer(
+        "t",
+        bootstrap_servers=bootstrap,
+        group_id="g2",
+        client_id="kp-consumer",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=10_000,
+    )
     for index, _ in enumerate(consumer):
         if index > 3:
             break
@@ -152,8 +242,9 @@ def _aiokafka(bootstrap: str) -> None:
         async with txn.transaction():
             await txn.send_and_wait("t", b"z")
         await txn.stop()
-        consumer = aiokafka.AIOKafkaConsumer("t", bootstrap_servers=bootstrap, group_id="g3",
-                                             client_id="aio-consumer", auto_offset_reset="earliest")
+        consumer = aiokafka.AIOKafkaConsumer(
+            "t", bootstrap_servers=bootstrap, group_id="g3", client_id="aio-consumer", auto_offset_reset="earliest"
+        )
         await consumer.start()
         await consumer.getone()
         await consumer.commit()

@@ -39,11 +39,23 @@ class Clock:
         return self.now
 
 
-def batch(records: list[tuple[bytes | None, bytes | None]], *, codec: int = 0, ts: int = TS,
-          producer_id: int = -1, transactional: bool = False) -> bytes:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=transactional,
-                                        producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
-                                        base_sequence=0 if producer_id >= 0 else -1, batch_size=10**8)
+def batch(
+    records: list[tuple[bytes | None, bytes | None]],
+    *,
+    codec: int = 0,
+    ts: int = TS,
+    producer_id: int = -1,
+    transactional: bool = False,
+) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=codec,
+        is_transactional=transactional,
+        producer_id=producer_id,
+        producer_epoch=0 if producer_id >= 0 else -1,
+        base_sequence=0 if producer_id >= 0 else -1,
+        batch_size=10**8,
+    )
     for i, (key, value) in enumerate(records):
         builder.append(i, timestamp=ts + i, key=key, value=value, headers=[])
     return bytes(builder.build())
@@ -82,8 +94,9 @@ def newest(records: list[tuple[int, bytes | None, bytes | None]]) -> dict[bytes 
     return latest
 
 
-def write_history(log: Log, *, seed: int = 7, batches: int = 40, keys: int = 12, codec: int = 0,
-                  delete_every: int = 5, pad: int = 0) -> list[tuple[int, bytes | None, bytes | None]]:
+def write_history(
+    log: Log, *, seed: int = 7, batches: int = 40, keys: int = 12, codec: int = 0, delete_every: int = 5, pad: int = 0
+) -> list[tuple[int, bytes | None, bytes | None]]:
     """Updates and deletes over ``keys`` keys; returns every record with its assigned offset."""
     rng = random.Random(seed)
     written = []
@@ -335,8 +348,9 @@ def test_a_cleaned_log_reopens_with_the_same_records_and_sound_indexes(tmp_path:
 def test_log_manager_cleaner_thread_compacts_compacted_topics(tmp_path: Path) -> None:
     manager = LogManager(tmp_path, cleaner_backoff_ms=50)
     try:
-        manager.create_topic("table", 1, {"cleanup.policy": "compact", "segment.bytes": "300",
-                                             "min.cleanable.dirty.ratio": "0.01"})
+        manager.create_topic(
+            "table", 1, {"cleanup.policy": "compact", "segment.bytes": "300", "min.cleanable.dirty.ratio": "0.01"}
+        )
         manager.create_topic("events", 1, {"segment.bytes": "300"})
         for name in ("table", "events"):
             log = manager.get_log(name, 0)
@@ -383,8 +397,9 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[list, list]:
     return before, after
 
 
-def test_a_crash_at_any_step_of_the_swap_recovers_to_before_or_after(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                     reference: tuple[list, list]) -> None:
+def test_a_crash_at_any_step_of_the_swap_recovers_to_before_or_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reference: tuple[list, list]
+) -> None:
     before, after = reference
     real_replace, real_fsync_dir, real_unlink = os.replace, checkpoint.fsync_dir, os.unlink
     real_swap = Log.replace_segments
@@ -402,6 +417,7 @@ def test_a_crash_at_any_step_of_the_swap_recovers_to_before_or_after(tmp_path: P
                         raise SimulatedCrash()
                     steps["count"] += 1
                 return real(*args, **kwargs)
+
             return wrapped
 
         def armed_swap(self, *args, steps=steps, **kwargs):  # type: ignore[no-untyped-def]
@@ -425,8 +441,9 @@ def test_a_crash_at_any_step_of_the_swap_recovers_to_before_or_after(tmp_path: P
             segment.close()
         reopened = open_log(directory, Clock())
         records = read_all(reopened)
-        leftovers = [p.name for p in (directory / "table-0").iterdir()
-                     if p.name.endswith((".cleaned", ".swap", ".deleted"))]
+        leftovers = [
+            p.name for p in (directory / "table-0").iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))
+        ]
         reopened.close()
         assert not leftovers, f"crash at step {crash_at} left {leftovers}"
         # each segment group is either swapped or not: what survives lies between the two states,

@@ -40,8 +40,14 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes | None]
 
 def consume_all(bootstrap: str, topic: str, timeout_s: float = 60) -> list[tuple[int, bytes, bytes | None]]:
     """(offset, key, value) of every record from the beginning to the end of partition 0."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compaction-reader",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "compaction-reader",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     out = []
     deadline = time.monotonic() + timeout_s
@@ -71,17 +77,18 @@ def storage_read(log) -> list[tuple[int, bytes, bytes | None]]:  # type: ignore[
 
 @pytest.mark.parametrize("codec", ["none", "zstd", "snappy"])
 def test_consumer_reads_newest_value_per_key_at_original_offsets_then_no_deleted_keys(
-        pylog_broker, pylog_topic, codec: str) -> None:
+    pylog_broker, pylog_topic, codec: str
+) -> None:
     # The session broker's background cleaner may also run during this test: the tombstone
     # horizon must outlast the first checks, or a background pass removes tombstones early.
-    topic = pylog_topic(config={"cleanup.policy": "compact", "segment.bytes": "4096",
-                                "delete.retention.ms": "5000"})
+    topic = pylog_topic(config={"cleanup.policy": "compact", "segment.bytes": "4096", "delete.retention.ms": "5000"})
     records: list[tuple[bytes, bytes | None]] = []
     for n in range(3000):
         key = b"key-%03d" % (n * 7919 % 150)
         records.append((key, None if n % 11 == 0 else b"value-%05d-" % n + b"x" * 40))
-    newest = produce(pylog_broker.bootstrap_servers, topic, records,
-                     **{"compression.type": codec, "batch.num.messages": 50})
+    newest = produce(
+        pylog_broker.bootstrap_servers, topic, records, **{"compression.type": codec, "batch.num.messages": 50}
+    )
     log = pylog_broker.broker.logs.get_log(topic, 0)
     log.roll()  # make every record cleanable (the active segment never is)
     assert len(log.segment_base_offsets) > 5
@@ -118,10 +125,10 @@ def test_consumer_reaches_the_end_when_compaction_removed_the_last_records(pylog
     assert consume_all(pylog_broker.bootstrap_servers, topic, timeout_s=10) == [(0, b"a", b"1")]
 
 
-def test_cleaning_while_a_producer_writes_and_a_consumer_reads_loses_no_newest_value(
-        pylog_broker, pylog_topic) -> None:
-    topic = pylog_topic(config={"cleanup.policy": "compact", "segment.bytes": "2048",
-                                "min.cleanable.dirty.ratio": "0.1"})
+def test_cleaning_while_a_producer_writes_and_a_consumer_reads_loses_no_newest_value(pylog_broker, pylog_topic) -> None:
+    topic = pylog_topic(
+        config={"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.1"}
+    )
     bootstrap = pylog_broker.bootstrap_servers
     logs = pylog_broker.broker.logs
     done = threading.Event()
@@ -134,15 +141,16 @@ def test_cleaning_while_a_producer_writes_and_a_consumer_reads_loses_no_newest_v
         try:
             batch = [(b"key-%02d" % (n % 40), b"v%06d" % n) for n in range(6000)]
             for start in range(0, len(batch), 500):
-                newest.update(produce(bootstrap, topic, batch[start:start + 500]))
+                newest.update(produce(bootstrap, topic, batch[start : start + 500]))
         except BaseException as error:  # noqa: BLE001 reported by the main thread
             problems.append(f"producer: {error!r}")
         finally:
             done.set()
 
     def read() -> None:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compaction-live",
-                             "enable.auto.commit": False})
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "compaction-live", "enable.auto.commit": False}
+        )
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         last = -1
         try:

@@ -14,10 +14,10 @@ import uuid
 import pytest
 from confluent_kafka import Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
+from wire import WireClient
 
 from kafka_spark.broker.protocol.versions import ApiKey
 from kafka_spark.broker.storage.batch import build_record_batch, iter_batches
-from wire import WireClient
 
 UNKNOWN_TOPIC_ID = 100
 INVALID_REQUEST = 42
@@ -48,11 +48,21 @@ def test_max_timestamp_inside_one_batch_is_that_records_offset_not_the_batchs(py
     topic = pylog_topic()
     batch = build_record_batch([(None, b"a", (), 5_000), (None, b"b", (), 9_000), (None, b"c", (), 7_000)])
     with WireClient(pylog_broker.bootstrap_servers) as client:
-        produced = client.call(ApiKey.PRODUCE, 9, {"acks": -1, "timeout": 5000, "topic_data": [
-            {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+        produced = client.call(
+            ApiKey.PRODUCE,
+            9,
+            {
+                "acks": -1,
+                "timeout": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+            },
+        )
         assert produced.responses[0].partition_responses[0].error_code == 0
-        listed = client.call(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "topics": [
-            {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -3}]}]})
+        listed = client.call(
+            ApiKey.LIST_OFFSETS,
+            7,
+            {"replica_id": -1, "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -3}]}]},
+        )
     partition = listed.topics[0].partitions[0]
     assert (partition.offset, partition.timestamp) == (1, 9_000)
 
@@ -65,8 +75,14 @@ def test_earliest_local_is_the_log_start_offset_and_needs_v8(pylog_broker, pylog
 
     def listed(version: int, timestamp: int):
         with WireClient(pylog_broker.bootstrap_servers) as client:
-            response = client.call(ApiKey.LIST_OFFSETS, version, {"replica_id": -1, "topics": [
-                {"name": topic, "partitions": [{"partition_index": 0, "timestamp": timestamp}]}]})
+            response = client.call(
+                ApiKey.LIST_OFFSETS,
+                version,
+                {
+                    "replica_id": -1,
+                    "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": timestamp}]}],
+                },
+            )
         return response.topics[0].partitions[0]
 
     assert (listed(8, -4).error_code, listed(8, -4).offset) == (0, 2)
@@ -84,8 +100,9 @@ def test_metadata_gives_topic_ids_and_answers_by_id(pylog_broker, pylog_topic):
     assert str(described.topic_id) == base64.b64encode(expected.bytes).decode().rstrip("=")  # Kafka's spelling
     with WireClient(pylog_broker.bootstrap_servers) as client:
         unknown = uuid.uuid4()
-        response = client.call(ApiKey.METADATA, 12, {"topics": [{"topic_id": expected, "name": None},
-                                                                 {"topic_id": unknown, "name": None}]})
+        response = client.call(
+            ApiKey.METADATA, 12, {"topics": [{"topic_id": expected, "name": None}, {"topic_id": unknown, "name": None}]}
+        )
     found, missing = response.topics
     assert (found.name, found.topic_id, found.error_code, len(found.partitions)) == (topic, expected, 0, 2)
     assert (missing.name, missing.topic_id, missing.error_code) == (None, unknown, UNKNOWN_TOPIC_ID)
@@ -100,14 +117,37 @@ def test_produce_v13_and_fetch_v18_name_topics_by_id(pylog_broker, pylog_topic):
     stranger = uuid.uuid4()
     from_start = [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]
     with WireClient(pylog_broker.bootstrap_servers) as client:
-        produced = client.call(ApiKey.PRODUCE, 13, {"acks": -1, "timeout": 5000, "topic_data": [
-            {"topic_id": topic_id, "partition_data": [{"index": 0, "records": batch}]},
-            {"topic_id": stranger, "partition_data": [{"index": 0, "records": batch}]}]})
-        fetched = client.call(ApiKey.FETCH, 18, {"max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "topics": [
-            {"topic_id": topic_id, "partitions": from_start}, {"topic_id": stranger, "partitions": from_start}]})
+        produced = client.call(
+            ApiKey.PRODUCE,
+            13,
+            {
+                "acks": -1,
+                "timeout": 5000,
+                "topic_data": [
+                    {"topic_id": topic_id, "partition_data": [{"index": 0, "records": batch}]},
+                    {"topic_id": stranger, "partition_data": [{"index": 0, "records": batch}]},
+                ],
+            },
+        )
+        fetched = client.call(
+            ApiKey.FETCH,
+            18,
+            {
+                "max_wait": 0,
+                "min_bytes": 0,
+                "max_bytes": 1 << 20,
+                "topics": [
+                    {"topic_id": topic_id, "partitions": from_start},
+                    {"topic_id": stranger, "partitions": from_start},
+                ],
+            },
+        )
     ours, theirs = produced.responses
     assert (ours.topic_id, ours.partition_responses[0].error_code, ours.partition_responses[0].base_offset) == (
-        topic_id, 0, 0)
+        topic_id,
+        0,
+        0,
+    )
     assert (theirs.topic_id, theirs.partition_responses[0].error_code) == (stranger, UNKNOWN_TOPIC_ID)
     data, unknown = fetched.responses
     assert data.topic_id == topic_id and unknown.topic_id == stranger
@@ -126,8 +166,11 @@ def test_describe_topic_partitions_pages_through_topics_with_a_cursor(pylog_brok
     cursor = None
     with WireClient(pylog_broker.bootstrap_servers) as client:
         for _ in range(10):
-            response = client.call(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {
-                "topics": [{"name": name} for name in names], "response_partition_limit": 4, "cursor": cursor})
+            response = client.call(
+                ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+                0,
+                {"topics": [{"name": name} for name in names], "response_partition_limit": 4, "cursor": cursor},
+            )
             for topic in response.topics:
                 if topic.error_code:
                     assert (topic.name, topic.error_code) == (f"{prefix}-missing", 3)
@@ -137,8 +180,10 @@ def test_describe_topic_partitions_pages_through_topics_with_a_cursor(pylog_brok
                 assert all(p.leader_id == 0 and p.replica_nodes == (0,) for p in topic.partitions)
             if response.next_cursor is None:
                 break
-            cursor = {"topic_name": response.next_cursor.topic_name,
-                      "partition_index": response.next_cursor.partition_index}
+            cursor = {
+                "topic_name": response.next_cursor.topic_name,
+                "partition_index": response.next_cursor.partition_index,
+            }
     assert seen == [(f"{prefix}-{name}", index) for name in ("a", "b", "c") for index in range(3)]
 
 
@@ -151,8 +196,11 @@ def test_kafka_python_describes_topics_with_describe_topic_partitions(pylog_brok
         described = admin.describe_topic_partitions([topic])
     finally:
         admin.close()
-    (entry,) = [t for t in described["topics"] if t["name"] == topic] if isinstance(described, dict) else [
-        t for t in described if t["name"] == topic]
+    (entry,) = (
+        [t for t in described["topics"] if t["name"] == topic]
+        if isinstance(described, dict)
+        else [t for t in described if t["name"] == topic]
+    )
     assert [p["partition_index"] for p in entry["partitions"]] == [0, 1]
 
 
@@ -190,7 +238,8 @@ def test_transactions_are_listed_and_described_as_kafka_transactions_shows_them(
         admin.close()
         producer.abort_transaction(10)
     assert [(t.transactional_id, t.state.value) for listings in listed.values() for t in listings] == [
-        (f"{topic}-tx", "Ongoing")]
+        (f"{topic}-tx", "Ongoing")
+    ]
     mine = described[f"{topic}-tx"]
     assert (mine.state.value, mine.transaction_timeout_ms, mine.producer_epoch) == ("Ongoing", 60_000, 0)
     assert {(tp.topic, tp.partition) for tp in mine.topic_partitions} == {(topic, 1)}

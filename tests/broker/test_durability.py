@@ -25,7 +25,10 @@ from kafka_spark.broker.uring import FsyncRing
 def start_broker(log_dir: Path, home: Path) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", "0", "--log-dir", str(log_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=dict(os.environ, PYLOG_HOME=str(home)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=dict(os.environ, PYLOG_HOME=str(home)),
     )
     line = process.stdout.readline().strip()
     assert line.startswith("bootstrap.servers="), line
@@ -33,8 +36,14 @@ def start_broker(log_dir: Path, home: Path) -> tuple[subprocess.Popen, str]:
 
 
 def read_values(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "durability", "enable.partition.eof": True,
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "durability",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     values: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
     eof: set[int] = set()
@@ -58,8 +67,9 @@ def test_acks_all_data_survives_kill_9_and_restart(tmp_path):
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("durable", num_partitions=3)])["durable"].result(timeout=30)
-        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2,
-                             "message.timeout.ms": 5000, "retries": 0})
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2, "message.timeout.ms": 5000, "retries": 0}
+        )
 
         def on_delivery(error, message):
             if error is None:
@@ -86,8 +96,9 @@ def test_acks_all_data_survives_kill_9_and_restart(tmp_path):
         # the restarted broker accepts writes at the right offsets
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
         offsets = []
-        producer.produce("durable", value=b"after", partition=0,
-                         on_delivery=lambda err, msg: offsets.append(msg.offset()))
+        producer.produce(
+            "durable", value=b"after", partition=0, on_delivery=lambda err, msg: offsets.append(msg.offset())
+        )
         producer.flush(10)
         assert offsets == [len(stored[0])]
     finally:
@@ -146,29 +157,73 @@ def choose_fsync_path(monkeypatch: pytest.MonkeyPatch, fsync_path: str) -> None:
 def produce(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
     """(error, base offset) per partition of an acks=all produce of one record to partitions 0 and 1."""
     with WireClient(bootstrap, timeout=120) as client:
-        response = client.call(0, 7, {"transactional_id": None, "acks": -1, "timeout": 5000, "topic_data": [
-            {"name": topic, "partition_data": [{"index": 0, "records": BATCH}, {"index": 1, "records": BATCH}]}]})
+        response = client.call(
+            0,
+            7,
+            {
+                "transactional_id": None,
+                "acks": -1,
+                "timeout": 5000,
+                "topic_data": [
+                    {"name": topic, "partition_data": [{"index": 0, "records": BATCH}, {"index": 1, "records": BATCH}]}
+                ],
+            },
+        )
     return {p.index: (int(p.error_code), p.base_offset) for p in response.responses[0].partition_responses}
 
 
 def fetch_errors(bootstrap: str, topic: str) -> dict[int, int]:
     with WireClient(bootstrap) as client:
-        response = client.call(1, 11, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
-                                       "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
-            {"topic": topic, "partitions": [{"partition": p, "current_leader_epoch": -1, "fetch_offset": 0,
-                                             "log_start_offset": -1, "partition_max_bytes": 1 << 20}
-                                            for p in (0, 1)]}], "forgotten_topics_data": [], "rack_id": ""})
+        response = client.call(
+            1,
+            11,
+            {
+                "replica_id": -1,
+                "max_wait_ms": 0,
+                "min_bytes": 0,
+                "max_bytes": 1 << 20,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [
+                            {
+                                "partition": p,
+                                "current_leader_epoch": -1,
+                                "fetch_offset": 0,
+                                "log_start_offset": -1,
+                                "partition_max_bytes": 1 << 20,
+                            }
+                            for p in (0, 1)
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+        )
     return {p.partition_index: int(p.error_code) for p in response.responses[0].partitions}
 
 
 def metadata(bootstrap: str, topic: str) -> dict[int, tuple[int, int, list[int]]]:
     """(error, leader, offline replicas) per partition, as clients learn them."""
     with WireClient(bootstrap) as client:
-        response = client.call(3, 8, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
-                                      "include_cluster_authorized_operations": False,
-                                      "include_topic_authorized_operations": False})
-    return {p.partition_index: (int(p.error_code), p.leader_id, list(p.offline_replicas))
-            for p in response.topics[0].partitions}
+        response = client.call(
+            3,
+            8,
+            {
+                "topics": [{"name": topic}],
+                "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
+    return {
+        p.partition_index: (int(p.error_code), p.leader_id, list(p.offline_replicas))
+        for p in response.topics[0].partitions
+    }
 
 
 @pytest.mark.parametrize("fsync_path", ["io_uring", "threads"])
@@ -215,7 +270,8 @@ def test_a_failed_fsync_takes_its_partition_offline_until_a_restart(monkeypatch,
 
 @pytest.mark.parametrize("fsync_path", ["io_uring", "threads"])
 def test_an_fsync_that_never_completes_takes_its_partition_offline_and_answers_the_producer(
-        monkeypatch, tmp_path, caplog, fsync_path):
+    monkeypatch, tmp_path, caplog, fsync_path
+):
     """An fsync of partition 1 that does not return (a disk or driver that hangs; simulated: on
     threads ``os.fsync`` blocks for that file, with io_uring its submission is held back from the
     kernel) is given up on after log.flush.timeout.ms: logged with the partition and the wait,
@@ -250,7 +306,8 @@ def test_an_fsync_that_never_completes_takes_its_partition_offline_and_answers_t
             def submit_fsyncs(jobs: list[tuple[int, int]]) -> int:
                 held.extend(job for job in jobs if of_hanging_partition(job[0]))
                 assert real_submit([job for job in jobs if not of_hanging_partition(job[0])]) == len(jobs) - len(
-                    [job for job in jobs if of_hanging_partition(job[0])])
+                    [job for job in jobs if of_hanging_partition(job[0])]
+                )
                 return len(jobs)
 
             monkeypatch.setattr(ring, "submit_fsyncs", submit_fsyncs)
@@ -260,8 +317,10 @@ def test_an_fsync_that_never_completes_takes_its_partition_offline_and_answers_t
             assert produce(broker.bootstrap_servers, "hang") == {0: (0, 0), 1: (56, -1)}
         assert time.monotonic() - started >= 1.5  # answered once the fsync was given up on, not before
         messages = [record.getMessage() for record in caplog.records]
-        assert any(message.startswith("fsync of hang-1 has not completed after ") and
-                   "log.flush.timeout.ms=1500" in message for message in messages), messages
+        assert any(
+            message.startswith("fsync of hang-1 has not completed after ") and "log.flush.timeout.ms=1500" in message
+            for message in messages
+        ), messages
         log = broker.broker.logs.get_log("hang", 1)
         assert log.failure is not None and "log.flush.timeout.ms" in log.failure
         node = broker.broker.config.node_id
@@ -305,6 +364,7 @@ def test_closing_with_an_fsync_in_flight_works_when_the_ring_descriptor_is_above
                 return len(jobs)
 
             monkeypatch.setattr(ring, "submit_fsyncs", submit_fsyncs)
+
             def produce_until_closed() -> None:
                 with contextlib.suppress(ConnectionError):  # the broker closes before it answers
                     produce(broker.bootstrap_servers, "held")
@@ -318,8 +378,10 @@ def test_closing_with_an_fsync_in_flight_works_when_the_ring_descriptor_is_above
         finally:
             with caplog.at_level(logging.ERROR, logger="kafka_spark.broker"):
                 broker.close()
-        assert any(record.getMessage().startswith("closing with ") and "fsync(s) unfinished" in record.getMessage()
-                   for record in caplog.records), [record.getMessage() for record in caplog.records]
+        assert any(
+            record.getMessage().startswith("closing with ") and "fsync(s) unfinished" in record.getMessage()
+            for record in caplog.records
+        ), [record.getMessage() for record in caplog.records]
     finally:
         for fd in taken:
             os.close(fd)

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from kafka.record import MemoryRecords
-
 from wire import WireClient
 
 FETCH, LIST_OFFSETS = 1, 2
@@ -25,14 +24,35 @@ def produce_batches(bootstrap: str, topic: str, count: int, size: int = 200) -> 
 
 
 def fetch(client: WireClient, topic: str, offset: int, *, max_wait_ms: int = 0, max_bytes: int = 1 << 20):
-    response = client.call(FETCH, 11, {
-        "replica_id": -1, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
-        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-        "topics": [{"topic": topic, "partitions": [{
-            "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
-            "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
-        "forgotten_topics_data": [], "rack_id": "",
-    })
+    response = client.call(
+        FETCH,
+        11,
+        {
+            "replica_id": -1,
+            "max_wait": max_wait_ms,
+            "min_bytes": 1,
+            "max_bytes": max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": offset,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": max_bytes,
+                        }
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        },
+    )
     return response.responses[0].partitions[0]
 
 
@@ -47,10 +67,20 @@ def offsets_of(records: bytes) -> list[int]:
 
 
 def list_offset(client: WireClient, topic: str, timestamp: int) -> int:
-    response = client.call(LIST_OFFSETS, 5, {
-        "replica_id": -1, "isolation_level": 0,
-        "topics": [{"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}]}],
-    })
+    response = client.call(
+        LIST_OFFSETS,
+        5,
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}],
+                }
+            ],
+        },
+    )
     partition = response.topics[0].partitions[0]
     assert partition.error_code == 0
     return partition.offset

@@ -7,7 +7,6 @@ import asyncio
 import time
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
 from wire import WireClient
 
 PARTITIONS = 6
@@ -16,9 +15,15 @@ PARTITIONS = 6
 class Member:
     def __init__(self, bootstrap: str, topic: str, group: str, name: str) -> None:
         self.consumer = AIOKafkaConsumer(
-            topic, bootstrap_servers=bootstrap, group_id=group, client_id=name,
-            enable_auto_commit=False, auto_offset_reset="earliest",
-            session_timeout_ms=6000, heartbeat_interval_ms=300, fetch_max_wait_ms=100,
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            client_id=name,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=300,
+            fetch_max_wait_ms=100,
         )
         self.consumed: set[tuple[int, int]] = set()
         self.task: asyncio.Task[None] | None = None
@@ -27,7 +32,7 @@ class Member:
     def assignment(self) -> set[int]:
         return {tp.partition for tp in self.consumer.assignment()}
 
-    async def start(self) -> "Member":
+    async def start(self) -> Member:
         await self.consumer.start()
         self.task = asyncio.create_task(self._run())
         return self
@@ -62,7 +67,9 @@ async def produce(bootstrap: str, topic: str, per_partition: int) -> set[tuple[i
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
     try:
-        futures = [await producer.send(topic, b"x", partition=p) for _ in range(per_partition) for p in range(PARTITIONS)]
+        futures = [
+            await producer.send(topic, b"x", partition=p) for _ in range(per_partition) for p in range(PARTITIONS)
+        ]
         return {(meta.partition, meta.offset) for meta in await asyncio.gather(*futures)}
     finally:
         await producer.stop()
@@ -88,8 +95,10 @@ def test_aiokafka_members_share_partitions_and_rebalance_on_leave_and_rejoin(pyl
     group = f"aio-{topic}"
 
     async def scenario() -> None:
-        members = [await Member(bootstrap, topic, group, "aio-a").start(),
-                   await Member(bootstrap, topic, group, "aio-b").start()]
+        members = [
+            await Member(bootstrap, topic, group, "aio-a").start(),
+            await Member(bootstrap, topic, group, "aio-b").start(),
+        ]
         first, second = members
         try:
             await wait_for(lambda: shares([first, second]), 30, lambda: f"3+3: {[m.assignment for m in members]}")
@@ -98,20 +107,24 @@ def test_aiokafka_members_share_partitions_and_rebalance_on_leave_and_rejoin(pyl
 
             await first.stop()
             members.remove(first)
-            await wait_for(lambda: second.assignment == set(range(PARTITIONS)), 30,
-                           lambda: f"the remaining member to own all partitions: {second.assignment}")
+            await wait_for(
+                lambda: second.assignment == set(range(PARTITIONS)),
+                30,
+                lambda: f"the remaining member to own all partitions: {second.assignment}",
+            )
             sent |= await produce(bootstrap, topic, 10)
 
             third = await Member(bootstrap, topic, group, "aio-c").start()
             members.append(third)
-            await wait_for(lambda: shares([second, third]), 30,
-                           lambda: f"3+3 again: {second.assignment}, {third.assignment}")
+            await wait_for(
+                lambda: shares([second, third]), 30, lambda: f"3+3 again: {second.assignment}, {third.assignment}"
+            )
             sent |= await produce(bootstrap, topic, 10)
             await wait_for(lambda: sent <= first.consumed | second.consumed | third.consumed, 30, "every message")
             ends = {p: max(o for q, o in sent if q == p) + 1 for p in range(PARTITIONS)}
             await wait_for(
-                lambda: committed_offsets(bootstrap, group) == ends,
-                10, lambda: f"commits at the log end {ends}")
+                lambda: committed_offsets(bootstrap, group) == ends, 10, lambda: f"commits at the log end {ends}"
+            )
         finally:
             for member in members:
                 await member.stop()

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-
 from wire import WireClient
 
 SESSION_TIMEOUT_MS = 4000
@@ -76,7 +75,8 @@ class MemberProcess:
 def start_member(bootstrap: str, topic: str, group: str, strategy: str) -> MemberProcess:
     process = subprocess.Popen(
         [sys.executable, "-c", MEMBER, bootstrap, topic, group, strategy, str(SESSION_TIMEOUT_MS)],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     member = MemberProcess(process)
     threading.Thread(target=member.read, daemon=True).start()
@@ -97,8 +97,9 @@ def seed_committed_offsets(bootstrap: str, topic: str, group: str) -> None:
     group is Empty), so members start at the beginning although they reset to "latest"."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        committed = consumer.commit(offsets=[TopicPartition(topic, p, 0) for p in range(PARTITIONS)],
-                                    asynchronous=False)
+        committed = consumer.commit(
+            offsets=[TopicPartition(topic, p, 0) for p in range(PARTITIONS)], asynchronous=False
+        )
         assert all(tp.error is None for tp in committed)
     finally:
         consumer.close()
@@ -137,6 +138,7 @@ def test_killed_member_partitions_move_to_the_survivors_without_losing_messages(
     seed_committed_offsets(bootstrap, topic, group)
     members = [start_member(bootstrap, topic, group, strategy) for _ in range(3)]
     try:
+
         def assignments() -> list[set[int]]:
             return [set(m.assignment) for m in members]
 
@@ -162,12 +164,18 @@ def test_killed_member_partitions_move_to_the_survivors_without_losing_messages(
         # its committed offsets let the survivors read these.
         second = produce(bootstrap, topic, per_partition=20)
 
-        took = wait_for(lambda: balanced(survivors, 3), SESSION_TIMEOUT_MS / 1000 + 15,
-                        f"the survivors to take {sorted(victim_partitions)}, have {assignments()[1:]}")
+        took = wait_for(
+            lambda: balanced(survivors, 3),
+            SESSION_TIMEOUT_MS / 1000 + 15,
+            f"the survivors to take {sorted(victim_partitions)}, have {assignments()[1:]}",
+        )
         took_total = time.monotonic() - killed_at
         assert took_total < SESSION_TIMEOUT_MS / 1000 + 8, f"takeover took {took:.1f} s"
-        wait_for(lambda: second <= set().union(*(m.consumed for m in survivors)), 30,
-                 "the survivors to read every message produced after the kill")
+        wait_for(
+            lambda: second <= set().union(*(m.consumed for m in survivors)),
+            30,
+            "the survivors to read every message produced after the kill",
+        )
         everything = set().union(*(m.consumed for m in members))
         assert first | second <= everything
     finally:

@@ -14,14 +14,22 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafka_spark.broker import EmbeddedBroker
-from kafka_spark.broker.coordinator.group_offsets import CommittedOffset, decode_key, decode_value, encode_key, encode_value
+from kafka_spark.broker.coordinator.group_offsets import (
+    CommittedOffset,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
 from kafka_spark.common.topic_partition import TopicPartition as TP
 
 
 def on_loop(broker: EmbeddedBroker, function, *args):
     """Run a coordinator call on the broker's event loop (it is not thread-safe)."""
+
     async def call():
         return function(*args)
+
     return asyncio.run_coroutine_threadsafe(call(), broker.broker.loop).result(10)
 
 
@@ -36,8 +44,9 @@ def produce(bootstrap: str, topic: str, counts: dict[int, int]) -> None:
 def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        result = consumer.commit(offsets=[TopicPartition(t, p, o, metadata="m") for (t, p), o in offsets.items()],
-                                 asynchronous=False)
+        result = consumer.commit(
+            offsets=[TopicPartition(t, p, o, metadata="m") for (t, p), o in offsets.items()], asynchronous=False
+        )
         assert all(tp.error is None for tp in result)
     finally:
         consumer.close()
@@ -63,8 +72,9 @@ def join(consumer: Consumer, topic: str) -> None:
 
 def pylog(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYLOG_HOME=os.environ.get("PYLOG_HOME", "/nonexistent"))
-    return subprocess.run([sys.executable, "-m", "kafka_spark.cli", *args], capture_output=True, text=True,
-                          timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "kafka_spark.cli", *args], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def test_offset_commit_records_use_kafkas_key_and_value_layouts():
@@ -94,7 +104,11 @@ def test_committed_offsets_survive_a_restart_and_deletions_stay_deleted(tmp_path
     with EmbeddedBroker(log_dir=log_dir, register=False) as broker:
         bootstrap = broker.bootstrap_servers
         partitions = [("orders", 0), ("orders", 1), ("orders", 2)]
-        assert committed(bootstrap, "billing", partitions) == {("orders", 0): 6, ("orders", 1): 10, ("orders", 2): -1001}
+        assert committed(bootstrap, "billing", partitions) == {
+            ("orders", 0): 6,
+            ("orders", 1): 10,
+            ("orders", 2): -1001,
+        }
         assert committed(bootstrap, "audit", partitions) == {p: -1001 for p in partitions}
         replayed = on_loop(broker, broker.broker.groups.committed, "billing")
         assert set(replayed) == {TP("orders", 0), TP("orders", 1)}  # scratch-0 was tombstoned with its topic
@@ -111,11 +125,24 @@ def test_committed_offsets_survive_a_restart_and_deletions_stay_deleted(tmp_path
         described = pylog("groups", "describe", "billing", "--bootstrap-server", bootstrap)
         assert described.returncode == 0, described.stderr
         assert "Consumer group 'billing' has no active members." in described.stdout
-        header, *rows = [line.split() for line in described.stdout.splitlines() if line.strip() and "Consumer" not in line]
-        assert header == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                          "CONSUMER-ID", "HOST", "CLIENT-ID"]
-        assert rows == [["billing", "orders", "0", "6", "10", "4", "-", "-", "-"],
-                        ["billing", "orders", "1", "10", "10", "0", "-", "-", "-"]]
+        header, *rows = [
+            line.split() for line in described.stdout.splitlines() if line.strip() and "Consumer" not in line
+        ]
+        assert header == [
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+        ]
+        assert rows == [
+            ["billing", "orders", "0", "6", "10", "4", "-", "-", "-"],
+            ["billing", "orders", "1", "10", "10", "0", "-", "-", "-"],
+        ]
 
         missing = pylog("groups", "describe", "nobody", "--bootstrap-server", bootstrap)
         assert missing.returncode == 1 and "does not exist" in missing.stderr
@@ -126,8 +153,16 @@ def test_describe_shows_the_active_member_and_its_assignment(pylog_broker, pylog
     topic = pylog_topic(partitions=2)
     produce(bootstrap, topic, {0: 5, 1: 3})
     group = f"live-{topic}"
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": "reader-1",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": "reader-1",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+        }
+    )
     try:
         consumer.subscribe([topic])
         seen = 0
@@ -159,8 +194,14 @@ def test_delete_groups_as_kafkas_admin_client_asks(pylog_broker, pylog_topic):
     topic = pylog_topic(partitions=1)
     produce(bootstrap, topic, {0: 3})
     commit(bootstrap, f"idle-{topic}", {(topic, 0): 2})
-    active = Consumer({"bootstrap.servers": bootstrap, "group.id": f"active-{topic}", "auto.offset.reset": "earliest",
-                       "session.timeout.ms": 6000})
+    active = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"active-{topic}",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+        }
+    )
     admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
         join(active, topic)
@@ -201,7 +242,10 @@ def test_reset_offsets_plans_then_commits_as_kafka_consumer_groups_does(pylog_br
         return result
 
     planned = reset("--topic", topic, "--to-earliest")  # a dry run
-    assert [line.split()[2:] for line in planned.stdout.splitlines() if line.startswith(group)] == [["0", "0"], ["1", "0"]]
+    assert [line.split()[2:] for line in planned.stdout.splitlines() if line.startswith(group)] == [
+        ["0", "0"],
+        ["1", "0"],
+    ]
     assert "Dry run" in planned.stdout and committed(bootstrap, group, tps) == {tps[0]: 8, tps[1]: 9}
 
     reset("--topic", topic, "--to-earliest", "--execute")
@@ -215,14 +259,24 @@ def test_reset_offsets_plans_then_commits_as_kafka_consumer_groups_does(pylog_br
     reset("--topic", topic, "--to-latest", "--execute")
     assert committed(bootstrap, group, tps) == {tps[0]: 10, tps[1]: 10}
 
-    refused = pylog("groups", "reset-offsets", group, "--topic", f"{topic}:7", "--to-earliest",
-                    "--bootstrap-server", bootstrap)
+    refused = pylog(
+        "groups", "reset-offsets", group, "--topic", f"{topic}:7", "--to-earliest", "--bootstrap-server", bootstrap
+    )
     assert refused.returncode == 1 and "has no partition(s) 7" in refused.stderr
     member = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": 6000})
     try:
         join(member, topic)
-        busy = pylog("groups", "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute",
-                     "--bootstrap-server", bootstrap)
+        busy = pylog(
+            "groups",
+            "reset-offsets",
+            group,
+            "--topic",
+            topic,
+            "--to-earliest",
+            "--execute",
+            "--bootstrap-server",
+            bootstrap,
+        )
         assert busy.returncode == 1 and "active member" in busy.stderr
     finally:
         member.close()
@@ -242,8 +296,9 @@ def test_delete_group_offsets_spares_topics_the_group_subscribes_to(pylog_broker
     group = f"trim-{read}"
     commit(bootstrap, group, {(read, 0): 3, (read, 1): 3, (other, 0): 0})
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    member = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": 6000,
-                       "enable.auto.commit": False})
+    member = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": 6000, "enable.auto.commit": False}
+    )
     try:
         assert admin.delete_group_offsets(group, [KpTopicPartition(read, 0)]) == {KpTopicPartition(read, 0): NoError}
         assert committed(bootstrap, group, [(read, 0), (read, 1)]) == {(read, 0): -1001, (read, 1): 3}
@@ -253,7 +308,9 @@ def test_delete_group_offsets_spares_topics_the_group_subscribes_to(pylog_broker
         join(member, read)
         # The member reads `read`: its offset stays. `other` it does not: that one may go.
         assert admin.delete_group_offsets(group, [KpTopicPartition(read, 1), KpTopicPartition(other, 0)]) == {
-            KpTopicPartition(read, 1): GroupSubscribedToTopicError, KpTopicPartition(other, 0): NoError}
+            KpTopicPartition(read, 1): GroupSubscribedToTopicError,
+            KpTopicPartition(other, 0): NoError,
+        }
     finally:
         member.close()
         admin.close()
@@ -274,18 +331,24 @@ def test_cli_delete_offsets_as_kafka_consumer_groups_does(pylog_broker, pylog_to
     assert [line.split() for line in done.stdout.splitlines() if line.startswith(stale)] == [[stale, "1", "Successful"]]
     assert committed(bootstrap, group, [(stale, 0), (stale, 1)]) == {(stale, 0): 0, (stale, 1): -1001}
 
-    member = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": 6000,
-                       "enable.auto.commit": False})
+    member = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": 6000, "enable.auto.commit": False}
+    )
     try:
         join(member, read)
         refused = pylog("groups", "delete-offsets", group, "--topic", read, "--bootstrap-server", bootstrap)
         assert refused.returncode == 1
         assert "Request failed" in refused.stdout and "the group is subscribed to the topic" in refused.stdout
-        assert pylog("groups", "delete-offsets", group, "--topic", stale, "--bootstrap-server", bootstrap).returncode == 0
+        assert (
+            pylog("groups", "delete-offsets", group, "--topic", stale, "--bootstrap-server", bootstrap).returncode == 0
+        )
     finally:
         member.close()
     assert committed(bootstrap, group, [(read, 0), (read, 1), (stale, 0)]) == {
-        (read, 0): 3, (read, 1): 3, (stale, 0): -1001}
+        (read, 0): 3,
+        (read, 1): 3,
+        (stale, 0): -1001,
+    }
 
     missing = pylog("groups", "delete-offsets", "no-such-group", "--topic", read, "--bootstrap-server", bootstrap)
     assert missing.returncode == 1 and "consumer group 'no-such-group' does not exist" in missing.stderr

@@ -7,7 +7,6 @@ import threading
 import time
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-
 from wire import WireClient
 
 PARTITIONS = 6
@@ -18,9 +17,15 @@ class Member:
 
     def __init__(self, bootstrap: str, topic: str, group: str, name: str) -> None:
         self.consumer = KafkaConsumer(
-            topic, bootstrap_servers=bootstrap, group_id=group, client_id=name,
-            enable_auto_commit=False, auto_offset_reset="earliest",
-            session_timeout_ms=6000, heartbeat_interval_ms=300, fetch_max_wait_ms=100,
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            client_id=name,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=300,
+            fetch_max_wait_ms=100,
         )
         self.assignment: set[int] = set()
         self.consumed: set[tuple[int, int]] = set()
@@ -95,8 +100,11 @@ def test_kafka_python_members_share_partitions_and_rebalance_on_leave_and_rejoin
         wait_for(lambda: sent <= first.consumed | second.consumed, 30, "the first messages")
 
         first.close()  # leaves the group: the other member takes everything
-        wait_for(lambda: second.assignment == set(range(PARTITIONS)), 30,
-                 lambda: f"the remaining member to own all partitions: {second.assignment}")
+        wait_for(
+            lambda: second.assignment == set(range(PARTITIONS)),
+            30,
+            lambda: f"the remaining member to own all partitions: {second.assignment}",
+        )
         sent |= produce(bootstrap, topic, 10)
 
         third = Member(bootstrap, topic, group, "kp-c")  # a new member joins: shares again
@@ -106,8 +114,11 @@ def test_kafka_python_members_share_partitions_and_rebalance_on_leave_and_rejoin
         wait_for(lambda: sent <= set().union(*(m.consumed for m in members)), 30, "every message")
 
         ends = {p: max(o for q, o in sent if q == p) + 1 for p in range(PARTITIONS)}
-        wait_for(lambda: committed_offsets(bootstrap, group) == ends,
-                 10, lambda: f"commits at the log end {ends}, have {committed_offsets(bootstrap, group)}")
+        wait_for(
+            lambda: committed_offsets(bootstrap, group) == ends,
+            10,
+            lambda: f"commits at the log end {ends}, have {committed_offsets(bootstrap, group)}",
+        )
     finally:
         for member in members:
             member.close()
@@ -115,8 +126,9 @@ def test_kafka_python_members_share_partitions_and_rebalance_on_leave_and_rejoin
 
 def test_kafka_python_standalone_commit_and_fetch_round_trip(pylog_broker, pylog_topic):
     topic = pylog_topic(partitions=2)
-    consumer = KafkaConsumer(bootstrap_servers=pylog_broker.bootstrap_servers, group_id=f"kp-solo-{topic}",
-                             enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        bootstrap_servers=pylog_broker.bootstrap_servers, group_id=f"kp-solo-{topic}", enable_auto_commit=False
+    )
     try:
         partitions = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
         consumer.assign(partitions)

@@ -9,7 +9,6 @@ import time
 from typing import Any
 
 import pytest
-
 from wire import WireClient
 
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
@@ -49,38 +48,78 @@ def connect(pylog_broker):
         client.close()
 
 
-def join_body(group: str, member_id: str = "", *, session_ms: int = 6000, rebalance_ms: int = 6000,
-              protocols: tuple[str, ...] = ("range",), protocol_type: str = "consumer") -> dict[str, Any]:
-    return {"group_id": group, "session_timeout": session_ms, "rebalance_timeout": rebalance_ms,
-            "member_id": member_id, "group_instance_id": None, "protocol_type": protocol_type,
-            "protocols": [{"name": name, "metadata": name.encode()} for name in protocols]}
+def join_body(
+    group: str,
+    member_id: str = "",
+    *,
+    session_ms: int = 6000,
+    rebalance_ms: int = 6000,
+    protocols: tuple[str, ...] = ("range",),
+    protocol_type: str = "consumer",
+) -> dict[str, Any]:
+    return {
+        "group_id": group,
+        "session_timeout": session_ms,
+        "rebalance_timeout": rebalance_ms,
+        "member_id": member_id,
+        "group_instance_id": None,
+        "protocol_type": protocol_type,
+        "protocols": [{"name": name, "metadata": name.encode()} for name in protocols],
+    }
 
 
 def join(client: WireClient, group: str, member_id: str = "", **options: Any) -> Any:
     return client.call(JOIN_GROUP, 5, join_body(group, member_id, **options))
 
 
-def sync(client: WireClient, group: str, generation: int, member_id: str,
-         assignments: dict[str, bytes] | None = None) -> Any:
-    return client.call(SYNC_GROUP, 3, {
-        "group_id": group, "generation_id": generation, "member_id": member_id, "group_instance_id": None,
-        "assignments": [{"member_id": m, "assignment": a} for m, a in (assignments or {}).items()]})
+def sync(
+    client: WireClient, group: str, generation: int, member_id: str, assignments: dict[str, bytes] | None = None
+) -> Any:
+    return client.call(
+        SYNC_GROUP,
+        3,
+        {
+            "group_id": group,
+            "generation_id": generation,
+            "member_id": member_id,
+            "group_instance_id": None,
+            "assignments": [{"member_id": m, "assignment": a} for m, a in (assignments or {}).items()],
+        },
+    )
 
 
 def heartbeat(client: WireClient, group: str, generation: int, member_id: str) -> int:
-    return client.call(HEARTBEAT, 3, {"group_id": group, "generation_id": generation, "member_id": member_id,
-                                      "group_instance_id": None}).error_code
+    return client.call(
+        HEARTBEAT,
+        3,
+        {"group_id": group, "generation_id": generation, "member_id": member_id, "group_instance_id": None},
+    ).error_code
 
 
-def commit(client: WireClient, group: str, generation: int, member_id: str,
-           offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+def commit(
+    client: WireClient, group: str, generation: int, member_id: str, offsets: dict[tuple[str, int], int]
+) -> dict[tuple[str, int], int]:
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), offset in offsets.items():
-        topics.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset,
-                                             "committed_leader_epoch": -1, "committed_metadata": None})
-    response = client.call(OFFSET_COMMIT, 7, {
-        "group_id": group, "generation_id_or_member_epoch": generation, "member_id": member_id,
-        "group_instance_id": None, "topics": [{"name": n, "partitions": p} for n, p in topics.items()]})
+        topics.setdefault(topic, []).append(
+            {
+                "partition_index": partition,
+                "committed_offset": offset,
+                "committed_leader_epoch": -1,
+                "committed_metadata": None,
+            }
+        )
+    response = client.call(
+        OFFSET_COMMIT,
+        7,
+        {
+            "group_id": group,
+            "generation_id_or_member_epoch": generation,
+            "member_id": member_id,
+            "group_instance_id": None,
+            "topics": [{"name": n, "partitions": p} for n, p in topics.items()],
+        },
+    )
     return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
 
 
@@ -128,8 +167,17 @@ def test_join_is_held_until_every_known_member_rejoins(connect, group):
     assert {m.member_id: m.metadata for m in rejoined_a.members} == {member_a: b"range", joined_b.member_id: b"range"}
     assert joined_b.members == ()  # followers learn nothing of the others
 
-    b.send(SYNC_GROUP, 3, {"group_id": group, "generation_id": joined_b.generation_id,
-                           "member_id": joined_b.member_id, "group_instance_id": None, "assignments": []})
+    b.send(
+        SYNC_GROUP,
+        3,
+        {
+            "group_id": group,
+            "generation_id": joined_b.generation_id,
+            "member_id": joined_b.member_id,
+            "group_instance_id": None,
+            "assignments": [],
+        },
+    )
     time.sleep(0.2)
     assert describe(a, group).group_state == "CompletingRebalance"
     # The leader leaves b out of its assignment: b still gets a decodable, empty one.
@@ -218,7 +266,8 @@ def test_leave_group_rebalances_at_once_and_the_last_leave_empties_the_group(con
 
 
 def test_offset_commit_errors_name_the_stale_or_unknown_member_and_the_broker_keeps_serving(
-        pylog_topic, connect, group):
+    pylog_topic, connect, group
+):
     topic = pylog_topic(partitions=2)
     client = connect()
     member, generation = stable_member(client, group)
@@ -229,7 +278,11 @@ def test_offset_commit_errors_name_the_stale_or_unknown_member_and_the_broker_ke
     assert commit(client, group, -1, "", {tp0: 5}) == {tp0: 25}  # standalone commits only while Empty
     missing = ("no-such-topic", 0)
     assert commit(client, group, generation, member, {tp0: 5, tp1: 6, (topic, 9): 1, missing: 1}) == {
-        tp0: 0, tp1: 0, (topic, 9): 3, missing: 3}
+        tp0: 0,
+        tp1: 0,
+        (topic, 9): 3,
+        missing: 3,
+    }
     assert fetch_all(client, group) == {tp0: 5, tp1: 6}
 
     assert heartbeat(client, group, generation + 5, member) == 22
@@ -254,9 +307,12 @@ def test_standalone_commit_to_an_empty_group_and_fetch_of_uncommitted_partitions
     topic = pylog_topic(partitions=3)
     client = connect()
     assert commit(client, group, -1, "", {(topic, 1): 42}) == {(topic, 1): 0}
-    response = client.call(OFFSET_FETCH, 1, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0, 1]}]})
-    assert [(p.partition_index, p.committed_offset, p.metadata, p.error_code)
-            for p in response.topics[0].partitions] == [(0, -1, "", 0), (1, 42, "", 0)]
+    response = client.call(
+        OFFSET_FETCH, 1, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0, 1]}]}
+    )
+    assert [
+        (p.partition_index, p.committed_offset, p.metadata, p.error_code) for p in response.topics[0].partitions
+    ] == [(0, -1, "", 0), (1, 42, "", 0)]
     assert describe(client, group).group_state == "Empty"
     listed = {g.group_id: g.protocol_type for g in client.call(LIST_GROUPS, 2, {}).groups}
     assert listed[group] == "consumer"
@@ -265,20 +321,51 @@ def test_standalone_commit_to_an_empty_group_and_fetch_of_uncommitted_partitions
 def test_oldest_served_versions_run_a_whole_group_flow(pylog_topic, connect, group):
     topic = pylog_topic()
     client = connect()
-    joined = client.call(JOIN_GROUP, 0, {"group_id": group, "session_timeout": 6000, "member_id": "",
-                                         "protocol_type": "consumer",
-                                         "protocols": [{"name": "range", "metadata": b"m"}]})
+    joined = client.call(
+        JOIN_GROUP,
+        0,
+        {
+            "group_id": group,
+            "session_timeout": 6000,
+            "member_id": "",
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b"m"}],
+        },
+    )
     assert joined.error_code == 0 and joined.generation_id >= 1
-    synced = client.call(SYNC_GROUP, 0, {"group_id": group, "generation_id": joined.generation_id,
-                                         "member_id": joined.member_id,
-                                         "assignments": [{"member_id": joined.member_id, "assignment": b"a"}]})
+    synced = client.call(
+        SYNC_GROUP,
+        0,
+        {
+            "group_id": group,
+            "generation_id": joined.generation_id,
+            "member_id": joined.member_id,
+            "assignments": [{"member_id": joined.member_id, "assignment": b"a"}],
+        },
+    )
     assert synced.assignment == b"a"
-    assert client.call(HEARTBEAT, 0, {"group_id": group, "generation_id": joined.generation_id,
-                                      "member_id": joined.member_id}).error_code == 0
-    committed = client.call(OFFSET_COMMIT, 2, {
-        "group_id": group, "generation_id_or_member_epoch": joined.generation_id, "member_id": joined.member_id,
-        "retention_time": -1, "topics": [{"name": topic, "partitions": [
-            {"partition_index": 0, "committed_offset": 3, "committed_metadata": "m"}]}]})
+    assert (
+        client.call(
+            HEARTBEAT, 0, {"group_id": group, "generation_id": joined.generation_id, "member_id": joined.member_id}
+        ).error_code
+        == 0
+    )
+    committed = client.call(
+        OFFSET_COMMIT,
+        2,
+        {
+            "group_id": group,
+            "generation_id_or_member_epoch": joined.generation_id,
+            "member_id": joined.member_id,
+            "retention_time": -1,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [{"partition_index": 0, "committed_offset": 3, "committed_metadata": "m"}],
+                }
+            ],
+        },
+    )
     assert committed.topics[0].partitions[0].error_code == 0
     fetched = client.call(OFFSET_FETCH, 1, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]})
     assert (fetched.topics[0].partitions[0].committed_offset, fetched.topics[0].partitions[0].metadata) == (3, "m")
@@ -295,26 +382,42 @@ def test_describe_reports_members_and_an_unknown_group_as_dead(connect, group):
     assert (described.group_state, described.protocol_type, described.protocol_data) == ("Stable", "consumer", "range")
     (only,) = described.members
     assert (only.member_id, only.client_id, only.member_metadata, only.member_assignment) == (
-        member, "wire-test", b"range", b"mine")
+        member,
+        "wire-test",
+        b"range",
+        b"mine",
+    )
     assert only.client_host == "/127.0.0.1"  # as Kafka spells the peer (InetAddress.toString())
     unknown = describe(client, group + "-unknown")
     assert (unknown.error_code, unknown.group_state, unknown.members) == (0, "Dead", ())
 
 
 def test_internal_offsets_topic_is_listed_as_internal_and_never_created_by_clients(
-        pylog_broker, pylog_topic, connect, group):
+    pylog_broker, pylog_topic, connect, group
+):
     topic = pylog_topic()
     client = connect()
     assert commit(client, group, -1, "", {(topic, 0): 1}) == {(topic, 0): 0}  # creates __consumer_offsets
     listed = client.call(METADATA, 1, {"topics": None})
     internal = {t.name: t.is_internal for t in listed.topics}
     assert (internal["__consumer_offsets"], internal[topic]) == (True, False)  # as Kafka lists them
-    asked = client.call(METADATA, 4, {"topics": [{"name": "__consumer_offsets"}, {"name": "__other_internal"}],
-                                      "allow_auto_topic_creation": True})
+    asked = client.call(
+        METADATA,
+        4,
+        {"topics": [{"name": "__consumer_offsets"}, {"name": "__other_internal"}], "allow_auto_topic_creation": True},
+    )
     assert [(t.error_code, t.is_internal) for t in asked.topics] == [(0, True), (3, False)]  # none auto-created
-    created = client.call(CREATE_TOPICS, 2, {"topics": [{"name": "__mine", "num_partitions": 1, "replication_factor": 1,
-                                                         "assignments": [], "configs": []}],
-                                             "timeout": 1000, "validate_only": False})
+    created = client.call(
+        CREATE_TOPICS,
+        2,
+        {
+            "topics": [
+                {"name": "__mine", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+            ],
+            "timeout": 1000,
+            "validate_only": False,
+        },
+    )
     assert created.topics[0].error_code == 17
     deleted = client.call(DELETE_TOPICS, 1, {"topic_names": ["__consumer_offsets"], "timeout": 1000})
     assert deleted.responses[0].error_code == 42  # INVALID_REQUEST: the broker's own state
@@ -352,12 +455,40 @@ def test_static_member_instance_id_is_echoed_to_the_leader_and_in_describe(conne
 def test_commit_with_oversized_metadata_is_refused_for_that_partition_only(pylog_topic, connect, group):
     topic = pylog_topic(partitions=2)
     client = connect()
-    response = client.call(OFFSET_COMMIT, 7, {
-        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
-        "topics": [{"name": topic, "partitions": [
-            {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1, "committed_metadata": "x" * 5000},
-            {"partition_index": 1, "committed_offset": 2, "committed_leader_epoch": 3, "committed_metadata": "ok"}]}]})
+    response = client.call(
+        OFFSET_COMMIT,
+        7,
+        {
+            "group_id": group,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 1,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "x" * 5000,
+                        },
+                        {
+                            "partition_index": 1,
+                            "committed_offset": 2,
+                            "committed_leader_epoch": 3,
+                            "committed_metadata": "ok",
+                        },
+                    ],
+                }
+            ],
+        },
+    )
     assert [p.error_code for p in response.topics[0].partitions] == [12, 0]
-    fetched = client.call(OFFSET_FETCH, 5, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0, 1]}]})
+    fetched = client.call(
+        OFFSET_FETCH, 5, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0, 1]}]}
+    )
     assert [(p.committed_offset, p.committed_leader_epoch, p.metadata) for p in fetched.topics[0].partitions] == [
-        (-1, -1, ""), (2, 3, "ok")]
+        (-1, -1, ""),
+        (2, 3, "ok"),
+    ]

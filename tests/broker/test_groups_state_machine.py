@@ -8,7 +8,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from kafka_spark.broker.durability import GroupCommit
 from kafka_spark.broker.coordinator.group import (
     LEGAL_TRANSITIONS,
     Group,
@@ -16,6 +15,7 @@ from kafka_spark.broker.coordinator.group import (
     GroupState,
     IllegalGroupTransition,
 )
+from kafka_spark.broker.durability import GroupCommit
 from kafka_spark.broker.storage.log_manager import LogManager
 
 S = GroupState
@@ -31,8 +31,9 @@ KAFKA_PREVIOUS_STATES = {
 
 
 def test_transition_table_is_kafkas():
-    inverted = {state: {source for source, targets in LEGAL_TRANSITIONS.items() if state in targets}
-                for state in GroupState}
+    inverted = {
+        state: {source for source, targets in LEGAL_TRANSITIONS.items() if state in targets} for state in GroupState
+    }
     assert inverted == KAFKA_PREVIOUS_STATES
 
 
@@ -58,8 +59,16 @@ def test_members_arriving_within_the_initial_delay_share_the_first_generation(co
     loop = coordinator._loop
 
     def join() -> asyncio.Future:
-        return coordinator.join("g", "", client_id="c", client_host="", session_timeout_ms=6000,
-                                rebalance_timeout_ms=6000, protocol_type="consumer", protocols=[("range", b"")])
+        return coordinator.join(
+            "g",
+            "",
+            client_id="c",
+            client_host="",
+            session_timeout_ms=6000,
+            rebalance_timeout_ms=6000,
+            protocol_type="consumer",
+            protocols=[("range", b"")],
+        )
 
     async def scenario() -> list[dict]:
         first = join()
@@ -81,12 +90,19 @@ def test_transactional_commit_bypasses_generation_checks_and_skips_missing_parti
     coordinator._broker.logs.create_topic("t", 2)
 
     async def scenario() -> None:
-        coordinator.commit_offsets("txn-group", {TopicPartition("t", 0): (5, "meta", 3),
-                                                 TopicPartition("t", 1): (6, None, -1),
-                                                 TopicPartition("gone", 0): (1, None, -1)})
+        coordinator.commit_offsets(
+            "txn-group",
+            {
+                TopicPartition("t", 0): (5, "meta", 3),
+                TopicPartition("t", 1): (6, None, -1),
+                TopicPartition("gone", 0): (1, None, -1),
+            },
+        )
         await asyncio.sleep(0.2)  # lets the background fsync finish before the loop closes
 
     coordinator._loop.run_until_complete(scenario())
     committed = coordinator.committed("txn-group")
     assert {tp: (c.offset, c.metadata, c.leader_epoch) for tp, c in committed.items()} == {
-        TopicPartition("t", 0): (5, "meta", 3), TopicPartition("t", 1): (6, "", -1)}  # the epoch is kept
+        TopicPartition("t", 0): (5, "meta", 3),
+        TopicPartition("t", 1): (6, "", -1),
+    }  # the epoch is kept

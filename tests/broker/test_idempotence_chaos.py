@@ -66,7 +66,7 @@ class CuttingProxy:
             threading.Thread(target=self._pump, args=(client, upstream, pair, None), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client, pair, budget), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket, pair: "_Pair", budget: int | None) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, pair: _Pair, budget: int | None) -> None:
         try:
             while True:
                 data = source.recv(65536)
@@ -137,22 +137,28 @@ def test_idempotent_producer_survives_connection_cuts_without_duplicates_or_gaps
     broker.create_topic(topic, partitions=PARTITIONS)
     proxy = CuttingProxy((PROXY_HOST, broker.port), ("127.0.0.1", broker.port), max_cuts=30, seed=20261122)
     try:
-        producer = Producer({
-            "bootstrap.servers": f"{PROXY_HOST}:{broker.port}",
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "batch.num.messages": 200,  # many requests in flight, so cuts land mid-stream
-            "message.timeout.ms": 120_000,
-            "retry.backoff.ms": 20,
-            "reconnect.backoff.ms": 10,
-            "reconnect.backoff.max.ms": 200,
-        })
+        producer = Producer(
+            {
+                "bootstrap.servers": f"{PROXY_HOST}:{broker.port}",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "batch.num.messages": 200,  # many requests in flight, so cuts land mid-stream
+                "message.timeout.ms": 120_000,
+                "retry.backoff.ms": 20,
+                "reconnect.backoff.ms": 10,
+                "reconnect.backoff.max.ms": 200,
+            }
+        )
         errors: list = []
         for i in range(MESSAGES):
             while True:
                 try:
-                    producer.produce(topic, value=str(i).encode(), partition=i % PARTITIONS,
-                                     on_delivery=lambda err, msg: err and errors.append(err))
+                    producer.produce(
+                        topic,
+                        value=str(i).encode(),
+                        partition=i % PARTITIONS,
+                        on_delivery=lambda err, msg: err and errors.append(err),
+                    )
                     break
                 except BufferError:
                     producer.poll(0.05)
@@ -172,15 +178,23 @@ def test_idempotent_producer_survives_connection_cuts_without_duplicates_or_gaps
         assert len(got) == len(expected), f"partition {partition}: {len(got)} records, expected {len(expected)}"
         assert got == expected, f"partition {partition}: duplicates, gaps or reordering"
     # The cuts did make the client resend batches the broker had already written.
-    retried = sum(broker.broker.producer_state(broker.broker.logs.get_log(topic, p)).duplicates_acknowledged
-                  for p in range(PARTITIONS))
+    retried = sum(
+        broker.broker.producer_state(broker.broker.logs.get_log(topic, p)).duplicates_acknowledged
+        for p in range(PARTITIONS)
+    )
     assert retried >= 3, f"only {retried} retried batch(es) reached the broker; the cuts missed the produce answers"
 
 
 def _read_everything(broker: EmbeddedBroker, topic: str = "chaos") -> dict[int, list[int]]:
     """Every value of the topic per partition, in offset order (through the proxy, no more cuts)."""
-    consumer = Consumer({"bootstrap.servers": f"{PROXY_HOST}:{broker.port}", "group.id": "chaos-check",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": f"{PROXY_HOST}:{broker.port}",
+            "group.id": "chaos-check",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         values: dict[int, list[int]] = defaultdict(list)
@@ -208,14 +222,16 @@ def test_transactional_producer_survives_connection_cuts_with_exactly_once_outpu
     transactions, per_transaction = 60, 100
     proxy = CuttingProxy((PROXY_HOST, broker.port), ("127.0.0.1", broker.port), max_cuts=25, seed=7)
     try:
-        producer = Producer({
-            "bootstrap.servers": f"{PROXY_HOST}:{broker.port}",
-            "transactional.id": "txn-chaos",
-            "linger.ms": 5,
-            "retry.backoff.ms": 20,
-            "reconnect.backoff.ms": 10,
-            "reconnect.backoff.max.ms": 200,
-        })
+        producer = Producer(
+            {
+                "bootstrap.servers": f"{PROXY_HOST}:{broker.port}",
+                "transactional.id": "txn-chaos",
+                "linger.ms": 5,
+                "retry.backoff.ms": 20,
+                "reconnect.backoff.ms": 10,
+                "reconnect.backoff.max.ms": 200,
+            }
+        )
         producer.init_transactions(30)
         for t in range(transactions):
             producer.begin_transaction()

@@ -24,14 +24,26 @@ def test_idempotent_producer_keeps_exactly_once_across_broker_restarts(tmp_path)
     sent = threading.Event()
 
     def produce() -> None:
-        producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "enable.idempotence": True,
-                             "linger.ms": 5, "batch.num.messages": 100, "message.timeout.ms": 120_000,
-                             "reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 100})
+        producer = Producer(
+            {
+                "bootstrap.servers": f"127.0.0.1:{port}",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "batch.num.messages": 100,
+                "message.timeout.ms": 120_000,
+                "reconnect.backoff.ms": 10,
+                "reconnect.backoff.max.ms": 100,
+            }
+        )
         for i in range(MESSAGES):
             while True:
                 try:
-                    producer.produce("restarts", value=str(i).encode(), partition=i % PARTITIONS,
-                                     on_delivery=lambda err, msg: err and errors.append(err))
+                    producer.produce(
+                        "restarts",
+                        value=str(i).encode(),
+                        partition=i % PARTITIONS,
+                        on_delivery=lambda err, msg: err and errors.append(err),
+                    )
                     break
                 except BufferError:
                     producer.poll(0.05)
@@ -69,8 +81,14 @@ def _written(broker: EmbeddedBroker) -> int:
 
 
 def _read(bootstrap: str) -> dict[int, list[int]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "restart-check",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "restart-check",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     consumer.assign([TopicPartition("restarts", p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     values: dict[int, list[int]] = defaultdict(list)
     eof: set[int] = set()

@@ -10,13 +10,20 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
-                                   NewPartitions, NewTopic)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+)
+from wire import WireClient
 
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.protocol.versions import ApiKey
 from kafka_spark.broker.storage.batch import build_record_batch, iter_batches
-from wire import WireClient
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 
@@ -27,14 +34,33 @@ def _admin(broker) -> AdminClient:
 
 def _stored_codecs(broker, topic: str) -> list[int]:
     with WireClient(broker.bootstrap_servers) as client:
-        fetched = client.call(ApiKey.FETCH, 11, {"max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 24, "topics": [
-            {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 24}]}]})
+        fetched = client.call(
+            ApiKey.FETCH,
+            11,
+            {
+                "max_wait": 0,
+                "min_bytes": 0,
+                "max_bytes": 1 << 24,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 24}],
+                    }
+                ],
+            },
+        )
     return [header.compression for header in iter_batches(bytes(fetched.responses[0].partitions[0].records))]
 
 
 def _values(broker, topic: str, count: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": f"{topic}-reader",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": f"{topic}-reader",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition(topic, 0, 0)])
     values: list[bytes] = []
     deadline = time.monotonic() + 30
@@ -64,13 +90,19 @@ def test_topic_compression_type_is_accepted_and_batches_are_recompressed_on_appe
     _produce(pylog_broker, topic, [b"gzipped-%d" % i for i in range(50)], "gzip")
     assert set(_stored_codecs(pylog_broker, topic)) == {ZSTD}  # both producers' batches, in the topic's codec
 
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
-        ConfigEntry("compression.type", "lz4", incremental_operation=AlterConfigOpType.SET)])
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[ConfigEntry("compression.type", "lz4", incremental_operation=AlterConfigOpType.SET)],
+    )
     admin.incremental_alter_configs([resource])[resource].result(10)
     _produce(pylog_broker, topic, [b"later-%d" % i for i in range(50)], "snappy")
     assert _stored_codecs(pylog_broker, topic)[-1] == LZ4
-    expected = [b"plain-%d" % i for i in range(50)] + [b"gzipped-%d" % i for i in range(50)] + [
-        b"later-%d" % i for i in range(50)]
+    expected = (
+        [b"plain-%d" % i for i in range(50)]
+        + [b"gzipped-%d" % i for i in range(50)]
+        + [b"later-%d" % i for i in range(50)]
+    )
     assert _values(pylog_broker, topic, 150) == expected
 
 
@@ -97,8 +129,14 @@ def test_an_unknown_compression_type_is_an_invalid_config(pylog_broker):
 
 def test_join_group_refuses_a_session_timeout_below_the_broker_minimum(pylog_broker, pylog_topic):
     topic = pylog_topic()
-    consumer = Consumer({"bootstrap.servers": pylog_broker.bootstrap_servers, "group.id": f"{topic}-fast",
-                         "session.timeout.ms": 100, "heartbeat.interval.ms": 20})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": pylog_broker.bootstrap_servers,
+            "group.id": f"{topic}-fast",
+            "session.timeout.ms": 100,
+            "heartbeat.interval.ms": 20,
+        }
+    )
     consumer.subscribe([topic])
     try:
         error = None
@@ -117,9 +155,15 @@ def test_kafka_python_is_told_the_session_timeout_is_invalid(pylog_broker, pylog
     from kafka.errors import InvalidSessionTimeoutError
 
     topic = pylog_topic()
-    consumer = KafkaConsumer(topic, bootstrap_servers=pylog_broker.bootstrap_servers, group_id=f"{topic}-kp",
-                             session_timeout_ms=3_000_000, heartbeat_interval_ms=1000, request_timeout_ms=3_100_000,
-                             connections_max_idle_ms=3_200_000)
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=pylog_broker.bootstrap_servers,
+        group_id=f"{topic}-kp",
+        session_timeout_ms=3_000_000,
+        heartbeat_interval_ms=1000,
+        request_timeout_ms=3_100_000,
+        connections_max_idle_ms=3_200_000,
+    )
     try:
         with pytest.raises(InvalidSessionTimeoutError):  # above group.max.session.timeout.ms (30 min)
             consumer.poll(timeout_ms=10_000)
@@ -134,9 +178,18 @@ def test_the_session_timeout_bounds_are_broker_settings():
     assert options.settings == {"group_min_session_timeout_ms": 50, "group_max_session_timeout_ms": 60000}
     with EmbeddedBroker(register=False, **options.settings) as broker:
         with WireClient(broker.bootstrap_servers) as client:
-            joined = client.call(ApiKey.JOIN_GROUP, 5, {
-                "group_id": "g", "session_timeout": 100, "rebalance_timeout": 100, "member_id": "",
-                "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
+            joined = client.call(
+                ApiKey.JOIN_GROUP,
+                5,
+                {
+                    "group_id": "g",
+                    "session_timeout": 100,
+                    "rebalance_timeout": 100,
+                    "member_id": "",
+                    "protocol_type": "consumer",
+                    "protocols": [{"name": "range", "metadata": b""}],
+                },
+            )
     assert joined.error_code == 0
 
 
@@ -149,9 +202,16 @@ def test_a_static_member_that_comes_back_keeps_its_assignment_without_a_rebalanc
     assignments: dict[str, list[set[int]]] = {"a": [], "b": []}
 
     def member(instance: str) -> Consumer:
-        consumer = Consumer({"bootstrap.servers": pylog_broker.bootstrap_servers, "group.id": group,
-                             "group.instance.id": instance, "session.timeout.ms": 30_000,
-                             "heartbeat.interval.ms": 500, "partition.assignment.strategy": "range"})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": pylog_broker.bootstrap_servers,
+                "group.id": group,
+                "group.instance.id": instance,
+                "session.timeout.ms": 30_000,
+                "heartbeat.interval.ms": 500,
+                "partition.assignment.strategy": "range",
+            }
+        )
         consumer.subscribe([topic], on_assign=lambda c, ps: assignments[instance].append({p.partition for p in ps}))
         return consumer
 
@@ -164,8 +224,12 @@ def test_a_static_member_that_comes_back_keeps_its_assignment_without_a_rebalanc
 
     a, b = member("a"), member("b")
     coordinator = pylog_broker._broker.groups
-    poll_until([a, b], lambda: assignments["a"] and assignments["b"] and sum(map(len, (
-        assignments["a"][-1], assignments["b"][-1]))) == 4)
+    poll_until(
+        [a, b],
+        lambda: (
+            assignments["a"] and assignments["b"] and sum(map(len, (assignments["a"][-1], assignments["b"][-1]))) == 4
+        ),
+    )
     generation = coordinator.group(group).generation_id
     held_by_a, rebalances_seen_by_b = assignments["a"][-1], len(assignments["b"])
     a.close()  # a static member's close sends no LeaveGroup: its place is kept for its session
@@ -182,24 +246,53 @@ def test_a_static_member_that_comes_back_keeps_its_assignment_without_a_rebalanc
 
 
 def test_an_old_member_id_of_a_static_member_is_fenced(pylog_broker):
-    join = {"group_id": "fence", "session_timeout": 10_000, "rebalance_timeout": 10_000, "group_instance_id": "i",
-            "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+    join = {
+        "group_id": "fence",
+        "session_timeout": 10_000,
+        "rebalance_timeout": 10_000,
+        "group_instance_id": "i",
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}],
+    }
     with WireClient(pylog_broker.bootstrap_servers) as client:
         first = client.call(ApiKey.JOIN_GROUP, 5, {**join, "member_id": ""})
-        synced = client.call(ApiKey.SYNC_GROUP, 3, {"group_id": "fence", "generation_id": first.generation_id,
-                                                    "member_id": first.member_id, "group_instance_id": "i",
-                                                    "assignments": [{"member_id": first.member_id,
-                                                                     "assignment": b"mine"}]})
+        synced = client.call(
+            ApiKey.SYNC_GROUP,
+            3,
+            {
+                "group_id": "fence",
+                "generation_id": first.generation_id,
+                "member_id": first.member_id,
+                "group_instance_id": "i",
+                "assignments": [{"member_id": first.member_id, "assignment": b"mine"}],
+            },
+        )
         assert synced.error_code == 0
         second = client.call(ApiKey.JOIN_GROUP, 5, {**join, "member_id": ""})  # the restarted instance
         assert (second.error_code, second.generation_id) == (0, first.generation_id)
         assert second.member_id != first.member_id
-        beat = client.call(ApiKey.HEARTBEAT, 3, {"group_id": "fence", "generation_id": first.generation_id,
-                                                 "member_id": first.member_id, "group_instance_id": "i"})
+        beat = client.call(
+            ApiKey.HEARTBEAT,
+            3,
+            {
+                "group_id": "fence",
+                "generation_id": first.generation_id,
+                "member_id": first.member_id,
+                "group_instance_id": "i",
+            },
+        )
         assert beat.error_code == 82  # FENCED_INSTANCE_ID: the old process, if it is still around
-        assignment = client.call(ApiKey.SYNC_GROUP, 3, {"group_id": "fence", "generation_id": second.generation_id,
-                                                        "member_id": second.member_id, "group_instance_id": "i",
-                                                        "assignments": []})
+        assignment = client.call(
+            ApiKey.SYNC_GROUP,
+            3,
+            {
+                "group_id": "fence",
+                "generation_id": second.generation_id,
+                "member_id": second.member_id,
+                "group_instance_id": "i",
+                "assignments": [],
+            },
+        )
         assert (assignment.error_code, assignment.assignment) == (0, b"mine")
 
 
@@ -215,8 +308,11 @@ def test_internal_topics_are_listed_to_clients_that_ask_for_them(pylog_broker, p
     committer.close()
     subscribed = {}
     for exclude in (False, True):  # kafka-python applies exclude_internal_topics to pattern subscriptions
-        consumer = KafkaConsumer(bootstrap_servers=pylog_broker.bootstrap_servers, group_id=f"{topic}-{exclude}",
-                                 exclude_internal_topics=exclude)
+        consumer = KafkaConsumer(
+            bootstrap_servers=pylog_broker.bootstrap_servers,
+            group_id=f"{topic}-{exclude}",
+            exclude_internal_topics=exclude,
+        )
         consumer.subscribe(pattern=f"^(__consumer_offsets|{topic})$")
         deadline = time.monotonic() + 30
         while topic not in (consumer.subscription() or ()) and time.monotonic() < deadline:
@@ -238,8 +334,9 @@ def test_offsets_committed_in_a_transaction_keep_their_leader_epoch(pylog_broker
     producer = Producer({"bootstrap.servers": pylog_broker.bootstrap_servers, "transactional.id": f"{topic}-t"})
     producer.init_transactions(10)
     producer.begin_transaction()
-    producer.send_offsets_to_transaction([TopicPartition(topic, 0, 7, leader_epoch=0)],
-                                         consumer.consumer_group_metadata(), 10)
+    producer.send_offsets_to_transaction(
+        [TopicPartition(topic, 0, 7, leader_epoch=0)], consumer.consumer_group_metadata(), 10
+    )
     producer.commit_transaction(10)
     (committed,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
     consumer.close()
@@ -283,8 +380,9 @@ def test_broker_configs_include_its_listeners(pylog_broker):
 def test_elect_leaders_answers_that_no_election_is_needed(pylog_broker, pylog_topic):
     topic = pylog_topic(partitions=2)
     admin = _admin(pylog_broker)
-    result = admin.elect_leaders(ElectionType.PREFERRED, [
-        TopicPartition(topic, 0), TopicPartition(topic, 5)]).result(10)
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0), TopicPartition(topic, 5)]).result(
+        10
+    )
     codes = {tp.partition: error.code() for tp, error in result.items()}
     assert codes == {0: KafkaError.ELECTION_NOT_NEEDED, 5: KafkaError.UNKNOWN_TOPIC_OR_PART}
 
@@ -294,7 +392,8 @@ def test_elect_leaders_answers_that_no_election_is_needed(pylog_broker, pylog_to
 
 def test_kafka_python_learns_which_records_made_the_batch_fail(pylog_broker, pylog_topic):
     from kafka import KafkaProducer
-    from kafka.errors import InvalidRecordError, KafkaError as KpError
+    from kafka.errors import InvalidRecordError
+    from kafka.errors import KafkaError as KpError
 
     topic = pylog_topic(config={"cleanup.policy": "compact"})
     producer = KafkaProducer(bootstrap_servers=pylog_broker.bootstrap_servers, linger_ms=100, retries=0)
@@ -314,8 +413,11 @@ def test_produce_answers_the_index_and_reason_of_each_invalid_record(pylog_broke
     batch = build_record_batch([(b"k", b"ok", (), 1_000), (None, b"keyless", (), 1_000), (b"k", b"late", (), future)])
     name = {"topic_id": pylog_broker._broker.logs.topic_info(topic).topic_id} if version >= 13 else {"name": topic}
     with WireClient(pylog_broker.bootstrap_servers) as client:
-        response = client.call(ApiKey.PRODUCE, version, {"acks": -1, "timeout": 5000, "topic_data": [
-            {**name, "partition_data": [{"index": 0, "records": batch}]}]})
+        response = client.call(
+            ApiKey.PRODUCE,
+            version,
+            {"acks": -1, "timeout": 5000, "topic_data": [{**name, "partition_data": [{"index": 0, "records": batch}]}]},
+        )
     result = response.responses[0].partition_responses[0]
     assert result.error_code == 32  # INVALID_TIMESTAMP wins, as in Kafka's LogValidator
     if version >= 8:

@@ -8,9 +8,9 @@ import time
 
 import pytest
 from confluent_kafka import Producer
+from partition_reads import read_to_end
 
 from kafka_spark.broker import EmbeddedBroker
-from partition_reads import read_to_end
 
 DAY_MS = 24 * 3_600_000
 
@@ -30,8 +30,13 @@ def producer_ids(broker: EmbeddedBroker) -> set[int]:
 def produce(producer: Producer, values: list[bytes], timestamp_ms: int) -> None:
     errors: list = []
     for value in values:
-        producer.produce("expiry", value=value, partition=0, timestamp=timestamp_ms,
-                         on_delivery=lambda err, msg: err and errors.append(err))
+        producer.produce(
+            "expiry",
+            value=value,
+            partition=0,
+            timestamp=timestamp_ms,
+            on_delivery=lambda err, msg: err and errors.append(err),
+        )
     assert producer.flush(30) == 0 and errors == [], errors
 
 
@@ -64,8 +69,12 @@ def test_idle_producers_are_forgotten_but_not_those_with_an_open_transaction():
         # The forgotten producer goes on at sequence 10: accepted as a new producer's batches.
         produce(idle, [b"idle-%d" % i for i in range(10, 20)], old)
         in_txn.commit_transaction(30)
-        assert read_values(bootstrap) == ([b"idle-%d" % i for i in range(10)] + [b"recent-%d" % i for i in range(10)]
-                                          + [b"txn-%d" % i for i in range(5)] + [b"idle-%d" % i for i in range(10, 20)])
+        assert read_values(bootstrap) == (
+            [b"idle-%d" % i for i in range(10)]
+            + [b"recent-%d" % i for i in range(10)]
+            + [b"txn-%d" % i for i in range(5)]
+            + [b"idle-%d" % i for i in range(10, 20)]
+        )
 
         # A day and more later, with the transaction committed, every producer is idle.
         assert on_loop(broker, lambda: broker.broker.expire_producer_ids(now + 2 * DAY_MS)) == 3
@@ -80,16 +89,22 @@ def test_the_expiry_check_runs_by_itself_and_is_rescheduled():
         first = node._producer_expiry
         on_loop(broker, node._expire_producers_periodically)
         assert node._producer_expiry is not first and not node._producer_expiry.cancelled()
-        assert abs(node._producer_expiry.when() - node.loop.time()
-                   - node.config.producer_id_expiration_check_interval_ms / 1000) < 5
+        assert (
+            abs(
+                node._producer_expiry.when()
+                - node.loop.time()
+                - node.config.producer_id_expiration_check_interval_ms / 1000
+            )
+            < 5
+        )
 
 
 def test_settings_passed_to_the_embedded_broker_drive_the_periodic_expiry():
-    with EmbeddedBroker(register=False, producer_id_expiration_ms=60_000,
-                        producer_id_expiration_check_interval_ms=200) as broker:
+    with EmbeddedBroker(
+        register=False, producer_id_expiration_ms=60_000, producer_id_expiration_check_interval_ms=200
+    ) as broker:
         broker.create_topic("expiry", partitions=1)
-        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True,
-                             "linger.ms": 0})
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True, "linger.ms": 0})
         produce(producer, [b"old"], int(time.time() * 1000) - 120_000)  # older than the minute allowed
         deadline = time.monotonic() + 10
         while producer_ids(broker) and time.monotonic() < deadline:

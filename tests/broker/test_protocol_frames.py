@@ -62,7 +62,9 @@ def test_api_versions_v3_response_header_has_no_tag_byte():
     request = decode_request(api_versions_request(3))
     response = {"error_code": 0, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 4}], "throttle_time": 0}
     # The reference's byte-exact example (kafka-protocol-subset.md §2.5), correlation id 7 here.
-    assert encode_response(request, response) == bytes.fromhex("00000013 00000007 0000 02 0012 0000 0004 00 00000000 00")
+    assert encode_response(request, response) == bytes.fromhex(
+        "00000013 00000007 0000 02 0012 0000 0004 00 00000000 00"
+    )
 
 
 def test_unknown_api_key_is_unsupported():
@@ -89,17 +91,30 @@ def test_hand_written_fetch_responses_match_kios_encoding_byte_for_byte():
     for version in range(low, high + 1):
         for _ in range(20):
             response = {
-                "throttle_time": rng.randrange(0, 100), "error_code": rng.choice([0, 70]), "session_id": 0,
+                "throttle_time": rng.randrange(0, 100),
+                "error_code": rng.choice([0, 70]),
+                "session_id": 0,
                 "responses": [
-                    {"topic": f"topic-{t}", "topic_id": rng.choice([uuid.uuid4(), None]), "partitions": [
-                        {"partition_index": p, "error_code": rng.choice([0, 1, 3, 100]),
-                         "high_watermark": rng.randrange(-1, 10**12), "last_stable_offset": rng.randrange(-1, 10**12),
-                         "log_start_offset": rng.randrange(-1, 10**6),
-                         "aborted_transactions": [{"producer_id": rng.randrange(10**9), "first_offset": rng.randrange(10**9)}
-                                                  for _ in range(rng.randrange(3))],
-                         "preferred_read_replica": -1,
-                         "records": rng.randbytes(rng.choice([0, 10, 126, 127, 5000, 20000]))}
-                        for p in range(rng.randrange(0, 4))]}
+                    {
+                        "topic": f"topic-{t}",
+                        "topic_id": rng.choice([uuid.uuid4(), None]),
+                        "partitions": [
+                            {
+                                "partition_index": p,
+                                "error_code": rng.choice([0, 1, 3, 100]),
+                                "high_watermark": rng.randrange(-1, 10**12),
+                                "last_stable_offset": rng.randrange(-1, 10**12),
+                                "log_start_offset": rng.randrange(-1, 10**6),
+                                "aborted_transactions": [
+                                    {"producer_id": rng.randrange(10**9), "first_offset": rng.randrange(10**9)}
+                                    for _ in range(rng.randrange(3))
+                                ],
+                                "preferred_read_replica": -1,
+                                "records": rng.randbytes(rng.choice([0, 10, 126, 127, 5000, 20000])),
+                            }
+                            for p in range(rng.randrange(0, 4))
+                        ],
+                    }
                     for t in range(rng.randrange(0, 3))
                 ],
             }
@@ -120,8 +135,9 @@ def _kio_produce_body(version, rng):
 
     cls = load_request_schema(0, version)
     schema = sys.modules[cls.__module__]
-    topic = ({"topic_id": uuid.uuid4} if version >= 13
-             else {"name": lambda: rng.choice(["orders", "é-topic", "x" * 249])})
+    topic = (
+        {"topic_id": uuid.uuid4} if version >= 13 else {"name": lambda: rng.choice(["orders", "é-topic", "x" * 249])}
+    )
     body = cls(
         transactional_id=rng.choice([None, "", "txn-ü", "t" * 300]),
         acks=rng.choice([-1, 0, 1]),
@@ -130,10 +146,15 @@ def _kio_produce_body(version, rng):
             schema.TopicProduceData(
                 **{key: make() for key, make in topic.items()},
                 partition_data=tuple(
-                    schema.PartitionProduceData(index=rng.randrange(0, 2**31),
-                                                records=rng.choice([None, b"", rng.randbytes(rng.choice([1, 70, 9000]))]))
-                    for _ in range(rng.randrange(0, 4))))
-            for _ in range(rng.randrange(0, 3))),
+                    schema.PartitionProduceData(
+                        index=rng.randrange(0, 2**31),
+                        records=rng.choice([None, b"", rng.randbytes(rng.choice([1, 70, 9000]))]),
+                    )
+                    for _ in range(rng.randrange(0, 4))
+                ),
+            )
+            for _ in range(rng.randrange(0, 3))
+        ),
     )
     buffer = io.BytesIO()
     entity_writer(cls)(buffer, body)
@@ -141,10 +162,19 @@ def _kio_produce_body(version, rng):
 
 
 def _produce_fields(body):
-    return (body.transactional_id, body.acks, body.timeout,
-            [(getattr(topic, "name", None), getattr(topic, "topic_id", None),
-              [(p.index, None if p.records is None else bytes(p.records)) for p in topic.partition_data])
-             for topic in body.topic_data])
+    return (
+        body.transactional_id,
+        body.acks,
+        body.timeout,
+        [
+            (
+                getattr(topic, "name", None),
+                getattr(topic, "topic_id", None),
+                [(p.index, None if p.records is None else bytes(p.records)) for p in topic.partition_data],
+            )
+            for topic in body.topic_data
+        ],
+    )
 
 
 def test_hand_read_produce_requests_match_kios_reader_field_for_field():
@@ -371,17 +401,28 @@ def test_hand_written_produce_responses_match_kios_encoding_byte_for_byte():
             response = {
                 "throttle_time": rng.randrange(0, 100),
                 "responses": [
-                    {"name": rng.choice(["orders", "é-topic", "t" * 249]), "topic_id": uuid.uuid4(),
-                     "partition_responses": [
-                        {"index": rng.randrange(0, 2**31), "error_code": rng.choice([0, 2, 3, 10, 47, 56, 87]),
-                         "base_offset": rng.randrange(-1, 10**15),
-                         "log_append_time": rng.choice([None, rng.randrange(0, 2**41)]),
-                         "record_errors": [{"batch_index": rng.randrange(0, 10**6),
-                                            "batch_index_error_message": rng.choice([None, "bad", "ü" * 200])}
-                                           for _ in range(rng.choice([0, 0, 1, 3]))],
-                         "error_message": rng.choice([None, "One or more records have been rejected"]),
-                         **({"log_start_offset": rng.randrange(-1, 10**12)} if rng.random() < 0.8 else {})}
-                        for _ in range(rng.randrange(0, 4))]}
+                    {
+                        "name": rng.choice(["orders", "é-topic", "t" * 249]),
+                        "topic_id": uuid.uuid4(),
+                        "partition_responses": [
+                            {
+                                "index": rng.randrange(0, 2**31),
+                                "error_code": rng.choice([0, 2, 3, 10, 47, 56, 87]),
+                                "base_offset": rng.randrange(-1, 10**15),
+                                "log_append_time": rng.choice([None, rng.randrange(0, 2**41)]),
+                                "record_errors": [
+                                    {
+                                        "batch_index": rng.randrange(0, 10**6),
+                                        "batch_index_error_message": rng.choice([None, "bad", "ü" * 200]),
+                                    }
+                                    for _ in range(rng.choice([0, 0, 1, 3]))
+                                ],
+                                "error_message": rng.choice([None, "One or more records have been rejected"]),
+                                **({"log_start_offset": rng.randrange(-1, 10**12)} if rng.random() < 0.8 else {}),
+                            }
+                            for _ in range(rng.randrange(0, 4))
+                        ],
+                    }
                     for _ in range(rng.randrange(0, 3))
                 ],
             }
@@ -389,7 +430,8 @@ def test_hand_written_produce_responses_match_kios_encoding_byte_for_byte():
                 for p in t["partition_responses"]:
                     if p["log_append_time"] is not None:
                         p["log_append_time"] = datetime.datetime.fromtimestamp(
-                            p["log_append_time"] / 1000, datetime.timezone.utc)
+                            p["log_append_time"] / 1000, datetime.UTC
+                        )
             request = Request(ApiKey.PRODUCE, version, rng.randrange(2**31), "c", object())
             parts = codec.encode_response_parts(request, response)
             assert len(parts) == 1 and parts[0] == codec._encode_with_kio(request, response), (version, response)
@@ -419,12 +461,18 @@ def test_tagged_fields_a_producer_sends_are_skipped_wherever_they_stand():
     unknown ones (kio's writer never emits them, hence this hand-made v9 body)."""
     from kafka_spark.broker.protocol.produce_request import read_produce_request
 
-    body = (b"\x00" + struct.pack(">hi", 1, 5000)  # null transactional id, acks, timeout
-            + b"\x02" + b"\x02t"  # one topic, "t"
-            + b"\x02" + struct.pack(">i", 3) + b"\x05abcd"  # one partition, index 3, 4 bytes of records
-            + b"\x01\x05\x02\xaa\xbb"  # the partition's tags: tag 5, two bytes
-            + b"\x00"  # the topic's (none)
-            + b"\x02\x00\x01\xff\x07\x00")  # the body's: tag 0 one byte, tag 7 empty
+    body = (
+        b"\x00"
+        + struct.pack(">hi", 1, 5000)  # null transactional id, acks, timeout
+        + b"\x02"
+        + b"\x02t"  # one topic, "t"
+        + b"\x02"
+        + struct.pack(">i", 3)
+        + b"\x05abcd"  # one partition, index 3, 4 bytes of records
+        + b"\x01\x05\x02\xaa\xbb"  # the partition's tags: tag 5, two bytes
+        + b"\x00"  # the topic's (none)
+        + b"\x02\x00\x01\xff\x07\x00"
+    )  # the body's: tag 0 one byte, tag 7 empty
     request, size = read_produce_request(body, 0, 9)
     assert size == len(body)
     (topic,) = request.topic_data

@@ -17,28 +17,56 @@ from typing import Any
 
 import pytest
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field
+from wire import WireClient
 
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.protocol.schemas import request_class
 from kafka_spark.broker.protocol.versions import SUPPORTED_VERSIONS, ApiKey
-from wire import WireClient
 
 TOPIC = "versions"
 
 #: Apache Kafka 4.4.0's validVersions (clients/.../common/message/*Request.json, stable versions
 #: only) of the APIs this broker serves: the broker serves each up to the same maximum.
 KAFKA_4_4_MAX = {
-    ApiKey.PRODUCE: 13, ApiKey.FETCH: 18, ApiKey.LIST_OFFSETS: 11, ApiKey.METADATA: 13,
-    ApiKey.OFFSET_COMMIT: 10, ApiKey.OFFSET_FETCH: 10, ApiKey.FIND_COORDINATOR: 6, ApiKey.JOIN_GROUP: 9,
-    ApiKey.HEARTBEAT: 4, ApiKey.LEAVE_GROUP: 5, ApiKey.SYNC_GROUP: 5, ApiKey.DESCRIBE_GROUPS: 6,
-    ApiKey.LIST_GROUPS: 5, ApiKey.API_VERSIONS: 5, ApiKey.CREATE_TOPICS: 7, ApiKey.DELETE_TOPICS: 6,
-    ApiKey.DELETE_RECORDS: 2, ApiKey.INIT_PRODUCER_ID: 5, ApiKey.ADD_PARTITIONS_TO_TXN: 5,
-    ApiKey.ADD_OFFSETS_TO_TXN: 4, ApiKey.END_TXN: 5, ApiKey.TXN_OFFSET_COMMIT: 6, ApiKey.DESCRIBE_CONFIGS: 4,
-    ApiKey.ALTER_CONFIGS: 2, ApiKey.DESCRIBE_LOG_DIRS: 5, ApiKey.CREATE_PARTITIONS: 3, ApiKey.DELETE_GROUPS: 3,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: 1, ApiKey.OFFSET_DELETE: 0, ApiKey.DESCRIBE_CLUSTER: 2,
-    ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0, ApiKey.ELECT_LEADERS: 2, ApiKey.DESCRIBE_ACLS: 3, ApiKey.CREATE_ACLS: 3,
-    ApiKey.DELETE_ACLS: 3, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0, ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
-    ApiKey.DESCRIBE_TRANSACTIONS: 0, ApiKey.LIST_TRANSACTIONS: 2,
+    ApiKey.PRODUCE: 13,
+    ApiKey.FETCH: 18,
+    ApiKey.LIST_OFFSETS: 11,
+    ApiKey.METADATA: 13,
+    ApiKey.OFFSET_COMMIT: 10,
+    ApiKey.OFFSET_FETCH: 10,
+    ApiKey.FIND_COORDINATOR: 6,
+    ApiKey.JOIN_GROUP: 9,
+    ApiKey.HEARTBEAT: 4,
+    ApiKey.LEAVE_GROUP: 5,
+    ApiKey.SYNC_GROUP: 5,
+    ApiKey.DESCRIBE_GROUPS: 6,
+    ApiKey.LIST_GROUPS: 5,
+    ApiKey.API_VERSIONS: 5,
+    ApiKey.CREATE_TOPICS: 7,
+    ApiKey.DELETE_TOPICS: 6,
+    ApiKey.DELETE_RECORDS: 2,
+    ApiKey.INIT_PRODUCER_ID: 5,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 5,
+    ApiKey.ADD_OFFSETS_TO_TXN: 4,
+    ApiKey.END_TXN: 5,
+    ApiKey.TXN_OFFSET_COMMIT: 6,
+    ApiKey.DESCRIBE_CONFIGS: 4,
+    ApiKey.ALTER_CONFIGS: 2,
+    ApiKey.DESCRIBE_LOG_DIRS: 5,
+    ApiKey.CREATE_PARTITIONS: 3,
+    ApiKey.DELETE_GROUPS: 3,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
+    ApiKey.OFFSET_DELETE: 0,
+    ApiKey.DESCRIBE_CLUSTER: 2,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
+    ApiKey.ELECT_LEADERS: 2,
+    ApiKey.DESCRIBE_ACLS: 3,
+    ApiKey.CREATE_ACLS: 3,
+    ApiKey.DELETE_ACLS: 3,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
+    ApiKey.DESCRIBE_TRANSACTIONS: 0,
+    ApiKey.LIST_TRANSACTIONS: 2,
 }
 
 CASES = [(key, version) for key, (low, high) in sorted(SUPPORTED_VERSIONS.items()) for version in range(low, high + 1)]
@@ -80,12 +108,31 @@ def _value(name: str, kafka_type: str, topic_id: uuid.UUID, key: int) -> Any:
         waits = name in ("session_timeout", "transaction_timeout")
         return datetime.timedelta(seconds=10) if waits else datetime.timedelta(0)
     if kafka_type == "datetime_i64":
-        return datetime.datetime.now(datetime.timezone.utc)
-    return {"acks": 1, "max_bytes": 1 << 20, "partition_max_bytes": 1 << 20, "timestamp": -1, "count": 3,
-            "num_partitions": 1, "replication_factor": 1, "response_partition_limit": 10, "generation_id": -1,
-            "generation_id_or_member_epoch": -1, "producer_id": -1, "producer_epoch": -1, "resource_type": 2,
-            "session_epoch": -1, "endpoint_type": 1, "key_type": 0, "mechanism": 1, "iterations": 4096,
-            "node_id": -1, "replica_id": -1, "current_leader_epoch": -1, "offset": 0}.get(name, 0)
+        return datetime.datetime.now(datetime.UTC)
+    return {
+        "acks": 1,
+        "max_bytes": 1 << 20,
+        "partition_max_bytes": 1 << 20,
+        "timestamp": -1,
+        "count": 3,
+        "num_partitions": 1,
+        "replication_factor": 1,
+        "response_partition_limit": 10,
+        "generation_id": -1,
+        "generation_id_or_member_epoch": -1,
+        "producer_id": -1,
+        "producer_epoch": -1,
+        "resource_type": 2,
+        "session_epoch": -1,
+        "endpoint_type": 1,
+        "key_type": 0,
+        "mechanism": 1,
+        "iterations": 4096,
+        "node_id": -1,
+        "replica_id": -1,
+        "current_leader_epoch": -1,
+        "offset": 0,
+    }.get(name, 0)
 
 
 def _body(cls: Any, topic_id: uuid.UUID, key: int) -> dict[str, Any]:

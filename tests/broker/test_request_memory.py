@@ -10,8 +10,9 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
@@ -100,8 +101,10 @@ def test_stalled_half_sent_frames_cost_what_they_sent_while_clients_are_served(t
         rss_before, pool_before = rss_bytes(), memory.used
         stalled = [half_sent_produce(broker.bootstrap_servers, 100 * MiB, 100_000) for _ in range(200)]
         try:
-            wait_until(lambda: on_loop(broker, lambda: broker.server.buffered_bytes) >= 200 * 100_000,
-                       "the broker received every stalled connection's 100 kB")
+            wait_until(
+                lambda: on_loop(broker, lambda: broker.server.buffered_bytes) >= 200 * 100_000,
+                "the broker received every stalled connection's 100 kB",
+            )
             buffered = on_loop(broker, lambda: broker.server.buffered_bytes)
             assert buffered == 200 * 100_000
             pooled = memory.used - pool_before
@@ -112,8 +115,10 @@ def test_stalled_half_sent_frames_cost_what_they_sent_while_clients_are_served(t
         finally:
             for sock in stalled:
                 sock.close()
-        wait_until(lambda: on_loop(broker, lambda: (broker.server.buffered_bytes, memory.used <= pool_before))
-                   == (0, True), "the stalled connections' buffers were given back")
+        wait_until(
+            lambda: on_loop(broker, lambda: (broker.server.buffered_bytes, memory.used <= pool_before)) == (0, True),
+            "the stalled connections' buffers were given back",
+        )
 
 
 def test_a_request_over_socket_request_max_bytes_closes_its_connection_with_a_log_line(tmp_path, caplog):
@@ -123,8 +128,10 @@ def test_a_request_over_socket_request_max_bytes_closes_its_connection_with_a_lo
             with socket.create_connection((host, int(port)), timeout=30) as sock:
                 sock.sendall(struct.pack(">i", 2 * MiB) + b"\0" * 1000)
                 assert sock.recv(100) == b""  # closed, nothing answered
-        assert any("request of 2097152 bytes is larger than socket.request.max.bytes=1048576" in record.getMessage()
-                   for record in caplog.records), [record.getMessage() for record in caplog.records]
+        assert any(
+            "request of 2097152 bytes is larger than socket.request.max.bytes=1048576" in record.getMessage()
+            for record in caplog.records
+        ), [record.getMessage() for record in caplog.records]
         assert on_loop(broker, lambda: broker.server.memory.used) == 0  # nothing was allocated for it
         with WireClient(broker.bootstrap_servers) as client:  # everyone else is served
             assert client.call(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code == 0
@@ -147,8 +154,18 @@ def test_an_exhausted_pool_stops_reading_until_memory_is_given_back(tmp_path):
 
         def produce_big() -> None:
             with WireClient(broker.bootstrap_servers, timeout=120) as client:
-                answers.append(client.call(0, 7, {"transactional_id": None, "acks": 1, "timeout": 5000, "topic_data": [
-                    {"name": "big", "partition_data": [{"index": 0, "records": batch}]}]}))
+                answers.append(
+                    client.call(
+                        0,
+                        7,
+                        {
+                            "transactional_id": None,
+                            "acks": 1,
+                            "timeout": 5000,
+                            "topic_data": [{"name": "big", "partition_data": [{"index": 0, "records": batch}]}],
+                        },
+                    )
+                )
 
         big = threading.Thread(target=produce_big)
         big.start()

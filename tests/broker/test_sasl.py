@@ -25,14 +25,21 @@ JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required userna
 
 @pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory):
-    with EmbeddedBroker(log_dir=tmp_path_factory.mktemp("sasl"), register=False,
-                        sasl_users={"alice": SECRET, "bob": "bob-pw"}) as broker:
+    with EmbeddedBroker(
+        log_dir=tmp_path_factory.mktemp("sasl"), register=False, sasl_users={"alice": SECRET, "bob": "bob-pw"}
+    ) as broker:
         yield broker
 
 
 def client(broker: EmbeddedBroker, password: str = SECRET, **extra) -> dict:
-    return {"bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": password, **extra}
+    return {
+        "bootstrap.servers": broker.bootstrap_servers,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": password,
+        **extra,
+    }
 
 
 def read_all(config: dict, topic: str, expected: int) -> list[bytes]:
@@ -62,8 +69,13 @@ def test_kafka_clients_authenticate_and_work_unchanged(sasl_broker):
         producer.produce("authenticated", b"ck-%d" % i)
     assert producer.flush(10) == 0
 
-    settings = dict(bootstrap_servers=sasl_broker.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
-                    sasl_mechanism="PLAIN", sasl_plain_username="bob", sasl_plain_password="bob-pw")
+    settings = dict(
+        bootstrap_servers=sasl_broker.bootstrap_servers,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="bob",
+        sasl_plain_password="bob-pw",
+    )
     kp = KafkaProducer(**settings)
     kp.send("authenticated", b"kp").get(10)
     kp.close()
@@ -98,8 +110,13 @@ def test_scram_with_each_client_and_refusals_that_do_not_tell_user_from_password
     producer = Producer(client(sasl_broker, **{"sasl.mechanism": mechanism}))
     producer.produce(topic, b"confluent")
     assert producer.flush(10) == 0
-    settings = dict(bootstrap_servers=sasl_broker.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
-                    sasl_mechanism=mechanism, sasl_plain_username="bob", sasl_plain_password="bob-pw")
+    settings = dict(
+        bootstrap_servers=sasl_broker.bootstrap_servers,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism,
+        sasl_plain_username="bob",
+        sasl_plain_password="bob-pw",
+    )
     kp = KafkaProducer(**settings)
     kp.send(topic, b"kafka-python").get(10)
     kp.close()
@@ -112,27 +129,42 @@ def test_scram_with_each_client_and_refusals_that_do_not_tell_user_from_password
 
     asyncio.run(aio())
     assert read_all(client(sasl_broker, **{"sasl.mechanism": mechanism}), topic, 3) == [
-        b"confluent", b"kafka-python", b"aiokafka"]
+        b"confluent",
+        b"kafka-python",
+        b"aiokafka",
+    ]
 
     for user, password in (("alice", "guess"), ("mallory", SECRET)):
         errors: list[KafkaError] = []
-        refused = Consumer({**client(sasl_broker, **{"sasl.mechanism": mechanism}), "sasl.username": user,
-                            "sasl.password": password, "group.id": "refused", "error_cb": errors.append})
+        refused = Consumer(
+            {
+                **client(sasl_broker, **{"sasl.mechanism": mechanism}),
+                "sasl.username": user,
+                "sasl.password": password,
+                "group.id": "refused",
+                "error_cb": errors.append,
+            }
+        )
         with pytest.raises(KafkaException):
             refused.list_topics(timeout=2)
         refused.poll(0)
         refused.close()
-        messages = {error.str().split(": ", 1)[-1].split(" (after")[0] for error in errors
-                    if error.code() == KafkaError._AUTHENTICATION}
-        assert messages == {f"SASL authentication error: Authentication failed: Invalid username or password "
-                            f"({mechanism})"}, errors
+        messages = {
+            error.str().split(": ", 1)[-1].split(" (after")[0]
+            for error in errors
+            if error.code() == KafkaError._AUTHENTICATION
+        }
+        assert messages == {
+            f"SASL authentication error: Authentication failed: Invalid username or password ({mechanism})"
+        }, errors
 
 
 def test_a_wrong_password_is_refused_and_nothing_is_served_before_authentication(sasl_broker):
     sasl_broker.create_topic("guarded", partitions=1)
     errors: list[KafkaError] = []
-    intruder = Producer(client(sasl_broker, password="guess", **{"message.timeout.ms": 3000,
-                                                                  "error_cb": errors.append}))
+    intruder = Producer(
+        client(sasl_broker, password="guess", **{"message.timeout.ms": 3000, "error_cb": errors.append})
+    )
     deliveries: list[KafkaError | None] = []
     intruder.produce("guarded", b"must not land", on_delivery=lambda error, _: deliveries.append(error))
     intruder.flush(10)
@@ -162,6 +194,7 @@ def _frame(raw: socket.socket) -> bytes:
 
 def test_the_pre_kafka_1_0_flow_handshake_v0_then_a_bare_token(sasl_broker):
     """SaslHandshake v0: the token follows as a bare frame and is answered by an empty one."""
+
     def handshake(raw: socket.socket, mechanism: bytes) -> tuple[int, bytes]:
         request = struct.pack(">hhih", 17, 0, 7, 0) + struct.pack(">h", len(mechanism)) + mechanism
         raw.sendall(struct.pack(">i", len(request)) + request)
@@ -202,25 +235,39 @@ def test_a_plaintext_broker_neither_advertises_nor_serves_sasl(tmp_path):
 
 
 def test_jaas_lines_read_as_kafka_writes_them():
-    module, options = parse_jaas('kafkashaded.org.apache.kafka.common.security.scram.ScramLoginModule required '
-                                 'username="al\\"ice" password=pw tokenauth=true;')
+    module, options = parse_jaas(
+        "kafkashaded.org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="al\\"ice" password=pw tokenauth=true;'
+    )
     assert module == "org.apache.kafka.common.security.scram.ScramLoginModule"
     assert options == {"username": 'al"ice', "password": "pw", "tokenauth": "true"}
     assert librdkafka_config({"sasl.jaas.config": JAAS, "security.protocol": "SASL_SSL"}) == {
-        "security.protocol": "SASL_SSL", "sasl.username": "alice", "sasl.password": SECRET, "sasl.mechanism": "PLAIN"}
-    assert librdkafka_config({"ssl.truststore.location": "/etc/ca.pem", "ssl.truststore.type": "PEM",
-                              "ssl.endpoint.identification.algorithm": ""}) == {
-        "ssl.ca.location": "/etc/ca.pem", "ssl.endpoint.identification.algorithm": "none"}
+        "security.protocol": "SASL_SSL",
+        "sasl.username": "alice",
+        "sasl.password": SECRET,
+        "sasl.mechanism": "PLAIN",
+    }
+    assert librdkafka_config(
+        {
+            "ssl.truststore.location": "/etc/ca.pem",
+            "ssl.truststore.type": "PEM",
+            "ssl.endpoint.identification.algorithm": "",
+        }
+    ) == {"ssl.ca.location": "/etc/ca.pem", "ssl.endpoint.identification.algorithm": "none"}
     krb = 'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true keyTab="/k.keytab" principal="p@R";'
-    assert librdkafka_config({"sasl.jaas.config": krb}) == {"sasl.kerberos.keytab": "/k.keytab",
-                                                            "sasl.kerberos.principal": "p@R"}
+    assert librdkafka_config({"sasl.jaas.config": krb}) == {
+        "sasl.kerberos.keytab": "/k.keytab",
+        "sasl.kerberos.principal": "p@R",
+    }
     for config, message in [
         ({"sasl.jaas.config": "nonsense"}, "is not a JAAS entry"),
         ({"sasl.jaas.config": JAAS, "sasl.mechanism": "SCRAM-SHA-256"}, "set it to PLAIN"),
         ({"sasl.jaas.config": JAAS.replace("Plain", "Scram").replace("plain", "scram")}, "SCRAM-SHA-256 or"),
         ({"sasl.jaas.config": JAAS, "sasl.password": "x"}, "not both"),
-        ({"sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"},
-         "sasl.oauthbearer.method=oidc"),
+        (
+            {"sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"},
+            "sasl.oauthbearer.method=oidc",
+        ),
         ({"ssl.truststore.location": "/etc/truststore.jks"}, "keytool -exportcert"),
     ]:
         with pytest.raises(JaasConfigError, match=message) as error:
@@ -229,19 +276,27 @@ def test_jaas_lines_read_as_kafka_writes_them():
 
 
 def test_server_properties_configure_a_sasl_listener():
-    users = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" ' \
-            'password="admin-pw" user_admin="admin-pw" user_alice="alice-pw";'
-    settings = broker_options({
-        "listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": users,
-        "security.inter.broker.protocol": "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol": "PLAIN",
-    }).settings
+    users = (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-pw" user_admin="admin-pw" user_alice="alice-pw";'
+    )
+    settings = broker_options(
+        {
+            "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": users,
+            "security.inter.broker.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        }
+    ).settings
     assert settings["sasl_users"] == {"admin": "admin-pw", "alice": "alice-pw"}
     assert settings["sasl_mechanisms"] == ("PLAIN",)
     for properties, message in [
         ({"listeners": "SASL_PLAINTEXT://:9092", "sasl.enabled.mechanisms": "PLAIN"}, "is not set; give it the users"),
-        ({"listeners": "SASL_PLAINTEXT://:9092", "listener.name.sasl_plaintext.plain.sasl.jaas.config": users},
-         "sasl.enabled.mechanisms=GSSAPI: pylog authenticates with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+        (
+            {"listeners": "SASL_PLAINTEXT://:9092", "listener.name.sasl_plaintext.plain.sasl.jaas.config": users},
+            "sasl.enabled.mechanisms=GSSAPI: pylog authenticates with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
+        ),
         ({"listeners": "SASL_SSL://:9092", "sasl.enabled.mechanisms": "PLAIN"}, "is not set; give it the users"),
     ]:
         with pytest.raises(InvalidConfigError, match=message) as error:
@@ -256,19 +311,30 @@ def test_broker_start_and_client_commands_over_sasl(tmp_path):
     server.write_text(
         "listeners=SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms=PLAIN\n"
         f"listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
-        f'required user_alice="{SECRET}";\n')
+        f'required user_alice="{SECRET}";\n'
+    )
     client_config = tmp_path / "client.properties"
     client_config.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config={JAAS}\n")
     env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
-    process = subprocess.Popen([sys.executable, "-m", "kafka_spark.cli", "broker", "start", str(server),
-                                "--log-dir", str(tmp_path / "data")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", str(server), "--log-dir", str(tmp_path / "data")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         bootstrap = process.stdout.readline().strip().split("=", 1)[1]
 
         def pylog(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-            return subprocess.run([sys.executable, "-m", "kafka_spark.cli", *args, "--bootstrap-server", bootstrap],
-                                  input=stdin, capture_output=True, text=True, timeout=60, env=env)
+            return subprocess.run(
+                [sys.executable, "-m", "kafka_spark.cli", *args, "--bootstrap-server", bootstrap],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=env,
+            )
 
         secured = ("--command-config", str(client_config))
         assert pylog("topics", "create", "secure", *secured).returncode == 0
@@ -295,8 +361,12 @@ def test_refused_credentials_are_reported_at_once_by_the_source_and_the_topic_si
     from kafka_spark.topics.options import TopicSinkError, parse_sink_options
     from kafka_spark.topics.writers import TopicStreamWriter, ensure_marker_topic
 
-    secured = {"kafka.bootstrap.servers": sasl_broker.bootstrap_servers, "kafka.security.protocol": "SASL_PLAINTEXT",
-               "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": JAAS.replace(SECRET, "guess")}
+    secured = {
+        "kafka.bootstrap.servers": sasl_broker.bootstrap_servers,
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.jaas.config": JAAS.replace(SECRET, "guess"),
+    }
     schema = StructType([StructField("value", BinaryType())])
     started = time.monotonic()
     with pytest.raises(TopicSinkError, match="refused the connection's credentials") as sink_error:

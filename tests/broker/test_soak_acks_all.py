@@ -18,8 +18,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "soak_acks_all.py"
 
 
 def run_soak(*args: str, env: dict[str, str] | None = None) -> dict[str, str]:
-    result = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=900,
-                            env=env)
+    result = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=900, env=env)
     summary = [line for line in result.stdout.splitlines() if line.startswith("soak:")]
     assert summary, result.stdout[-2000:] + result.stderr[-3000:]
     assert summary[-1].endswith(" OK") and result.returncode == 0, summary[-1] + "\n" + result.stderr[-3000:]
@@ -34,8 +33,18 @@ def test_a_tiny_fsync_ring_overflows_and_every_acked_record_is_stored_once(tmp_p
     if ring is None:
         pytest.skip("this kernel or sandbox offers no io_uring: nothing to overflow (the thread path is tested below)")
     ring.close()
-    figures = run_soak("--seconds", "20", "--producers", "2", "--partitions", "16",
-                       "--override", "log.flush.io.uring.entries=2", "--broker-log", str(tmp_path / "broker.log"))
+    figures = run_soak(
+        "--seconds",
+        "20",
+        "--producers",
+        "2",
+        "--partitions",
+        "16",
+        "--override",
+        "log.flush.io.uring.entries=2",
+        "--broker-log",
+        str(tmp_path / "broker.log"),
+    )
     assert int(figures["acked"]) > 0 and figures["duplicates"] == figures["missing"] == figures["failed"] == "0"
     assert figures["broker_answering"] == "True"
     assert int(figures["overflows"]) > 0 and int(figures["overflow_completions"]) > 0, figures
@@ -46,7 +55,16 @@ def test_acks_all_load_on_the_thread_path_stores_every_acked_record_once(tmp_pat
     """Where io_uring is not offered the broker fsyncs on threads: the same load, the same
     guarantee."""
     env = dict(os.environ, PYLOG_NO_IO_URING="1")
-    figures = run_soak("--seconds", "10", "--producers", "2", "--partitions", "8",
-                       "--broker-log", str(tmp_path / "broker.log"), env=env)
+    figures = run_soak(
+        "--seconds",
+        "10",
+        "--producers",
+        "2",
+        "--partitions",
+        "8",
+        "--broker-log",
+        str(tmp_path / "broker.log"),
+        env=env,
+    )
     assert int(figures["acked"]) > 0 and int(figures["fsyncs"]) > 0
     assert figures["overflows"] == "-1"  # no ring: the thread path ran

@@ -39,12 +39,23 @@ CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 MAX = 1048588
 
 
-def client_batch(codec: int, count: int = 10, *, base_ts: int = TS, step_ms: int = 1, producer_id: int = -1,
-                 is_transactional: bool = False) -> bytes:
+def client_batch(
+    codec: int,
+    count: int = 10,
+    *,
+    base_ts: int = TS,
+    step_ms: int = 1,
+    producer_id: int = -1,
+    is_transactional: bool = False,
+) -> bytes:
     """A batch as kafka-python's producer builds it (compressible values, so codecs do compress)."""
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=codec, is_transactional=is_transactional, producer_id=producer_id,
-        producer_epoch=0 if producer_id >= 0 else -1, base_sequence=0 if producer_id >= 0 else -1,
+        magic=2,
+        compression_type=codec,
+        is_transactional=is_transactional,
+        producer_id=producer_id,
+        producer_epoch=0 if producer_id >= 0 else -1,
+        base_sequence=0 if producer_id >= 0 else -1,
         batch_size=10**7,
     )
     for i in range(count):

@@ -22,8 +22,13 @@ def test_defaults_are_kafkas() -> None:
 def test_topic_configs_override_the_defaults() -> None:
     defaults = LogConfig(retention_ms=1000)
     config = LogConfig.from_topic_configs(
-        {"segment.bytes": "1048576", "retention.bytes": "5000", "cleanup.policy": "delete,compact",
-         "message.timestamp.type": "LogAppendTime", "max.message.bytes": "200"},
+        {
+            "segment.bytes": "1048576",
+            "retention.bytes": "5000",
+            "cleanup.policy": "delete,compact",
+            "message.timestamp.type": "LogAppendTime",
+            "max.message.bytes": "200",
+        },
         defaults,
     )
     assert config.segment_bytes == 1048576 and config.retention_bytes == 5000
@@ -40,9 +45,17 @@ def test_unknown_config_names_are_invalid_and_listed() -> None:
 
 @pytest.mark.parametrize(
     "name, value",
-    [("retention.ms", "soon"), ("retention.ms", "-2"), ("segment.bytes", "10"), ("segment.bytes", str(2**31)),
-     ("cleanup.policy", "forget"), ("message.timestamp.type", "WallClock"), ("compression.type", "brotli"),
-     ("compression.zstd.level", "99"), ("compression.gzip.level", "0")],
+    [
+        ("retention.ms", "soon"),
+        ("retention.ms", "-2"),
+        ("segment.bytes", "10"),
+        ("segment.bytes", str(2**31)),
+        ("cleanup.policy", "forget"),
+        ("message.timestamp.type", "WallClock"),
+        ("compression.type", "brotli"),
+        ("compression.zstd.level", "99"),
+        ("compression.gzip.level", "0"),
+    ],
 )
 def test_bad_values_are_invalid_configs(name: str, value: str) -> None:
     with pytest.raises(InvalidConfigError, match=name.replace(".", r"\.")):

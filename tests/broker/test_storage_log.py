@@ -31,10 +31,18 @@ class Clock:
         return self.now
 
 
-def client_batch(count: int = 5, *, codec: int = 0, ts: int = TS, step_ms: int = 1, value_size: int = 100,
-                 tag: int = 0) -> bytes:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=10**8)
+def client_batch(
+    count: int = 5, *, codec: int = 0, ts: int = TS, step_ms: int = 1, value_size: int = 100, tag: int = 0
+) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=codec,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=10**8,
+    )
     for i in range(count):
         value = (b"%d-%d:" % (tag, i)) + b"v" * value_size
         builder.append(i, timestamp=ts + i * step_ms, key=b"k%d" % i, value=value, headers=[("h", b"1")])

@@ -30,7 +30,11 @@ def filled_segment(directory: Path, base: int = 100, batches: int = 10) -> LogSe
 def test_segment_tracks_offsets_timestamps_and_index_entries(tmp_path: Path) -> None:
     segment = filled_segment(tmp_path)
     assert (segment.base_offset, segment.next_offset) == (100, 140)
-    assert (segment.max_timestamp, segment.offset_of_max_timestamp, segment.first_batch_timestamp) == (TS + 93, 139, TS + 3)
+    assert (segment.max_timestamp, segment.offset_of_max_timestamp, segment.first_batch_timestamp) == (
+        TS + 93,
+        139,
+        TS + 3,
+    )
     assert len(segment.offset_index) >= 2
     assert (tmp_path / "00000000000000000100.log").stat().st_size == segment.size
 

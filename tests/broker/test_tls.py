@@ -46,8 +46,11 @@ def test_ssl_listener_serves_verified_clients_only(pki, tmp_path):
         kp.close()
 
         async def aio() -> None:
-            producer = AIOKafkaProducer(bootstrap_servers=bootstrap, security_protocol="SSL",
-                                        ssl_context=ssl.create_default_context(cafile=str(pki.ca)))
+            producer = AIOKafkaProducer(
+                bootstrap_servers=bootstrap,
+                security_protocol="SSL",
+                ssl_context=ssl.create_default_context(cafile=str(pki.ca)),
+            )
             await producer.start()
             await producer.send_and_wait("tls", b"aiokafka")
             await producer.stop()
@@ -56,8 +59,15 @@ def test_ssl_listener_serves_verified_clients_only(pki, tmp_path):
 
         # A client that does not trust this broker's CA refuses it; one that skips TLS gets nothing.
         errors: list[KafkaError] = []
-        untrusting = Consumer({"bootstrap.servers": bootstrap, "security.protocol": "SSL", "group.id": "x",
-                               "ssl.ca.location": str(pki.client_cert), "error_cb": errors.append})
+        untrusting = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "security.protocol": "SSL",
+                "group.id": "x",
+                "ssl.ca.location": str(pki.client_cert),
+                "error_cb": errors.append,
+            }
+        )
         with pytest.raises(KafkaException):
             untrusting.list_topics(timeout=3)
         untrusting.poll(0)
@@ -74,20 +84,35 @@ def test_ssl_listener_serves_verified_clients_only(pki, tmp_path):
 
 def test_sasl_ssl_with_required_client_certificates_from_server_properties(pki, tmp_path):
     users = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-pw";'
-    settings = broker_options({
-        "listeners": "SASL_SSL://127.0.0.1:0", "advertised.listeners": "SASL_SSL://localhost:0",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512", "listener.name.sasl_ssl.plain.sasl.jaas.config": users,
-        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.broker),
-        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca), "ssl.client.auth": "required",
-    }).settings
+    settings = broker_options(
+        {
+            "listeners": "SASL_SSL://127.0.0.1:0",
+            "advertised.listeners": "SASL_SSL://localhost:0",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": users,
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(pki.broker),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(pki.ca),
+            "ssl.client.auth": "required",
+        }
+    ).settings
     with EmbeddedBroker(log_dir=tmp_path, register=False, **settings) as broker:
         assert broker.config.security_protocol == "SASL_SSL"
         broker.create_topic("mtls", partitions=1)
-        secured = {"bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_SSL",
-                   "ssl.ca.location": str(pki.ca), "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
-                   "sasl.password": "alice-pw"}
-        with_certificate = {**secured, "ssl.certificate.location": str(pki.client_cert),
-                            "ssl.key.location": str(pki.client_key)}
+        secured = {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(pki.ca),
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "alice",
+            "sasl.password": "alice-pw",
+        }
+        with_certificate = {
+            **secured,
+            "ssl.certificate.location": str(pki.client_cert),
+            "ssl.key.location": str(pki.client_key),
+        }
         assert produce_and_count(with_certificate, "mtls", 20) == 20
         errors: list[KafkaError] = []
         no_certificate = Consumer({**secured, "group.id": "x", "error_cb": errors.append})

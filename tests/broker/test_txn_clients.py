@@ -21,9 +21,15 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, timeout_s: float = 30) -> list[bytes]:
     """Every value visible to an ``isolation`` consumer, once each partition reports EOF."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{isolation}",
-                         "enable.auto.commit": False, "enable.partition.eof": True,
-                         "isolation.level": isolation})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{isolation}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": isolation,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     values: list[bytes] = []
     eof: set[int] = set()
@@ -44,8 +50,9 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, timeou
 
 
 def transactional_producer(bootstrap: str, transactional_id: str, **config) -> Producer:
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5,
-                         **config})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5, **config}
+    )
     producer.init_transactions(10)
     return producer
 
@@ -63,8 +70,11 @@ def test_zombie_producer_is_fenced_once_a_new_instance_initialises(pylog_broker,
     with pytest.raises(KafkaException) as fenced:
         zombie.commit_transaction(10)
     assert fenced.value.args[0].fatal(), fenced.value.args[0]
-    assert fenced.value.args[0].code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
-                                           KafkaError.INVALID_PRODUCER_EPOCH), fenced.value.args[0]
+    assert fenced.value.args[0].code() in (
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    ), fenced.value.args[0]
 
     successor.begin_transaction()
     for i in range(4):
@@ -89,8 +99,14 @@ def test_transaction_timeout_aborts_an_abandoned_transaction_and_unblocks_reader
     other.produce(topic, value=b"committed")
     other.commit_transaction(10)
 
-    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "timeout-reader", "enable.auto.commit": False,
-                       "isolation.level": "read_committed"})
+    reader = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "timeout-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
     reader.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     started = time.monotonic()
     seen: list[bytes] = []
@@ -106,7 +122,7 @@ def test_transaction_timeout_aborts_an_abandoned_transaction_and_unblocks_reader
         abandoned.commit_transaction(10)
 
 
-WORKER = textwrap.dedent('''
+WORKER = textwrap.dedent("""
     import sys, time
     from confluent_kafka import Consumer, Producer, TopicPartition, KafkaError, OFFSET_BEGINNING
 
@@ -144,16 +160,17 @@ WORKER = textwrap.dedent('''
         print("committed", flush=True)
     consumer.close()
     print("done", flush=True)
-''')
+""")
 
 
-def _lines_to(stream, lines: "queue.Queue[bytes]") -> None:
+def _lines_to(stream, lines: queue.Queue[bytes]) -> None:
     for line in stream:
         lines.put(line)
 
 
 def test_consume_transform_produce_killed_repeatedly_outputs_each_record_exactly_once(
-        pylog_broker, pylog_topic, tmp_path):
+    pylog_broker, pylog_topic, tmp_path
+):
     bootstrap = pylog_broker.bootstrap_servers
     source = pylog_topic(partitions=2)
     sink = pylog_topic(partitions=2)
@@ -183,7 +200,8 @@ def test_consume_transform_produce_killed_repeatedly_outputs_each_record_exactly
     committed = Counter(read_all(bootstrap, sink, 2, "read_committed"))
     expected = Counter(b"out-" + str(i).encode() for i in range(count))
     assert committed == expected, (
-        f"missing {sum((expected - committed).values())}, duplicated {sum((committed - expected).values())}")
+        f"missing {sum((expected - committed).values())}, duplicated {sum((committed - expected).values())}"
+    )
     uncommitted = read_all(bootstrap, sink, 2, "read_uncommitted")
     assert len(uncommitted) > count, "no aborted attempt reached the log; the kills hit no open transaction"
 
@@ -197,8 +215,14 @@ def test_transactional_offsets_are_visible_only_after_commit(pylog_broker, pylog
     # A read_uncommitted consumer asks for offsets without require_stable (OffsetFetch v7+), so it
     # sees what is committed now; a read_committed one (librdkafka's default) is told
     # UNSTABLE_OFFSET_COMMIT while a transaction has offsets staged, and retries (KIP-447).
-    looker = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                       "isolation.level": "read_uncommitted"})
+    looker = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+        }
+    )
     producer = transactional_producer(bootstrap, f"{topic}-app")
     partitions = [TopicPartition(topic, p) for p in range(2)]
 
@@ -208,8 +232,9 @@ def test_transactional_offsets_are_visible_only_after_commit(pylog_broker, pylog
     try:
         producer.begin_transaction()
         producer.produce(sink, value=b"x")
-        producer.send_offsets_to_transaction([TopicPartition(topic, 0, 5), TopicPartition(topic, 1, 7)],
-                                             consumer.consumer_group_metadata(), 10)
+        producer.send_offsets_to_transaction(
+            [TopicPartition(topic, 0, 5), TopicPartition(topic, 1, 7)], consumer.consumer_group_metadata(), 10
+        )
         assert committed() == [-1001, -1001]  # staged, not visible
         with pytest.raises(KafkaException) as unstable:  # held back until the transaction ends
             consumer.committed(partitions, timeout=2)
@@ -220,8 +245,9 @@ def test_transactional_offsets_are_visible_only_after_commit(pylog_broker, pylog
 
         producer.begin_transaction()
         producer.produce(sink, value=b"y")
-        producer.send_offsets_to_transaction([TopicPartition(topic, 0, 3), TopicPartition(topic, 1, 4)],
-                                             consumer.consumer_group_metadata(), 10)
+        producer.send_offsets_to_transaction(
+            [TopicPartition(topic, 0, 3), TopicPartition(topic, 1, 4)], consumer.consumer_group_metadata(), 10
+        )
         assert committed() == [-1001, -1001]
         producer.commit_transaction(10)
         assert committed() == [3, 4]
@@ -251,8 +277,9 @@ def test_python_clients_read_committed_skip_aborted_records(pylog_broker, pylog_
             producer.abort_transaction(10)
     expected = [f"{attempt}-{i}".encode() for attempt in (1, 3) for i in range(5)]
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", check_crcs=True,
-                             enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", check_crcs=True, enable_auto_commit=False
+    )
     got: list[bytes] = []
     try:
         partition = KafkaTopicPartition(topic, 0)
@@ -297,8 +324,9 @@ def test_aiokafka_transactions_commit_abort_and_offsets(pylog_broker, pylog_topi
                 await producer.send_offsets_to_transaction({AioTopicPartition(topic, 0): 3}, group)
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
-                                    enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+        )
         await consumer.start()
         got: list[bytes] = []
         try:
@@ -331,6 +359,7 @@ def test_idle_transactional_ids_expire_and_stay_expired_after_a_restart(tmp_path
     def on_loop(broker, function, *args):  # noqa: ANN001, ANN202
         async def call():  # noqa: ANN202
             return function(*args)
+
         return asyncio.run_coroutine_threadsafe(call(), broker.broker.loop).result(10)
 
     log_dir = tmp_path / "data"
@@ -342,8 +371,13 @@ def test_idle_transactional_ids_expire_and_stay_expired_after_a_restart(tmp_path
         done.begin_transaction()
         done.produce("events", b"committed")
         done.commit_transaction(30)
-        open_txn = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "still-open",
-                             "transaction.timeout.ms": 900_000})
+        open_txn = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "transactional.id": "still-open",
+                "transaction.timeout.ms": 900_000,
+            }
+        )
         open_txn.init_transactions(30)
         open_txn.begin_transaction()
         open_txn.produce("elsewhere", b"pending")

@@ -11,10 +11,10 @@ import struct
 import time
 
 from kafka.record import MemoryRecords
+from wire import WireClient
 
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.storage.batch import build_record_batch
-from wire import WireClient
 
 PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID = 0, 1, 2, 22
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
@@ -33,60 +33,126 @@ class Txn:
         self.sequences: dict[tuple[str, int], int] = {}
 
     def init(self, version: int = 1, producer_id: int = -1, epoch: int = -1) -> int:
-        response = self.client.call(INIT_PRODUCER_ID, version, {
-            "transactional_id": self.transactional_id, "transaction_timeout": self.timeout_ms,
-            "producer_id": producer_id, "producer_epoch": epoch})
+        response = self.client.call(
+            INIT_PRODUCER_ID,
+            version,
+            {
+                "transactional_id": self.transactional_id,
+                "transaction_timeout": self.timeout_ms,
+                "producer_id": producer_id,
+                "producer_epoch": epoch,
+            },
+        )
         if response.error_code == 0:
             self.producer_id, self.epoch = response.producer_id, response.producer_epoch
             self.sequences.clear()
         return response.error_code
 
     def add(self, topic: str, *partitions: int, version: int = 2) -> dict[int, int]:
-        response = self.client.call(ADD_PARTITIONS, version, {
-            "v3_and_below_transactional_id": self.transactional_id,
-            "v3_and_below_producer_id": self.producer_id, "v3_and_below_producer_epoch": self.epoch,
-            "v3_and_below_topics": [{"name": topic, "partitions": list(partitions)}]})
-        return {p.partition_index: p.partition_error_code
-                for t in response.results_by_topic_v3_and_below for p in t.results_by_partition}
+        response = self.client.call(
+            ADD_PARTITIONS,
+            version,
+            {
+                "v3_and_below_transactional_id": self.transactional_id,
+                "v3_and_below_producer_id": self.producer_id,
+                "v3_and_below_producer_epoch": self.epoch,
+                "v3_and_below_topics": [{"name": topic, "partitions": list(partitions)}],
+            },
+        )
+        return {
+            p.partition_index: p.partition_error_code
+            for t in response.results_by_topic_v3_and_below
+            for p in t.results_by_partition
+        }
 
     def produce(self, topic: str, partition: int, *values: bytes, sequence: int | None = None) -> tuple[int, int]:
         """(error_code, base_offset); ``sequence`` overrides the next sequence (to replay a batch)."""
         if sequence is None:
             sequence = self.sequences.get((topic, partition), 0)
-        batch = build_record_batch([(None, value, (), int(time.time() * 1000)) for value in values],
-                                   producer_id=self.producer_id, producer_epoch=self.epoch,
-                                   base_sequence=sequence, is_transactional=True)
-        response = self.client.call(PRODUCE, 7, {
-            "transactional_id": self.transactional_id, "acks": -1, "timeout": 5000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]})
+        batch = build_record_batch(
+            [(None, value, (), int(time.time() * 1000)) for value in values],
+            producer_id=self.producer_id,
+            producer_epoch=self.epoch,
+            base_sequence=sequence,
+            is_transactional=True,
+        )
+        response = self.client.call(
+            PRODUCE,
+            7,
+            {
+                "transactional_id": self.transactional_id,
+                "acks": -1,
+                "timeout": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
+            },
+        )
         result = response.responses[0].partition_responses[0]
         if result.error_code == 0:
             self.sequences[(topic, partition)] = sequence + len(values)
         return result.error_code, result.base_offset
 
     def end(self, commit: bool, version: int = 2) -> int:
-        response = self.client.call(END_TXN, version, {
-            "transactional_id": self.transactional_id, "producer_id": self.producer_id,
-            "producer_epoch": self.epoch, "committed": commit})
+        response = self.client.call(
+            END_TXN,
+            version,
+            {
+                "transactional_id": self.transactional_id,
+                "producer_id": self.producer_id,
+                "producer_epoch": self.epoch,
+                "committed": commit,
+            },
+        )
         return response.error_code
 
 
 def fetch(client: WireClient, topic: str, offset: int, isolation: int, partition: int = 0):
-    response = client.call(FETCH, 11, {
-        "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
-        "isolation_level": isolation, "session_id": 0, "session_epoch": -1,
-        "topics": [{"topic": topic, "partitions": [{
-            "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
-            "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
-        "forgotten_topics_data": [], "rack_id": ""})
+    response = client.call(
+        FETCH,
+        11,
+        {
+            "replica_id": -1,
+            "max_wait": 0,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "isolation_level": isolation,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {
+                            "partition": partition,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": offset,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": 1 << 20,
+                        }
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        },
+    )
     return response.responses[0].partitions[0]
 
 
 def latest(client: WireClient, topic: str, isolation: int, partition: int = 0) -> int:
-    response = client.call(LIST_OFFSETS, 5, {
-        "replica_id": -1, "isolation_level": isolation,
-        "topics": [{"name": topic, "partitions": [
-            {"partition_index": partition, "current_leader_epoch": -1, "timestamp": -1}]}]})
+    response = client.call(
+        LIST_OFFSETS,
+        5,
+        {
+            "replica_id": -1,
+            "isolation_level": isolation,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [{"partition_index": partition, "current_leader_epoch": -1, "timestamp": -1}],
+                }
+            ],
+        },
+    )
     result = response.topics[0].partitions[0]
     assert result.error_code == 0
     return result.offset
@@ -131,8 +197,16 @@ def test_open_transaction_holds_the_last_stable_offset_until_commit(pylog_broker
         assert txn.produce(topic, 0, b"a", b"b") == (0, 0)
         # A non-transactional write after the open transaction: above the LSO, so hidden too.
         batch = build_record_batch([(None, b"plain", (), 0)])
-        client.call(PRODUCE, 7, {"transactional_id": None, "acks": 1, "timeout": 5000, "topic_data": [
-            {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+        client.call(
+            PRODUCE,
+            7,
+            {
+                "transactional_id": None,
+                "acks": 1,
+                "timeout": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+            },
+        )
         del plain
         assert latest(client, topic, READ_UNCOMMITTED) == 3
         assert latest(client, topic, READ_COMMITTED) == 0
@@ -173,8 +247,10 @@ def test_aborted_transaction_is_reported_to_read_committed_fetches(pylog_broker,
 
 def test_new_instance_aborts_the_open_transaction_and_fences_the_old_epoch(pylog_broker, pylog_topic):
     topic = pylog_topic()
-    with WireClient(pylog_broker.bootstrap_servers) as old_client, \
-            WireClient(pylog_broker.bootstrap_servers) as new_client:
+    with (
+        WireClient(pylog_broker.bootstrap_servers) as old_client,
+        WireClient(pylog_broker.bootstrap_servers) as new_client,
+    ):
         zombie = Txn(old_client, f"{topic}-txn")
         assert zombie.init() == 0
         assert zombie.add(topic, 0) == {0: 0}
@@ -266,19 +342,40 @@ def test_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(pylog_b
 
 def test_parked_read_committed_fetch_wakes_when_the_transaction_commits(pylog_broker, pylog_topic):
     topic = pylog_topic()
-    with WireClient(pylog_broker.bootstrap_servers) as client, \
-            WireClient(pylog_broker.bootstrap_servers) as reader:
+    with WireClient(pylog_broker.bootstrap_servers) as client, WireClient(pylog_broker.bootstrap_servers) as reader:
         txn = Txn(client, f"{topic}-txn")
         assert txn.init() == 0
         assert txn.add(topic, 0) == {0: 0}
         assert txn.produce(topic, 0, b"x") == (0, 0)
-        reader.send(FETCH, 11, {
-            "replica_id": -1, "max_wait": 10_000, "min_bytes": 1, "max_bytes": 1 << 20,
-            "isolation_level": READ_COMMITTED, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": topic, "partitions": [{
-                "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
-                "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
-            "forgotten_topics_data": [], "rack_id": ""})
+        reader.send(
+            FETCH,
+            11,
+            {
+                "replica_id": -1,
+                "max_wait": 10_000,
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "isolation_level": READ_COMMITTED,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [
+                            {
+                                "partition": 0,
+                                "current_leader_epoch": -1,
+                                "fetch_offset": 0,
+                                "log_start_offset": -1,
+                                "partition_max_bytes": 1 << 20,
+                            }
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+        )
         time.sleep(0.2)
         started = time.monotonic()
         assert txn.end(commit=True) == 0
@@ -324,9 +421,9 @@ def test_coordinator_state_and_open_transactions_survive_a_restart(tmp_path):
 
 
 def test_commit_interrupted_after_prepare_commit_is_finished_on_restart(tmp_path):
-    from kafka_spark.broker.storage.log_manager import LogManager
-    from kafka_spark.broker.coordinator.transaction_log import TransactionLog
     from kafka_spark.broker.coordinator.transaction import TxnState
+    from kafka_spark.broker.coordinator.transaction_log import TransactionLog
+    from kafka_spark.broker.storage.log_manager import LogManager
 
     topic = "interrupted"
     with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
@@ -365,8 +462,16 @@ def test_clients_cannot_write_to_the_transaction_state_topic(pylog_broker, pylog
         txn = Txn(client, f"{topic}-txn")
         assert txn.init() == 0  # creates __transaction_state
         batch = build_record_batch([(b"evil", b"{}", (), 0)])
-        response = client.call(PRODUCE, 7, {"transactional_id": None, "acks": 1, "timeout": 5000, "topic_data": [
-            {"name": "__transaction_state", "partition_data": [{"index": 0, "records": batch}]}]})
+        response = client.call(
+            PRODUCE,
+            7,
+            {
+                "transactional_id": None,
+                "acks": 1,
+                "timeout": 5000,
+                "topic_data": [{"name": "__transaction_state", "partition_data": [{"index": 0, "records": batch}]}],
+            },
+        )
         assert response.responses[0].partition_responses[0].error_code == 17  # INVALID_TOPIC_EXCEPTION
         assert txn.add("__transaction_state", 0) == {0: 3}
 
@@ -439,8 +544,8 @@ def test_exhausted_epochs_move_to_a_new_producer_id_after_aborting_with_the_old_
 
 
 def test_compacted_transaction_state_replays_to_the_same_coordinator_state(tmp_path):
-    from kafka_spark.broker.storage.log_manager import LogManager
     from kafka_spark.broker.coordinator.transaction_log import TRANSACTION_STATE_TOPIC, TransactionLog
+    from kafka_spark.broker.storage.log_manager import LogManager
 
     topic = "compacted-state"
     with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from kafka_spark.broker.storage.batch import build_record_batch
-from kafka_spark.common.topic_partition import TopicPartition
 from test_txn_protocol import END_TXN, INIT_PRODUCER_ID, PRODUCE, READ_COMMITTED, TXN_OFFSET_COMMIT, batches, fetch
 from wire import WireClient
+
+from kafka_spark.broker.storage.batch import build_record_batch
+from kafka_spark.common.topic_partition import TopicPartition
 
 API_VERSIONS = 18
 INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, PRODUCER_FENCED = 47, 48, 90
@@ -25,28 +26,48 @@ class TxnV2:
     def __init__(self, client: WireClient, transactional_id: str) -> None:
         self.client = client
         self.transactional_id = transactional_id
-        response = client.call(INIT_PRODUCER_ID, 5, {"transactional_id": transactional_id,
-                                                     "transaction_timeout": 60_000})
+        response = client.call(
+            INIT_PRODUCER_ID, 5, {"transactional_id": transactional_id, "transaction_timeout": 60_000}
+        )
         assert response.error_code == 0
         self.producer_id, self.epoch = response.producer_id, response.producer_epoch
         self.sequence = 0
 
     def produce(self, topic: str, value: bytes, *, version: int = 12, epoch: int | None = None) -> int:
         epoch = self.epoch if epoch is None else epoch
-        batch = build_record_batch([(None, value, (), int(time.time() * 1000))], producer_id=self.producer_id,
-                                   producer_epoch=epoch, base_sequence=self.sequence, is_transactional=True)
-        response = self.client.call(PRODUCE, version, {
-            "transactional_id": self.transactional_id, "acks": -1, "timeout": 5000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+        batch = build_record_batch(
+            [(None, value, (), int(time.time() * 1000))],
+            producer_id=self.producer_id,
+            producer_epoch=epoch,
+            base_sequence=self.sequence,
+            is_transactional=True,
+        )
+        response = self.client.call(
+            PRODUCE,
+            version,
+            {
+                "transactional_id": self.transactional_id,
+                "acks": -1,
+                "timeout": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+            },
+        )
         error = response.responses[0].partition_responses[0].error_code
         if error == 0:
             self.sequence += 1
         return error
 
     def end(self, commit: bool, *, epoch: int | None = None) -> tuple[int, int, int]:
-        response = self.client.call(END_TXN, 5, {
-            "transactional_id": self.transactional_id, "producer_id": self.producer_id,
-            "producer_epoch": self.epoch if epoch is None else epoch, "committed": commit})
+        response = self.client.call(
+            END_TXN,
+            5,
+            {
+                "transactional_id": self.transactional_id,
+                "producer_id": self.producer_id,
+                "producer_epoch": self.epoch if epoch is None else epoch,
+                "committed": commit,
+            },
+        )
         return response.error_code, response.producer_id, response.producer_epoch
 
     def bumped(self, producer_id: int, epoch: int) -> None:
@@ -99,11 +120,22 @@ def test_txn_offset_commit_v5_adds_the_group_without_add_offsets_to_txn(pylog_br
     group = f"{topic}-group"
     with WireClient(pylog_broker.bootstrap_servers) as client:
         txn = TxnV2(client, f"{topic}-txn")
-        committed = client.call(TXN_OFFSET_COMMIT, 5, {
-            "transactional_id": txn.transactional_id, "group_id": group, "producer_id": txn.producer_id,
-            "producer_epoch": txn.epoch, "topics": [
-                {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 42,
-                                                "committed_metadata": None}]}]})
+        committed = client.call(
+            TXN_OFFSET_COMMIT,
+            5,
+            {
+                "transactional_id": txn.transactional_id,
+                "group_id": group,
+                "producer_id": txn.producer_id,
+                "producer_epoch": txn.epoch,
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [{"partition_index": 0, "committed_offset": 42, "committed_metadata": None}],
+                    }
+                ],
+            },
+        )
         assert committed.topics[0].partitions[0].error_code == 0
         assert txn.end(commit=True)[0] == 0
     assert pylog_broker._broker.groups.committed(group)[TopicPartition(topic, 0)].offset == 42

@@ -11,8 +11,8 @@ from kafka_spark.broker.coordinator.transaction import (
     TxnState,
     fenced_error,
 )
-from kafka_spark.broker.storage.txn_index import control_type, last_offset_of
 from kafka_spark.broker.storage.batch import build_control_batch, build_record_batch
+from kafka_spark.broker.storage.txn_index import control_type, last_offset_of
 from kafka_spark.common.topic_partition import TopicPartition
 
 
@@ -45,9 +45,21 @@ def test_epoch_bump_remembers_the_previous_epoch_and_rolls_to_a_new_producer_id_
 
 def test_metadata_record_round_trips():
     meta = TransactionMetadata(
-        "app", 7, 3, 60_000, TxnState.ONGOING, 2, {TopicPartition("t", 0), TopicPartition("u", 2)}, {"g"},
-        {"g": {TopicPartition("t", 0): (42, "meta", 3), TopicPartition("t", 1): (5, None, -1)}}, 1000, 2000,
-        transaction_v2=True, next_producer_id=9, previous_producer_id=6)
+        "app",
+        7,
+        3,
+        60_000,
+        TxnState.ONGOING,
+        2,
+        {TopicPartition("t", 0), TopicPartition("u", 2)},
+        {"g"},
+        {"g": {TopicPartition("t", 0): (42, "meta", 3), TopicPartition("t", 1): (5, None, -1)}},
+        1000,
+        2000,
+        transaction_v2=True,
+        next_producer_id=9,
+        previous_producer_id=6,
+    )
     assert TransactionMetadata.from_record("app", meta.to_record()) == meta
 
 

@@ -68,7 +68,8 @@ def test_each_fsync_is_reported_once_with_its_own_result(ring_results, tmp_path)
             wait_for(ring, results, 8 + 6 * (round_index + 1))
         assert [error for _, error in results[8:]] == [None] * 60
         assert sorted(user_data for user_data, _ in results[8:]) == sorted(
-            1000 * r + i for r in range(10) for i in range(6))
+            1000 * r + i for r in range(10) for i in range(6)
+        )
     finally:
         for fd in files + [read_end, write_end]:
             os.close(fd)

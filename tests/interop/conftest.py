@@ -8,11 +8,10 @@ memory are printed in the terminal summary.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from interop.harness import SCRAM_PASSWORD, SCRAM_USER, Cluster, JavaClients
 from interop.references import SPARK_CONNECTOR_VERSION, ApacheKafka, ReferencesMissing, ToolRunner, kafka_clients_jar
 
@@ -35,8 +34,10 @@ def pytest_terminal_summary(terminalreporter) -> None:
 def apache_kafka() -> Iterator[ApacheKafka]:
     """One Apache Kafka node (KRaft) for the session, with a SCRAM user on its SASL listener."""
     kafka = ApacheKafka(scram_users={SCRAM_USER: SCRAM_PASSWORD}).start()
-    _report.append(f"Apache Kafka fixture: started in {kafka.start_seconds:.1f} s, "
-                   f"RSS {kafka.rss_kib() / 1024:.0f} MiB after start")
+    _report.append(
+        f"Apache Kafka fixture: started in {kafka.start_seconds:.1f} s, "
+        f"RSS {kafka.rss_kib() / 1024:.0f} MiB after start"
+    )
     try:
         yield kafka
     finally:
@@ -65,8 +66,12 @@ def cluster(request: pytest.FixtureRequest, tool_runner: ToolRunner) -> Cluster:
 def java_clients(tmp_path_factory: pytest.TempPathFactory) -> JavaClients:
     classes = tmp_path_factory.mktemp("java-classes")
     source = Path(__file__).parent / "java" / "InteropClients.java"
-    subprocess.run(["javac", "-d", str(classes), "-cp", str(kafka_clients_jar()), str(source)],
-                   check=True, capture_output=True, timeout=180)
+    subprocess.run(
+        ["javac", "-d", str(classes), "-cp", str(kafka_clients_jar()), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=180,
+    )
     return JavaClients(classes)
 
 
@@ -75,6 +80,8 @@ def spark_kafka(spark):
     """The shared session, with Spark's Kafka connector on its classpath."""
     jars = spark.sparkContext.getConf().get("spark.jars", "")
     if f"spark-sql-kafka-0-10_2.13-{SPARK_CONNECTOR_VERSION}.jar" not in jars:
-        raise ReferencesMissing("Spark's Kafka connector is not in the test session's spark.jars: run "
-                                "`bash scripts/fetch_references.sh` (make bootstrap does)")
+        raise ReferencesMissing(
+            "Spark's Kafka connector is not in the test session's spark.jars: run "
+            "`bash scripts/fetch_references.sh` (make bootstrap does)"
+        )
     return spark

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Producer
-from pyspark.sql import DataFrame
-
 from interop.references import ToolRunner, java_command, kafka_tool
+from pyspark.sql import DataFrame
 
 SCRAM_USER, SCRAM_PASSWORD = "alice", "alice-secret"
 
@@ -53,13 +52,20 @@ class JavaClients:
         """Run to completion; its stdout lines (raises with stderr when it fails)."""
         result = subprocess.run(self.command(*args), capture_output=True, text=True, timeout=timeout)
         if result.returncode != 0:
-            raise AssertionError(f"InteropClients {' '.join(args)} exited {result.returncode}:\n"
-                                 f"{result.stdout}\n{result.stderr}")
+            raise AssertionError(
+                f"InteropClients {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
+            )
         return result.stdout.splitlines()
 
     def start(self, *args: str) -> subprocess.Popen:
-        return subprocess.Popen(self.command(*args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, bufsize=1)
+        return subprocess.Popen(
+            self.command(*args),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
 
 
 def records(lines: list[str]) -> list[tuple[int, int, str]]:
@@ -79,7 +85,7 @@ def table(output: str) -> list[dict[str, str]]:
     for index, line in enumerate(lines):
         if re.match(r"^GROUP\s+[A-Z]", line) or re.match(r"^TOPIC\s+PARTITION", line):
             header = line.split()
-            return [dict(zip(header, row.split(), strict=False)) for row in lines[index + 1:]]
+            return [dict(zip(header, row.split(), strict=False)) for row in lines[index + 1 :]]
     return []
 
 
@@ -95,8 +101,14 @@ def fill(cluster: Cluster, topic: str, partitions: int, per_partition: int) -> N
         for partition in range(partitions):
             key = None if i == 3 else f"k{partition}-{i}".encode()
             value = None if i == 5 else f"v{partition}-{i}".encode()
-            producer.produce(topic, key=key, value=value, partition=partition, timestamp=BASE_TS + i * 1000,
-                             headers=[("h", f"{i}".encode()), ("empty", None)] if i % 2 else None)
+            producer.produce(
+                topic,
+                key=key,
+                value=value,
+                partition=partition,
+                timestamp=BASE_TS + i * 1000,
+                headers=[("h", f"{i}".encode()), ("empty", None)] if i % 2 else None,
+            )
     assert producer.flush(30) == 0
 
 

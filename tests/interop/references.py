@@ -25,9 +25,9 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
 ROOT = Path(__file__).resolve().parents[2]
 KAFKA_LIBS = ROOT / ".cache" / "kafka" / "libs"
@@ -63,8 +63,13 @@ TOOLS = {
 # interop tests run dozens of them). The perf tools get the full JIT (``fast_start=False``).
 _FAST_START = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto")
 # What bin/kafka-run-class.sh gives the broker (KAFKA_JVM_PERFORMANCE_OPTS).
-_BROKER_JVM = ("-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
-               "-XX:+ExplicitGCInvokesConcurrent")
+_BROKER_JVM = (
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+)
 
 
 class ReferencesMissing(RuntimeError):
@@ -75,7 +80,8 @@ def _require(folder: Path, what: str) -> Path:
     if not (folder / ".resolved").is_file():
         raise ReferencesMissing(
             f"{what} is not in {folder}: run `bash scripts/fetch_references.sh` (make bootstrap does) "
-            "to resolve it from Maven Central")
+            "to resolve it from Maven Central"
+        )
     return folder
 
 
@@ -101,15 +107,21 @@ def spark_kafka_jars() -> list[str]:
 
 def _artifact(jar_name: str) -> str:
     """``kafka-clients-3.9.2.jar`` -> ``kafka-clients``."""
-    stem = jar_name[:-len(".jar")]
+    stem = jar_name[: -len(".jar")]
     parts = stem.split("-")
     while parts and parts[-1][:1].isdigit():
         parts.pop()
     return "-".join(parts)
 
 
-def java_command(main_class: str, *args: str, heap: str = "256m", fast_start: bool = True,
-                 log_config: Path | None = None, extra_classpath: Sequence[str] = ()) -> list[str]:
+def java_command(
+    main_class: str,
+    *args: str,
+    heap: str = "256m",
+    fast_start: bool = True,
+    log_config: Path | None = None,
+    extra_classpath: Sequence[str] = (),
+) -> list[str]:
     """The command line that runs ``main_class`` of Kafka's libs (plus ``extra_classpath``)."""
     classpath = os.pathsep.join([*extra_classpath, kafka_classpath()])
     options = [f"-Xmx{heap}", "-Djava.awt.headless=true"]
@@ -118,9 +130,15 @@ def java_command(main_class: str, *args: str, heap: str = "256m", fast_start: bo
     return ["java", *options, "-cp", classpath, main_class, *args]
 
 
-def kafka_tool(tool: str, *args: str, input: str | bytes | None = None, timeout: float = 120,
-               check: bool = True, fast_start: bool = True,
-               runner: "ToolRunner | None" = None) -> subprocess.CompletedProcess:
+def kafka_tool(
+    tool: str,
+    *args: str,
+    input: str | bytes | None = None,
+    timeout: float = 120,
+    check: bool = True,
+    fast_start: bool = True,
+    runner: ToolRunner | None = None,
+) -> subprocess.CompletedProcess:
     """Run Kafka's ``tool`` (a key of :data:`TOOLS`) with ``args``, in ``runner``'s JVM or in a
     JVM of its own; output as text unless ``input`` is bytes. ``check``: raise with the tool's
     output when it exits non-zero."""
@@ -131,8 +149,9 @@ def kafka_tool(tool: str, *args: str, input: str | bytes | None = None, timeout:
         command = java_command(TOOLS[tool], *args, fast_start=fast_start)
         result = subprocess.run(command, input=input, capture_output=True, timeout=timeout, text=text)
     if check and result.returncode != 0:
-        raise AssertionError(f"{tool} {' '.join(args)} exited {result.returncode}:\n"
-                             f"stdout: {result.stdout}\nstderr: {result.stderr}")
+        raise AssertionError(
+            f"{tool} {' '.join(args)} exited {result.returncode}:\nstdout: {result.stdout}\nstderr: {result.stderr}"
+        )
     return result
 
 
@@ -148,27 +167,38 @@ class ToolRunner:
         self._lock = threading.Lock()
 
     @classmethod
-    def compiled(cls, workdir: Path) -> "ToolRunner":
+    def compiled(cls, workdir: Path) -> ToolRunner:
         source = Path(__file__).parent / "java" / "ToolRunner.java"
-        subprocess.run(["javac", "-d", str(workdir), "-cp", str(kafka_clients_jar()), str(source)],
-                       check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            ["javac", "-d", str(workdir), "-cp", str(kafka_clients_jar()), str(source)],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
         return cls(workdir)
 
     def _start(self) -> subprocess.Popen:
         if self._process is None or self._process.poll() is not None:
-            command = java_command("ToolRunner", heap="384m", log_config=_following_log_config(),
-                                   extra_classpath=[str(self._classes)])
-            self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                             stderr=subprocess.DEVNULL, bufsize=0)
+            command = java_command(
+                "ToolRunner", heap="384m", log_config=_following_log_config(), extra_classpath=[str(self._classes)]
+            )
+            self._process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0
+            )
         return self._process
 
-    def run(self, main_class: str, args: Sequence[str], input: str | bytes | None,
-            timeout: float) -> subprocess.CompletedProcess:
+    def run(
+        self, main_class: str, args: Sequence[str], input: str | bytes | None, timeout: float
+    ) -> subprocess.CompletedProcess:
         def encode(value: str | bytes) -> str:
             return base64.b64encode(value if isinstance(value, bytes) else value.encode()).decode()
 
-        request = " ".join([encode(main_class), "-" if input is None else encode(input) or "-",
-                            *(encode(arg) for arg in args)]) + "\n"
+        request = (
+            " ".join(
+                [encode(main_class), "-" if input is None else encode(input) or "-", *(encode(arg) for arg in args)]
+            )
+            + "\n"
+        )
         with self._lock:
             process = self._start()
             assert process.stdin is not None and process.stdout is not None
@@ -293,16 +323,19 @@ class ApacheKafka:
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
-            "listeners": (f"PLAINTEXT://127.0.0.1:{self.port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
-                          f"CONTROLLER://127.0.0.1:{controller_port}"),
-            "advertised.listeners": (f"PLAINTEXT://127.0.0.1:{self.port},"
-                                     f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"),
+            "listeners": (
+                f"PLAINTEXT://127.0.0.1:{self.port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
+                f"CONTROLLER://127.0.0.1:{controller_port}"
+            ),
+            "advertised.listeners": (f"PLAINTEXT://127.0.0.1:{self.port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
             "sasl.enabled.mechanisms": mechanisms,
-            **{f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config": SCRAM_LOGIN_MODULE
-               for mechanism in mechanisms.split(",")},
+            **{
+                f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config": SCRAM_LOGIN_MODULE
+                for mechanism in mechanisms.split(",")
+            },
             "log.dirs": str(self.workdir / "data"),
             "num.partitions": "1",
             # One node: the internal topics have one replica, and few partitions start faster.
@@ -331,10 +364,11 @@ class ApacheKafka:
             "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
             "rootLogger.level = INFO\n"
             "rootLogger.appenderRef.file.ref = file\n"
-            "logger.kafka.name = org.apache.kafka\nlogger.kafka.level = INFO\n")
+            "logger.kafka.name = org.apache.kafka\nlogger.kafka.level = INFO\n"
+        )
         return path
 
-    def start(self, timeout: float = 180) -> "ApacheKafka":
+    def start(self, timeout: float = 180) -> ApacheKafka:
         begin = time.monotonic()
         for attempt in range(3):  # a picked port may be taken by another process meanwhile
             self.port, self.sasl_port, controller_port = free_port(), free_port(), free_port()
@@ -343,17 +377,40 @@ class ApacheKafka:
             properties = self.workdir / "server.properties"
             properties.write_text(self._properties(controller_port))
             log_config = self._log_config()
-            scram = [arg for user, password in self.scram_users.items()
-                     for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
-                     for arg in ("--add-scram", f"{mechanism}=[name={user},password={password}]")]
-            subprocess.run(java_command(TOOLS["kafka-storage"], "format", "-t", _cluster_id(), "-c",
-                                        str(properties), "--ignore-formatted", *scram, heap="256m"),
-                           check=True, capture_output=True, timeout=timeout)
+            scram = [
+                arg
+                for user, password in self.scram_users.items()
+                for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+                for arg in ("--add-scram", f"{mechanism}=[name={user},password={password}]")
+            ]
+            subprocess.run(
+                java_command(
+                    TOOLS["kafka-storage"],
+                    "format",
+                    "-t",
+                    _cluster_id(),
+                    "-c",
+                    str(properties),
+                    "--ignore-formatted",
+                    *scram,
+                    heap="256m",
+                ),
+                check=True,
+                capture_output=True,
+                timeout=timeout,
+            )
             self.process = subprocess.Popen(
-                java_command(TOOLS["kafka-server-start"], str(properties), heap=self.heap, fast_start=False,
-                             log_config=log_config),
-                stdout=subprocess.DEVNULL, stderr=open(self.workdir / "logs" / "stderr.log", "wb"),
-                start_new_session=True)
+                java_command(
+                    TOOLS["kafka-server-start"],
+                    str(properties),
+                    heap=self.heap,
+                    fast_start=False,
+                    log_config=log_config,
+                ),
+                stdout=subprocess.DEVNULL,
+                stderr=open(self.workdir / "logs" / "stderr.log", "wb"),
+                start_new_session=True,
+            )
             if self._wait_ready(begin + timeout * (attempt + 1) / 3):
                 self.start_seconds = time.monotonic() - begin
                 return self
@@ -394,7 +451,7 @@ class ApacheKafka:
         self._kill()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def __enter__(self) -> "ApacheKafka":
+    def __enter__(self) -> ApacheKafka:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

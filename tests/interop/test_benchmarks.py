@@ -24,31 +24,57 @@ def positive(*rates: str) -> bool:
 
 def test_broker_benchmark_pairs_pylog_with_apache_kafka_under_both_flush_policies():
     out = run("broker_throughput.py", "--messages", "20000", "--rounds", "1", "--kafka-heap", "512m")
-    for pair, phases in (("os-flush", ("produce kcat", "produce java", "consume kcat", "consume java")),
-                         ("fsync-each", ("produce kcat", "produce java"))):
+    for pair, phases in (
+        ("os-flush", ("produce kcat", "produce java", "consume kcat", "consume java")),
+        ("fsync-each", ("produce kcat", "produce java")),
+    ):
         for phase in phases:
-            match = re.search(rf"^{pair}\s+{phase}\s+pylog\s+{RATE}\s+kafka\s+{RATE}\s+ratio pylog/kafka\s+([\d.]+)",
-                              out, re.MULTILINE)
+            match = re.search(
+                rf"^{pair}\s+{phase}\s+pylog\s+{RATE}\s+kafka\s+{RATE}\s+ratio pylog/kafka\s+([\d.]+)",
+                out,
+                re.MULTILINE,
+            )
             assert match and positive(match.group(1), match.group(2)) and float(match.group(3)) > 0, (pair, phase, out)
     assert re.search(rf"^secondary\s+produce kcat\s+pylog\s+{RATE}\s+librdkafka mock\s+{RATE}", out, re.MULTILINE), out
 
 
 def test_source_benchmark_reads_with_both_sources_and_sweeps_partition_counts():
-    out = run("source_throughput.py", "--parts", "kafka,sweep", "--messages", "20000", "--rounds", "1",
-              "--sweep-rows", "10000", "--sweep-partitions", "1,8")
-    match = re.search(rf"^kafka-read pylog\s+{RATE}\s+spark-kafka\s+{RATE}\s+ratio pylog/spark\s+([\d.]+)",
-                      out, re.MULTILINE)
+    out = run(
+        "source_throughput.py",
+        "--parts",
+        "kafka,sweep",
+        "--messages",
+        "20000",
+        "--rounds",
+        "1",
+        "--sweep-rows",
+        "10000",
+        "--sweep-partitions",
+        "1,8",
+    )
+    match = re.search(
+        rf"^kafka-read pylog\s+{RATE}\s+spark-kafka\s+{RATE}\s+ratio pylog/spark\s+([\d.]+)", out, re.MULTILINE
+    )
     assert match and positive(match.group(1), match.group(2)), out
     for partitions in (1, 8):
-        sweep = re.search(rf"^sweep\s+{partitions} partitions\s+pylog\s+{RATE}\s+spark-kafka\s+{RATE}\s+"
-                          rf"ratio pylog/spark\s+([\d.]+)\s+pylog/best\s+([\d.]+)$", out, re.MULTILINE)
+        sweep = re.search(
+            rf"^sweep\s+{partitions} partitions\s+pylog\s+{RATE}\s+spark-kafka\s+{RATE}\s+"
+            rf"ratio pylog/spark\s+([\d.]+)\s+pylog/best\s+([\d.]+)$",
+            out,
+            re.MULTILINE,
+        )
         assert sweep and positive(sweep.group(1), sweep.group(2)) and 0 < float(sweep.group(4)) <= 1, out
-        spread = re.search(r"^\s+rounds pylog [\d,]+-[\d,]+\s+spark-kafka [\d,]+-[\d,]+\s+pylog/spark [\d.]+-[\d.]+\s+"
-                           r"pylog/best [\d.]+-[\d.]+\s+CPU us/row \(Spark, workers, broker\) pylog ([\d.]+)\s+spark-kafka ([\d.]+)$",
-                           out[sweep.end():], re.MULTILINE)
+        spread = re.search(
+            r"^\s+rounds pylog [\d,]+-[\d,]+\s+spark-kafka [\d,]+-[\d,]+\s+pylog/spark [\d.]+-[\d.]+\s+"
+            r"pylog/best [\d.]+-[\d.]+\s+CPU us/row \(Spark, workers, broker\) pylog ([\d.]+)\s+spark-kafka ([\d.]+)$",
+            out[sweep.end() :],
+            re.MULTILINE,
+        )
         assert spread and float(spread.group(1)) > 0 and float(spread.group(2)) > 0, out
     # Each round reads every partition count (interleaved), not one count's rounds after another's.
-    assert re.search(r"^sweep round 1: 1: pylog [\d,]+ spark [\d,]+\s+8: pylog [\d,]+ spark [\d,]+$", out, re.MULTILINE), out
+    assert re.search(
+        r"^sweep round 1: 1: pylog [\d,]+ spark [\d,]+\s+8: pylog [\d,]+ spark [\d,]+$", out, re.MULTILINE
+    ), out
 
 
 def test_sink_benchmark_compares_pylog_topic_sink_with_spark_kafka_sink():

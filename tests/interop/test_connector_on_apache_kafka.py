@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from pyspark.sql import functions as F
-
 from interop.harness import BASE_TS, SCRAM_PASSWORD, SCRAM_USER, Cluster, JavaClients, fill, read, records, rows, table
+from pyspark.sql import functions as F
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,14 +31,24 @@ def offset_options(topic: str) -> list[dict[str, str]]:
     return [
         {},
         {"startingOffsets": "earliest", "endingOffsets": "latest"},
-        {"startingOffsets": specific({topic: {"0": 3, "1": -2, "2": 10}}),
-         "endingOffsets": specific({topic: {"0": 15, "1": -1, "2": 12}})},
+        {
+            "startingOffsets": specific({topic: {"0": 3, "1": -2, "2": 10}}),
+            "endingOffsets": specific({topic: {"0": 15, "1": -1, "2": 12}}),
+        },
         {"startingTimestamp": str(BASE_TS + 7_000)},
         {"startingTimestamp": str(BASE_TS + 4_500), "endingTimestamp": str(BASE_TS + 9_000)},
-        {"startingOffsetsByTimestamp": specific({topic: {"0": BASE_TS + 2_000, "1": BASE_TS, "2": BASE_TS + 18_000}}),
-         "endingOffsetsByTimestamp": specific({topic: {"0": BASE_TS + 6_000, "1": BASE_TS + 19_500, "2": BASE_TS + 19_000}})},
-        {"startingOffsetsByTimestamp": specific({topic: {"0": BASE_TS + 60_000, "1": BASE_TS, "2": BASE_TS}}),
-         "startingOffsetsByTimestampStrategy": "latest"},
+        {
+            "startingOffsetsByTimestamp": specific(
+                {topic: {"0": BASE_TS + 2_000, "1": BASE_TS, "2": BASE_TS + 18_000}}
+            ),
+            "endingOffsetsByTimestamp": specific(
+                {topic: {"0": BASE_TS + 6_000, "1": BASE_TS + 19_500, "2": BASE_TS + 19_000}}
+            ),
+        },
+        {
+            "startingOffsetsByTimestamp": specific({topic: {"0": BASE_TS + 60_000, "1": BASE_TS, "2": BASE_TS}}),
+            "startingOffsetsByTimestampStrategy": "latest",
+        },
         {"assign": specific({topic: [0, 2]}), "startingOffsets": specific({topic: {"0": 1, "2": -2}})},
     ]
 
@@ -52,12 +61,21 @@ def test_batch_read_with_every_offset_option_kind_gives_spark_kafka_source_rows(
         subscription = {} if "assign" in options else {"subscribe": topic}
         expected = rows(read(spark_kafka.read, "kafka", cluster.bootstrap_servers, **subscription, **options))
         assert expected, options
-        assert rows(read(spark_kafka.read, "pylog", cluster.bootstrap_servers, **subscription, **options)) == expected, options
+        assert (
+            rows(read(spark_kafka.read, "pylog", cluster.bootstrap_servers, **subscription, **options)) == expected
+        ), options
     pattern = rows(read(spark_kafka.read, "kafka", cluster.bootstrap_servers, subscribePattern=f"{topic[:-3]}.*"))
-    assert rows(read(spark_kafka.read, "pylog", cluster.bootstrap_servers, subscribePattern=f"{topic[:-3]}.*")) == pattern
-    for bad in ({"startingOffsets": "latest"}, {"endingOffsets": "earliest"},
-                {"startingOffsetsByTimestamp": json.dumps({topic: {"0": BASE_TS + 60_000}}),
-                 "assign": json.dumps({topic: [0]})}):
+    assert (
+        rows(read(spark_kafka.read, "pylog", cluster.bootstrap_servers, subscribePattern=f"{topic[:-3]}.*")) == pattern
+    )
+    for bad in (
+        {"startingOffsets": "latest"},
+        {"endingOffsets": "earliest"},
+        {
+            "startingOffsetsByTimestamp": json.dumps({topic: {"0": BASE_TS + 60_000}}),
+            "assign": json.dumps({topic: [0]}),
+        },
+    ):
         subscription = {} if "assign" in bad else {"subscribe": topic}
         for fmt in ("kafka", "pylog"):  # both refuse
             with pytest.raises(Exception):  # noqa: B017 each format raises its own error class
@@ -79,8 +97,11 @@ class SequenceProducer:
         seq = 0
         while not self._stop.is_set():
             for _ in range(10):  # about 200 records a second
-                self._producer.produce(self._topic, value=b"%d" % seq,
-                                       on_delivery=lambda err, msg: err or self.acknowledged.append(int(msg.value())))
+                self._producer.produce(
+                    self._topic,
+                    value=b"%d" % seq,
+                    on_delivery=lambda err, msg: err or self.acknowledged.append(int(msg.value())),
+                )
                 seq += 1
             self._producer.poll(0)
             time.sleep(0.05)
@@ -93,17 +114,26 @@ class SequenceProducer:
 
 
 def test_streaming_query_restarted_three_times_while_a_producer_writes_keeps_every_record_once(
-        spark, apache: Cluster, tmp_path):
+    spark, apache: Cluster, tmp_path
+):
     topic = apache.topic(partitions=3, prefix="restarts")
     output, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
     producer = SequenceProducer(apache.bootstrap_servers, topic)
 
     def start(**trigger):
-        return (spark.readStream.format("pylog").option("kafka.bootstrap.servers", apache.bootstrap_servers)
-                .option("subscribe", topic).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 2000)
-                .load().select(F.col("value").cast("string").cast("long").alias("seq"), "partition", "offset")
-                .writeStream.format("pylog-files").option("checkpointLocation", checkpoint)
-                .trigger(**trigger).start(output))
+        return (
+            spark.readStream.format("pylog")
+            .option("kafka.bootstrap.servers", apache.bootstrap_servers)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", 2000)
+            .load()
+            .select(F.col("value").cast("string").cast("long").alias("seq"), "partition", "offset")
+            .writeStream.format("pylog-files")
+            .option("checkpointLocation", checkpoint)
+            .trigger(**trigger)
+            .start(output)
+        )
 
     try:
         for _ in range(3):
@@ -130,9 +160,24 @@ def test_file_sink_keeps_every_record_once_when_the_driver_is_killed(apache: Clu
     log records the batch) and restarted from its checkpoint while a producer writes; stock
     Spark reads every acknowledged record once."""
     result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "chaos_pipeline.py"), "--sink", "files", "--kills", "1",
-         "--aim", "manifest-published", "--seed", "2", "--bootstrap-server", apache.bootstrap_servers],
-        capture_output=True, text=True, timeout=1200)
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "chaos_pipeline.py"),
+            "--sink",
+            "files",
+            "--kills",
+            "1",
+            "--aim",
+            "manifest-published",
+            "--seed",
+            "2",
+            "--bootstrap-server",
+            apache.bootstrap_servers,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     summary = [line for line in result.stdout.splitlines() if line.startswith("chaos:")]
     assert summary and summary[-1].endswith(" OK"), result.stdout[-2000:] + result.stderr[-3000:]
     assert " duplicates=0 missing=0 unexpected=0 " in summary[-1]
@@ -140,17 +185,27 @@ def test_file_sink_keeps_every_record_once_when_the_driver_is_killed(apache: Clu
 
 
 def test_topic_sink_replayed_batch_is_read_once_by_java_read_committed_consumer(
-        spark, apache: Cluster, java_clients: JavaClients, tmp_path):
+    spark, apache: Cluster, java_clients: JavaClients, tmp_path
+):
     source, output = apache.topic(partitions=2, prefix="sink-in"), apache.topic(partitions=2, prefix="sink-out")
     checkpoint = tmp_path / "checkpoint"
 
     def run_to_end() -> None:
-        query = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", apache.bootstrap_servers)
-                 .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 40)
-                 .load().select("key", "value")
-                 .writeStream.format("pylog").option("kafka.bootstrap.servers", apache.bootstrap_servers)
-                 .option("topic", output).option("checkpointLocation", str(checkpoint))
-                 .trigger(availableNow=True).start())
+        query = (
+            spark.readStream.format("pylog")
+            .option("kafka.bootstrap.servers", apache.bootstrap_servers)
+            .option("subscribe", source)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", 40)
+            .load()
+            .select("key", "value")
+            .writeStream.format("pylog")
+            .option("kafka.bootstrap.servers", apache.bootstrap_servers)
+            .option("topic", output)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination(300)
         assert query.exception() is None
 
@@ -200,11 +255,19 @@ def test_commit_offsets_to_group_shows_in_kafka_consumer_groups_with_the_lag(spa
         return sum(progress["numInputRows"] for progress in query.recentProgress)
 
     produce({0: 15, 1: 15})
-    query = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", apache.bootstrap_servers)
-             .option("subscribe", topic).option("startingOffsets", "earliest")
-             .option("commitOffsetsToGroup", "true").option("kafka.group.id", group).load()
-             .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "checkpoint"))
-             .trigger(processingTime="200 milliseconds").start())
+    query = (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", apache.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("commitOffsetsToGroup", "true")
+        .option("kafka.group.id", group)
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
     try:
         wait_for(lambda: processed() == 30, "the first batch")
         produce({1: 7})
@@ -218,14 +281,19 @@ def test_commit_offsets_to_group_shows_in_kafka_consumer_groups_with_the_lag(spa
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_scram_listener_serves_pylog_source_as_it_serves_spark_kafka_source(spark_kafka, apache_kafka, apache, mechanism):
+def test_scram_listener_serves_pylog_source_as_it_serves_spark_kafka_source(
+    spark_kafka, apache_kafka, apache, mechanism
+):
     topic = apache.topic(partitions=2, prefix="scram")
     fill(apache, topic, 2, 10)
 
     def secured(password: str) -> dict[str, str]:
-        return {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": mechanism,
-                "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
-                                          f'username="{SCRAM_USER}" password="{password}";'}
+        return {
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": mechanism,
+            "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{SCRAM_USER}" password="{password}";',
+        }
 
     sasl = apache_kafka.sasl_bootstrap_servers
     expected = rows(read(spark_kafka.read, "kafka", sasl, subscribe=topic, **secured(SCRAM_PASSWORD)))

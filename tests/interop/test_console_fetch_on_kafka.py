@@ -16,8 +16,14 @@ def test_wire_and_librdkafka_fetchers_print_the_same_bytes(cluster: Cluster, tmp
     topic = cluster.topic(partitions=1, prefix="console-fetch")
     count = produce_matrix(cluster.bootstrap_servers, topic)
     for codec in ("snappy", "lz4"):
-        cluster.tool("kafka-console-producer", "--topic", topic, "--producer-property", f"compression.type={codec}",
-                     input="".join(f"java-{codec}-{i}\n" for i in range(50)))
+        cluster.tool(
+            "kafka-console-producer",
+            "--topic",
+            topic,
+            "--producer-property",
+            f"compression.type={codec}",
+            input="".join(f"java-{codec}-{i}\n" for i in range(50)),
+        )
     count += 100
     env = dict(os.environ, PYLOG_HOME=str(tmp_path))
     deadline = time.monotonic() + 60  # the tool's producer may return before its records are readable

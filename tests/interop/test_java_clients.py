@@ -13,7 +13,8 @@ from interop.harness import Cluster, JavaClients, records, table
 
 
 def test_transactional_producer_is_read_once_by_read_committed_and_aborts_are_skipped(
-        cluster: Cluster, java_clients: JavaClients):
+    cluster: Cluster, java_clients: JavaClients
+):
     topic = cluster.topic(partitions=2)
     produced = java_clients.run("txn-produce", cluster.bootstrap_servers, topic, f"txn-{topic}", "v", "6", "4")
     assert produced == ["COMMITTED 6", "ABORTED 4", "COMMITTED 6"]
@@ -88,14 +89,18 @@ class GroupProcess:
 
 
 def test_cooperative_sticky_group_of_three_shares_partitions_and_moves_only_a_leavers(
-        cluster: Cluster, java_clients: JavaClients):
+    cluster: Cluster, java_clients: JavaClients
+):
     topic = cluster.topic(partitions=6)
     group = f"coop-{topic}"
     members = GroupProcess(java_clients, cluster.bootstrap_servers, topic, group)
     try:
+
         def balanced(g: GroupProcess) -> bool:
             owned = g.owned()
-            return sorted(len(owned[m]) for m in range(3)) == [2, 2, 2] and set().union(*owned.values()) == set(range(6))
+            return sorted(len(owned[m]) for m in range(3)) == [2, 2, 2] and set().union(*owned.values()) == set(
+                range(6)
+            )
 
         members.until(balanced)
         before = {m: set(p) for m, p in members.owned().items()}
@@ -105,11 +110,17 @@ def test_cooperative_sticky_group_of_three_shares_partitions_and_moves_only_a_le
         assert {row["CLIENT-ID"] for row in rows} == {"member-0", "member-1", "member-2"}
         state = table(cluster.tool("kafka-consumer-groups", "--describe", "--group", group, "--state").stdout)
         assert [(row["ASSIGNMENT-STRATEGY"], row["STATE"], row["#MEMBERS"]) for row in state] == [
-            ("cooperative-sticky", "Stable", "3")]
+            ("cooperative-sticky", "Stable", "3")
+        ]
 
-        cluster.tool("kafka-console-producer", "--topic", topic, "--command-property", "partitioner.class="
-                     "org.apache.kafka.clients.producer.RoundRobinPartitioner",
-                     input="".join(f"m{i}\n" for i in range(60)))
+        cluster.tool(
+            "kafka-console-producer",
+            "--topic",
+            topic,
+            "--command-property",
+            "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
+            input="".join(f"m{i}\n" for i in range(60)),
+        )
         members.until(lambda g: sum(g.consumed().values()) >= 60)
 
         members.send("stop 1")
@@ -121,9 +132,14 @@ def test_cooperative_sticky_group_of_three_shares_partitions_and_moves_only_a_le
         revoked_from_survivors = [e for e in members.seen if e.startswith(("REVOKED 0", "REVOKED 2", "LOST"))]
         assert revoked_from_survivors == [], members.seen
 
-        cluster.tool("kafka-console-producer", "--topic", topic, "--command-property", "partitioner.class="
-                     "org.apache.kafka.clients.producer.RoundRobinPartitioner",
-                     input="".join(f"n{i}\n" for i in range(60)))
+        cluster.tool(
+            "kafka-console-producer",
+            "--topic",
+            topic,
+            "--command-property",
+            "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
+            input="".join(f"n{i}\n" for i in range(60)),
+        )
         members.until(lambda g: sum(g.consumed().values()) >= 120)
         consumed = members.consumed()
         assert len(consumed) == 120 and set(consumed.values()) == {1}, consumed  # each record once

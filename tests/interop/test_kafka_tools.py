@@ -9,13 +9,21 @@ import re
 import time
 
 from confluent_kafka import Producer
-
 from interop.harness import BASE_TS, Cluster, table
 
 
 def consume(cluster: Cluster, topic: str, count: int, *args: str) -> list[str]:
-    result = cluster.tool("kafka-console-consumer", "--topic", topic, "--from-beginning", "--max-messages", str(count),
-                          "--timeout-ms", "60000", *args)
+    result = cluster.tool(
+        "kafka-console-consumer",
+        "--topic",
+        topic,
+        "--from-beginning",
+        "--max-messages",
+        str(count),
+        "--timeout-ms",
+        "60000",
+        *args,
+    )
     assert f"Processed a total of {count} messages" in result.stderr, result.stderr
     return result.stdout.splitlines()
 
@@ -23,22 +31,42 @@ def consume(cluster: Cluster, topic: str, count: int, *args: str) -> list[str]:
 def test_console_producer_and_consumer_carry_keys_headers_and_partitions(cluster: Cluster):
     topic = cluster.topic(partitions=3)
     lines = "h1:v1,h2:v2\tk1\tvalue-one\nh3:v3\tk2\tvalue-two\nh4:\tk3\tvalue-three\n"
-    cluster.tool("kafka-console-producer", "--topic", topic, "--reader-property", "parse.key=true",
-                 "--reader-property", "parse.headers=true", input=lines)
-    printed = consume(cluster, topic, 3, "--formatter-property", "print.key=true", "--formatter-property",
-                      "print.headers=true", "--formatter-property", "print.partition=true")
+    cluster.tool(
+        "kafka-console-producer",
+        "--topic",
+        topic,
+        "--reader-property",
+        "parse.key=true",
+        "--reader-property",
+        "parse.headers=true",
+        input=lines,
+    )
+    printed = consume(
+        cluster,
+        topic,
+        3,
+        "--formatter-property",
+        "print.key=true",
+        "--formatter-property",
+        "print.headers=true",
+        "--formatter-property",
+        "print.partition=true",
+    )
     # Kafka's Java producer puts keyed records by murmur2 of the key: the same partitions on both.
-    assert sorted(printed) == sorted([
-        "Partition:2\th1:v1,h2:v2\tk1\tvalue-one",
-        "Partition:0\th3:v3\tk2\tvalue-two",
-        "Partition:1\th4:\tk3\tvalue-three",
-    ])
+    assert sorted(printed) == sorted(
+        [
+            "Partition:2\th1:v1,h2:v2\tk1\tvalue-one",
+            "Partition:0\th3:v3\tk2\tvalue-two",
+            "Partition:1\th4:\tk3\tvalue-three",
+        ]
+    )
 
 
 def test_topics_create_describe_alter_list_and_delete(cluster: Cluster):
     topic = f"topics-tool-{cluster.name}-{int(time.time() * 1000)}"
-    created = cluster.tool("kafka-topics", "--create", "--topic", topic, "--partitions", "2",
-                           "--config", "retention.ms=3600000")
+    created = cluster.tool(
+        "kafka-topics", "--create", "--topic", topic, "--partitions", "2", "--config", "retention.ms=3600000"
+    )
     assert created.stdout.strip() == f"Created topic {topic}."
     again = cluster.tool("kafka-topics", "--create", "--topic", topic, "--partitions", "2", check=False)
     assert again.returncode != 0 and "TopicExistsException" in again.stdout + again.stderr
@@ -47,11 +75,15 @@ def test_topics_create_describe_alter_list_and_delete(cluster: Cluster):
     described = cluster.tool("kafka-topics", "--describe", "--topic", topic).stdout
     # The topic id (Metadata v10+, DescribeTopicPartitions) and the eligible leader replicas
     # (KIP-966), empty on a single node.
-    header = re.search(rf"Topic: {topic}\tTopicId: ([A-Za-z0-9_-]{{22}})\tPartitionCount: 2\tReplicationFactor: 1\t"
-                       r"Configs: .*retention.ms=3600000", described)
+    header = re.search(
+        rf"Topic: {topic}\tTopicId: ([A-Za-z0-9_-]{{22}})\tPartitionCount: 2\tReplicationFactor: 1\t"
+        r"Configs: .*retention.ms=3600000",
+        described,
+    )
     assert header and header.group(1) != "AAAAAAAAAAAAAAAAAAAAAA", described
-    assert re.findall(r"Partition: (\d+)\tLeader: \d+\tReplicas: \d+\tIsr: \d+\tElr: \tLastKnownElr: $", described,
-                      re.MULTILINE) == ["0", "1"], described
+    assert re.findall(
+        r"Partition: (\d+)\tLeader: \d+\tReplicas: \d+\tIsr: \d+\tElr: \tLastKnownElr: $", described, re.MULTILINE
+    ) == ["0", "1"], described
 
     cluster.tool("kafka-topics", "--alter", "--topic", topic, "--partitions", "3")
     described = cluster.tool("kafka-topics", "--describe", "--topic", topic).stdout
@@ -73,12 +105,17 @@ def test_topics_create_describe_alter_list_and_delete(cluster: Cluster):
 def test_configs_add_describe_and_delete_topic_configs(cluster: Cluster):
     topic = cluster.topic()
     entity = ("--entity-type", "topics", "--entity-name", topic)
-    altered = cluster.tool("kafka-configs", *entity, "--alter", "--add-config", "retention.ms=86400000,cleanup.policy=compact")
+    altered = cluster.tool(
+        "kafka-configs", *entity, "--alter", "--add-config", "retention.ms=86400000,cleanup.policy=compact"
+    )
     assert altered.stdout.strip() == f"Completed updating config for topic {topic}."
     described = cluster.tool("kafka-configs", *entity, "--describe").stdout
     assert f"Dynamic configs for topic {topic} are:" in described
-    assert re.search(r"^\s+cleanup.policy=compact sensitive=false synonyms=\{DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact",
-                     described, re.MULTILINE), described
+    assert re.search(
+        r"^\s+cleanup.policy=compact sensitive=false synonyms=\{DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact",
+        described,
+        re.MULTILINE,
+    ), described
     assert re.search(r"^\s+retention.ms=86400000 sensitive=false", described, re.MULTILINE), described
 
     every = cluster.tool("kafka-configs", *entity, "--describe", "--all").stdout
@@ -94,8 +131,14 @@ def test_configs_add_describe_and_delete_topic_configs(cluster: Cluster):
 
 def test_consumer_groups_describe_reset_offsets_and_delete(cluster: Cluster):
     topic = cluster.topic(partitions=2)
-    cluster.tool("kafka-console-producer", "--topic", topic, "--reader-property", "parse.key=true",
-                 input="".join(f"key{i}\tvalue{i}\n" for i in range(10)))
+    cluster.tool(
+        "kafka-console-producer",
+        "--topic",
+        topic,
+        "--reader-property",
+        "parse.key=true",
+        input="".join(f"key{i}\tvalue{i}\n" for i in range(10)),
+    )
     group = f"tools-group-{cluster.name}"
     consume(cluster, topic, 10, "--group", group)  # commits its position when it closes
 
@@ -111,27 +154,55 @@ def test_consumer_groups_describe_reset_offsets_and_delete(cluster: Cluster):
     assert [row["STATE"] for row in listed if row["GROUP"] == group] == ["Empty"], listed
     listed = table(cluster.tool("kafka-consumer-groups", "--list", "--type").stdout)
     assert [row["TYPE"] for row in listed if row["GROUP"] == group] == ["Classic"], listed
-    assert group in [row["GROUP"] for row in table(cluster.tool("kafka-consumer-groups", "--list", "--state",
-                                                                   "Empty").stdout)]
-    assert group not in [row["GROUP"] for row in table(cluster.tool("kafka-consumer-groups", "--list", "--state",
-                                                                       "Stable").stdout)]
-    assert group not in [row["GROUP"] for row in table(cluster.tool("kafka-consumer-groups", "--list", "--type",
-                                                                       "consumer").stdout)]
+    assert group in [
+        row["GROUP"] for row in table(cluster.tool("kafka-consumer-groups", "--list", "--state", "Empty").stdout)
+    ]
+    assert group not in [
+        row["GROUP"] for row in table(cluster.tool("kafka-consumer-groups", "--list", "--state", "Stable").stdout)
+    ]
+    assert group not in [
+        row["GROUP"] for row in table(cluster.tool("kafka-consumer-groups", "--list", "--type", "consumer").stdout)
+    ]
 
-    dry = table(cluster.tool("kafka-consumer-groups", "--reset-offsets", "--group", group, "--topic", topic,
-                             "--to-earliest", "--dry-run").stdout)
+    dry = table(
+        cluster.tool(
+            "kafka-consumer-groups", "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--dry-run"
+        ).stdout
+    )
     assert sorted((row["PARTITION"], row["NEW-OFFSET"]) for row in dry) == [("0", "0"), ("1", "0")]
     still = table(cluster.tool("kafka-consumer-groups", "--describe", "--group", group).stdout)
     assert all(row["LAG"] == "0" for row in still)  # a dry run commits nothing
-    cluster.tool("kafka-consumer-groups", "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest",
-                 "--execute")
+    cluster.tool(
+        "kafka-consumer-groups", "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute"
+    )
     rows = table(cluster.tool("kafka-consumer-groups", "--describe", "--group", group).stdout)
     assert all(row["CURRENT-OFFSET"] == "0" and row["LAG"] == row["LOG-END-OFFSET"] for row in rows), rows
-    cluster.tool("kafka-consumer-groups", "--reset-offsets", "--group", group, "--topic", f"{topic}:1",
-                 "--to-offset", "1", "--execute")
-    cluster.tool("kafka-consumer-groups", "--reset-offsets", "--group", group, "--topic", f"{topic}:0",
-                 "--shift-by", "2", "--execute")
-    rows = {row["PARTITION"]: row for row in table(cluster.tool("kafka-consumer-groups", "--describe", "--group", group).stdout)}
+    cluster.tool(
+        "kafka-consumer-groups",
+        "--reset-offsets",
+        "--group",
+        group,
+        "--topic",
+        f"{topic}:1",
+        "--to-offset",
+        "1",
+        "--execute",
+    )
+    cluster.tool(
+        "kafka-consumer-groups",
+        "--reset-offsets",
+        "--group",
+        group,
+        "--topic",
+        f"{topic}:0",
+        "--shift-by",
+        "2",
+        "--execute",
+    )
+    rows = {
+        row["PARTITION"]: row
+        for row in table(cluster.tool("kafka-consumer-groups", "--describe", "--group", group).stdout)
+    }
     assert (rows["0"]["CURRENT-OFFSET"], rows["1"]["CURRENT-OFFSET"]) == ("2", "1")
     assert int(rows["1"]["LAG"]) == int(rows["1"]["LOG-END-OFFSET"]) - 1
 
@@ -193,24 +264,52 @@ def test_transactions_list_and_describe(cluster: Cluster):
     listed = {row["TransactionalId"]: row for row in tab_rows(cluster.tool("kafka-transactions", "list").stdout)}
     assert (listed[done_id]["TransactionState"], listed[open_id]["TransactionState"]) == ("CompleteCommit", "Ongoing")
     described = tab_rows(cluster.tool("kafka-transactions", "describe", "--transactional-id", open_id).stdout)
-    assert [(row["CoordinatorId"], row["ProducerId"], row["TransactionState"], row["TransactionTimeoutMs"],
-             row["TopicPartitions"]) for row in described] == [
-        (listed[open_id]["Coordinator"], listed[open_id]["ProducerId"], "Ongoing", "60000", f"{topic}-1")]
+    assert [
+        (
+            row["CoordinatorId"],
+            row["ProducerId"],
+            row["TransactionState"],
+            row["TransactionTimeoutMs"],
+            row["TopicPartitions"],
+        )
+        for row in described
+    ] == [(listed[open_id]["Coordinator"], listed[open_id]["ProducerId"], "Ongoing", "60000", f"{topic}-1")]
     ongoing.abort_transaction(60)
     described = tab_rows(cluster.tool("kafka-transactions", "describe", "--transactional-id", open_id).stdout)
     assert [(row["TransactionState"], row["TopicPartitions"]) for row in described] == [("CompleteAbort", "")]
     unknown = cluster.tool("kafka-transactions", "describe", "--transactional-id", f"none-{topic}", check=False)
-    assert unknown.returncode != 0 and f"transactionalId `none-{topic}` failed because the ID could not be found" \
+    assert (
+        unknown.returncode != 0
+        and f"transactionalId `none-{topic}` failed because the ID could not be found"
         in unknown.stdout + unknown.stderr
+    )
 
 
 def test_producer_and_consumer_perf_tests_move_every_record(cluster: Cluster):
     topic = cluster.topic(partitions=2)
-    produced = cluster.tool("kafka-producer-perf-test", "--topic", topic, "--num-records", "20000", "--record-size",
-                            "100", "--throughput", "-1", "--command-property", f"bootstrap.servers={cluster.bootstrap_servers}",
-                            "acks=all", "linger.ms=5", bootstrap=False, runner=None)  # a JVM of its own
+    produced = cluster.tool(
+        "kafka-producer-perf-test",
+        "--topic",
+        topic,
+        "--num-records",
+        "20000",
+        "--record-size",
+        "100",
+        "--throughput",
+        "-1",
+        "--command-property",
+        f"bootstrap.servers={cluster.bootstrap_servers}",
+        "acks=all",
+        "linger.ms=5",
+        bootstrap=False,
+        runner=None,
+    )  # a JVM of its own
     assert re.search(r"^20000 records sent, [\d.]+ records/sec", produced.stdout, re.MULTILINE), produced.stdout
-    consumed = cluster.tool("kafka-consumer-perf-test", "--topic", topic, "--messages", "20000", "--timeout", "60000", runner=None)
+    consumed = cluster.tool(
+        "kafka-consumer-perf-test", "--topic", topic, "--messages", "20000", "--timeout", "60000", runner=None
+    )
     header, values = consumed.stdout.strip().splitlines()[-2:]
-    stats = dict(zip((name.strip() for name in header.split(",")), (value.strip() for value in values.split(",")), strict=False))
+    stats = dict(
+        zip((name.strip() for name in header.split(",")), (value.strip() for value in values.split(",")), strict=False)
+    )
     assert stats["data.consumed.in.nMsg"] == "20000", consumed.stdout

@@ -2,15 +2,44 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from kafka_spark.broker.apis import (acls, api_versions, configs, delete_records, describe_cluster, describe_log_dirs,
-                                     describe_topic_partitions, elect_leaders, fetch, init_producer_id, list_offsets,
-                                     metadata, offset_for_leader_epoch, produce, scram_credentials, topics)
-from kafka_spark.broker.apis import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions, end_txn,
-                                     list_transactions, txn_offset_commit)
-from kafka_spark.broker.apis import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group, list_groups,
-                                     offset_commit, offset_delete, offset_fetch, sync_group)
+from kafka_spark.broker.apis import (
+    acls,
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    api_versions,
+    configs,
+    delete_groups,
+    delete_records,
+    describe_cluster,
+    describe_groups,
+    describe_log_dirs,
+    describe_topic_partitions,
+    describe_transactions,
+    elect_leaders,
+    end_txn,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
+    list_offsets,
+    list_transactions,
+    metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
+    offset_for_leader_epoch,
+    produce,
+    scram_credentials,
+    sync_group,
+    topics,
+    txn_offset_commit,
+)
 from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.protocol.versions import ApiKey
 

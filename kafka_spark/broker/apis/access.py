@@ -17,10 +17,20 @@ from kafka_spark.broker.authorizer import CLUSTER_NAME, Operation, ResourceType,
 #: What the authorized-operations fields hold when the client did not ask for them.
 NOT_REQUESTED = -2147483648
 
-TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, \
-    ResourceType.TRANSACTIONAL_ID
-READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE,
-                                                Operation.ALTER, Operation.DESCRIBE)
+TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = (
+    ResourceType.TOPIC,
+    ResourceType.GROUP,
+    ResourceType.CLUSTER,
+    ResourceType.TRANSACTIONAL_ID,
+)
+READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = (
+    Operation.READ,
+    Operation.WRITE,
+    Operation.CREATE,
+    Operation.DELETE,
+    Operation.ALTER,
+    Operation.DESCRIBE,
+)
 DESCRIBE_CONFIGS, ALTER_CONFIGS = Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS
 CLUSTER_ACTION, IDEMPOTENT_WRITE = Operation.CLUSTER_ACTION, Operation.IDEMPOTENT_WRITE
 
@@ -31,8 +41,7 @@ def _host(request: Any) -> str:
 
 def allowed(broker: BrokerContext, request: Any, operation: Operation, resource_type: ResourceType, name: str) -> bool:
     authorizer = broker.authorizer
-    return authorizer is None or authorizer.authorize(request.principal, _host(request), operation, resource_type,
-                                                      name)
+    return authorizer is None or authorizer.authorize(request.principal, _host(request), operation, resource_type, name)
 
 
 def allowed_on_cluster(broker: BrokerContext, request: Any, operation: Operation) -> bool:
@@ -45,8 +54,9 @@ def allowed_on_any(broker: BrokerContext, request: Any, operation: Operation, re
     return authorizer is None or authorizer.authorize_any(request.principal, _host(request), operation, resource_type)
 
 
-def authorized_operations(broker: BrokerContext, request: Any, resource_type: ResourceType, name: str,
-                          requested: bool = True) -> int:
+def authorized_operations(
+    broker: BrokerContext, request: Any, resource_type: ResourceType, name: str, requested: bool = True
+) -> int:
     """The authorized-operations bit field of a resource (every supported operation without an
     authorizer), or NOT_REQUESTED."""
     if not requested:

@@ -16,36 +16,52 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
-from kafka_spark.broker.authorizer import (Acl, AclFilter, InvalidAcl, Operation, PatternType, Permission,
-                                           ResourceType)
+from kafka_spark.broker.authorizer import Acl, AclFilter, InvalidAcl, Operation, PatternType, Permission, ResourceType
 
 _DISABLED = "No Authorizer is configured on the broker: set authorizer.class.name"
 
 
 def _acl(entry: Any) -> Acl:
     try:
-        return Acl(ResourceType(entry.resource_type), entry.resource_name, PatternType(entry.resource_pattern_type),
-                   entry.principal, entry.host, Operation(entry.operation), Permission(entry.permission_type)).validate()
+        return Acl(
+            ResourceType(entry.resource_type),
+            entry.resource_name,
+            PatternType(entry.resource_pattern_type),
+            entry.principal,
+            entry.host,
+            Operation(entry.operation),
+            Permission(entry.permission_type),
+        ).validate()
     except ValueError as error:  # an unknown enum value, or InvalidAcl
         raise InvalidAcl(str(error)) from None
 
 
 def _filter(entry: Any) -> AclFilter:
     try:
-        return AclFilter(ResourceType(entry.resource_type_filter), entry.resource_name_filter,
-                         PatternType(entry.pattern_type_filter), entry.principal_filter, entry.host_filter,
-                         Operation(entry.operation), Permission(entry.permission_type)).validate()
+        return AclFilter(
+            ResourceType(entry.resource_type_filter),
+            entry.resource_name_filter,
+            PatternType(entry.pattern_type_filter),
+            entry.principal_filter,
+            entry.host_filter,
+            Operation(entry.operation),
+            Permission(entry.permission_type),
+        ).validate()
     except ValueError as error:
         raise InvalidAcl(str(error)) from None
 
 
 def _described(acl: Acl) -> dict[str, Any]:
-    return {"principal": acl.principal, "host": acl.host, "operation": acl.operation,
-            "permission_type": acl.permission}
+    return {"principal": acl.principal, "host": acl.host, "operation": acl.operation, "permission_type": acl.permission}
 
 
 def handle_describe(broker: BrokerContext, request: Any) -> dict[str, Any]:
-    response: dict[str, Any] = {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "resources": []}
+    response: dict[str, Any] = {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "resources": [],
+    }
     if broker.authorizer is None:
         return {**response, "error_code": ErrorCode.security_disabled, "error_message": _DISABLED}
     if not access.allowed_on_cluster(broker, request, access.DESCRIBE):
@@ -57,8 +73,10 @@ def handle_describe(broker: BrokerContext, request: Any) -> dict[str, Any]:
     resources: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
     for acl in broker.authorizer.acls(acl_filter):
         resources.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), []).append(_described(acl))
-    response["resources"] = [{"resource_type": kind, "resource_name": name, "pattern_type": pattern, "acls": acls}
-                             for (kind, name, pattern), acls in resources.items()]
+    response["resources"] = [
+        {"resource_type": kind, "resource_name": name, "pattern_type": pattern, "acls": acls}
+        for (kind, name, pattern), acls in resources.items()
+    ]
     return response
 
 
@@ -85,10 +103,15 @@ def handle_create(broker: BrokerContext, request: Any) -> dict[str, Any]:
 def handle_delete(broker: BrokerContext, request: Any) -> dict[str, Any]:
     filters = request.body.filters
     if broker.authorizer is None or not access.allowed_on_cluster(broker, request, access.ALTER):
-        code, message = (ErrorCode.security_disabled, _DISABLED) if broker.authorizer is None else (
-            ErrorCode.cluster_authorization_failed, None)
-        return {"throttle_time": 0, "filter_results": [
-            {"error_code": code, "error_message": message, "matching_acls": []} for _ in filters]}
+        code, message = (
+            (ErrorCode.security_disabled, _DISABLED)
+            if broker.authorizer is None
+            else (ErrorCode.cluster_authorization_failed, None)
+        )
+        return {
+            "throttle_time": 0,
+            "filter_results": [{"error_code": code, "error_message": message, "matching_acls": []} for _ in filters],
+        }
     results = []
     for entry in filters:
         try:
@@ -96,8 +119,21 @@ def handle_delete(broker: BrokerContext, request: Any) -> dict[str, Any]:
         except InvalidAcl as error:
             results.append({"error_code": ErrorCode.invalid_request, "error_message": str(error), "matching_acls": []})
             continue
-        results.append({"error_code": ErrorCode.none, "error_message": None, "matching_acls": [
-            {"error_code": ErrorCode.none, "error_message": None, "resource_type": acl.resource_type,
-             "resource_name": acl.resource_name, "pattern_type": acl.pattern_type, **_described(acl)}
-            for acl in removed]})
+        results.append(
+            {
+                "error_code": ErrorCode.none,
+                "error_message": None,
+                "matching_acls": [
+                    {
+                        "error_code": ErrorCode.none,
+                        "error_message": None,
+                        "resource_type": acl.resource_type,
+                        "resource_name": acl.resource_name,
+                        "pattern_type": acl.pattern_type,
+                        **_described(acl),
+                    }
+                    for acl in removed
+                ],
+            }
+        )
     return {"throttle_time": 0, "filter_results": results}

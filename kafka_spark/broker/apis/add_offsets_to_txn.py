@@ -24,7 +24,10 @@ def handle(broker: BrokerContext, request: Any) -> Any:
     if not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
     error = broker.transactions.add_offsets(
-        body.transactional_id, body.producer_id, body.producer_epoch, body.group_id,
+        body.transactional_id,
+        body.producer_id,
+        body.producer_epoch,
+        body.group_id,
         fenced_error(request.api_version, 2),
     )
     return broker.transactions.respond({"throttle_time": 0, "error_code": error})

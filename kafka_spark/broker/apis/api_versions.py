@@ -25,16 +25,22 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
         "error_code": _wrong_node(broker.config, request.body),
         "api_keys": [
             {"api_key": key, "min_version": low, "max_version": high}
-            for key, (low, high) in sorted(served.items()) if key not in CLUSTER_ONLY or broker.cluster is not None
+            for key, (low, high) in sorted(served.items())
+            if key not in CLUSTER_ONLY or broker.cluster is not None
         ],
         "throttle_time": 0,
         # v3 answers omit features whose minimum is 0: older clients cannot parse them (KAFKA-17492).
-        "supported_features": [{"name": name, "min_version": low, "max_version": high}
-                               for name, (low, high, _) in FEATURES.items()
-                               if low > 0 or request.api_version >= 4],
+        "supported_features": [
+            {"name": name, "min_version": low, "max_version": high}
+            for name, (low, high, _) in FEATURES.items()
+            if low > 0 or request.api_version >= 4
+        ],
         "finalized_features_epoch": _FEATURES_EPOCH,
-        "finalized_features": [{"name": name, "min_version_level": level, "max_version_level": level}
-                               for name, (_, _, level) in FEATURES.items() if level > 0],
+        "finalized_features": [
+            {"name": name, "min_version_level": level, "max_version_level": level}
+            for name, (_, _, level) in FEATURES.items()
+            if level > 0
+        ],
     }
 
 

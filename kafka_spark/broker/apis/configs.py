@@ -14,7 +14,8 @@ authorizer: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic (29) or on the cluster
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -63,8 +64,13 @@ def handle_describe(broker: BrokerContext, request: Any) -> dict[str, Any]:
     synonyms = bool(getattr(body, "include_synonyms", False))
     results = []
     for resource in body.resources:
-        result = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
-                  "error_code": ErrorCode.none, "error_message": None, "configs": ()}
+        result = {
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "configs": (),
+        }
         try:
             _authorize(broker, request, access.DESCRIBE_CONFIGS, resource)
             if resource.resource_type == TOPIC:
@@ -72,8 +78,11 @@ def handle_describe(broker: BrokerContext, request: Any) -> dict[str, Any]:
             elif resource.resource_type == BROKER:
                 entries = _broker_entries(broker, resource.resource_name, synonyms)
             else:
-                raise _RequestError(ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported "
-                                    f"here; describe topics ({TOPIC}) or the broker ({BROKER})")
+                raise _RequestError(
+                    ErrorCode.invalid_request,
+                    f"resource type {resource.resource_type} is not supported "
+                    f"here; describe topics ({TOPIC}) or the broker ({BROKER})",
+                )
         except _RequestError as error:
             result.update(error_code=error.code, error_message=error.message)
         else:
@@ -87,7 +96,9 @@ def _topic_entries(broker: BrokerContext, name: str, synonyms: bool) -> list[dic
     return topic_config_entries(broker, _topic(broker, name).configs, synonyms)
 
 
-def topic_config_entries(broker: BrokerContext, overrides: Mapping[str, str], synonyms: bool = False) -> list[dict[str, Any]]:
+def topic_config_entries(
+    broker: BrokerContext, overrides: Mapping[str, str], synonyms: bool = False
+) -> list[dict[str, Any]]:
     """Every topic-level setting of a topic with ``overrides``, as DescribeConfigs and
     CreateTopics v5+ list them."""
     defaults = broker.config.log
@@ -102,16 +113,17 @@ def topic_config_entries(broker: BrokerContext, overrides: Mapping[str, str], sy
         if broker_values[key] != kafka_defaults[key]:
             chain.append((BROKER_NAMES.get(key, key), broker_values[key], _STATIC_BROKER_CONFIG))
         chain.append((BROKER_NAMES.get(key, key), kafka_defaults[key], _DEFAULT_CONFIG))
-        entries.append(_entry(key, value, chain[0][2], read_only=False,
-                              synonyms=chain if synonyms else ()))
+        entries.append(_entry(key, value, chain[0][2], read_only=False, synonyms=chain if synonyms else ()))
     return entries
 
 
 def _broker_entries(broker: BrokerContext, name: str, synonyms: bool) -> list[dict[str, Any]]:
     config = broker.config
     if name not in ("", str(config.node_id)):
-        raise _RequestError(ErrorCode.invalid_request, f"unexpected broker id {name!r}: this broker is {config.node_id} "
-                            "(or use an empty name)")
+        raise _RequestError(
+            ErrorCode.invalid_request,
+            f"unexpected broker id {name!r}: this broker is {config.node_id} (or use an empty name)",
+        )
     protocol = config.security_protocol  # the listener is named after its protocol, as Kafka's default
     values: dict[str, Any] = {
         "listeners": f"{protocol}://{config.host}:{broker.port}",
@@ -139,29 +151,60 @@ def _broker_entries(broker: BrokerContext, name: str, synonyms: bool) -> list[di
     entries = []
     for key, value in sorted(values.items()):
         text = str(value).lower() if isinstance(value, bool) else str(value)
-        entries.append(_entry(key, text, _STATIC_BROKER_CONFIG, read_only=True,
-                              synonyms=[(key, text, _STATIC_BROKER_CONFIG)] if synonyms else ()))
+        entries.append(
+            _entry(
+                key,
+                text,
+                _STATIC_BROKER_CONFIG,
+                read_only=True,
+                synonyms=[(key, text, _STATIC_BROKER_CONFIG)] if synonyms else (),
+            )
+        )
     return entries
 
 
-def _entry(name: str, value: str, source: int, *, read_only: bool,
-           synonyms: Iterable[tuple[str, str, int]]) -> dict[str, Any]:
-    return {"name": name, "value": value, "read_only": read_only, "config_source": source,
-            "is_sensitive": False, "config_type": config_type(name, value),
-            "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in synonyms]}
+def _entry(
+    name: str, value: str, source: int, *, read_only: bool, synonyms: Iterable[tuple[str, str, int]]
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "value": value,
+        "read_only": read_only,
+        "config_source": source,
+        "is_sensitive": False,
+        "config_type": config_type(name, value),
+        "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in synonyms],
+    }
 
 
 # DescribeConfigs v3+ config types (Kafka's ConfigDef.Type as the protocol numbers it).
 _BOOLEAN, _STRING, _INT, _LONG, _DOUBLE, _LIST = 1, 2, 3, 5, 6, 7
 _TYPES = {
-    "segment.bytes": _INT, "max.message.bytes": _INT, "index.interval.bytes": _INT, "cleanup.policy": _LIST,
-    "min.cleanable.dirty.ratio": _DOUBLE, "message.timestamp.type": _STRING, "compression.type": _STRING,
-    "compression.gzip.level": _INT, "compression.lz4.level": _INT, "compression.zstd.level": _INT,
-    "num.partitions": _INT, "node.id": _INT, "broker.id": _INT, "log.dirs": _STRING, "listeners": _LIST,
-    "advertised.listeners": _LIST, "socket.request.max.bytes": _INT, "offsets.topic.replication.factor": _INT,
-    "transaction.state.log.replication.factor": _INT, "min.insync.replicas": _INT,
-    "group.initial.rebalance.delay.ms": _INT, "transactional.id.expiration.ms": _INT,
-    "producer.id.expiration.ms": _INT, "group.min.session.timeout.ms": _INT, "group.max.session.timeout.ms": _INT,
+    "segment.bytes": _INT,
+    "max.message.bytes": _INT,
+    "index.interval.bytes": _INT,
+    "cleanup.policy": _LIST,
+    "min.cleanable.dirty.ratio": _DOUBLE,
+    "message.timestamp.type": _STRING,
+    "compression.type": _STRING,
+    "compression.gzip.level": _INT,
+    "compression.lz4.level": _INT,
+    "compression.zstd.level": _INT,
+    "num.partitions": _INT,
+    "node.id": _INT,
+    "broker.id": _INT,
+    "log.dirs": _STRING,
+    "listeners": _LIST,
+    "advertised.listeners": _LIST,
+    "socket.request.max.bytes": _INT,
+    "offsets.topic.replication.factor": _INT,
+    "transaction.state.log.replication.factor": _INT,
+    "min.insync.replicas": _INT,
+    "group.initial.rebalance.delay.ms": _INT,
+    "transactional.id.expiration.ms": _INT,
+    "producer.id.expiration.ms": _INT,
+    "group.min.session.timeout.ms": _INT,
+    "group.max.session.timeout.ms": _INT,
 }
 
 
@@ -210,9 +253,12 @@ def handle_incremental_alter(broker: BrokerContext, request: Any) -> dict[str, A
                 changed.pop(config.name, None)
             elif operation in (_APPEND, _SUBTRACT):
                 if config.name not in _LIST_CONFIGS:
-                    raise _RequestError(ErrorCode.invalid_config, f"{'APPEND' if operation == _APPEND else 'SUBTRACT'} "
-                                        f"applies to list configs ({', '.join(sorted(_LIST_CONFIGS))}), "
-                                        f"not {config.name}")
+                    raise _RequestError(
+                        ErrorCode.invalid_config,
+                        f"{'APPEND' if operation == _APPEND else 'SUBTRACT'} "
+                        f"applies to list configs ({', '.join(sorted(_LIST_CONFIGS))}), "
+                        f"not {config.name}",
+                    )
                 items = _effective_list(broker, config.name, current)
                 given = [item.strip() for item in (config.value or "").split(",") if item.strip()]
                 if operation == _APPEND:
@@ -221,7 +267,9 @@ def handle_incremental_alter(broker: BrokerContext, request: Any) -> dict[str, A
                     items = [item for item in items if item not in given]
                 changed[config.name] = ",".join(items)
             else:
-                raise _RequestError(ErrorCode.invalid_request, f"unknown config operation {operation} for {config.name}")
+                raise _RequestError(
+                    ErrorCode.invalid_request, f"unknown config operation {operation} for {config.name}"
+                )
         return changed
 
     return _alter(broker, request, overrides)
@@ -235,18 +283,28 @@ def _alter(broker: BrokerContext, request: Any, overrides: Any) -> dict[str, Any
         seen[key] = seen.get(key, 0) + 1
     responses = []
     for resource in body.resources:
-        response = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
-                    "error_code": ErrorCode.none, "error_message": None}
+        response = {
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+            "error_code": ErrorCode.none,
+            "error_message": None,
+        }
         try:
             _authorize(broker, request, access.ALTER_CONFIGS, resource)
             if seen[(resource.resource_type, resource.resource_name)] > 1:
-                raise _RequestError(ErrorCode.invalid_request, f"resource {resource.resource_name!r} appears more than once")
+                raise _RequestError(
+                    ErrorCode.invalid_request, f"resource {resource.resource_name!r} appears more than once"
+                )
             if resource.resource_type == BROKER:
-                raise _RequestError(ErrorCode.invalid_request, "broker configs cannot change while the broker runs; restart "
-                                    "it with the new settings")
+                raise _RequestError(
+                    ErrorCode.invalid_request,
+                    "broker configs cannot change while the broker runs; restart it with the new settings",
+                )
             if resource.resource_type != TOPIC:
-                raise _RequestError(ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported "
-                                    f"here; alter topic ({TOPIC}) configs")
+                raise _RequestError(
+                    ErrorCode.invalid_request,
+                    f"resource type {resource.resource_type} is not supported here; alter topic ({TOPIC}) configs",
+                )
             info = _topic(broker, resource.resource_name)
             wanted = overrides(resource, dict(info.configs))
             broker.logs.set_topic_configs(resource.resource_name, wanted, validate_only=body.validate_only)
@@ -260,12 +318,17 @@ def _alter(broker: BrokerContext, request: Any, overrides: Any) -> dict[str, Any
 
 def _authorize(broker: BrokerContext, request: Any, operation: Any, resource: Any) -> None:
     """With an authorizer: the operation on the topic (29) or the cluster, for the broker (31)."""
-    if resource.resource_type == TOPIC and not access.allowed(broker, request, operation, access.TOPIC,
-                                                              resource.resource_name):
-        raise _RequestError(ErrorCode.topic_authorization_failed, f"not authorized to {operation.name} on topic "
-                            f"{resource.resource_name}")
+    if resource.resource_type == TOPIC and not access.allowed(
+        broker, request, operation, access.TOPIC, resource.resource_name
+    ):
+        raise _RequestError(
+            ErrorCode.topic_authorization_failed,
+            f"not authorized to {operation.name} on topic {resource.resource_name}",
+        )
     if resource.resource_type == BROKER and not access.allowed_on_cluster(broker, request, operation):
-        raise _RequestError(ErrorCode.cluster_authorization_failed, f"not authorized to {operation.name} on the cluster")
+        raise _RequestError(
+            ErrorCode.cluster_authorization_failed, f"not authorized to {operation.name} on the cluster"
+        )
 
 
 def _effective_list(broker: BrokerContext, name: str, current: dict[str, str]) -> list[str]:

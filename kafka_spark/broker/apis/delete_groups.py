@@ -10,7 +10,8 @@ as OffsetCommit's does. v3 says why in ``error_message``.
 from __future__ import annotations
 
 import logging
-from typing import Any, Awaitable
+from collections.abc import Awaitable
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -21,8 +22,10 @@ from kafka_spark.broker.storage.errors import StorageError
 
 logger = logging.getLogger("kafka_spark.broker.coordinator.group")
 
-_MESSAGES: dict[int, str] = {ErrorCode.non_empty_group: "The group {} is not empty: its members must leave (or expire) first.",
-             ErrorCode.group_id_not_found: "Group {} not found."}
+_MESSAGES: dict[int, str] = {
+    ErrorCode.non_empty_group: "The group {} is not empty: its members must leave (or expire) first.",
+    ErrorCode.group_id_not_found: "Group {} not found.",
+}
 
 
 def handle(broker: BrokerContext, request: Any) -> Any:

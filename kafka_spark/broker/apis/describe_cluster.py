@@ -22,12 +22,19 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     node_id = broker.config.node_id
     endpoint_type = getattr(request.body, "endpoint_type", _BROKERS)
     if endpoint_type != _BROKERS:
-        error = (ErrorCode.mismatched_endpoint_type if endpoint_type == _CONTROLLERS
-                 else ErrorCode.unsupported_endpoint_type)
-        return {"throttle_time": 0, "error_code": error, "endpoint_type": endpoint_type,
-                "error_message": f"endpoint type {endpoint_type} is not served by a broker; ask for brokers (1)",
-                "cluster_id": broker.config.cluster_id, "controller_id": -1, "brokers": [],
-                "cluster_authorized_operations": access.NOT_REQUESTED}
+        error = (
+            ErrorCode.mismatched_endpoint_type if endpoint_type == _CONTROLLERS else ErrorCode.unsupported_endpoint_type
+        )
+        return {
+            "throttle_time": 0,
+            "error_code": error,
+            "endpoint_type": endpoint_type,
+            "error_message": f"endpoint type {endpoint_type} is not served by a broker; ask for brokers (1)",
+            "cluster_id": broker.config.cluster_id,
+            "controller_id": -1,
+            "brokers": [],
+            "cluster_authorized_operations": access.NOT_REQUESTED,
+        }
     cluster = broker.cluster  # a cluster's brokers describe every live broker and the active controller
     return {
         "throttle_time": 0,
@@ -36,11 +43,31 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
         "endpoint_type": _BROKERS,
         "cluster_id": broker.config.cluster_id,
         "controller_id": cluster.controller_id if cluster is not None else node_id,
-        "brokers": [{"broker_id": entry["node_id"], "host": entry["host"], "port": entry["port"], "rack": None,
-                     "is_fenced": False} for entry in cluster.broker_entries()] if cluster is not None else
-                   [{"broker_id": node_id, "host": broker.advertised_host, "port": broker.port, "rack": None,
-                     "is_fenced": False}],  # v2: a serving node is never fenced
+        "brokers": [
+            {
+                "broker_id": entry["node_id"],
+                "host": entry["host"],
+                "port": entry["port"],
+                "rack": None,
+                "is_fenced": False,
+            }
+            for entry in cluster.broker_entries()
+        ]
+        if cluster is not None
+        else [
+            {
+                "broker_id": node_id,
+                "host": broker.advertised_host,
+                "port": broker.port,
+                "rack": None,
+                "is_fenced": False,
+            }
+        ],  # v2: a serving node is never fenced
         "cluster_authorized_operations": access.authorized_operations(
-            broker, request, access.CLUSTER, CLUSTER_NAME,
-            bool(getattr(request.body, "include_cluster_authorized_operations", False))),
+            broker,
+            request,
+            access.CLUSTER,
+            CLUSTER_NAME,
+            bool(getattr(request.body, "include_cluster_authorized_operations", False)),
+        ),
     }

@@ -21,13 +21,23 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     groups = []
     for group_id in request.body.groups:
         if not access.allowed(broker, request, access.DESCRIBE, access.GROUP, group_id):
-            groups.append({"error_code": ErrorCode.group_authorization_failed, "error_message": None,
-                           "group_id": group_id, "group_state": "", "protocol_type": "", "protocol_data": "",
-                           "members": [], "authorized_operations": access.NOT_REQUESTED})
+            groups.append(
+                {
+                    "error_code": ErrorCode.group_authorization_failed,
+                    "error_message": None,
+                    "group_id": group_id,
+                    "group_state": "",
+                    "protocol_type": "",
+                    "protocol_data": "",
+                    "members": [],
+                    "authorized_operations": access.NOT_REQUESTED,
+                }
+            )
             continue
         described = _describe(broker.groups, group_id, request.api_version)
-        described["authorized_operations"] = access.authorized_operations(broker, request, access.GROUP, group_id,
-                                                                          with_operations)
+        described["authorized_operations"] = access.authorized_operations(
+            broker, request, access.GROUP, group_id, with_operations
+        )
         groups.append(described)
     return {"throttle_time": 0, "groups": groups}
 
@@ -36,8 +46,13 @@ def _describe(coordinator: Any, group_id: str, version: int) -> dict[str, Any]:
     group = coordinator.group(group_id)
     state = coordinator.state_of(group_id)
     described: dict[str, Any] = {
-        "error_code": ErrorCode.none, "error_message": None, "group_id": group_id, "group_state": state.value,
-        "protocol_type": "", "protocol_data": "", "members": [],
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "group_id": group_id,
+        "group_state": state.value,
+        "protocol_type": "",
+        "protocol_data": "",
+        "members": [],
     }
     if state is GroupState.DEAD and version >= 6:
         described.update(error_code=ErrorCode.group_id_not_found, error_message=f"Group {group_id} not found.")

@@ -32,11 +32,20 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
         for index in partitions:
             if 0 <= index < topics[name].partitions:
                 size = broker.logs.get_log(name, index).size_in_bytes
-                rows.append({"partition_index": index, "partition_size": size, "offset_lag": 0,
-                             "is_future_key": False})
+                rows.append({"partition_index": index, "partition_size": size, "offset_lag": 0, "is_future_key": False})
         described.append({"name": name, "partitions": rows})
     volume = os.statvfs(broker.config.log_dir)
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "results": [
-        {"error_code": ErrorCode.none, "log_dir": str(broker.config.log_dir), "topics": described,
-         "total_bytes": volume.f_blocks * volume.f_frsize, "usable_bytes": volume.f_bavail * volume.f_frsize,
-         "is_cordoned": False}]}
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "results": [
+            {
+                "error_code": ErrorCode.none,
+                "log_dir": str(broker.config.log_dir),
+                "topics": described,
+                "total_bytes": volume.f_blocks * volume.f_frsize,
+                "usable_bytes": volume.f_bavail * volume.f_frsize,
+                "is_cordoned": False,
+            }
+        ],
+    }

@@ -38,14 +38,28 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
         info = existing.get(name)
         if not access.allowed(broker, request, access.DESCRIBE, access.TOPIC, name):
             if asked:  # a listing leaves out what the principal may not see
-                topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name, "topic_id": None,
-                               "is_internal": False, "partitions": [],
-                               "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS})
+                topics.append(
+                    {
+                        "error_code": ErrorCode.topic_authorization_failed,
+                        "name": name,
+                        "topic_id": None,
+                        "is_internal": False,
+                        "partitions": [],
+                        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+                    }
+                )
             continue
         if info is None:
-            topics.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": name, "topic_id": None,
-                           "is_internal": False, "partitions": [],
-                           "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS})
+            topics.append(
+                {
+                    "error_code": ErrorCode.unknown_topic_or_partition,
+                    "name": name,
+                    "topic_id": None,
+                    "is_internal": False,
+                    "partitions": [],
+                    "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+                }
+            )
             continue
         first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         indexes = list(range(first, info.partitions))
@@ -53,17 +67,31 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
             next_cursor = {"topic_name": name, "partition_index": indexes[budget]}
             indexes = indexes[:budget]
         budget -= len(indexes)
-        topics.append({
-            "error_code": ErrorCode.none, "name": name, "topic_id": info.topic_id, "is_internal": is_internal_topic(name),
-            "partitions": [{**(cluster.partition_entry(name, index) if cluster is not None
-                               else partition_entry(index, node_id, (name, index) in offline)),
-                            "eligible_leader_replicas": [], "last_known_elr": []} for index in indexes],
-            "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
-        })
+        topics.append(
+            {
+                "error_code": ErrorCode.none,
+                "name": name,
+                "topic_id": info.topic_id,
+                "is_internal": is_internal_topic(name),
+                "partitions": [
+                    {
+                        **(
+                            cluster.partition_entry(name, index)
+                            if cluster is not None
+                            else partition_entry(index, node_id, (name, index) in offline)
+                        ),
+                        "eligible_leader_replicas": [],
+                        "last_known_elr": [],
+                    }
+                    for index in indexes
+                ],
+                "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+            }
+        )
         if next_cursor is not None:
             break
         if budget == 0:
-            following = names[names.index(name) + 1:]
+            following = names[names.index(name) + 1 :]
             if following:
                 next_cursor = {"topic_name": following[0], "partition_index": 0}
             break

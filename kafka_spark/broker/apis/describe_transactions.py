@@ -18,15 +18,22 @@ from kio.schema.errors import ErrorCode
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     states = []
     for transactional_id in request.body.transactional_ids:
-        state: dict[str, Any] = {"error_code": ErrorCode.none, "transactional_id": transactional_id, "transaction_state": "",
-                                 "transaction_timeout": 0, "transaction_start_time": _EPOCH, "producer_id": -1,
-                                 "producer_epoch": -1, "topics": []}
+        state: dict[str, Any] = {
+            "error_code": ErrorCode.none,
+            "transactional_id": transactional_id,
+            "transaction_state": "",
+            "transaction_timeout": 0,
+            "transaction_start_time": _EPOCH,
+            "producer_id": -1,
+            "producer_epoch": -1,
+            "topics": [],
+        }
         meta = broker.transactions.get(transactional_id)
         if not access.allowed(broker, request, access.DESCRIBE, access.TRANSACTIONAL_ID, transactional_id):
             state["error_code"] = ErrorCode.transactional_id_authorization_failed
@@ -37,9 +44,13 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
             for tp in sorted(meta.partitions):
                 if access.allowed(broker, request, access.DESCRIBE, access.TOPIC, tp.topic):
                     by_topic.setdefault(tp.topic, []).append(tp.partition)
-            state.update(transaction_state=meta.state.value, transaction_timeout=meta.timeout_ms,
-                         transaction_start_time=_EPOCH + datetime.timedelta(milliseconds=meta.txn_start_ms),
-                         producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
-                         topics=[{"topic": topic, "partitions": partitions} for topic, partitions in by_topic.items()])
+            state.update(
+                transaction_state=meta.state.value,
+                transaction_timeout=meta.timeout_ms,
+                transaction_start_time=_EPOCH + datetime.timedelta(milliseconds=meta.txn_start_ms),
+                producer_id=meta.producer_id,
+                producer_epoch=meta.producer_epoch,
+                topics=[{"topic": topic, "partitions": partitions} for topic, partitions in by_topic.items()],
+            )
         states.append(state)
     return {"throttle_time": 0, "transaction_states": states}

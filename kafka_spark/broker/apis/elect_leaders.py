@@ -24,14 +24,31 @@ _UNCLEAN = 1
 def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
     if not access.allowed_on_cluster(broker, request, access.ALTER):
-        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "replica_election_results": [
-            {"topic": entry.topic, "partition_result": [
-                {"partition_id": partition, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None}
-                for partition in entry.partitions]} for entry in body.topic_partitions or ()]}
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.cluster_authorization_failed,
+            "replica_election_results": [
+                {
+                    "topic": entry.topic,
+                    "partition_result": [
+                        {
+                            "partition_id": partition,
+                            "error_code": ErrorCode.cluster_authorization_failed,
+                            "error_message": None,
+                        }
+                        for partition in entry.partitions
+                    ],
+                }
+                for entry in body.topic_partitions or ()
+            ],
+        }
     unclean = getattr(body, "election_type", 0) == _UNCLEAN
     if broker.cluster is not None:  # the controller elects: the preferred replica, or any live one (unclean)
-        return {"throttle_time": 0, "error_code": ErrorCode.none,
-                "replica_election_results": broker.cluster.elect_leaders(body.topic_partitions, unclean)}
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
+            "replica_election_results": broker.cluster.elect_leaders(body.topic_partitions, unclean),
+        }
     results = []
     for entry in body.topic_partitions or ():
         info = broker.logs.topic_info(entry.topic)

@@ -28,8 +28,13 @@ def handle(broker: BrokerContext, request: Any) -> Any:
     if not access.allowed(broker, request, access.WRITE, access.TRANSACTIONAL_ID, body.transactional_id):
         return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
     error, producer_id, producer_epoch = broker.transactions.end_txn(
-        body.transactional_id, body.producer_id, body.producer_epoch, bool(body.committed),
-        fenced_error(request.api_version, 2), transaction_v2=request.api_version >= TRANSACTION_V2_END_TXN,
+        body.transactional_id,
+        body.producer_id,
+        body.producer_epoch,
+        bool(body.committed),
+        fenced_error(request.api_version, 2),
+        transaction_v2=request.api_version >= TRANSACTION_V2_END_TXN,
     )
-    return broker.transactions.respond({"throttle_time": 0, "error_code": error, "producer_id": producer_id,
-                                        "producer_epoch": producer_epoch})
+    return broker.transactions.respond(
+        {"throttle_time": 0, "error_code": error, "producer_id": producer_id, "producer_epoch": producer_epoch}
+    )

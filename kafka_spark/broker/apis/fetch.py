@@ -36,7 +36,12 @@ async def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
     if getattr(body, "session_id", 0) not in (0, -1):
         # We never grant sessions, so a client naming one is confused; make it start over.
-        return {"throttle_time": 0, "error_code": ErrorCode.fetch_session_id_not_found, "session_id": 0, "responses": ()}
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.fetch_session_id_not_found,
+            "session_id": 0,
+            "responses": (),
+        }
     max_wait = body.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait
     while True:
@@ -58,8 +63,9 @@ def _read(broker: BrokerContext, request: Any) -> tuple[list[dict[str, Any]], in
     for topic in body.topics:
         topic_id = getattr(topic, "topic_id", None)
         name = broker.logs.topic_name(topic_id) if topic_id is not None else topic.topic
-        denied = broker.authorizer is not None and not access.allowed(broker, request, access.READ, access.TOPIC,
-                                                                      name or "")
+        denied = broker.authorizer is not None and not access.allowed(
+            broker, request, access.READ, access.TOPIC, name or ""
+        )
         partitions = []
         for fetch_partition in topic.partitions:
             if denied or name is None:

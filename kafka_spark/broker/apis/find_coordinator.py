@@ -19,7 +19,10 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     key_type = getattr(body, "key_type", 0)
     error, message = ErrorCode.none, None
     if key_type not in _KEY_TYPES:
-        error, message = ErrorCode.invalid_request, f"key type {key_type} is not served; use 0 (group) or 1 (transaction)"
+        error, message = (
+            ErrorCode.invalid_request,
+            f"key type {key_type} is not served; use 0 (group) or 1 (transaction)",
+        )
     here = {"node_id": broker.config.node_id, "host": broker.advertised_host, "port": broker.port}
     if broker.cluster is not None:  # one coordinator for the whole cluster, so every member finds the same
         here = broker.cluster.coordinator()
@@ -28,8 +31,11 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     def answer(key: str) -> dict[str, Any]:
         if error:
             return {"error_code": error, "error_message": message, **nowhere}
-        resource, refused = (access.GROUP, ErrorCode.group_authorization_failed) if key_type == 0 else (
-            access.TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed)
+        resource, refused = (
+            (access.GROUP, ErrorCode.group_authorization_failed)
+            if key_type == 0
+            else (access.TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed)
+        )
         if not access.allowed(broker, request, access.DESCRIBE, resource, key):
             return {"error_code": refused, "error_message": None, **nowhere}
         return {"error_code": ErrorCode.none, "error_message": None, **here}

@@ -14,6 +14,7 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
     if not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
-    code = broker.groups.heartbeat(body.group_id, body.generation_id, body.member_id,
-                                   getattr(body, "group_instance_id", None))
+    code = broker.groups.heartbeat(
+        body.group_id, body.generation_id, body.member_id, getattr(body, "group_instance_id", None)
+    )
     return {"throttle_time": 0, "error_code": code}

@@ -25,16 +25,25 @@ def handle(broker: BrokerContext, request: Any) -> Any:
     refused = {"throttle_time": 0, "producer_id": -1, "producer_epoch": -1}
     if body.transactional_id is None:
         # Kafka 3+ (KIP-679): IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
-        if not (access.allowed_on_cluster(broker, request, access.IDEMPOTENT_WRITE)
-                or access.allowed_on_any(broker, request, access.WRITE, access.TOPIC)):
+        if not (
+            access.allowed_on_cluster(broker, request, access.IDEMPOTENT_WRITE)
+            or access.allowed_on_any(broker, request, access.WRITE, access.TOPIC)
+        ):
             return {**refused, "error_code": ErrorCode.cluster_authorization_failed}
-        return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": broker.producer_ids.next_id(),
-                "producer_epoch": 0}
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
+            "producer_id": broker.producer_ids.next_id(),
+            "producer_epoch": 0,
+        }
     if not access.allowed(broker, request, access.WRITE, access.TRANSACTIONAL_ID, body.transactional_id):
         return {**refused, "error_code": ErrorCode.transactional_id_authorization_failed}
     timeout_ms = int(body.transaction_timeout.total_seconds() * 1000)
     error, producer_id, producer_epoch = broker.transactions.init_producer_id(
-        body.transactional_id, timeout_ms, getattr(body, "producer_id", -1), getattr(body, "producer_epoch", -1),
+        body.transactional_id,
+        timeout_ms,
+        getattr(body, "producer_id", -1),
+        getattr(body, "producer_epoch", -1),
         request.api_version,
     )
     response = {"throttle_time": 0, "error_code": error, "producer_id": producer_id, "producer_epoch": producer_epoch}

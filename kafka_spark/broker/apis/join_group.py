@@ -19,10 +19,19 @@ from kafka_spark.broker.apis.context import BrokerContext
 def handle(broker: BrokerContext, request: Any) -> Any:
     body = request.body
     if not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
-        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "generation_id": -1,
-                "protocol_type": None, "protocol_name": "", "leader": "", "member_id": body.member_id, "members": []}
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.group_authorization_failed,
+            "generation_id": -1,
+            "protocol_type": None,
+            "protocol_name": "",
+            "leader": "",
+            "member_id": body.member_id,
+            "members": [],
+        }
     result = broker.groups.join(
-        body.group_id, body.member_id,
+        body.group_id,
+        body.member_id,
         client_id=request.client_id or "",
         client_host=request.client_host,  # "/127.0.0.1", as Kafka spells the peer
         session_timeout_ms=_millis(body.session_timeout),
@@ -36,7 +45,7 @@ def handle(broker: BrokerContext, request: Any) -> Any:
     return result
 
 
-async def _parked(future: "asyncio.Future[dict[str, Any]]") -> dict[str, Any]:
+async def _parked(future: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
     return await future
 
 
@@ -47,4 +56,3 @@ def _millis(value: datetime.timedelta | int | None) -> int:
     if isinstance(value, datetime.timedelta):
         return int(value / datetime.timedelta(milliseconds=1))
     return int(value)
-

@@ -19,8 +19,11 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     if request.api_version < 3:
         return {"throttle_time": 0, "error_code": broker.groups.leave(body.group_id, body.member_id)}
     members = [
-        {"member_id": member.member_id, "group_instance_id": member.group_instance_id,
-         "error_code": broker.groups.leave(body.group_id, member.member_id, member.group_instance_id)}
+        {
+            "member_id": member.member_id,
+            "group_instance_id": member.group_instance_id,
+            "error_code": broker.groups.leave(body.group_id, member.member_id, member.group_instance_id),
+        }
         for member in body.members
     ]
     return {"throttle_time": 0, "error_code": ErrorCode.none, "members": members}

@@ -33,6 +33,7 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
         if states and state.lower() not in states:
             continue
         protocol_type = (group.protocol_type if group is not None else None) or "consumer"
-        groups.append({"group_id": group_id, "protocol_type": protocol_type, "group_state": state,
-                       "group_type": _CLASSIC})
+        groups.append(
+            {"group_id": group_id, "protocol_type": protocol_type, "group_state": state, "group_type": _CLASSIC}
+        )
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}

@@ -32,8 +32,14 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 EARLIEST_PENDING_UPLOAD = -6
 #: special timestamp -> first ListOffsets version that may ask for it
-_FIRST_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
-                  EARLIEST_PENDING_UPLOAD: 11}
+_FIRST_VERSION = {
+    LATEST: 0,
+    EARLIEST: 0,
+    MAX_TIMESTAMP: 7,
+    EARLIEST_LOCAL: 8,
+    LATEST_TIERED: 9,
+    EARLIEST_PENDING_UPLOAD: 11,
+}
 _READ_COMMITTED = 1
 
 
@@ -46,18 +52,40 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
         denied = not access.allowed(broker, request, access.DESCRIBE, access.TOPIC, topic.name)
         for partition in topic.partitions:
             if denied:
-                partitions.append({"partition_index": partition.partition_index, "timestamp": -1, "offset": -1,
-                                   "error_code": ErrorCode.topic_authorization_failed, "leader_epoch": -1})
+                partitions.append(
+                    {
+                        "partition_index": partition.partition_index,
+                        "timestamp": -1,
+                        "offset": -1,
+                        "error_code": ErrorCode.topic_authorization_failed,
+                        "leader_epoch": -1,
+                    }
+                )
                 continue
-            partitions.append(_lookup(broker, topic.name, partition.partition_index, partition.timestamp,
-                                      read_committed, request.api_version))
+            partitions.append(
+                _lookup(
+                    broker,
+                    topic.name,
+                    partition.partition_index,
+                    partition.timestamp,
+                    read_committed,
+                    request.api_version,
+                )
+            )
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
 
 
-def _lookup(broker: BrokerContext, topic: str, partition: int, timestamp: int, read_committed: bool,
-            version: int) -> dict[str, Any]:
-    entry = {"partition_index": partition, "error_code": ErrorCode.none, "timestamp": -1, "offset": -1, "leader_epoch": 0}
+def _lookup(
+    broker: BrokerContext, topic: str, partition: int, timestamp: int, read_committed: bool, version: int
+) -> dict[str, Any]:
+    entry = {
+        "partition_index": partition,
+        "error_code": ErrorCode.none,
+        "timestamp": -1,
+        "offset": -1,
+        "leader_epoch": 0,
+    }
     if broker.cluster is not None:  # answered by the leader, with its epoch
         entry["error_code"], entry["leader_epoch"] = broker.cluster.list_offsets_check(topic, partition)
         if entry["error_code"]:

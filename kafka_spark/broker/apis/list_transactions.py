@@ -16,8 +16,16 @@ from kio.schema.errors import ErrorCode
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
 
-_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
-           "PrepareEpochFence")
+_STATES = (
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "Dead",
+    "PrepareEpochFence",
+)
 
 
 def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
@@ -25,8 +33,12 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     states = set(body.state_filters)
     producer_ids = set(body.producer_id_filters)
     duration = getattr(body, "duration_filter", -1)
-    response: dict[str, Any] = {"throttle_time": 0, "error_code": ErrorCode.none,
-                                "unknown_state_filters": sorted(states - set(_STATES)), "transaction_states": []}
+    response: dict[str, Any] = {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "unknown_state_filters": sorted(states - set(_STATES)),
+        "transaction_states": [],
+    }
     pattern = getattr(body, "transactional_id_pattern", None)
     try:
         matcher = re.compile(pattern) if pattern else None
@@ -44,7 +56,11 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
             continue
         if not access.allowed(broker, request, access.DESCRIBE, access.TRANSACTIONAL_ID, meta.transactional_id):
             continue
-        response["transaction_states"].append({"transactional_id": meta.transactional_id,
-                                               "producer_id": meta.producer_id,
-                                               "transaction_state": meta.state.value})
+        response["transaction_states"].append(
+            {
+                "transactional_id": meta.transactional_id,
+                "producer_id": meta.producer_id,
+                "transaction_state": meta.state.value,
+            }
+        )
     return response

@@ -65,18 +65,29 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
                 topics.append(_topic_error(name, ErrorCode.topic_authorization_failed))
             continue
         info = existing.get(name)
-        if info is None and allow_auto_create and broker.config.auto_create_topics_enable and not is_internal_topic(name) \
-                and (access.allowed_on_cluster(broker, request, access.CREATE)
-                     or access.allowed(broker, request, access.CREATE, access.TOPIC, name)):
+        if (
+            info is None
+            and allow_auto_create
+            and broker.config.auto_create_topics_enable
+            and not is_internal_topic(name)
+            and (
+                access.allowed_on_cluster(broker, request, access.CREATE)
+                or access.allowed(broker, request, access.CREATE, access.TOPIC, name)
+            )
+        ):
             try:
-                info = cluster.create_topic(name, -1, None, None) if cluster is not None \
+                info = (
+                    cluster.create_topic(name, -1, None, None)
+                    if cluster is not None
                     else broker.logs.create_topic(name, broker.config.num_partitions)
+                )
             except StorageError as error:
                 topics.append(_topic_error(name, error.error_code))
                 continue
         if info is None:
-            code = (ErrorCode.unknown_topic_or_partition if is_valid_topic_name(name)
-                    else ErrorCode.invalid_topic_exception)
+            code = (
+                ErrorCode.unknown_topic_or_partition if is_valid_topic_name(name) else ErrorCode.invalid_topic_exception
+            )
             topics.append(_topic_error(name, code))
             continue
         topics.append(
@@ -85,25 +96,33 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
                 "name": name,
                 "topic_id": info.topic_id,
                 "is_internal": is_internal_topic(name),
-                "partitions": [cluster.partition_entry(name, index) if cluster is not None
-                               else partition_entry(index, node_id, (name, index) in offline)
-                               for index in range(info.partitions)],
-                "topic_authorized_operations": access.authorized_operations(broker, request, access.TOPIC, name,
-                                                                            with_operations),
+                "partitions": [
+                    cluster.partition_entry(name, index)
+                    if cluster is not None
+                    else partition_entry(index, node_id, (name, index) in offline)
+                    for index in range(info.partitions)
+                ],
+                "topic_authorized_operations": access.authorized_operations(
+                    broker, request, access.TOPIC, name, with_operations
+                ),
             }
         )
     return {
         "throttle_time": 0,
-        "brokers": cluster.broker_entries() if cluster is not None else [
-            {"node_id": node_id, "host": broker.advertised_host, "port": broker.port, "rack": None}
-        ],
+        "brokers": cluster.broker_entries()
+        if cluster is not None
+        else [{"node_id": node_id, "host": broker.advertised_host, "port": broker.port, "rack": None}],
         "cluster_id": broker.config.cluster_id,
         # never -1: admin clients wait forever for a controller
         "controller_id": cluster.controller_id if cluster is not None else node_id,
         "topics": topics,
         "cluster_authorized_operations": access.authorized_operations(
-            broker, request, access.CLUSTER, CLUSTER_NAME,
-            bool(getattr(body, "include_cluster_authorized_operations", False))),  # v8-10
+            broker,
+            request,
+            access.CLUSTER,
+            CLUSTER_NAME,
+            bool(getattr(body, "include_cluster_authorized_operations", False)),
+        ),  # v8-10
         "error_code": ErrorCode.none,
     }
 

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Awaitable
+from collections.abc import Awaitable
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.apis.topic_ids import topic_name
-from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.coordinator.group_offsets import CommittedOffset
+from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.common.topic_partition import TopicPartition
 
@@ -35,8 +36,11 @@ def handle(broker: BrokerContext, request: Any) -> Any:
         group_error: Any = ErrorCode.group_authorization_failed
     else:
         group_error = coordinator.validate_offset_commit(
-            body.group_id, body.generation_id_or_member_epoch, body.member_id,
-            group_instance_id=getattr(body, "group_instance_id", None))
+            body.group_id,
+            body.generation_id_or_member_epoch,
+            body.member_id,
+            group_instance_id=getattr(body, "group_instance_id", None),
+        )
     now = int(time.time() * 1000)
     response_topics = []
     accepted: dict[TopicPartition, tuple[CommittedOffset, dict[str, Any]]] = {}
@@ -58,9 +62,15 @@ def handle(broker: BrokerContext, request: Any) -> Any:
             tp = TopicPartition(name, partition.partition_index)
             entry["error_code"] = int(coordinator.partition_error(tp, partition.committed_metadata))
             if entry["error_code"] == ErrorCode.none:
-                accepted[tp] = (CommittedOffset(
-                    partition.committed_offset, getattr(partition, "committed_leader_epoch", -1),
-                    partition.committed_metadata or "", now), entry)
+                accepted[tp] = (
+                    CommittedOffset(
+                        partition.committed_offset,
+                        getattr(partition, "committed_leader_epoch", -1),
+                        partition.committed_metadata or "",
+                        now,
+                    ),
+                    entry,
+                )
         response_topics.append({"name": name, "topic_id": getattr(topic, "topic_id", None), "partitions": entries})
     response = {"throttle_time": 0, "topics": response_topics}
     durable: Awaitable[None] | None = None

@@ -6,7 +6,8 @@ members subscribe to are refused (86 GROUP_SUBSCRIBED_TO_TOPIC), as in Kafka; th
 from __future__ import annotations
 
 import logging
-from typing import Any, Awaitable
+from collections.abc import Awaitable
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -23,14 +24,26 @@ def handle(broker: BrokerContext, request: Any) -> Any:
     body = request.body
     if not access.allowed(broker, request, access.DELETE, access.GROUP, body.group_id):
         return _response(ErrorCode.group_authorization_failed, body, {})
-    readable = {topic.name for topic in body.topics
-                if access.allowed(broker, request, access.READ, access.TOPIC, topic.name)}
-    partitions = [TopicPartition(topic.name, p.partition_index) for topic in body.topics for p in topic.partitions
-                  if topic.name in readable]
+    readable = {
+        topic.name for topic in body.topics if access.allowed(broker, request, access.READ, access.TOPIC, topic.name)
+    }
+    partitions = [
+        TopicPartition(topic.name, p.partition_index)
+        for topic in body.topics
+        for p in topic.partitions
+        if topic.name in readable
+    ]
     try:
         code, errors, durable = broker.groups.delete_offsets(body.group_id, partitions)
-        errors = {**errors, **{TopicPartition(topic.name, p.partition_index): ErrorCode.topic_authorization_failed
-                               for topic in body.topics if topic.name not in readable for p in topic.partitions}}
+        errors = {
+            **errors,
+            **{
+                TopicPartition(topic.name, p.partition_index): ErrorCode.topic_authorization_failed
+                for topic in body.topics
+                if topic.name not in readable
+                for p in topic.partitions
+            },
+        }
     except StorageError as error:
         logger.error("deleting offsets of group %s failed: %s", body.group_id, error)
         return _response(ErrorCode.kafka_storage_error, body, {})
@@ -41,12 +54,25 @@ def handle(broker: BrokerContext, request: Any) -> Any:
 
 
 def _response(code: int, body: Any, errors: dict[TopicPartition, int]) -> dict[str, Any]:
-    return {"error_code": code, "throttle_time": 0, "topics": [
-        {"name": topic.name, "partitions": [
-            {"partition_index": p.partition_index,
-             "error_code": errors.get(TopicPartition(topic.name, p.partition_index), ErrorCode.none)}
-            for p in topic.partitions]}
-        for topic in body.topics] if code == ErrorCode.none else []}
+    return {
+        "error_code": code,
+        "throttle_time": 0,
+        "topics": [
+            {
+                "name": topic.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": errors.get(TopicPartition(topic.name, p.partition_index), ErrorCode.none),
+                    }
+                    for p in topic.partitions
+                ],
+            }
+            for topic in body.topics
+        ]
+        if code == ErrorCode.none
+        else [],
+    }
 
 
 async def _after(durable: Awaitable[None], response: dict[str, Any], body: Any) -> dict[str, Any]:

@@ -25,28 +25,53 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     require_stable = bool(getattr(body, "require_stable", False))
     if request.api_version < 8:
         if not access.allowed(broker, request, access.DESCRIBE, access.GROUP, body.group_id):
-            return {"throttle_time": 0, "topics": _refused(body.topics), "error_code": ErrorCode.group_authorization_failed}
+            return {
+                "throttle_time": 0,
+                "topics": _refused(body.topics),
+                "error_code": ErrorCode.group_authorization_failed,
+            }
         topics = _fetch(broker, request, body.group_id, body.topics, require_stable)
         return {"throttle_time": 0, "topics": topics, "error_code": ErrorCode.none}
     groups = []
     for group in body.groups:
         if not access.allowed(broker, request, access.DESCRIBE, access.GROUP, group.group_id):
-            groups.append({"group_id": group.group_id, "error_code": ErrorCode.group_authorization_failed, "topics": []})
+            groups.append(
+                {"group_id": group.group_id, "error_code": ErrorCode.group_authorization_failed, "topics": []}
+            )
         else:
-            groups.append({"group_id": group.group_id, "error_code": ErrorCode.none,
-                           "topics": _fetch(broker, request, group.group_id, group.topics, require_stable)})
+            groups.append(
+                {
+                    "group_id": group.group_id,
+                    "error_code": ErrorCode.none,
+                    "topics": _fetch(broker, request, group.group_id, group.topics, require_stable),
+                }
+            )
     return {"throttle_time": 0, "groups": groups}
 
 
 def _refused(requested: Any) -> list[dict[str, Any]]:
     """v0-7 answer a refused group on each partition asked for (v2+ also at the top)."""
-    return [{"name": topic.name, "partitions": [
-        {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
-         "error_code": ErrorCode.group_authorization_failed} for index in topic.partition_indexes]}
-        for topic in requested or ()]
+    return [
+        {
+            "name": topic.name,
+            "partitions": [
+                {
+                    "partition_index": index,
+                    "committed_offset": -1,
+                    "committed_leader_epoch": -1,
+                    "metadata": "",
+                    "error_code": ErrorCode.group_authorization_failed,
+                }
+                for index in topic.partition_indexes
+            ],
+        }
+        for topic in requested or ()
+    ]
 
 
-def _fetch(broker: BrokerContext, request: Any, group_id: str, requested: Any, require_stable: bool) -> list[dict[str, Any]]:
+def _fetch(
+    broker: BrokerContext, request: Any, group_id: str, requested: Any, require_stable: bool
+) -> list[dict[str, Any]]:
     committed = broker.groups.committed(group_id)
     tp: TopicPartition | None
     staged = broker.transactions.staged_offsets(group_id) if require_stable else set()
@@ -57,8 +82,10 @@ def _fetch(broker: BrokerContext, request: Any, group_id: str, requested: Any, r
                 wanted.setdefault(tp.topic, (topic_id(broker, tp.topic), []))[1].append(tp.partition)
         entries = [(name, tid, partitions) for name, (tid, partitions) in wanted.items()]
     else:
-        entries = [(topic_name(broker, topic), getattr(topic, "topic_id", None), list(topic.partition_indexes))
-                   for topic in requested]
+        entries = [
+            (topic_name(broker, topic), getattr(topic, "topic_id", None), list(topic.partition_indexes))
+            for topic in requested
+        ]
     topics = []
     for name, tid, partitions in entries:
         rows = []
@@ -66,16 +93,23 @@ def _fetch(broker: BrokerContext, request: Any, group_id: str, requested: Any, r
         for index in partitions:
             tp = TopicPartition(name, index) if name is not None else None
             found = committed.get(tp) if tp is not None else None
-            error = (ErrorCode.unknown_topic_id if name is None
-                     else ErrorCode.unstable_offset_commit if tp in staged else ErrorCode.none)
+            error = (
+                ErrorCode.unknown_topic_id
+                if name is None
+                else ErrorCode.unstable_offset_commit
+                if tp in staged
+                else ErrorCode.none
+            )
             if not visible:
                 error = ErrorCode.topic_authorization_failed
-            rows.append({
-                "partition_index": index,
-                "committed_offset": -1 if found is None or error else found.offset,
-                "committed_leader_epoch": -1 if found is None or error else found.leader_epoch,
-                "metadata": "" if found is None or error else found.metadata,
-                "error_code": error,
-            })
+            rows.append(
+                {
+                    "partition_index": index,
+                    "committed_offset": -1 if found is None or error else found.offset,
+                    "committed_leader_epoch": -1 if found is None or error else found.leader_epoch,
+                    "metadata": "" if found is None or error else found.metadata,
+                    "error_code": error,
+                }
+            )
         topics.append({"name": name, "topic_id": tid, "partitions": rows})
     return topics

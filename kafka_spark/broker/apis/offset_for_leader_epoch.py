@@ -28,14 +28,18 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
         denied = not access.allowed(broker, request, access.DESCRIBE, access.TOPIC, topic.topic)
         partitions = []
         for partition in topic.partitions:
-            entry = {"error_code": ErrorCode.none, "partition": partition.partition, "leader_epoch": -1,
-                     "end_offset": -1}
+            entry = {
+                "error_code": ErrorCode.none,
+                "partition": partition.partition,
+                "leader_epoch": -1,
+                "end_offset": -1,
+            }
             if denied:
                 entry["error_code"] = ErrorCode.topic_authorization_failed
             elif broker.cluster is not None:
                 entry["error_code"], entry["leader_epoch"], entry["end_offset"] = broker.cluster.end_offset_for(
-                    topic.topic, partition.partition, partition.current_leader_epoch, partition.leader_epoch,
-                    replica_id)
+                    topic.topic, partition.partition, partition.current_leader_epoch, partition.leader_epoch, replica_id
+                )
             else:
                 _single_node(broker, topic.topic, partition, entry)
             partitions.append(entry)

@@ -28,10 +28,10 @@ from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.deferred import Deferred
-from kafka_spark.broker.storage.producer_state import ProducerStateError
 from kafka_spark.broker.storage.batch import validate_batches
 from kafka_spark.broker.storage.config import COMPRESSION_CODECS
 from kafka_spark.broker.storage.errors import RecordValidationError, StorageError
+from kafka_spark.broker.storage.producer_state import ProducerStateError
 from kafka_spark.broker.storage.records import recompress, validate_records
 from kafka_spark.common.topic_partition import TopicPartition
 
@@ -50,18 +50,28 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any] | Deferred | N
     durable: list[tuple[dict[str, Any], Any]] = []  # (partition response, fsync future)
     transactional_id = getattr(body, "transactional_id", None)
     refused = ErrorCode.none  # an authorization error for the whole request
-    if broker.authorizer is not None and transactional_id is not None and not access.allowed(
-            broker, request, access.WRITE, access.TRANSACTIONAL_ID, transactional_id):
+    if (
+        broker.authorizer is not None
+        and transactional_id is not None
+        and not access.allowed(broker, request, access.WRITE, access.TRANSACTIONAL_ID, transactional_id)
+    ):
         refused = ErrorCode.transactional_id_authorization_failed
     for topic in body.topic_data:
         name = topic.name if topic.name is not None else broker.logs.topic_name(topic.topic_id)  # v13+: by id
-        denied = refused or (broker.authorizer is not None and not access.allowed(
-            broker, request, access.WRITE, access.TOPIC, name or "") and ErrorCode.topic_authorization_failed)
+        denied = refused or (
+            broker.authorizer is not None
+            and not access.allowed(broker, request, access.WRITE, access.TOPIC, name or "")
+            and ErrorCode.topic_authorization_failed
+        )
         partition_responses = []
         for data in topic.partition_data:
-            entry = {"index": data.index, "error_code": ErrorCode.none, "base_offset": -1,
-                     "log_append_time": None,  # -1: CreateTime topics
-                     "log_start_offset": -1}
+            entry = {
+                "index": data.index,
+                "error_code": ErrorCode.none,
+                "base_offset": -1,
+                "log_append_time": None,  # -1: CreateTime topics
+                "log_start_offset": -1,
+            }
             if denied:
                 entry["error_code"] = denied
             elif acks not in (-1, 0, 1):
@@ -69,8 +79,16 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any] | Deferred | N
             elif name is None:
                 entry["error_code"] = ErrorCode.unknown_topic_id
             else:
-                log = _append(broker, name, data.index, data.records, acks, entry, transactional_id,
-                              request.api_version >= TRANSACTION_V2_PRODUCE)
+                log = _append(
+                    broker,
+                    name,
+                    data.index,
+                    data.records,
+                    acks,
+                    entry,
+                    transactional_id,
+                    request.api_version >= TRANSACTION_V2_PRODUCE,
+                )
                 if log is not None:
                     appended = True
                     if acks == -1 and log.config.flush_on_ack_all:
@@ -78,8 +96,14 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any] | Deferred | N
                     if broker.cluster is not None:  # the HW may move; acks=all waits for every in-sync replica
                         broker.cluster.appended(log)
                         if acks == -1:
-                            durable.append((entry, broker.cluster.wait_replicated(
-                                log, entry, log.log_end_offset, body.timeout.total_seconds() * 1000)))
+                            durable.append(
+                                (
+                                    entry,
+                                    broker.cluster.wait_replicated(
+                                        log, entry, log.log_end_offset, body.timeout.total_seconds() * 1000
+                                    ),
+                                )
+                            )
             partition_responses.append(entry)
         responses.append({"name": name, "topic_id": topic.topic_id, "partition_responses": partition_responses})
     if appended:
@@ -92,8 +116,11 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any] | Deferred | N
     return response
 
 
-def _when_durable(loop: asyncio.AbstractEventLoop, response: dict[str, Any],
-                  durable: list[tuple[dict[str, Any], asyncio.Future[None]]]) -> asyncio.Future[dict[str, Any]]:
+def _when_durable(
+    loop: asyncio.AbstractEventLoop,
+    response: dict[str, Any],
+    durable: list[tuple[dict[str, Any], asyncio.Future[None]]],
+) -> asyncio.Future[dict[str, Any]]:
     """A future of ``response``, done once every partition's fsync is; a partition whose fsync
     failed answers KAFKA_STORAGE_ERROR. Callbacks rather than a coroutine: this runs for every
     acks=all produce, and a Task per request was a measurable share of the loop's time."""
@@ -124,8 +151,16 @@ def _when_durable(loop: asyncio.AbstractEventLoop, response: dict[str, Any],
     return answer
 
 
-def _append(broker: BrokerContext, topic: str, partition: int, records: bytes | None, acks: int,
-            entry: dict[str, Any], transactional_id: str | None, transaction_v2: bool) -> Any:
+def _append(
+    broker: BrokerContext,
+    topic: str,
+    partition: int,
+    records: bytes | None,
+    acks: int,
+    entry: dict[str, Any],
+    transactional_id: str | None,
+    transaction_v2: bool,
+) -> Any:
     """Validate and append; fill ``entry``; return the log when the batch is in it (appended now,
     or earlier for an idempotent retry)."""
     if is_internal_topic(topic):
@@ -153,17 +188,27 @@ def _append(broker: BrokerContext, topic: str, partition: int, records: bytes | 
         validate_records(records, headers, log.name, config, log.now_ms())  # KIP-467 record errors
         codec = COMPRESSION_CODECS[config.compression_type]
         if codec is not None and any(header.compression != codec for header in headers):
-            records = recompress(records, headers, codec, {1: config.compression_gzip_level,
-                                                           3: config.compression_lz4_level,
-                                                           4: config.compression_zstd_level})
+            records = recompress(
+                records,
+                headers,
+                codec,
+                {1: config.compression_gzip_level, 3: config.compression_lz4_level, 4: config.compression_zstd_level},
+            )
             headers = validate_batches(records, config.max_message_bytes)
         for header in headers:
             if header.is_transactional:
-                code = broker.transactions.check_produce(transactional_id, header, TopicPartition(topic, partition),
-                                                         transaction_v2=transaction_v2)
+                code = broker.transactions.check_produce(
+                    transactional_id, header, TopicPartition(topic, partition), transaction_v2=transaction_v2
+                )
                 if code:
-                    logger.warning("transactional produce to %s-%d by producer %d epoch %d rejected with "
-                                   "error %d", topic, partition, header.producer_id, header.producer_epoch, code)
+                    logger.warning(
+                        "transactional produce to %s-%d by producer %d epoch %d rejected with error %d",
+                        topic,
+                        partition,
+                        header.producer_id,
+                        header.producer_epoch,
+                        code,
+                    )
                     entry["error_code"] = code
                     return None
         producers = broker.producer_state(log)
@@ -179,8 +224,9 @@ def _append(broker: BrokerContext, topic: str, partition: int, records: bytes | 
         logger.warning("produce to %s-%d rejected: %s", topic, partition, error)
         entry["error_code"] = error.error_code
         if isinstance(error, RecordValidationError):  # v8+ answers say which records, and why
-            entry["record_errors"] = [{"batch_index": index, "batch_index_error_message": message}
-                                      for index, message in error.record_errors]
+            entry["record_errors"] = [
+                {"batch_index": index, "batch_index_error_message": message} for index, message in error.record_errors
+            ]
             entry["error_message"] = str(error)
         return None
     for header in result.headers:

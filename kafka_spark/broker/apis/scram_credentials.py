@@ -25,20 +25,34 @@ from kafka_spark.broker.credentials import MECHANISM_CODES, MECHANISM_NAMES, Cre
 def handle_describe(broker: BrokerContext, request: Any) -> dict[str, Any]:
     response: dict[str, Any] = {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "results": []}
     if not access.allowed_on_cluster(broker, request, access.DESCRIBE):
-        return {**response, "error_code": ErrorCode.cluster_authorization_failed,
-                "error_message": "not authorized to DESCRIBE the cluster"}
+        return {
+            **response,
+            "error_code": ErrorCode.cluster_authorization_failed,
+            "error_message": "not authorized to DESCRIBE the cluster",
+        }
     stored = broker.credentials.users()
     asked = [user.name for user in request.body.users or ()]
     for user in asked or sorted(stored):
-        result: dict[str, Any] = {"user": user, "error_code": ErrorCode.none, "error_message": None, "credential_infos": []}
+        result: dict[str, Any] = {
+            "user": user,
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "credential_infos": [],
+        }
         if asked.count(user) > 1:
-            result.update(error_code=ErrorCode.duplicate_resource, error_message=f"user {user} is asked for more than once")
+            result.update(
+                error_code=ErrorCode.duplicate_resource, error_message=f"user {user} is asked for more than once"
+            )
         elif user not in stored:
-            result.update(error_code=ErrorCode.resource_not_found,
-                          error_message=f"Attempt to describe a user credential that does not exist: {user}")
+            result.update(
+                error_code=ErrorCode.resource_not_found,
+                error_message=f"Attempt to describe a user credential that does not exist: {user}",
+            )
         else:
-            result["credential_infos"] = [{"mechanism": MECHANISM_CODES[mechanism], "iterations": iterations}
-                                          for mechanism, iterations in sorted(stored[user].items())]
+            result["credential_infos"] = [
+                {"mechanism": MECHANISM_CODES[mechanism], "iterations": iterations}
+                for mechanism, iterations in sorted(stored[user].items())
+            ]
         if result not in response["results"]:
             response["results"].append(result)
     return response
@@ -47,12 +61,21 @@ def handle_describe(broker: BrokerContext, request: Any) -> dict[str, Any]:
 def handle_alter(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
     changes = [(entry.name, entry.mechanism, None) for entry in body.deletions] + [
-        (entry.name, entry.mechanism, entry) for entry in body.upsertions]
+        (entry.name, entry.mechanism, entry) for entry in body.upsertions
+    ]
     users = list(dict.fromkeys(name for name, _, _ in changes))
     if not access.allowed_on_cluster(broker, request, access.ALTER):
-        return {"throttle_time": 0, "results": [
-            {"user": user, "error_code": ErrorCode.cluster_authorization_failed,
-             "error_message": "not authorized to ALTER the cluster"} for user in users]}
+        return {
+            "throttle_time": 0,
+            "results": [
+                {
+                    "user": user,
+                    "error_code": ErrorCode.cluster_authorization_failed,
+                    "error_message": "not authorized to ALTER the cluster",
+                }
+                for user in users
+            ],
+        }
     results = []
     for user in users:
         mine = [(code, upsert) for name, code, upsert in changes if name == user]
@@ -79,11 +102,13 @@ def _check(broker: BrokerContext, user: str, changes: list[tuple[int, Any]]) -> 
     for code, upsert in changes:
         mechanism = MECHANISM_NAMES.get(code)
         if mechanism is None:
-            return ErrorCode.unsupported_sasl_mechanism, (f"unknown SCRAM mechanism {code}; use 1 (SCRAM-SHA-256) "
-                                                          "or 2 (SHA-512)")
+            return ErrorCode.unsupported_sasl_mechanism, (
+                f"unknown SCRAM mechanism {code}; use 1 (SCRAM-SHA-256) or 2 (SHA-512)"
+            )
         if upsert is None and broker.credentials.get(mechanism, user) is None:
-            return ErrorCode.resource_not_found, (f"Attempt to delete a user credential that does not exist: "
-                                                  f"{user} {mechanism}")
+            return ErrorCode.resource_not_found, (
+                f"Attempt to delete a user credential that does not exist: {user} {mechanism}"
+            )
         if upsert is not None:
             try:
                 validate(user, mechanism, upsert.iterations, upsert.salt, upsert.salted_password)

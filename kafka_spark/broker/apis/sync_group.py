@@ -20,18 +20,21 @@ def handle(broker: BrokerContext, request: Any) -> Any:
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "assignment": b""}
     group = broker.groups.group(body.group_id)
     protocol_type, protocol_name = getattr(body, "protocol_type", None), getattr(body, "protocol_name", None)
-    if group is not None and ((protocol_type is not None and protocol_type != group.protocol_type)
-                              or (protocol_name is not None and protocol_name != group.protocol_name)):
+    if group is not None and (
+        (protocol_type is not None and protocol_type != group.protocol_type)
+        or (protocol_name is not None and protocol_name != group.protocol_name)
+    ):
         return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_group_protocol, "assignment": b""}
     assignments = {entry.member_id: entry.assignment for entry in body.assignments}
-    result = broker.groups.sync(body.group_id, body.generation_id, body.member_id, assignments,
-                                getattr(body, "group_instance_id", None))
+    result = broker.groups.sync(
+        body.group_id, body.generation_id, body.member_id, assignments, getattr(body, "group_instance_id", None)
+    )
     if isinstance(result, asyncio.Future):
         return _parked(broker, body.group_id, result)
     return _with_protocol(broker, body.group_id, result)
 
 
-async def _parked(broker: BrokerContext, group_id: str, future: "asyncio.Future[dict[str, Any]]") -> dict[str, Any]:
+async def _parked(broker: BrokerContext, group_id: str, future: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
     return _with_protocol(broker, group_id, await future)
 
 

@@ -34,8 +34,14 @@ def handle_create(broker: BrokerContext, request: Any) -> dict[str, Any]:
             code, message = _create(broker, topic, body.validate_only)
         else:
             code, message = ErrorCode.topic_authorization_failed, f"not authorized to create topic {topic.name}"
-        result: dict[str, Any] = {"name": topic.name, "error_code": code, "error_message": message,
-                                  "num_partitions": -1, "replication_factor": -1, "configs": []}
+        result: dict[str, Any] = {
+            "name": topic.name,
+            "error_code": code,
+            "error_message": message,
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": [],
+        }
         if code == ErrorCode.none and request.api_version >= 5:
             result.update(_created(broker, topic, body.validate_only))
         results.append(result)
@@ -48,24 +54,34 @@ def _created(broker: BrokerContext, topic: Any, validate_only: bool) -> dict[str
     partitions = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
     info = None if validate_only else broker.logs.topic_info(topic.name)
     entries = topic_config_entries(broker, configs)
-    return {"num_partitions": info.partitions if info is not None else partitions, "replication_factor": 1,
-            "topic_id": info.topic_id if info is not None else None,
-            "configs": [{key: entry[key] for key in ("name", "value", "read_only", "config_source", "is_sensitive")}
-                        for entry in entries]}
+    return {
+        "num_partitions": info.partitions if info is not None else partitions,
+        "replication_factor": 1,
+        "topic_id": info.topic_id if info is not None else None,
+        "configs": [
+            {key: entry[key] for key in ("name", "value", "read_only", "config_source", "is_sensitive")}
+            for entry in entries
+        ],
+    }
 
 
 def _create(broker: BrokerContext, topic: Any, validate_only: bool) -> tuple[int, str | None]:
     if is_internal_topic(topic.name):
-        return ErrorCode.invalid_topic_exception, (f"topic names starting with '__' are reserved for the broker's "
-                                                   f"internal topics: {topic.name!r}")
+        return ErrorCode.invalid_topic_exception, (
+            f"topic names starting with '__' are reserved for the broker's internal topics: {topic.name!r}"
+        )
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
-            return ErrorCode.invalid_request, ("Both numPartitions or replicationFactor and replicasAssignments were set. "
-                                      "Both cannot be used at the same time.")
+            return ErrorCode.invalid_request, (
+                "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                "Both cannot be used at the same time."
+            )
         indexes = sorted(assignment.partition_index for assignment in topic.assignments)
         if indexes != list(range(len(indexes))):
-            return ErrorCode.invalid_replica_assignment, (f"Unexpected partition indexes {indexes}: the manual partition "
-                                                 "assignment must number its partitions 0, 1, 2, ...")
+            return ErrorCode.invalid_replica_assignment, (
+                f"Unexpected partition indexes {indexes}: the manual partition "
+                "assignment must number its partitions 0, 1, 2, ..."
+            )
         for assignment in topic.assignments:
             error = _replica_error(broker, assignment.broker_ids)
             if error:
@@ -73,8 +89,13 @@ def _create(broker: BrokerContext, topic: Any, validate_only: bool) -> tuple[int
         partitions = len(indexes)
     elif broker.cluster is not None:  # the controller assigns replicas across the cluster's brokers
         try:
-            broker.cluster.create_topic(topic.name, topic.num_partitions, topic.replication_factor,
-                                        {config.name: config.value for config in topic.configs}, validate_only)
+            broker.cluster.create_topic(
+                topic.name,
+                topic.num_partitions,
+                topic.replication_factor,
+                {config.name: config.value for config in topic.configs},
+                validate_only,
+            )
         except StorageError as error:
             return error.error_code, str(error)
         return ErrorCode.none, None
@@ -108,16 +129,28 @@ def handle_delete(broker: BrokerContext, request: Any) -> dict[str, Any]:
         if name is None:
             name = broker.logs.topic_name(tid)
             if name is None:
-                responses.append({"name": None, "topic_id": tid, "error_code": ErrorCode.unknown_topic_id,
-                                  "error_message": f"no topic has the id {tid}"})
+                responses.append(
+                    {
+                        "name": None,
+                        "topic_id": tid,
+                        "error_code": ErrorCode.unknown_topic_id,
+                        "error_message": f"no topic has the id {tid}",
+                    }
+                )
                 continue
         tid = topic_id(broker, name)
         if not access.allowed(broker, request, access.DELETE, access.TOPIC, name):
             responses.append({"name": name, "topic_id": tid, "error_code": ErrorCode.topic_authorization_failed})
             continue
         if is_internal_topic(name):  # the broker's state (groups, transactions): not the client's to delete
-            responses.append({"name": name, "topic_id": tid, "error_code": ErrorCode.invalid_request,
-                              "error_message": f"{name} is an internal topic of the broker and cannot be deleted"})
+            responses.append(
+                {
+                    "name": name,
+                    "topic_id": tid,
+                    "error_code": ErrorCode.invalid_request,
+                    "error_message": f"{name} is an internal topic of the broker and cannot be deleted",
+                }
+            )
             continue
         code, message = ErrorCode.none, None
         try:
@@ -144,8 +177,10 @@ def _replica_error(broker: BrokerContext, broker_ids: Any) -> str | None:
         return f"The manual partition assignment includes the broker ids {list(broker_ids)} more than once."
     unknown = [broker_id for broker_id in broker_ids if broker_id != node_id]
     if unknown:
-        return (f"The manual partition assignment includes broker {unknown[0]}, but no such broker is registered "
-                f"(this cluster is broker {node_id} alone).")
+        return (
+            f"The manual partition assignment includes broker {unknown[0]}, but no such broker is registered "
+            f"(this cluster is broker {node_id} alone)."
+        )
     return None
 
 

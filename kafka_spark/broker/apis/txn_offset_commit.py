@@ -28,9 +28,13 @@ def handle(broker: BrokerContext, request: Any) -> Any:
     body = request.body
     names = [topic_name(broker, topic) for topic in body.topics]
     offsets = {
-        TopicPartition(name, partition.partition_index): (partition.committed_offset, partition.committed_metadata,
-                                                          getattr(partition, "committed_leader_epoch", -1))
-        for name, topic in zip(names, body.topics, strict=True) if name is not None
+        TopicPartition(name, partition.partition_index): (
+            partition.committed_offset,
+            partition.committed_metadata,
+            getattr(partition, "committed_leader_epoch", -1),
+        )
+        for name, topic in zip(names, body.topics, strict=True)
+        if name is not None
         for partition in topic.partitions
     }
     generation_id, member_id = getattr(body, "generation_id", -1), getattr(body, "member_id", "")
@@ -41,23 +45,41 @@ def handle(broker: BrokerContext, request: Any) -> Any:
     elif not access.allowed(broker, request, access.READ, access.GROUP, body.group_id):
         error = ErrorCode.group_authorization_failed
     else:
-        denied = {name for name in names if name is not None
-                  and not access.allowed(broker, request, access.READ, access.TOPIC, name)}
+        denied = {
+            name
+            for name in names
+            if name is not None and not access.allowed(broker, request, access.READ, access.TOPIC, name)
+        }
         offsets = {tp: offset for tp, offset in offsets.items() if tp.topic not in denied}
     if not error and (generation_id >= 0 or member_id):
-        error = int(broker.groups.validate_offset_commit(body.group_id, generation_id, member_id,
-                                                         transactional=True))
+        error = int(broker.groups.validate_offset_commit(body.group_id, generation_id, member_id, transactional=True))
     if not error:
         error = broker.transactions.txn_offset_commit(
-            body.transactional_id, body.group_id, body.producer_id, body.producer_epoch, offsets,
-            transaction_v2=request.api_version >= 5)
+            body.transactional_id,
+            body.group_id,
+            body.producer_id,
+            body.producer_epoch,
+            offsets,
+            transaction_v2=request.api_version >= 5,
+        )
     response = {
         "throttle_time": 0,
         "topics": [
-            {"name": name, "topic_id": getattr(topic, "topic_id", None),
-             "partitions": [{"partition_index": p.partition_index,
-                             "error_code": ErrorCode.topic_authorization_failed if name in denied
-                             else error if name is not None else ErrorCode.unknown_topic_id} for p in topic.partitions]}
+            {
+                "name": name,
+                "topic_id": getattr(topic, "topic_id", None),
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": ErrorCode.topic_authorization_failed
+                        if name in denied
+                        else error
+                        if name is not None
+                        else ErrorCode.unknown_topic_id,
+                    }
+                    for p in topic.partitions
+                ],
+            }
             for name, topic in zip(names, body.topics, strict=True)
         ],
     }

@@ -51,8 +51,10 @@ class BrokerConnection:
         frame = await asyncio.wait_for(reader.readexactly(size), timeout)
         (correlation_id,) = struct.unpack_from(">i", frame, 0)
         if correlation_id != self._correlation_id:
-            raise ConnectionError(f"broker {self.host}:{self.port} answered correlation id {correlation_id}, "
-                                  f"expected {self._correlation_id}")
+            raise ConnectionError(
+                f"broker {self.host}:{self.port} answered correlation id {correlation_id}, "
+                f"expected {self._correlation_id}"
+            )
         response = response_class(api_key, version)
         position = 5 if response.__flexible__ else 4  # response header v1: empty tag buffer
         body_out, _ = entity_reader(response)(frame, position)

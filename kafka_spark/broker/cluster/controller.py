@@ -47,16 +47,20 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable, Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.storage import checkpoint
-from kafka_spark.broker.storage.errors import (InvalidPartitionsError, StorageError, TopicExistsError,
-                                               UnknownTopicOrPartitionError)
+from kafka_spark.broker.storage.errors import (
+    InvalidPartitionsError,
+    StorageError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
 from kafka_spark.broker.storage.log_manager import TopicInfo
 from kafka_spark.common.topic_partition import TopicPartition
 
@@ -109,29 +113,42 @@ class MetadataImage:
 
     def min_insync_replicas(self, topic: str) -> int:
         info = self.topics.get(topic)
-        value = (info.configs.get("min.insync.replicas") if info is not None else None) \
-            or self.defaults.get("min.insync.replicas", "1")
+        value = (info.configs.get("min.insync.replicas") if info is not None else None) or self.defaults.get(
+            "min.insync.replicas", "1"
+        )
         return int(value)
 
     def unclean_leader_election(self, topic: str) -> bool:
         info = self.topics.get(topic)
-        value = (info.configs.get("unclean.leader.election.enable") if info is not None else None) \
-            or self.defaults.get("unclean.leader.election.enable", "false")
+        value = (info.configs.get("unclean.leader.election.enable") if info is not None else None) or self.defaults.get(
+            "unclean.leader.election.enable", "false"
+        )
         return str(value).lower() == "true"
 
 
 class Controller:
     """See the module docstring. ``start()`` begins watching heartbeats; ``close()`` stops."""
 
-    def __init__(self, *, default_replication_factor: int = 1, min_insync_replicas: int = 1,
-                 unclean_leader_election_enable: bool = False, broker_session_timeout_ms: int = 3000,
-                 num_partitions: int = 1, metadata_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        default_replication_factor: int = 1,
+        min_insync_replicas: int = 1,
+        unclean_leader_election_enable: bool = False,
+        broker_session_timeout_ms: int = 3000,
+        num_partitions: int = 1,
+        metadata_dir: Path | None = None,
+    ) -> None:
         self.default_replication_factor = default_replication_factor
         self.num_partitions = num_partitions
         self.session_timeout_ms = broker_session_timeout_ms
-        self._defaults = MappingProxyType({"min.insync.replicas": str(min_insync_replicas),
-                                           "unclean.leader.election.enable": str(unclean_leader_election_enable).lower(),
-                                           "default.replication.factor": str(default_replication_factor)})
+        self._defaults = MappingProxyType(
+            {
+                "min.insync.replicas": str(min_insync_replicas),
+                "unclean.leader.election.enable": str(unclean_leader_election_enable).lower(),
+                "default.replication.factor": str(default_replication_factor),
+            }
+        )
         self._lock = threading.RLock()
         self._brokers: dict[int, BrokerRegistration] = {}
         self._last_heartbeat: dict[int, float] = {}
@@ -167,10 +184,15 @@ class Controller:
         while not self._stop.wait(interval):
             now = time.monotonic()
             with self._lock:
-                expired = [node for node, last in self._last_heartbeat.items()
-                           if self._brokers[node].alive and (now - last) * 1000 > self.session_timeout_ms]
+                expired = [
+                    node
+                    for node, last in self._last_heartbeat.items()
+                    if self._brokers[node].alive and (now - last) * 1000 > self.session_timeout_ms
+                ]
                 for node in expired:
-                    logger.warning("broker %d missed its heartbeats for %d ms: fencing it", node, self.session_timeout_ms)
+                    logger.warning(
+                        "broker %d missed its heartbeats for %d ms: fencing it", node, self.session_timeout_ms
+                    )
                     self._fence(node)
                 if expired:
                     self._publish()
@@ -187,11 +209,18 @@ class Controller:
             self._last_heartbeat[node_id] = time.monotonic()
             self._listeners[node_id] = on_image
             for tp, state in self._partitions.items():
-                if state.leader == NO_LEADER and node_id in state.replicas and (
-                        node_id in state.isr or self._unclean(tp.topic)):
-                    self._partitions[tp] = replace(state, leader=node_id, leader_epoch=state.leader_epoch + 1,
-                                                   partition_epoch=state.partition_epoch + 1,
-                                                   isr=state.isr if node_id in state.isr else (node_id,))
+                if (
+                    state.leader == NO_LEADER
+                    and node_id in state.replicas
+                    and (node_id in state.isr or self._unclean(tp.topic))
+                ):
+                    self._partitions[tp] = replace(
+                        state,
+                        leader=node_id,
+                        leader_epoch=state.leader_epoch + 1,
+                        partition_epoch=state.partition_epoch + 1,
+                        isr=state.isr if node_id in state.isr else (node_id,),
+                    )
                     logger.info("%s: broker %d is back and leads again (epoch %d)", tp, node_id, state.leader_epoch + 1)
             self._publish()
             logger.info("broker %d registered at %s:%d (broker epoch %d)", node_id, host, port, epoch)
@@ -215,8 +244,9 @@ class Controller:
             self._fence(node_id)
             self._publish()
 
-    def alter_partition(self, tp: TopicPartition, leader: int, leader_epoch: int, partition_epoch: int,
-                        isr: Sequence[int]) -> tuple[int, PartitionState | None]:
+    def alter_partition(
+        self, tp: TopicPartition, leader: int, leader_epoch: int, partition_epoch: int, isr: Sequence[int]
+    ) -> tuple[int, PartitionState | None]:
         """A leader's ISR change: ``(error code, new state)``."""
         with self._lock:
             state = self._partitions.get(tp)
@@ -233,15 +263,23 @@ class Controller:
                 return ErrorCode.none, state
             state = replace(state, isr=new_isr, partition_epoch=state.partition_epoch + 1)
             self._partitions[tp] = state
-            logger.info("%s: ISR is now %s (leader %d, partition epoch %d)", tp, list(new_isr), leader,
-                        state.partition_epoch)
+            logger.info(
+                "%s: ISR is now %s (leader %d, partition epoch %d)", tp, list(new_isr), leader, state.partition_epoch
+            )
             self._publish()
             return ErrorCode.none, state
 
     # -- what users and admin requests call -----------------------------------------------------------
 
-    def create_topic(self, name: str, partitions: int | None = None, replication_factor: int | None = None,
-                     configs: Mapping[str, str] | None = None, *, validate_only: bool = False) -> TopicInfo:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        replication_factor: int | None = None,
+        configs: Mapping[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
         """Create a topic and assign its replicas across the live brokers (Kafka's rack-unaware
         assignment: partition p's replicas are consecutive brokers from a random start + p).
         ``replication_factor`` None or -1: default.replication.factor; ``configs`` may set
@@ -249,7 +287,9 @@ class Controller:
         configs = {key: value for key, value in (configs or {}).items() if value is not None}
         with self._lock:
             if name in self._topics:
-                raise TopicExistsError(f"topic {name!r} already exists with {self._topics[name].partitions} partition(s)")
+                raise TopicExistsError(
+                    f"topic {name!r} already exists with {self._topics[name].partitions} partition(s)"
+                )
             count = self.num_partitions if partitions in (None, -1) else partitions
             if count < 1:
                 raise InvalidPartitionsError(f"topic {name!r} needs at least 1 partition, not {count}")
@@ -257,12 +297,17 @@ class Controller:
             live = sorted(node for node, registration in self._brokers.items() if registration.alive)
             if not 1 <= factor <= len(live):
                 raise InvalidReplicationFactorError(
-                    f"Replication factor: {factor} larger than available brokers: {len(live)}." if factor > len(live)
-                    else f"replication factor {factor} is invalid for topic {name!r}: give 1 to {len(live)}")
+                    f"Replication factor: {factor} larger than available brokers: {len(live)}."
+                    if factor > len(live)
+                    else f"replication factor {factor} is invalid for topic {name!r}: give 1 to {len(live)}"
+                )
             min_isr = configs.get("min.insync.replicas")
             if min_isr is not None and not (min_isr.lstrip("-").isdigit() and 1 <= int(min_isr)):
                 from kafka_spark.broker.storage.errors import InvalidConfigError
-                raise InvalidConfigError(f"min.insync.replicas={min_isr!r} for topic {name!r}: give a whole number >= 1")
+
+                raise InvalidConfigError(
+                    f"min.insync.replicas={min_isr!r} for topic {name!r}: give a whole number >= 1"
+                )
             info = TopicInfo(name, count, MappingProxyType(dict(configs)), uuid.uuid4())
             if validate_only:
                 return info
@@ -271,7 +316,8 @@ class Controller:
             for partition in range(count):
                 replicas = tuple(live[(start + partition + j) % len(live)] for j in range(factor))
                 self._partitions[TopicPartition(name, partition)] = PartitionState(
-                    leader=replicas[0], leader_epoch=0, partition_epoch=0, replicas=replicas, isr=replicas)
+                    leader=replicas[0], leader_epoch=0, partition_epoch=0, replicas=replicas, isr=replicas
+                )
             self._publish()
             logger.info("created topic %s: %d partition(s), replication factor %d", name, count, factor)
             return info
@@ -284,20 +330,24 @@ class Controller:
             if info is None:
                 raise UnknownTopicOrPartitionError(f"cannot add partitions to topic {name!r}: it does not exist")
             if count <= info.partitions:
-                raise InvalidPartitionsError(f"topic {name!r} has {info.partitions} partition(s); the new total "
-                                             f"must be above that, not {count}")
+                raise InvalidPartitionsError(
+                    f"topic {name!r} has {info.partitions} partition(s); the new total must be above that, not {count}"
+                )
             factor = len(self._partitions[TopicPartition(name, 0)].replicas)
             live = sorted(node for node, registration in self._brokers.items() if registration.alive)
             if factor > len(live):
                 raise InvalidReplicationFactorError(
-                    f"topic {name!r} has replication factor {factor}; only {len(live)} broker(s) are alive")
+                    f"topic {name!r} has replication factor {factor}; only {len(live)} broker(s) are alive"
+                )
             grown = TopicInfo(name, count, info.configs, info.topic_id)
             if validate_only:
                 return grown
             start = random.randrange(len(live))
             for partition in range(info.partitions, count):
                 replicas = tuple(live[(start + partition + j) % len(live)] for j in range(factor))
-                self._partitions[TopicPartition(name, partition)] = PartitionState(replicas[0], 0, 0, replicas, replicas)
+                self._partitions[TopicPartition(name, partition)] = PartitionState(
+                    replicas[0], 0, 0, replicas, replicas
+                )
             self._topics[name] = grown
             self._publish()
             return grown
@@ -311,8 +361,9 @@ class Controller:
                 self._partitions.pop(TopicPartition(name, partition), None)
             self._publish()
 
-    def elect_leaders(self, partitions: Sequence[TopicPartition] | None = None, *,
-                      unclean: bool = False) -> dict[TopicPartition, int]:
+    def elect_leaders(
+        self, partitions: Sequence[TopicPartition] | None = None, *, unclean: bool = False
+    ) -> dict[TopicPartition, int]:
         """ElectLeaders. Preferred (election type 0): make each partition's first replica its
         leader where it is alive and in sync (ELECTION_NOT_NEEDED when it leads already).
         Unclean (type 1): give an offline partition a live replica as leader even if out of sync
@@ -331,16 +382,25 @@ class Controller:
                     elif not live:
                         results[tp] = ErrorCode.eligible_leaders_not_available
                     else:
-                        self._partitions[tp] = replace(state, leader=live[0], leader_epoch=state.leader_epoch + 1,
-                                                       partition_epoch=state.partition_epoch + 1, isr=(live[0],))
+                        self._partitions[tp] = replace(
+                            state,
+                            leader=live[0],
+                            leader_epoch=state.leader_epoch + 1,
+                            partition_epoch=state.partition_epoch + 1,
+                            isr=(live[0],),
+                        )
                         results[tp] = ErrorCode.none
                     continue
                 preferred = state.replicas[0]
                 if state.leader == preferred:
                     results[tp] = ErrorCode.election_not_needed
                 elif preferred in state.isr and self._alive(preferred):
-                    self._partitions[tp] = replace(state, leader=preferred, leader_epoch=state.leader_epoch + 1,
-                                                   partition_epoch=state.partition_epoch + 1)
+                    self._partitions[tp] = replace(
+                        state,
+                        leader=preferred,
+                        leader_epoch=state.leader_epoch + 1,
+                        partition_epoch=state.partition_epoch + 1,
+                    )
                     results[tp] = ErrorCode.none
                 else:
                     results[tp] = ErrorCode.preferred_leader_not_available
@@ -378,14 +438,20 @@ class Controller:
                 elif self._unclean(tp.topic) and any(self._alive(node) for node in state.replicas):
                     leader = next(node for node in state.replicas if self._alive(node))
                     isr = (leader,)
-                    logger.warning("%s: unclean leader election of out-of-sync broker %d: records may be lost",
-                                   tp, leader)
+                    logger.warning(
+                        "%s: unclean leader election of out-of-sync broker %d: records may be lost", tp, leader
+                    )
                 else:
                     leader = NO_LEADER
                     isr = isr or (node_id,)  # the last in-sync replica stays, the partition waits for it
                     logger.warning("%s: no in-sync replica left to lead; offline until broker %d returns", tp, node_id)
-                self._partitions[tp] = replace(state, leader=leader, leader_epoch=state.leader_epoch + 1,
-                                               partition_epoch=state.partition_epoch + 1, isr=isr)
+                self._partitions[tp] = replace(
+                    state,
+                    leader=leader,
+                    leader_epoch=state.leader_epoch + 1,
+                    partition_epoch=state.partition_epoch + 1,
+                    isr=isr,
+                )
                 if leader != NO_LEADER:
                     logger.info("%s: broker %d leads now (leader epoch %d)", tp, leader, state.leader_epoch + 1)
             elif isr and isr != state.isr:
@@ -398,9 +464,15 @@ class Controller:
             self._controller_id = controller
             self._controller_epoch += 1
         self._version += 1
-        return MetadataImage(self._version, self._controller_id, self._controller_epoch,
-                             MappingProxyType(dict(self._brokers)), MappingProxyType(dict(self._topics)),
-                             MappingProxyType(dict(self._partitions)), self._defaults)
+        return MetadataImage(
+            self._version,
+            self._controller_id,
+            self._controller_epoch,
+            MappingProxyType(dict(self._brokers)),
+            MappingProxyType(dict(self._topics)),
+            MappingProxyType(dict(self._partitions)),
+            self._defaults,
+        )
 
     def _load(self, path: Path) -> None:
         document = json.loads(path.read_text())
@@ -409,14 +481,16 @@ class Controller:
             self._topics[info.name] = info
         for raw in document["partitions"]:
             self._partitions[TopicPartition(raw["topic"], raw["partition"])] = PartitionState(
-                raw["leader"], raw["leader_epoch"], raw["partition_epoch"], tuple(raw["replicas"]), tuple(raw["isr"]))
+                raw["leader"], raw["leader_epoch"], raw["partition_epoch"], tuple(raw["replicas"]), tuple(raw["isr"])
+            )
         now = time.monotonic()
         for raw in document["brokers"]:  # alive until their first session timeout passes without them
             self._brokers[raw["node_id"]] = BrokerRegistration(raw["node_id"], raw["host"], raw["port"], 0, True)
             self._last_heartbeat[raw["node_id"]] = now
         self._next_broker_epoch = document.get("next_broker_epoch", 1)
-        logger.info("controller: loaded %d topic(s) and %d partition(s) from %s", len(self._topics),
-                    len(self._partitions), path)
+        logger.info(
+            "controller: loaded %d topic(s) and %d partition(s) from %s", len(self._topics), len(self._partitions), path
+        )
 
     def _save(self) -> None:
         assert self._path is not None
@@ -425,8 +499,9 @@ class Controller:
             "next_broker_epoch": self._next_broker_epoch,
             "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port} for b in self._brokers.values()],
             "topics": [json.loads(info.to_json()) for info in self._topics.values()],
-            "partitions": [dict(asdict(state), topic=tp.topic, partition=tp.partition)
-                           for tp, state in self._partitions.items()],
+            "partitions": [
+                dict(asdict(state), topic=tp.topic, partition=tp.partition) for tp, state in self._partitions.items()
+            ],
         }
         self._path.parent.mkdir(parents=True, exist_ok=True)
         checkpoint.atomic_write(self._path, json.dumps(document, indent=1).encode())

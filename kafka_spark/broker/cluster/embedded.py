@@ -83,7 +83,7 @@ class ClusterNode(EmbeddedBroker):
         assert self.broker.cluster is not None  # _make_broker sets it
         return self.broker.cluster
 
-    def start(self) -> "ClusterNode":
+    def start(self) -> ClusterNode:
         super().start()
         self._call(self._start_replication())
         return self
@@ -110,12 +110,23 @@ class ClusterNode(EmbeddedBroker):
 class EmbeddedCluster:
     """N brokers replicating each other's partitions, in background threads of this process."""
 
-    def __init__(self, brokers: int = 3, log_dir: str | Path | None = None, host: str = "127.0.0.1", *,
-                 default_replication_factor: int | None = None, min_insync_replicas: int = 1,
-                 unclean_leader_election_enable: bool = False, replica_lag_time_max_ms: int = 30_000,
-                 broker_session_timeout_ms: int = 3_000, broker_heartbeat_interval_ms: int = 250,
-                 replica_fetch_wait_max_ms: int = 500, num_partitions: int = 1, ports: list[int] | None = None,
-                 **broker_settings: Any) -> None:
+    def __init__(
+        self,
+        brokers: int = 3,
+        log_dir: str | Path | None = None,
+        host: str = "127.0.0.1",
+        *,
+        default_replication_factor: int | None = None,
+        min_insync_replicas: int = 1,
+        unclean_leader_election_enable: bool = False,
+        replica_lag_time_max_ms: int = 30_000,
+        broker_session_timeout_ms: int = 3_000,
+        broker_heartbeat_interval_ms: int = 250,
+        replica_fetch_wait_max_ms: int = 500,
+        num_partitions: int = 1,
+        ports: list[int] | None = None,
+        **broker_settings: Any,
+    ) -> None:
         """``ports``: the brokers' ports (default: any free ones; a cluster restarted on the same
         ``log_dir`` tries its previous ports first)."""
         if brokers < 1:
@@ -126,19 +137,27 @@ class EmbeddedCluster:
         if min_insync_replicas < 1:
             raise ValueError(f"min_insync_replicas={min_insync_replicas}: give a whole number >= 1")
         if broker_heartbeat_interval_ms * 2 > broker_session_timeout_ms:
-            raise ValueError(f"broker_session_timeout_ms={broker_session_timeout_ms} must be at least twice "
-                             f"broker_heartbeat_interval_ms={broker_heartbeat_interval_ms}")
+            raise ValueError(
+                f"broker_session_timeout_ms={broker_session_timeout_ms} must be at least twice "
+                f"broker_heartbeat_interval_ms={broker_heartbeat_interval_ms}"
+            )
         self.size = brokers
         self._temporary = log_dir is None
         self.log_dir = Path(tempfile.mkdtemp(prefix="pylog-cluster-")) if log_dir is None else Path(log_dir)
         self.host = host
-        self.controller = Controller(default_replication_factor=factor, min_insync_replicas=min_insync_replicas,
-                                     unclean_leader_election_enable=unclean_leader_election_enable,
-                                     broker_session_timeout_ms=broker_session_timeout_ms,
-                                     num_partitions=num_partitions, metadata_dir=self.log_dir / "controller")
-        self._replication = {"replica_lag_time_max_ms": replica_lag_time_max_ms,
-                             "heartbeat_interval_ms": broker_heartbeat_interval_ms,
-                             "replica_fetch_wait_max_ms": replica_fetch_wait_max_ms}
+        self.controller = Controller(
+            default_replication_factor=factor,
+            min_insync_replicas=min_insync_replicas,
+            unclean_leader_election_enable=unclean_leader_election_enable,
+            broker_session_timeout_ms=broker_session_timeout_ms,
+            num_partitions=num_partitions,
+            metadata_dir=self.log_dir / "controller",
+        )
+        self._replication = {
+            "replica_lag_time_max_ms": replica_lag_time_max_ms,
+            "heartbeat_interval_ms": broker_heartbeat_interval_ms,
+            "replica_fetch_wait_max_ms": replica_fetch_wait_max_ms,
+        }
         self._settings = dict(broker_settings, num_partitions=num_partitions)
         self._cluster_id: str | None = None
         self.nodes: dict[int, ClusterNode] = {}
@@ -148,14 +167,17 @@ class EmbeddedCluster:
                 raise ValueError(f"ports={ports}: give one port per broker ({brokers})")
             self._ports = dict(enumerate(ports))
         else:  # a restart: the ports clients last knew, where still free
-            self._ports = {node: registration.port for node, registration in self.controller.image.brokers.items()
-                           if node < brokers}
+            self._ports = {
+                node: registration.port
+                for node, registration in self.controller.image.brokers.items()
+                if node < brokers
+            }
         self._fixed_ports = ports is not None
         self._started = False
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
-    def start(self) -> "EmbeddedCluster":
+    def start(self) -> EmbeddedCluster:
         if self._started:
             return self
         self._started = True
@@ -172,9 +194,17 @@ class EmbeddedCluster:
 
     def _start_node(self, node_id: int) -> ClusterNode:
         def make(port: int) -> ClusterNode:
-            return ClusterNode(self.controller, self.size, self._replication,
-                               log_dir=self.log_dir / f"broker-{node_id}", host=self.host, port=port, node_id=node_id,
-                               **({"cluster_id": self._cluster_id} if self._cluster_id else {}), **self._settings)
+            return ClusterNode(
+                self.controller,
+                self.size,
+                self._replication,
+                log_dir=self.log_dir / f"broker-{node_id}",
+                host=self.host,
+                port=port,
+                node_id=node_id,
+                **({"cluster_id": self._cluster_id} if self._cluster_id else {}),
+                **self._settings,
+            )
 
         node = make(self._ports.get(node_id, 0))
         try:
@@ -199,7 +229,7 @@ class EmbeddedCluster:
         if self._temporary:
             shutil.rmtree(self.log_dir, ignore_errors=True)
 
-    def __enter__(self) -> "EmbeddedCluster":
+    def __enter__(self) -> EmbeddedCluster:
         return self.start()
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -241,8 +271,14 @@ class EmbeddedCluster:
         host = self.host if self.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
         return ",".join(f"{host}:{self._ports[node]}" for node in sorted(self._ports))
 
-    def create_topic(self, name: str, partitions: int = 1, replication_factor: int | None = None,
-                     config: dict[str, str] | None = None, timeout: float = 30.0) -> None:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int | None = None,
+        config: dict[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
         """Create a topic through the controller and wait until every replica's broker has it
         and its leaders serve it."""
         self.controller.create_topic(name, partitions, replication_factor, config)
@@ -255,8 +291,14 @@ class EmbeddedCluster:
     def wait_for_metadata(self, timeout: float = 30.0) -> None:
         """Until every running broker has applied the controller's latest metadata."""
         version = self.controller.image.version
-        self._wait(lambda: all(node.replicas.image is not None and node.replicas.image.version >= version
-                               for node in self.nodes.values()), timeout, f"metadata version {version}")
+        self._wait(
+            lambda: all(
+                node.replicas.image is not None and node.replicas.image.version >= version
+                for node in self.nodes.values()
+            ),
+            timeout,
+            f"metadata version {version}",
+        )
 
     def partition(self, topic: str, partition: int = 0) -> PartitionState:
         """The controller's view of one partition: leader, epochs, replicas, ISR."""
@@ -268,15 +310,22 @@ class EmbeddedCluster:
     def leader(self, topic: str, partition: int = 0) -> int:
         return self.partition(topic, partition).leader
 
-    def wait_for_leader(self, topic: str, partition: int = 0, *, not_on: int | None = None,
-                        timeout: float = 30.0) -> int:
+    def wait_for_leader(
+        self, topic: str, partition: int = 0, *, not_on: int | None = None, timeout: float = 30.0
+    ) -> int:
         """Until the partition has a leader (other than ``not_on``); returns it."""
-        self._wait(lambda: self.leader(topic, partition) not in (NO_LEADER, not_on), timeout,
-                   f"a leader of {topic}-{partition} other than {not_on}")
+        self._wait(
+            lambda: self.leader(topic, partition) not in (NO_LEADER, not_on),
+            timeout,
+            f"a leader of {topic}-{partition} other than {not_on}",
+        )
         return self.leader(topic, partition)
 
-    def wait_for_isr(self, topic: str, partition: int = 0, size: int | None = None, timeout: float = 30.0) -> tuple[int, ...]:
+    def wait_for_isr(
+        self, topic: str, partition: int = 0, size: int | None = None, timeout: float = 30.0
+    ) -> tuple[int, ...]:
         """Until the partition's ISR has ``size`` members (default: all its replicas)."""
+
         def done() -> bool:
             state = self.partition(topic, partition)
             return len(state.isr) == (len(state.replicas) if size is None else size)
@@ -290,14 +339,25 @@ class EmbeddedCluster:
         return {
             "controller": image.controller_id,
             "controller_epoch": image.controller_epoch,
-            "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "alive": b.alive}
-                        for b in sorted(image.brokers.values(), key=lambda b: b.node_id)],
-            "topics": {name: [{"partition": p, "leader": s.leader, "leader_epoch": s.leader_epoch,
-                               "replicas": list(s.replicas), "isr": list(s.isr),
-                               "offline": [n for n in s.replicas if not image.alive(n)]}
-                              for p in range(info.partitions)
-                              for s in [image.partitions[TopicPartition(name, p)]]]
-                       for name, info in sorted(image.topics.items())},
+            "brokers": [
+                {"node_id": b.node_id, "host": b.host, "port": b.port, "alive": b.alive}
+                for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
+            ],
+            "topics": {
+                name: [
+                    {
+                        "partition": p,
+                        "leader": s.leader,
+                        "leader_epoch": s.leader_epoch,
+                        "replicas": list(s.replicas),
+                        "isr": list(s.isr),
+                        "offline": [n for n in s.replicas if not image.alive(n)],
+                    }
+                    for p in range(info.partitions)
+                    for s in [image.partitions[TopicPartition(name, p)]]
+                ]
+                for name, info in sorted(image.topics.items())
+            },
         }
 
     @staticmethod

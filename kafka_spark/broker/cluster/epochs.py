@@ -47,7 +47,7 @@ class LeaderEpochCache:
             if int(lines[0]) != _VERSION:
                 raise ValueError(f"version {lines[0]}")
             count = int(lines[1])
-            entries = [tuple(int(part) for part in line.split()) for line in lines[2:2 + count]]
+            entries = [tuple(int(part) for part in line.split()) for line in lines[2 : 2 + count]]
             if len(entries) != count or any(len(entry) != 2 for entry in entries):
                 raise ValueError("truncated")
             return [(epoch, offset) for epoch, offset in entries]

@@ -36,8 +36,9 @@ import asyncio
 import datetime
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -58,8 +59,13 @@ LEADER, FOLLOWER, OFFLINE = "leader", "follower", "offline"
 FETCH_VERSION = 11
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 _RETRY_S = 0.1
-_FENCING = {ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
-            ErrorCode.unknown_topic_or_partition, ErrorCode.kafka_storage_error}
+_FENCING = {
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch,
+    ErrorCode.unknown_topic_or_partition,
+    ErrorCode.kafka_storage_error,
+}
 
 
 @dataclass
@@ -103,8 +109,15 @@ def _now_ms() -> float:
 class ReplicaManager:
     """See the module docstring. Every method runs on the broker's event loop unless noted."""
 
-    def __init__(self, broker: Any, controller: Controller, *, replica_lag_time_max_ms: int = 30_000,
-                 heartbeat_interval_ms: int = 250, replica_fetch_wait_max_ms: int = 500) -> None:
+    def __init__(
+        self,
+        broker: Any,
+        controller: Controller,
+        *,
+        replica_lag_time_max_ms: int = 30_000,
+        heartbeat_interval_ms: int = 250,
+        replica_fetch_wait_max_ms: int = 500,
+    ) -> None:
         self.broker = broker
         self.node_id = broker.config.node_id
         self.controller = controller
@@ -179,8 +192,9 @@ class ReplicaManager:
         self.image = image
         logs = self.broker.logs
         for name, info in image.topics.items():
-            hosted = any(self.node_id in image.partitions[TopicPartition(name, p)].replicas
-                         for p in range(info.partitions))
+            hosted = any(
+                self.node_id in image.partitions[TopicPartition(name, p)].replicas for p in range(info.partitions)
+            )
             local = logs.topic_info(name)
             if hosted and local is None:
                 logs.create_topic(name, info.partitions, dict(info.configs), topic_id=info.topic_id)
@@ -238,10 +252,19 @@ class ReplicaManager:
             log.replicated_high_watermark = log.log_end_offset
         self.broker._producer_states.pop(replica.tp, None)  # rebuilt from the log, with the records it got as follower
         now = _now_ms()
-        replica.followers = {node: FollowerState(last_caught_up_ms=now if node in state.isr else 0.0)
-                             for node in state.replicas if node != self.node_id}
-        logger.info("broker %d leads %s from offset %d (leader epoch %d, ISR %s)", self.node_id, replica.tp,
-                    log.log_end_offset, state.leader_epoch, list(state.isr))
+        replica.followers = {
+            node: FollowerState(last_caught_up_ms=now if node in state.isr else 0.0)
+            for node in state.replicas
+            if node != self.node_id
+        }
+        logger.info(
+            "broker %d leads %s from offset %d (leader epoch %d, ISR %s)",
+            self.node_id,
+            replica.tp,
+            log.log_end_offset,
+            state.leader_epoch,
+            list(state.isr),
+        )
         self._maybe_advance_high_watermark(replica)
 
     def _become_follower(self, replica: Replica) -> None:
@@ -261,8 +284,13 @@ class ReplicaManager:
             fetcher = self.fetchers[state.leader] = _Fetcher(self, state.leader)
         fetcher.partitions.add(replica.tp)
         fetcher.wake()
-        logger.debug("broker %d follows %s from broker %d (leader epoch %d)", self.node_id, replica.tp,
-                     state.leader, state.leader_epoch)
+        logger.debug(
+            "broker %d follows %s from broker %d (leader epoch %d)",
+            self.node_id,
+            replica.tp,
+            state.leader,
+            state.leader_epoch,
+        )
 
     def _stop_fetching(self, tp: TopicPartition) -> None:
         for fetcher in self.fetchers.values():
@@ -285,8 +313,9 @@ class ReplicaManager:
         if replica is not None and replica.role == LEADER and replica.state is not None and len(replica.state.isr) == 1:
             self._maybe_advance_high_watermark(replica)
 
-    def wait_replicated(self, log: Log, entry: dict[str, Any], required_offset: int,
-                        timeout_ms: float) -> asyncio.Future[None]:
+    def wait_replicated(
+        self, log: Log, entry: dict[str, Any], required_offset: int, timeout_ms: float
+    ) -> asyncio.Future[None]:
         """A future done once the HW reaches ``required_offset`` (acks=all); a failure is written
         into ``entry`` (the partition's produce response) and the future still completes."""
         future: asyncio.Future[None] = self.loop.create_future()
@@ -331,8 +360,9 @@ class ReplicaManager:
 
     # -- leader: fetch --------------------------------------------------------------------------------
 
-    def check_fetch(self, topic: str, partition: int, replica_id: int, fetch_offset: int,
-                    current_leader_epoch: int) -> int:
+    def check_fetch(
+        self, topic: str, partition: int, replica_id: int, fetch_offset: int, current_leader_epoch: int
+    ) -> int:
         """The error a Fetch of this partition gets (0: serve it); a follower's fetch also records
         its LEO here, which may move the ISR and the high watermark."""
         replica = self.partitions.get(TopicPartition(topic, partition))
@@ -369,8 +399,11 @@ class ReplicaManager:
         follower.leo = min(fetch_offset, leader_leo)
         state = replica.state
         assert state is not None
-        if (node not in state.isr and follower.leo >= replica.log.high_watermark
-                and follower.leo >= replica.epoch_start_offset):
+        if (
+            node not in state.isr
+            and follower.leo >= replica.log.high_watermark
+            and follower.leo >= replica.epoch_start_offset
+        ):
             self._alter_isr(replica, state.isr + (node,))
         self._maybe_advance_high_watermark(replica)
 
@@ -395,20 +428,31 @@ class ReplicaManager:
             state = replica.state
             if replica.role != LEADER or state is None:
                 continue
-            lagging = [node for node in state.isr if node != self.node_id
-                       and now - replica.followers.get(node, FollowerState()).last_caught_up_ms > self.replica_lag_time_max_ms]
+            lagging = [
+                node
+                for node in state.isr
+                if node != self.node_id
+                and now - replica.followers.get(node, FollowerState()).last_caught_up_ms > self.replica_lag_time_max_ms
+            ]
             if lagging:
-                logger.warning("%s: replica(s) %s fell behind by more than replica.lag.time.max.ms=%d; "
-                               "removing them from the ISR", replica.tp, lagging, self.replica_lag_time_max_ms)
+                logger.warning(
+                    "%s: replica(s) %s fell behind by more than replica.lag.time.max.ms=%d; removing them from the ISR",
+                    replica.tp,
+                    lagging,
+                    self.replica_lag_time_max_ms,
+                )
                 self._alter_isr(replica, tuple(node for node in state.isr if node not in lagging))
 
     def _alter_isr(self, replica: Replica, isr: tuple[int, ...]) -> None:
         state = replica.state
         assert state is not None
-        code, new_state = self.controller.alter_partition(replica.tp, self.node_id, state.leader_epoch,
-                                                          state.partition_epoch, isr)
+        code, new_state = self.controller.alter_partition(
+            replica.tp, self.node_id, state.leader_epoch, state.partition_epoch, isr
+        )
         if code:
-            logger.info("%s: ISR change to %s refused (error %d); waiting for newer metadata", replica.tp, list(isr), code)
+            logger.info(
+                "%s: ISR change to %s refused (error %d); waiting for newer metadata", replica.tp, list(isr), code
+            )
         if new_state is not None:
             self._apply_state(replica, new_state)
 
@@ -421,8 +465,9 @@ class ReplicaManager:
 
     # -- OffsetForLeaderEpoch ---------------------------------------------------------------------------
 
-    def end_offset_for(self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int,
-                       replica_id: int) -> tuple[int, int, int]:
+    def end_offset_for(
+        self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int, replica_id: int
+    ) -> tuple[int, int, int]:
         """``(error code, epoch, end offset)`` for OffsetForLeaderEpoch."""
         replica = self.partitions.get(TopicPartition(topic, partition))
         if replica is None or replica.state is None or (replica.role != LEADER):
@@ -451,8 +496,12 @@ class ReplicaManager:
                 position += header.size
                 continue
             if not groups and header.base_offset != log.log_end_offset:
-                logger.warning("%s: leader sent offset %d, the log ends at %d; truncating again", replica.tp,
-                               header.base_offset, log.log_end_offset)
+                logger.warning(
+                    "%s: leader sent offset %d, the log ends at %d; truncating again",
+                    replica.tp,
+                    header.base_offset,
+                    log.log_end_offset,
+                )
                 replica.needs_truncation = True
                 return
             if groups and groups[-1][1] == header.partition_leader_epoch:
@@ -463,7 +512,7 @@ class ReplicaManager:
         for start, epoch, group in groups:
             size = sum(header.size for header in group)
             base = log.log_end_offset
-            log.append(view[start:start + size], headers=group, acks=1, leader_epoch=epoch)
+            log.append(view[start : start + size], headers=group, acks=1, leader_epoch=epoch)
             if epoch >= 0:
                 replica.epochs.assign(epoch, base)
 
@@ -478,8 +527,14 @@ class ReplicaManager:
             if epoch != requested and epoch >= 0:
                 target = min(target, replica.epochs.end_offset_for(epoch, log.log_end_offset)[1])
         if target < log.log_end_offset:
-            logger.info("%s: broker %d truncates its log from %d to %d (leader epoch %d ended there)", replica.tp,
-                        self.node_id, log.log_end_offset, target, epoch)
+            logger.info(
+                "%s: broker %d truncates its log from %d to %d (leader epoch %d ended there)",
+                replica.tp,
+                self.node_id,
+                log.log_end_offset,
+                target,
+                epoch,
+            )
             log.truncate_to(max(target, log.log_start_offset))
             replica.epochs.truncate_from_end(log.log_end_offset)
             self.broker._producer_states.pop(replica.tp, None)
@@ -506,8 +561,11 @@ class ReplicaManager:
 
     def broker_entries(self) -> list[dict[str, Any]]:
         assert self.image is not None
-        return [{"node_id": registration.node_id, "host": registration.host, "port": registration.port, "rack": None}
-                for registration in sorted(self.image.brokers.values(), key=lambda b: b.node_id) if registration.alive]
+        return [
+            {"node_id": registration.node_id, "host": registration.host, "port": registration.port, "rack": None}
+            for registration in sorted(self.image.brokers.values(), key=lambda b: b.node_id)
+            if registration.alive
+        ]
 
     def coordinator(self) -> dict[str, Any]:
         """The broker that coordinates every group and transactional id: the active controller's
@@ -523,8 +581,14 @@ class ReplicaManager:
     def controller_id(self) -> int:
         return self.image.controller_id if self.image is not None else self.node_id
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int | None,
-                     configs: dict[str, str] | None, validate_only: bool = False) -> TopicInfo:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int | None,
+        configs: dict[str, str] | None,
+        validate_only: bool = False,
+    ) -> TopicInfo:
         """Through the controller; this broker takes the new image at once (others a moment later)."""
         info = self.controller.create_topic(name, partitions, replication_factor, configs, validate_only=validate_only)
         if not validate_only:
@@ -533,16 +597,18 @@ class ReplicaManager:
 
     def elect_leaders(self, asked: Any, unclean: bool) -> list[dict[str, Any]]:
         """ElectLeaders results (``asked`` None: every partition, listing those elected)."""
-        partitions = None if asked is None else [TopicPartition(entry.topic, p) for entry in asked
-                                                 for p in entry.partitions]
+        partitions = (
+            None if asked is None else [TopicPartition(entry.topic, p) for entry in asked for p in entry.partitions]
+        )
         codes = self.controller.elect_leaders(partitions, unclean=unclean)
         if asked is None:
             codes = {tp: code for tp, code in codes.items() if code != ErrorCode.election_not_needed}
         self.apply(self.controller.image)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for tp, code in codes.items():
-            by_topic.setdefault(tp.topic, []).append({"partition_id": tp.partition, "error_code": code,
-                                                      "error_message": None})
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_id": tp.partition, "error_code": code, "error_message": None}
+            )
         return [{"topic": topic, "partition_result": results} for topic, results in by_topic.items()]
 
     def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
@@ -598,8 +664,13 @@ class _Fetcher:
         replicas = []
         for tp in sorted(self.partitions):
             replica = self.manager.partitions.get(tp)
-            if (replica is not None and replica.role == FOLLOWER and replica.state is not None
-                    and replica.state.leader == self.leader and replica.stalled_until <= now):
+            if (
+                replica is not None
+                and replica.role == FOLLOWER
+                and replica.state is not None
+                and replica.state.leader == self.leader
+                and replica.stalled_until <= now
+            ):
                 replicas.append(replica)
         return replicas
 
@@ -613,7 +684,7 @@ class _Fetcher:
                 self._event.clear()
                 try:
                     await asyncio.wait_for(self._event.wait(), _RETRY_S * 2)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 continue
             address = (registration.host, registration.port)
@@ -631,9 +702,10 @@ class _Fetcher:
                     await self._fetch(fetching)
             except asyncio.CancelledError:
                 raise
-            except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as error:
-                logger.debug("broker %d: fetching from broker %d failed (%s); retrying", manager.node_id,
-                             self.leader, error)
+            except (TimeoutError, OSError, EOFError, asyncio.IncompleteReadError, ValueError) as error:
+                logger.debug(
+                    "broker %d: fetching from broker %d failed (%s); retrying", manager.node_id, self.leader, error
+                )
                 if self._connection is not None:
                     self._connection.close()
                 self._connection = None
@@ -664,12 +736,22 @@ class _Fetcher:
             return
         topics: dict[str, list[dict[str, int]]] = {}
         for tp, (replica, current) in asked.items():
-            topics.setdefault(tp.topic, []).append({"partition": tp.partition, "current_leader_epoch": current,
-                                                    "leader_epoch": replica.epochs.latest_epoch})
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition": tp.partition,
+                    "current_leader_epoch": current,
+                    "leader_epoch": replica.epochs.latest_epoch,
+                }
+            )
         assert self._connection is not None
-        response = await self._connection.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, {
-            "replica_id": manager.node_id,
-            "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()]})
+        response = await self._connection.request(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            OFFSET_FOR_LEADER_EPOCH_VERSION,
+            {
+                "replica_id": manager.node_id,
+                "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
+            },
+        )
         for topic in response.topics:
             for result in topic.partitions:
                 replica, current = asked[TopicPartition(topic.topic, result.partition)]
@@ -685,18 +767,33 @@ class _Fetcher:
         by_tp = {replica.tp: (replica, replica.state.leader_epoch if replica.state else -1) for replica in replicas}
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp, (replica, epoch) in by_tp.items():
-            topics.setdefault(tp.topic, []).append({
-                "partition": tp.partition, "current_leader_epoch": epoch,
-                "fetch_offset": replica.log.log_end_offset, "log_start_offset": replica.log.log_start_offset,
-                "partition_max_bytes": 1 << 20})
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition": tp.partition,
+                    "current_leader_epoch": epoch,
+                    "fetch_offset": replica.log.log_end_offset,
+                    "log_start_offset": replica.log.log_start_offset,
+                    "partition_max_bytes": 1 << 20,
+                }
+            )
         assert self._connection is not None
-        response = await self._connection.request(ApiKey.FETCH, FETCH_VERSION, {
-            "replica_id": manager.node_id,
-            "max_wait": datetime.timedelta(milliseconds=manager.replica_fetch_wait_max_ms),
-            "min_bytes": 1, "max_bytes": 10 << 20, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
-            "forgotten_topics_data": [], "rack_id": ""},
-            timeout=manager.replica_fetch_wait_max_ms / 1000 + 30)
+        response = await self._connection.request(
+            ApiKey.FETCH,
+            FETCH_VERSION,
+            {
+                "replica_id": manager.node_id,
+                "max_wait": datetime.timedelta(milliseconds=manager.replica_fetch_wait_max_ms),
+                "min_bytes": 1,
+                "max_bytes": 10 << 20,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+            timeout=manager.replica_fetch_wait_max_ms / 1000 + 30,
+        )
         for topic in response.responses:
             for result in topic.partitions:
                 replica, epoch = by_tp[TopicPartition(topic.topic, result.partition_index)]
@@ -705,8 +802,13 @@ class _Fetcher:
                 if result.error_code == ErrorCode.offset_out_of_range:
                     log = replica.log
                     if 0 <= log.log_end_offset < result.log_start_offset:  # behind the leader's retention
-                        logger.warning("%s: broker %d ends at %d, below the leader's log start %d; starting over there",
-                                       replica.tp, manager.node_id, log.log_end_offset, result.log_start_offset)
+                        logger.warning(
+                            "%s: broker %d ends at %d, below the leader's log start %d; starting over there",
+                            replica.tp,
+                            manager.node_id,
+                            log.log_end_offset,
+                            result.log_start_offset,
+                        )
                         log.truncate_fully_and_start_at(result.log_start_offset)
                         replica.epochs.truncate_from_end(0)
                         manager.broker._producer_states.pop(replica.tp, None)

@@ -31,13 +31,14 @@ Thread-safety: none; everything runs on the broker's event loop (other threads g
 from __future__ import annotations
 
 import asyncio
-import struct
 import enum
 import logging
+import struct
 import time
 import uuid
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -73,10 +74,8 @@ class GroupState(enum.Enum):
 #: state -> states it may move to (Kafka's ClassicGroupState valid previous states, inverted).
 LEGAL_TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
     GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE, GroupState.DEAD}),
-    GroupState.PREPARING_REBALANCE: frozenset(
-        {GroupState.COMPLETING_REBALANCE, GroupState.EMPTY, GroupState.DEAD}),
-    GroupState.COMPLETING_REBALANCE: frozenset(
-        {GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.DEAD}),
+    GroupState.PREPARING_REBALANCE: frozenset({GroupState.COMPLETING_REBALANCE, GroupState.EMPTY, GroupState.DEAD}),
+    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.DEAD}),
     GroupState.STABLE: frozenset({GroupState.PREPARING_REBALANCE, GroupState.DEAD}),
     GroupState.DEAD: frozenset(),
 }
@@ -144,8 +143,14 @@ class GroupCoordinator:
     (fsync waits). The offsets of ``__consumer_offsets`` are replayed on construction.
     """
 
-    def __init__(self, broker: _Broker, *, initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS,
-                 min_session_timeout_ms: int = 6_000, max_session_timeout_ms: int = 1_800_000) -> None:
+    def __init__(
+        self,
+        broker: _Broker,
+        *,
+        initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS,
+        min_session_timeout_ms: int = 6_000,
+        max_session_timeout_ms: int = 1_800_000,
+    ) -> None:
         self._broker = broker
         self._loop: asyncio.AbstractEventLoop = broker.loop
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
@@ -175,8 +180,16 @@ class GroupCoordinator:
     # -- JoinGroup -------------------------------------------------------------------------------
 
     def join(
-        self, group_id: str, member_id: str, *, client_id: str, client_host: str, session_timeout_ms: int,
-        rebalance_timeout_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+        self,
+        group_id: str,
+        member_id: str,
+        *,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
         group_instance_id: str | None = None,
     ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
         """A JoinGroup: a response dict now (errors, or a member rejoining unchanged), else a
@@ -184,9 +197,14 @@ class GroupCoordinator:
         if not group_id:
             return _join_error(ErrorCode.invalid_group_id, member_id)
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
-            logger.warning("group %s: JoinGroup with session.timeout.ms=%d refused: the broker allows %d to %d "
-                           "(group.min.session.timeout.ms, group.max.session.timeout.ms)", group_id,
-                           session_timeout_ms, self.min_session_timeout_ms, self.max_session_timeout_ms)
+            logger.warning(
+                "group %s: JoinGroup with session.timeout.ms=%d refused: the broker allows %d to %d "
+                "(group.min.session.timeout.ms, group.max.session.timeout.ms)",
+                group_id,
+                session_timeout_ms,
+                self.min_session_timeout_ms,
+                self.max_session_timeout_ms,
+            )
             return _join_error(ErrorCode.invalid_session_timeout, member_id)
         if not protocol_type or not protocols:
             return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
@@ -195,7 +213,8 @@ class GroupCoordinator:
             group = self._groups[group_id] = Group(group_id)
         if group.members:
             if protocol_type != group.protocol_type or not (
-                    group.candidate_protocols() & {name for name, _ in protocols}):
+                group.candidate_protocols() & {name for name, _ in protocols}
+            ):
                 return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
         if rebalance_timeout_ms <= 0:
             rebalance_timeout_ms = session_timeout_ms  # JoinGroup v0 has no rebalance timeout
@@ -204,15 +223,23 @@ class GroupCoordinator:
             if member_id and member_id != static.member_id:
                 return _join_error(ErrorCode.fenced_instance_id, member_id)
             if not member_id:
-                return self._replace_static_member(group, static, client_id, client_host, session_timeout_ms,
-                                                   rebalance_timeout_ms, protocols)
+                return self._replace_static_member(
+                    group, static, client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocols
+                )
         if member_id and member_id not in group.members:
             return _join_error(ErrorCode.unknown_member_id, member_id)
 
         if not member_id:
             member_id = f"{group_instance_id or client_id or 'member'}-{uuid.uuid4()}"
-            member = Member(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
-                            rebalance_timeout_ms, list(protocols))
+            member = Member(
+                member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                list(protocols),
+            )
             group.members[member_id] = member
             group.protocol_type = protocol_type
             logger.info("group %s: member %s joins", group_id, member_id)
@@ -243,25 +270,37 @@ class GroupCoordinator:
             self._prepare_rebalance(group, f"member {member_id} joined")
         return future
 
-    def _replace_static_member(self, group: Group, old: Member, client_id: str, client_host: str,
-                               session_timeout_ms: int, rebalance_timeout_ms: int,
-                               protocols: list[tuple[str, bytes]]) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+    def _replace_static_member(
+        self,
+        group: Group,
+        old: Member,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocols: list[tuple[str, bytes]],
+    ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
         """A static member back under a new member id: it takes the old one's place; the group
         rebalances only when its subscription changed (or a rebalance is under way anyway)."""
         old_id, new_id = old.member_id, f"{old.group_instance_id}-{uuid.uuid4()}"
         _resolve(old.join_future, _join_error(ErrorCode.fenced_instance_id, old_id))
         _resolve(old.sync_future, _sync_response(ErrorCode.fenced_instance_id))
         old.join_future = old.sync_future = None
-        group.members = {(new_id if member_id == old_id else member_id): member
-                         for member_id, member in group.members.items()}
+        group.members = {
+            (new_id if member_id == old_id else member_id): member for member_id, member in group.members.items()
+        }
         if group.leader_id == old_id:
             group.leader_id = new_id
         unchanged = old.protocols == list(protocols)
         old.member_id, old.client_id, old.client_host = new_id, client_id, client_host
         old.session_timeout_ms, old.rebalance_timeout_ms, old.protocols = (
-            session_timeout_ms, rebalance_timeout_ms, list(protocols))
-        logger.info("group %s: static member %s is back as %s (was %s)", group.group_id, old.group_instance_id,
-                    new_id, old_id)
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            list(protocols),
+        )
+        logger.info(
+            "group %s: static member %s is back as %s (was %s)", group.group_id, old.group_instance_id, new_id, old_id
+        )
         if unchanged and group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._reset_session(group, old)
             response = self._join_response(group, old)
@@ -291,10 +330,12 @@ class GroupCoordinator:
             # generation instead of rebalancing once per arrival.
             group.initial_delay_deadline = self._loop.time() + group.rebalance_timeout_ms() / 1000
             group.rebalance_timer = self._loop.call_later(
-                self.initial_rebalance_delay_ms / 1000, self._on_initial_delay, group)
+                self.initial_rebalance_delay_ms / 1000, self._on_initial_delay, group
+            )
             return
         group.rebalance_timer = self._loop.call_later(
-            group.rebalance_timeout_ms() / 1000, self._on_rebalance_timeout, group, group.generation_id)
+            group.rebalance_timeout_ms() / 1000, self._on_rebalance_timeout, group, group.generation_id
+        )
         self._try_complete_join(group)
 
     def _extend_initial_delay(self, group: Group) -> None:
@@ -306,20 +347,26 @@ class GroupCoordinator:
     def _on_initial_delay(self, group: Group) -> None:
         group.initial_delay_deadline = None
         group.rebalance_timer = self._loop.call_later(
-            group.rebalance_timeout_ms() / 1000, self._on_rebalance_timeout, group, group.generation_id)
+            group.rebalance_timeout_ms() / 1000, self._on_rebalance_timeout, group, group.generation_id
+        )
         self._try_complete_join(group)
 
     def _on_rebalance_timeout(self, group: Group, generation_id: int) -> None:
         if group.state is not GroupState.PREPARING_REBALANCE or group.generation_id != generation_id:
             return
         for member in [m for m in group.members.values() if m.join_future is None]:
-            logger.info("group %s: member %s did not rejoin within the rebalance timeout", group.group_id, member.member_id)
+            logger.info(
+                "group %s: member %s did not rejoin within the rebalance timeout", group.group_id, member.member_id
+            )
             self._remove_member(group, member)
         self._complete_join(group)
 
     def _try_complete_join(self, group: Group) -> None:
-        if (group.state is GroupState.PREPARING_REBALANCE and group.initial_delay_deadline is None
-                and all(member.join_future is not None for member in group.members.values())):
+        if (
+            group.state is GroupState.PREPARING_REBALANCE
+            and group.initial_delay_deadline is None
+            and all(member.join_future is not None for member in group.members.values())
+        ):
             self._complete_join(group)
 
     def _complete_join(self, group: Group) -> None:
@@ -338,15 +385,22 @@ class GroupCoordinator:
         for member in group.members.values():
             member.assignment = b""
         self._transition(group, GroupState.COMPLETING_REBALANCE)
-        logger.info("group %s: generation %d with %d member(s), protocol %s, leader %s", group.group_id,
-                    group.generation_id, len(group.members), group.protocol_name, group.leader_id)
+        logger.info(
+            "group %s: generation %d with %d member(s), protocol %s, leader %s",
+            group.group_id,
+            group.generation_id,
+            len(group.members),
+            group.protocol_name,
+            group.leader_id,
+        )
         for member in group.members.values():
             future, member.join_future = member.join_future, None
             self._reset_session(group, member)
             _resolve(future, self._join_response(group, member))
         # A leader that never sends its SyncGroup must not wedge the group.
         group.rebalance_timer = self._loop.call_later(
-            group.rebalance_timeout_ms() / 1000, self._on_sync_timeout, group, group.generation_id)
+            group.rebalance_timeout_ms() / 1000, self._on_sync_timeout, group, group.generation_id
+        )
 
     def _on_sync_timeout(self, group: Group, generation_id: int) -> None:
         if group.state is not GroupState.COMPLETING_REBALANCE or group.generation_id != generation_id:
@@ -371,16 +425,35 @@ class GroupCoordinator:
         # skip_assignment (v9) stays false: a leader computes the assignment of a new generation.
         members = []
         if member.member_id == group.leader_id:
-            members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                        "metadata": m.metadata(group.protocol_name)} for m in group.members.values()]
-        return {"throttle_time": 0, "error_code": ErrorCode.none, "generation_id": group.generation_id,
-                "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,
-                "leader": group.leader_id, "member_id": member.member_id, "members": members}
+            members = [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "metadata": m.metadata(group.protocol_name),
+                }
+                for m in group.members.values()
+            ]
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
+            "generation_id": group.generation_id,
+            "protocol_type": group.protocol_type,
+            "protocol_name": group.protocol_name,
+            "leader": group.leader_id,
+            "member_id": member.member_id,
+            "members": members,
+        }
 
     # -- SyncGroup --------------------------------------------------------------------------------
 
-    def sync(self, group_id: str, generation_id: int, member_id: str, assignments: Mapping[str, bytes],
-             group_instance_id: str | None = None) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+    def sync(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        assignments: Mapping[str, bytes],
+        group_instance_id: str | None = None,
+    ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
         """A SyncGroup: the member's assignment now, or (a follower before the leader's sync) a
         future resolved by the leader's SyncGroup."""
         group, member, error = self._member(group_id, member_id, generation_id, group_instance_id)
@@ -409,8 +482,9 @@ class GroupCoordinator:
 
     # -- Heartbeat / LeaveGroup ------------------------------------------------------------------
 
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str,
-                  group_instance_id: str | None = None) -> ErrorCode:
+    def heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
+    ) -> ErrorCode:
         group, member, error = self._member(group_id, member_id, generation_id, group_instance_id)
         if error is not ErrorCode.none:
             return error
@@ -446,8 +520,9 @@ class GroupCoordinator:
     def _static_member(group: Group, group_instance_id: str) -> Member | None:
         return next((m for m in group.members.values() if m.group_instance_id == group_instance_id), None)
 
-    def _member(self, group_id: str, member_id: str, generation_id: int,
-                group_instance_id: str | None = None) -> tuple[Group | None, Member | None, ErrorCode]:
+    def _member(
+        self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None = None
+    ) -> tuple[Group | None, Member | None, ErrorCode]:
         """The checks SyncGroup and Heartbeat share (Kafka's order: instance id, member, then
         generation)."""
         group = self._groups.get(group_id)
@@ -469,7 +544,8 @@ class GroupCoordinator:
     def _reset_session(self, group: Group, member: Member) -> None:
         _cancel(member.session_timer)
         member.session_timer = self._loop.call_later(
-            member.session_timeout_ms / 1000, self._on_session_expired, group, member)
+            member.session_timeout_ms / 1000, self._on_session_expired, group, member
+        )
 
     def _on_session_expired(self, group: Group, member: Member) -> None:
         if group.members.get(member.member_id) is not member:
@@ -477,8 +553,12 @@ class GroupCoordinator:
         if _pending(member.join_future) or _pending(member.sync_future):
             self._reset_session(group, member)  # parked in a join/sync: alive by definition
             return
-        logger.info("group %s: member %s expired after %d ms without a heartbeat", group.group_id,
-                    member.member_id, member.session_timeout_ms)
+        logger.info(
+            "group %s: member %s expired after %d ms without a heartbeat",
+            group.group_id,
+            member.member_id,
+            member.session_timeout_ms,
+        )
         self._remove_member(group, member)
         self._after_departure(group, f"member {member.member_id}'s session expired")
 
@@ -499,13 +579,22 @@ class GroupCoordinator:
 
     def _transition(self, group: Group, state: GroupState) -> None:
         if state not in LEGAL_TRANSITIONS[group.state]:
-            raise IllegalGroupTransition(f"group {group.group_id}: {group.state.value} -> {state.value} is not a legal transition")
+            raise IllegalGroupTransition(
+                f"group {group.group_id}: {group.state.value} -> {state.value} is not a legal transition"
+            )
         group.state = state
 
     # -- offsets -------------------------------------------------------------------------------------
 
-    def validate_offset_commit(self, group_id: str, generation_id: int, member_id: str, *,
-                               transactional: bool = False, group_instance_id: str | None = None) -> ErrorCode:
+    def validate_offset_commit(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        *,
+        transactional: bool = False,
+        group_instance_id: str | None = None,
+    ) -> ErrorCode:
         """Kafka 2.x's rules: generation -1 with no member id only for Empty (or unknown) groups,
         which standalone consumers and admin tools use; otherwise a current member of the current
         generation; never while CompletingRebalance (the assignment is not known yet), except for a
@@ -532,8 +621,7 @@ class GroupCoordinator:
         self._reset_session(group, member)  # Kafka counts a commit as a sign of life too
         return ErrorCode.none
 
-    def store_offsets(self, group_id: str,
-                      offsets: Mapping[TopicPartition, CommittedOffset]) -> Awaitable[None] | None:
+    def store_offsets(self, group_id: str, offsets: Mapping[TopicPartition, CommittedOffset]) -> Awaitable[None] | None:
         """Persist ``offsets`` (already validated); returns the fsync wait, or None when nothing
         was written. Raises StorageError when the append fails."""
         written = self.offsets.commit(group_id, offsets)
@@ -596,8 +684,9 @@ class GroupCoordinator:
             return ErrorCode.none, None
         return ErrorCode.none, self._broker.group_commit.wait_durable(log, end_offset)
 
-    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
-                       ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode], Awaitable[None] | None]:
+    def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode], Awaitable[None] | None]:
         """OffsetDelete: tombstone the group's offsets of ``partitions``. Kafka's rules: the group
         must exist (GROUP_ID_NOT_FOUND); a partition of a topic that a current member subscribes
         to is refused (GROUP_SUBSCRIBED_TO_TOPIC), a partition that does not exist is
@@ -636,8 +725,16 @@ class GroupCoordinator:
 
 
 def _join_error(code: ErrorCode, member_id: str) -> dict[str, Any]:
-    return {"throttle_time": 0, "error_code": code, "generation_id": -1, "protocol_type": None,
-            "protocol_name": "", "leader": "", "member_id": member_id, "members": []}
+    return {
+        "throttle_time": 0,
+        "error_code": code,
+        "generation_id": -1,
+        "protocol_type": None,
+        "protocol_name": "",
+        "leader": "",
+        "member_id": member_id,
+        "members": [],
+    }
 
 
 def _sync_response(code: ErrorCode, assignment: bytes = b"") -> dict[str, Any]:

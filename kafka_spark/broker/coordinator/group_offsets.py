@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from kafka_spark.broker.storage.batch import HEADER_SIZE, build_record_batch, iter_batches, read_varint
 from kafka_spark.broker.storage.errors import StorageError, TopicExistsError
@@ -76,13 +76,20 @@ def offsets_partition_for(group_id: str, partitions: int) -> int:
 
 
 def encode_key(group_id: str, topic_partition: TopicPartition) -> bytes:
-    return (_I16.pack(_KEY_VERSION) + _string(group_id) + _string(topic_partition.topic)
-            + _I32.pack(topic_partition.partition))
+    return (
+        _I16.pack(_KEY_VERSION)
+        + _string(group_id)
+        + _string(topic_partition.topic)
+        + _I32.pack(topic_partition.partition)
+    )
 
 
 def encode_value(committed: CommittedOffset) -> bytes:
-    return (_VALUE_HEAD.pack(_VALUE_VERSION, committed.offset, committed.leader_epoch)
-            + _string(committed.metadata) + _I64.pack(committed.commit_timestamp))
+    return (
+        _VALUE_HEAD.pack(_VALUE_VERSION, committed.offset, committed.leader_epoch)
+        + _string(committed.metadata)
+        + _I64.pack(committed.commit_timestamp)
+    )
 
 
 def decode_key(raw: bytes) -> tuple[str, TopicPartition] | None:
@@ -108,8 +115,13 @@ def decode_value(raw: bytes) -> CommittedOffset:
 class GroupOffsetStore:
     """The committed offsets of every group: an in-memory map backed by ``__consumer_offsets``."""
 
-    def __init__(self, logs: LogManager, *, partitions: int = DEFAULT_OFFSETS_PARTITIONS,
-                 time_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        logs: LogManager,
+        *,
+        partitions: int = DEFAULT_OFFSETS_PARTITIONS,
+        time_ms: Callable[[], int] | None = None,
+    ) -> None:
         self._logs = logs
         self._default_partitions = partitions
         self._time_ms = time_ms or (lambda: int(time.time() * 1000))
@@ -254,5 +266,3 @@ def _read_string(raw: bytes, position: int) -> tuple[str, int]:
     if length < 0:
         return "", position
     return raw[position : position + length].decode("utf-8"), position + length
-
-

@@ -54,16 +54,17 @@ import asyncio
 import enum
 import logging
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kafka_spark.broker.coordinator.transaction_log import TransactionLog
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.storage.batch import BatchHeader, build_control_batch
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.broker.storage.log import Log
-from kafka_spark.broker.coordinator.transaction_log import TransactionLog
 from kafka_spark.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -138,30 +139,49 @@ class TransactionMetadata:
 
     def to_record(self) -> dict[str, Any]:
         return {
-            "producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
-            "last_producer_epoch": self.last_producer_epoch, "timeout_ms": self.timeout_ms,
-            "state": self.state.value, "partitions": sorted([tp.topic, tp.partition] for tp in self.partitions),
+            "producer_id": self.producer_id,
+            "producer_epoch": self.producer_epoch,
+            "last_producer_epoch": self.last_producer_epoch,
+            "timeout_ms": self.timeout_ms,
+            "state": self.state.value,
+            "partitions": sorted([tp.topic, tp.partition] for tp in self.partitions),
             "groups": sorted(self.groups),
-            "pending_offsets": {group: sorted([tp.topic, tp.partition, offset, metadata, leader_epoch]
-                                              for tp, (offset, metadata, leader_epoch) in offsets.items())
-                                for group, offsets in self.pending_offsets.items()},
-            "txn_start_ms": self.txn_start_ms, "last_update_ms": self.last_update_ms,
-            "transaction_v2": self.transaction_v2, "next_producer_id": self.next_producer_id,
+            "pending_offsets": {
+                group: sorted(
+                    [tp.topic, tp.partition, offset, metadata, leader_epoch]
+                    for tp, (offset, metadata, leader_epoch) in offsets.items()
+                )
+                for group, offsets in self.pending_offsets.items()
+            },
+            "txn_start_ms": self.txn_start_ms,
+            "last_update_ms": self.last_update_ms,
+            "transaction_v2": self.transaction_v2,
+            "next_producer_id": self.next_producer_id,
             "previous_producer_id": self.previous_producer_id,
         }
 
     @classmethod
-    def from_record(cls, transactional_id: str, record: Mapping[str, Any]) -> "TransactionMetadata":
+    def from_record(cls, transactional_id: str, record: Mapping[str, Any]) -> TransactionMetadata:
         return cls(
-            transactional_id, record["producer_id"], record["producer_epoch"], record["timeout_ms"],
-            TxnState(record["state"]), record["last_producer_epoch"],
+            transactional_id,
+            record["producer_id"],
+            record["producer_epoch"],
+            record["timeout_ms"],
+            TxnState(record["state"]),
+            record["last_producer_epoch"],
             {TopicPartition(topic, partition) for topic, partition in record["partitions"]},
             set(record["groups"]),
-            {group: {TopicPartition(entry[0], entry[1]): (entry[2], entry[3], entry[4] if len(entry) > 4 else -1)
-                     for entry in entries}  # records from before leader epochs were kept have 4 fields
-             for group, entries in record["pending_offsets"].items()},
-            record["txn_start_ms"], record["last_update_ms"],
-            record.get("transaction_v2", False), record.get("next_producer_id", -1),
+            {
+                group: {
+                    TopicPartition(entry[0], entry[1]): (entry[2], entry[3], entry[4] if len(entry) > 4 else -1)
+                    for entry in entries
+                }  # records from before leader epochs were kept have 4 fields
+                for group, entries in record["pending_offsets"].items()
+            },
+            record["txn_start_ms"],
+            record["last_update_ms"],
+            record.get("transaction_v2", False),
+            record.get("next_producer_id", -1),
             record.get("previous_producer_id", -1),
         )
 
@@ -175,9 +195,14 @@ def fenced_error(api_version: int, first_fenced_version: int) -> int:
 class TransactionCoordinator:
     """Owns every transactional id of this node. See the module docstring."""
 
-    def __init__(self, broker: "Broker", *, abort_check_interval_ms: int = ABORT_CHECK_INTERVAL_MS,
-                 transactional_id_expiration_ms: int = TRANSACTIONAL_ID_EXPIRATION_MS,
-                 expiration_check_interval_ms: int = EXPIRATION_CHECK_INTERVAL_MS) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        *,
+        abort_check_interval_ms: int = ABORT_CHECK_INTERVAL_MS,
+        transactional_id_expiration_ms: int = TRANSACTIONAL_ID_EXPIRATION_MS,
+        expiration_check_interval_ms: int = EXPIRATION_CHECK_INTERVAL_MS,
+    ) -> None:
         self._broker = broker
         self.abort_check_interval_ms = abort_check_interval_ms
         self.transactional_id_expiration_ms = transactional_id_expiration_ms
@@ -211,8 +236,9 @@ class TransactionCoordinator:
 
     def _finish_interrupted(self, interrupted: list[TransactionMetadata]) -> None:
         for meta in interrupted:
-            logger.info("finishing transaction %r (%s) interrupted by a restart", meta.transactional_id,
-                        meta.state.value)
+            logger.info(
+                "finishing transaction %r (%s) interrupted by a restart", meta.transactional_id, meta.state.value
+            )
             self._finish(meta, meta.state is TxnState.PREPARE_COMMIT, only_open=True)
         self._drain_unsynced()
 
@@ -236,8 +262,9 @@ class TransactionCoordinator:
 
     # -- InitProducerId ------------------------------------------------------------------------------
 
-    def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int,
-                         api_version: int) -> tuple[int, int, int]:
+    def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int, api_version: int
+    ) -> tuple[int, int, int]:
         """``(error_code, producer_id, producer_epoch)`` for a transactional producer starting up.
 
         A new id gets a new producer id at epoch 0. A known one has its ongoing transaction
@@ -246,8 +273,12 @@ class TransactionCoordinator:
         a retry) else 47, or 90 from v4.
         """
         if not 0 < timeout_ms <= MAX_TRANSACTION_TIMEOUT_MS:
-            logger.warning("InitProducerId for %r: transaction.timeout.ms=%d is outside (0, %d]",
-                           transactional_id, timeout_ms, MAX_TRANSACTION_TIMEOUT_MS)
+            logger.warning(
+                "InitProducerId for %r: transaction.timeout.ms=%d is outside (0, %d]",
+                transactional_id,
+                timeout_ms,
+                MAX_TRANSACTION_TIMEOUT_MS,
+            )
             return ErrorCode.invalid_transaction_timeout, -1, -1
         meta = self._txns.get(transactional_id)
         if meta is None:
@@ -258,8 +289,11 @@ class TransactionCoordinator:
         if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             return ErrorCode.concurrent_transactions, -1, -1  # markers still being written
         if producer_id >= 0:
-            if producer_id == meta.producer_id and producer_epoch == meta.last_producer_epoch \
-                    and meta.state is TxnState.EMPTY:
+            if (
+                producer_id == meta.producer_id
+                and producer_epoch == meta.last_producer_epoch
+                and meta.state is TxnState.EMPTY
+            ):
                 return ErrorCode.none, meta.producer_id, meta.producer_epoch  # retry of the bump just made
             if producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
                 return fenced_error(api_version, 4), -1, -1
@@ -267,8 +301,11 @@ class TransactionCoordinator:
         if meta.state is TxnState.ONGOING:
             # As Kafka: fence (epoch + 1, markers with it), abort, then the init's own bump.
             _fence(meta)
-            logger.info("InitProducerId for %r aborts its ongoing transaction (epoch now %d)",
-                        transactional_id, meta.producer_epoch)
+            logger.info(
+                "InitProducerId for %r aborts its ongoing transaction (epoch now %d)",
+                transactional_id,
+                meta.producer_epoch,
+            )
             self._end(meta, commit=False)
             if meta.state is TxnState.PREPARE_ABORT:  # markers pending a retry: the client retries too
                 return ErrorCode.concurrent_transactions, -1, -1
@@ -286,8 +323,9 @@ class TransactionCoordinator:
 
     # -- checks shared by the transaction APIs -------------------------------------------------------
 
-    def _validate(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                  fenced: int) -> tuple[TransactionMetadata | None, int]:
+    def _validate(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, fenced: int
+    ) -> tuple[TransactionMetadata | None, int]:
         meta = self._txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return None, ErrorCode.invalid_producer_id_mapping
@@ -307,8 +345,14 @@ class TransactionCoordinator:
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit ---------------------------------------
 
-    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Iterable[TopicPartition], fenced: int) -> dict[TopicPartition, int]:
+    def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+        fenced: int,
+    ) -> dict[TopicPartition, int]:
         """Per partition error code. One unknown partition fails the request: 3 for it, 55
         OPERATION_NOT_ATTEMPTED for the others, as Kafka does."""
         partitions = list(partitions)
@@ -317,16 +361,24 @@ class TransactionCoordinator:
             return {tp: error for tp in partitions}
         unknown = {tp for tp in partitions if not self._exists(tp)}
         if unknown:
-            return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
-                    for tp in partitions}
+            return {
+                tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
+                for tp in partitions
+            }
         if meta.state is not TxnState.ONGOING or not meta.partitions.issuperset(partitions):
             self._begin(meta)
             meta.partitions.update(partitions)
             self._persist(meta)
         return {tp: ErrorCode.none for tp in partitions}
 
-    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                          partitions: Iterable[TopicPartition], fenced: int) -> dict[TopicPartition, int]:
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+        fenced: int,
+    ) -> dict[TopicPartition, int]:
         """Per partition: 0 when it is in the producer's ongoing transaction, 48 INVALID_TXN_STATE
         when not (AddPartitionsToTxn v4+ with verify_only); changes nothing."""
         partitions = list(partitions)
@@ -334,11 +386,14 @@ class TransactionCoordinator:
         if meta is None:
             return {tp: error for tp in partitions}
         ongoing = meta.state is TxnState.ONGOING
-        return {tp: ErrorCode.none if ongoing and tp in meta.partitions else ErrorCode.invalid_txn_state
-                for tp in partitions}
+        return {
+            tp: ErrorCode.none if ongoing and tp in meta.partitions else ErrorCode.invalid_txn_state
+            for tp in partitions
+        }
 
-    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
-                    fenced: int) -> int:
+    def add_offsets(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, fenced: int
+    ) -> int:
         """Make ``group_id``'s offsets part of the transaction (TxnOffsetCommit follows)."""
         meta, error = self._validate(transactional_id, producer_id, producer_epoch, fenced)
         if meta is None:
@@ -349,20 +404,28 @@ class TransactionCoordinator:
             self._persist(meta)
         return ErrorCode.none
 
-    def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
-                          offsets: Offsets, *, transaction_v2: bool = False) -> int:
+    def txn_offset_commit(
+        self,
+        transactional_id: str,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Offsets,
+        *,
+        transaction_v2: bool = False,
+    ) -> int:
         """Stage consumer offsets in the ongoing transaction; OffsetFetch sees them after commit.
         ``transaction_v2`` (TxnOffsetCommit v5+): the group joins the transaction implicitly."""
-        meta, error = self._validate(transactional_id, producer_id, producer_epoch,
-                                     ErrorCode.invalid_producer_epoch)
+        meta, error = self._validate(transactional_id, producer_id, producer_epoch, ErrorCode.invalid_producer_epoch)
         if meta is None:
             return error
         if transaction_v2 and (meta.state is not TxnState.ONGOING or group_id not in meta.groups):
             self._begin(meta)
             meta.groups.add(group_id)
         if meta.state is not TxnState.ONGOING or group_id not in meta.groups:
-            logger.warning("TxnOffsetCommit for %r, group %r: call AddOffsetsToTxn for the group first",
-                           transactional_id, group_id)
+            logger.warning(
+                "TxnOffsetCommit for %r, group %r: call AddOffsetsToTxn for the group first", transactional_id, group_id
+            )
             return ErrorCode.invalid_txn_state
         meta.pending_offsets.setdefault(group_id, {}).update(offsets)
         self._persist(meta)
@@ -371,13 +434,25 @@ class TransactionCoordinator:
     def staged_offsets(self, group_id: str) -> set[TopicPartition]:
         """The partitions of ``group_id`` whose offsets an open transaction has staged (OffsetFetch's
         ``require_stable`` answers them UNSTABLE_OFFSET_COMMIT until the transaction ends)."""
-        return {tp for meta in self._txns.values() if meta.state is not TxnState.EMPTY
-                for tp in meta.pending_offsets.get(group_id, ())}
+        return {
+            tp
+            for meta in self._txns.values()
+            if meta.state is not TxnState.EMPTY
+            for tp in meta.pending_offsets.get(group_id, ())
+        }
 
     # -- EndTxn ----------------------------------------------------------------------------------------
 
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
-                fenced: int, *, transaction_v2: bool = False) -> tuple[int, int, int]:
+    def end_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        fenced: int,
+        *,
+        transaction_v2: bool = False,
+    ) -> tuple[int, int, int]:
         """``(error_code, producer_id, producer_epoch)``: the producer's id and epoch after the
         transaction ended (what EndTxn v5+ answers; -1, -1 on an error)."""
         meta = self._txns.get(transactional_id)
@@ -385,15 +460,24 @@ class TransactionCoordinator:
             return ErrorCode.invalid_producer_id_mapping, -1, -1
         # Transaction protocol v2 bumped the epoch when this transaction ended: a retry of that
         # EndTxn carries the epoch before (or, after a move to a new producer id, the last one).
-        bumped_retry = (meta.transaction_v2 and meta.producer_id == producer_id
-                        and meta.producer_epoch == producer_epoch + 1)
-        moved_retry = (meta.transaction_v2 and meta.previous_producer_id == producer_id
-                       and producer_epoch == _MAX_EPOCH and meta.producer_epoch == 0)
+        bumped_retry = (
+            meta.transaction_v2 and meta.producer_id == producer_id and meta.producer_epoch == producer_epoch + 1
+        )
+        moved_retry = (
+            meta.transaction_v2
+            and meta.previous_producer_id == producer_id
+            and producer_epoch == _MAX_EPOCH
+            and meta.producer_epoch == 0
+        )
         state = meta.state
         if meta.producer_id != producer_id and not moved_retry:
             return ErrorCode.invalid_producer_id_mapping, -1, -1
-        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.COMPLETE_COMMIT,
-                     TxnState.COMPLETE_ABORT) and (bumped_retry or moved_retry):
+        if state in (
+            TxnState.PREPARE_COMMIT,
+            TxnState.PREPARE_ABORT,
+            TxnState.COMPLETE_COMMIT,
+            TxnState.COMPLETE_ABORT,
+        ) and (bumped_retry or moved_retry):
             valid_epoch = True
         else:
             valid_epoch = producer_epoch == meta.producer_epoch
@@ -415,8 +499,7 @@ class TransactionCoordinator:
             return ErrorCode.concurrent_transactions, -1, -1
         if state is (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
             return ErrorCode.none, meta.producer_id, meta.producer_epoch  # a retry of the EndTxn that completed it
-        logger.warning("EndTxn(%s) for %r in state %s", "commit" if commit else "abort", transactional_id,
-                       state.value)
+        logger.warning("EndTxn(%s) for %r in state %s", "commit" if commit else "abort", transactional_id, state.value)
         return ErrorCode.invalid_txn_state, -1, -1
 
     def _end(self, meta: TransactionMetadata, commit: bool) -> None:
@@ -435,8 +518,12 @@ class TransactionCoordinator:
         if failed:
             # Stay in Prepare*: the producer gets 51 CONCURRENT_TRANSACTIONS (and retries) until a
             # later attempt marks the remaining partitions, as Kafka retries marker writes.
-            logger.error("transaction %r: markers missing on %s; retrying in %d ms", meta.transactional_id,
-                         ", ".join(map(str, failed)), MARKER_RETRY_MS)
+            logger.error(
+                "transaction %r: markers missing on %s; retrying in %d ms",
+                meta.transactional_id,
+                ", ".join(map(str, failed)),
+                MARKER_RETRY_MS,
+            )
             self._broker.loop.call_later(MARKER_RETRY_MS / 1000, self._retry_finish, meta, commit)
             return
         meta.transition(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
@@ -456,8 +543,9 @@ class TransactionCoordinator:
             self._finish(meta, commit, only_open=True)
             self._drain_unsynced()
 
-    def _write_marker(self, meta: TransactionMetadata, tp: TopicPartition, commit: bool, now: int,
-                      only_open: bool) -> bool:
+    def _write_marker(
+        self, meta: TransactionMetadata, tp: TopicPartition, commit: bool, now: int, only_open: bool
+    ) -> bool:
         """Append the marker to ``tp``; False when the append failed (to be retried)."""
         found = self._partition(tp)
         if found is None:
@@ -471,8 +559,13 @@ class TransactionCoordinator:
         try:
             result = log.append(batch, acks=1)
         except StorageError as error:
-            logger.error("transaction %r: writing the %s marker to %s failed: %s", meta.transactional_id,
-                         "COMMIT" if commit else "ABORT", tp, error)
+            logger.error(
+                "transaction %r: writing the %s marker to %s failed: %s",
+                meta.transactional_id,
+                "COMMIT" if commit else "ABORT",
+                tp,
+                error,
+            )
             return False
         header: BatchHeader = result.headers[0]
         state.record(header)  # the marker's epoch fences older epochs on this partition
@@ -484,21 +577,27 @@ class TransactionCoordinator:
     def _commit_offsets(self, meta: TransactionMetadata, group_id: str, offsets: Offsets) -> None:
         groups = getattr(self._broker, "groups", None)
         if groups is None:
-            logger.error("transaction %r committed offsets for group %r but this broker has no group "
-                         "coordinator; the offsets are lost", meta.transactional_id, group_id)
+            logger.error(
+                "transaction %r committed offsets for group %r but this broker has no group "
+                "coordinator; the offsets are lost",
+                meta.transactional_id,
+                group_id,
+            )
             return
         try:
             groups.commit_offsets(group_id, dict(offsets))
         except StorageError as error:
             # The data commits regardless (markers follow); only the offsets are lost, so the
             # consumer would re-read this transaction's input: say so loudly.
-            logger.error("transaction %r: committing offsets of group %r failed: %s", meta.transactional_id,
-                         group_id, error)
+            logger.error(
+                "transaction %r: committing offsets of group %r failed: %s", meta.transactional_id, group_id, error
+            )
 
     # -- Produce -------------------------------------------------------------------------------------
 
-    def check_produce(self, transactional_id: str | None, header: BatchHeader, tp: TopicPartition, *,
-                      transaction_v2: bool = False) -> int:
+    def check_produce(
+        self, transactional_id: str | None, header: BatchHeader, tp: TopicPartition, *, transaction_v2: bool = False
+    ) -> int:
         """Error code for a transactional batch (0 = may be written): its producer id must belong
         to a transactional id (49), with the current epoch (47), whose ongoing transaction has
         ``tp`` (48 INVALID_TXN_STATE: AddPartitionsToTxn first). With ``transaction_v2`` (Produce
@@ -533,11 +632,19 @@ class TransactionCoordinator:
     def abort_timed_out(self, now_ms: int) -> list[str]:
         """Abort every ongoing transaction older than its timeout, bumping its epoch so the
         abandoned producer is fenced. Returns the transactional ids aborted."""
-        expired = [meta for meta in self._txns.values()
-                   if meta.state is TxnState.ONGOING and now_ms - meta.txn_start_ms > meta.timeout_ms]
+        expired = [
+            meta
+            for meta in self._txns.values()
+            if meta.state is TxnState.ONGOING and now_ms - meta.txn_start_ms > meta.timeout_ms
+        ]
         for meta in expired:
-            logger.warning("aborting transaction %r of producer %d: open %d ms, longer than its timeout %d ms",
-                           meta.transactional_id, meta.producer_id, now_ms - meta.txn_start_ms, meta.timeout_ms)
+            logger.warning(
+                "aborting transaction %r of producer %d: open %d ms, longer than its timeout %d ms",
+                meta.transactional_id,
+                meta.producer_id,
+                now_ms - meta.txn_start_ms,
+                meta.timeout_ms,
+            )
             _fence(meta)
             self._end(meta, commit=False)
         if expired:
@@ -558,17 +665,21 @@ class TransactionCoordinator:
     def expire_transactional_ids(self, now_ms: int) -> list[str]:
         """Forget every transactional id idle for longer than ``transactional_id_expiration_ms``
         with no transaction open (tombstoned in ``__transaction_state``). Returns those ids."""
-        idle = [meta for meta in self._txns.values()
-                if meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-                and now_ms - meta.last_update_ms > self.transactional_id_expiration_ms]
+        idle = [
+            meta
+            for meta in self._txns.values()
+            if meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+            and now_ms - meta.last_update_ms > self.transactional_id_expiration_ms
+        ]
         for meta in idle:
             log, end = self._log.append(meta.transactional_id, None, now_ms)
             self._unsynced[log] = end
             del self._txns[meta.transactional_id]
             if self._by_producer_id.get(meta.producer_id) is meta:
                 del self._by_producer_id[meta.producer_id]
-            logger.info("transactional id %r expired: unused for %d ms", meta.transactional_id,
-                        now_ms - meta.last_update_ms)
+            logger.info(
+                "transactional id %r expired: unused for %d ms", meta.transactional_id, now_ms - meta.last_update_ms
+            )
         if idle:
             self._drain_unsynced()  # fsynced in the background; a failure is logged
         return [meta.transactional_id for meta in idle]
@@ -584,8 +695,11 @@ class TransactionCoordinator:
 
     def _drain_unsynced(self) -> list[asyncio.Future[None]]:
         unsynced, self._unsynced = self._unsynced, {}
-        waits = [self._broker.group_commit.wait_durable(log, end) for log, end in unsynced.items()
-                 if log.config.flush_on_ack_all]
+        waits = [
+            self._broker.group_commit.wait_durable(log, end)
+            for log, end in unsynced.items()
+            if log.config.flush_on_ack_all
+        ]
         for wait in waits:
             wait.add_done_callback(_log_failure)
         return waits

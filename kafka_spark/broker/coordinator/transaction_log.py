@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
-from kafka_spark.broker.storage.batch import HEADER_SIZE, build_record_batch, iter_batches
+from kafka_spark.broker.storage.batch import HEADER_SIZE, build_record_batch, iter_batches, read_varint
 from kafka_spark.broker.storage.errors import TopicExistsError
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import LogManager
-from kafka_spark.broker.storage.batch import read_varint
 
 logger = logging.getLogger("kafka_spark.broker.coordinator.transaction")
 
@@ -62,8 +62,9 @@ class TransactionLog:
         """The partition log, created (compacted, one partition) on first use."""
         if self._log is None:
             try:
-                self._logs.create_topic(TRANSACTION_STATE_TOPIC, 1, {"cleanup.policy": "compact",
-                                                                     "segment.bytes": "104857600"})
+                self._logs.create_topic(
+                    TRANSACTION_STATE_TOPIC, 1, {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+                )
             except TopicExistsError:
                 pass
             self._log = self._logs.get_log(TRANSACTION_STATE_TOPIC, 0)
@@ -71,8 +72,11 @@ class TransactionLog:
 
     def append(self, transactional_id: str, value: dict[str, Any] | None, now_ms: int) -> tuple[Log, int]:
         """Write one state record; returns ``(log, end offset)`` for a durability wait."""
-        payload = None if value is None else json.dumps({"version": _FORMAT_VERSION, **value},
-                                                         separators=(",", ":")).encode("utf-8")
+        payload = (
+            None
+            if value is None
+            else json.dumps({"version": _FORMAT_VERSION, **value}, separators=(",", ":")).encode("utf-8")
+        )
         batch = build_record_batch([(transactional_id.encode("utf-8"), payload, (), now_ms)])
         result = self.log.append(batch, acks=1)  # fsync is group-committed by the caller
         return self.log, result.last_offset + 1
@@ -91,8 +95,10 @@ class TransactionLog:
                 continue
             document = json.loads(value)
             if document.get("version") != _FORMAT_VERSION:
-                raise ValueError(f"{TRANSACTION_STATE_TOPIC}: record for {name!r} has unknown format version "
-                                 f"{document.get('version')}; this broker reads version {_FORMAT_VERSION}")
+                raise ValueError(
+                    f"{TRANSACTION_STATE_TOPIC}: record for {name!r} has unknown format version "
+                    f"{document.get('version')}; this broker reads version {_FORMAT_VERSION}"
+                )
             state[name] = document
         logger.info("replayed %d record(s) of %s: %d transactional id(s)", count, TRANSACTION_STATE_TOPIC, len(state))
         return state
@@ -109,8 +115,10 @@ def _records(log: Log) -> Iterator[tuple[bytes, bytes | None]]:
         batches = iter_batches(data, verify_crc=False)  # recovery verified the CRCs at open
         for header in batches:
             if header.compression:
-                raise ValueError(f"{TRANSACTION_STATE_TOPIC} holds a compressed batch at offset "
-                                 f"{header.base_offset}; only this broker writes there, uncompressed")
+                raise ValueError(
+                    f"{TRANSACTION_STATE_TOPIC} holds a compressed batch at offset "
+                    f"{header.base_offset}; only this broker writes there, uncompressed"
+                )
             position = batches.batch_position + HEADER_SIZE
             for _ in range(header.records_count):
                 position, key, value = _record(data, position)

@@ -19,7 +19,7 @@ from kafka_spark.broker.protocol.codec import (
     encode_response,
     encode_response_parts,
 )
-from kafka_spark.broker.protocol.frames import FrameDecoder, FrameError, MAX_FRAME_BYTES
+from kafka_spark.broker.protocol.frames import MAX_FRAME_BYTES, FrameDecoder, FrameError
 from kafka_spark.broker.protocol.versions import SUPPORTED_VERSIONS, ApiKey
 
 __all__ = [

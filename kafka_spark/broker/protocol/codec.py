@@ -17,8 +17,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.serial.errors import SerialError
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
+from kio.serial.errors import SerialError
 
 from kafka_spark.broker.protocol import fetch_response, produce_request, produce_response, schemas
 from kafka_spark.broker.protocol.primitives import skip_tagged_fields
@@ -133,8 +133,7 @@ def _encode_with_kio(request: Request, response: Any) -> bytes:
 
 def _unsupported_api_versions(correlation_id: int) -> bytes:
     low, high = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
-    body = struct.pack(">ihihhh", correlation_id, ErrorCode.unsupported_version, 1,
-                       ApiKey.API_VERSIONS, low, high)
+    body = struct.pack(">ihihhh", correlation_id, ErrorCode.unsupported_version, 1, ApiKey.API_VERSIONS, low, high)
     return struct.pack(">i", len(body)) + body
 
 
@@ -208,8 +207,7 @@ def build(cls: Any, values: dict[str, Any]) -> Any:
             kwargs[name] = ErrorCode(int(value))
         elif kind == "timedelta":
             kwargs[name] = (
-                value if isinstance(value, datetime.timedelta)
-                else datetime.timedelta(milliseconds=int(value))
+                value if isinstance(value, datetime.timedelta) else datetime.timedelta(milliseconds=int(value))
             )
         else:
             kwargs[name] = value

@@ -51,8 +51,11 @@ def encode(correlation_id: int, version: int, response: dict[str, Any]) -> list[
         head += array_length(len(partitions), flexible)
         for entry in partitions:
             head += _PARTITION.pack(
-                entry["partition_index"], entry.get("error_code", ErrorCode.none), entry.get("high_watermark", -1),
-                entry.get("last_stable_offset", -1), entry.get("log_start_offset", -1),
+                entry["partition_index"],
+                entry.get("error_code", ErrorCode.none),
+                entry.get("high_watermark", -1),
+                entry.get("last_stable_offset", -1),
+                entry.get("log_start_offset", -1),
             )[:partition_width]
             aborted = entry.get("aborted_transactions", ())
             if aborted:
@@ -85,4 +88,3 @@ def encode(correlation_id: int, version: int, response: dict[str, Any]) -> list[
     struct.pack_into(">i", first, 0, size)
     parts[0] = bytes(first)
     return parts
-

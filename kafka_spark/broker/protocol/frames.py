@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kafka_spark.broker.memory_pool import MemoryPool
@@ -63,8 +64,12 @@ class FrameDecoder:
     #: A frame's buffer is at most this many times what has arrived of it.
     GROWTH = 2
 
-    def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES, pool: MemoryPool | None = None,
-                 pending: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        pool: MemoryPool | None = None,
+        pending: Callable[[], int] | None = None,
+    ) -> None:
         """``pending``: the bytes waiting in the socket (FIONREAD), asked only when a frame outgrows
         its buffer."""
         self._buffer = bytearray(self.CHUNK)

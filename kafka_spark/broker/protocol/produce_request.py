@@ -72,8 +72,9 @@ def _too_many(what: str, count: int) -> ValueError:
     return ValueError(f"{what} declares {count} entries, more than the frame holds")
 
 
-def read_produce_request(frame: bytes | bytearray | memoryview, position: int,
-                         version: int = 7) -> tuple[ProduceRequest, int]:
+def read_produce_request(
+    frame: bytes | bytearray | memoryview, position: int, version: int = 7
+) -> tuple[ProduceRequest, int]:
     """``(body, bytes read)`` for the ``version`` body at ``position``; ValueError when it does
     not parse.
 
@@ -99,7 +100,7 @@ def _read_classic(view: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     if length >= 0:
         if pos + length > end:
             raise _short("transactional_id", length, pos, end)
-        transactional_id = str(view[pos: pos + length], "utf-8")
+        transactional_id = str(view[pos : pos + length], "utf-8")
         pos += length
     elif length != -1:
         raise ValueError(f"transactional_id has length {length}")
@@ -115,7 +116,7 @@ def _read_classic(view: memoryview, pos: int) -> tuple[ProduceRequest, int]:
         pos += 2
         if length < 0 or pos + length > end:
             raise _short("topic name", length, pos, end)
-        name = str(view[pos: pos + length], "utf-8")
+        name = str(view[pos : pos + length], "utf-8")
         pos += length
         count = _I32.unpack_from(view, pos)[0]
         pos += 4
@@ -129,7 +130,7 @@ def _read_classic(view: memoryview, pos: int) -> tuple[ProduceRequest, int]:
             if size != -1:
                 if size < 0 or pos + size > end:
                     raise _short("records", size, pos, end)
-                records = view[pos: pos + size]
+                records = view[pos : pos + size]
                 pos += size
             partitions.append(PartitionProduceData(index, records))
         topics.append(TopicProduceData(name, tuple(partitions)))
@@ -150,7 +151,7 @@ def _read_flexible(view: memoryview, pos: int, by_id: bool) -> tuple[ProduceRequ
         length -= 1
         if pos + length > end:
             raise _short("transactional_id", length, pos, end)
-        transactional_id = str(view[pos: pos + length], "utf-8")
+        transactional_id = str(view[pos : pos + length], "utf-8")
         pos += length
     if pos + 6 > end:
         raise _short("acks and timeout", 6, pos, end)
@@ -170,7 +171,7 @@ def _read_flexible(view: memoryview, pos: int, by_id: bool) -> tuple[ProduceRequ
         if by_id:
             if pos + 16 > end:
                 raise _short("topic id", 16, pos, end)
-            topic_id = _topic_id(bytes(view[pos: pos + 16]))
+            topic_id = _topic_id(bytes(view[pos : pos + 16]))
             pos += 16
         else:
             length = view[pos]
@@ -181,7 +182,7 @@ def _read_flexible(view: memoryview, pos: int, by_id: bool) -> tuple[ProduceRequ
             length -= 1
             if length < 0 or pos + length > end:
                 raise _short("topic name", length, pos, end)
-            name = str(view[pos: pos + length], "utf-8")
+            name = str(view[pos : pos + length], "utf-8")
             pos += length
         count = view[pos]
         if count < 0x80:
@@ -211,7 +212,7 @@ def _read_flexible(view: memoryview, pos: int, by_id: bool) -> tuple[ProduceRequ
                 size -= 1
                 if pos + size > end:
                     raise _short("records", size, pos, end)
-                records = view[pos: pos + size]
+                records = view[pos : pos + size]
                 pos += size
             pos = pos + 1 if view[pos] == 0 else skip_tagged_fields(view, pos)
             partitions.append(PartitionProduceData(index, records))

@@ -26,7 +26,7 @@ FIRST_WITH_TOPIC_IDS = 13
 _PARTITION = struct.Struct(">ihqqq")
 _I32 = struct.Struct(">i")
 _MILLISECOND = datetime.timedelta(milliseconds=1)
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def encode(correlation_id: int, version: int, response: dict[str, Any]) -> bytes:
@@ -47,8 +47,11 @@ def encode(correlation_id: int, version: int, response: dict[str, Any]) -> bytes
             if isinstance(append_time, datetime.datetime):
                 append_time = (append_time - _EPOCH) // _MILLISECOND  # exact, unlike timestamp() * 1000
             out += _PARTITION.pack(
-                entry["index"], int(entry.get("error_code", ErrorCode.none)), entry["base_offset"],
-                -1 if append_time is None else append_time, entry.get("log_start_offset", -1),
+                entry["index"],
+                int(entry.get("error_code", ErrorCode.none)),
+                entry["base_offset"],
+                -1 if append_time is None else append_time,
+                entry.get("log_start_offset", -1),
             )[:width]
             if version >= 8:
                 record_errors = entry.get("record_errors", ())
@@ -71,4 +74,3 @@ def encode(correlation_id: int, version: int, response: dict[str, Any]) -> bytes
         out += NO_TAGS  # response
     struct.pack_into(">i", out, 0, len(out) - 4)
     return bytes(out)
-

@@ -12,7 +12,6 @@ From Kafka 4.4's JSON schemas (clients/src/main/resources/common/message/):
 Everything else comes from kio (``codec._request_class`` / ``_response_class`` look here first).
 """
 
-
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, ClassVar

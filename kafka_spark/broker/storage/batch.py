@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import mmap
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import crc32c
 
@@ -77,7 +77,7 @@ class BatchHeader:
     records_count: int
 
     @classmethod
-    def parse(cls, buf: bytes | bytearray | memoryview, position: int = 0) -> "BatchHeader":
+    def parse(cls, buf: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
         """The header at ``position`` (the caller ensures 61 bytes are there)."""
         return cls(*HEADER.unpack_from(buf, position))
 
@@ -193,7 +193,7 @@ class BatchIterator:
         self.batch_position = -1
         self.error: str | None = None
 
-    def __iter__(self) -> "BatchIterator":
+    def __iter__(self) -> BatchIterator:
         return self
 
     def close(self) -> None:
@@ -274,8 +274,9 @@ def _bytes_field(value: bytes | None, out: bytearray) -> None:
         out += value
 
 
-def _encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
-                   headers: Sequence[Header]) -> bytes:
+def _encode_record(
+    offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None, headers: Sequence[Header]
+) -> bytes:
     body = bytearray(b"\x00")  # record attributes: unused, always 0
     _varint(timestamp_delta, body)
     _varint(offset_delta, body)
@@ -317,16 +318,32 @@ def build_record_batch(
     attributes = (TRANSACTIONAL_MASK if is_transactional else 0) | (CONTROL_MASK if is_control else 0)
     buf = bytearray(HEADER_SIZE) + payload
     HEADER.pack_into(
-        buf, 0, base_offset, len(buf) - LOG_OVERHEAD, partition_leader_epoch, MAGIC, 0, attributes,
-        len(records) - 1, base_timestamp, max(record[3] for record in records), producer_id, producer_epoch,
-        base_sequence, len(records),
+        buf,
+        0,
+        base_offset,
+        len(buf) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        MAGIC,
+        0,
+        attributes,
+        len(records) - 1,
+        base_timestamp,
+        max(record[3] for record in records),
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
     )
     struct.pack_into(">I", buf, _CRC_OFFSET, crc32c.crc32c(memoryview(buf)[CRC_START:]))
     return bytes(buf)
 
 
 def build_control_batch(
-    base_offset: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+    base_offset: int,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
     timestamp_ms: int,
 ) -> bytes:
     """A transaction marker: attributes 0x30, one record whose key is ``(version 0, type)`` with type
@@ -334,8 +351,13 @@ def build_control_batch(
     key = struct.pack(">hh", 0, 1 if commit else 0)
     value = struct.pack(">hi", 0, coordinator_epoch)
     return build_record_batch(
-        [(key, value, (), timestamp_ms)], base_offset, producer_id, producer_epoch, -1,
-        is_transactional=True, is_control=True,
+        [(key, value, (), timestamp_ms)],
+        base_offset,
+        producer_id,
+        producer_epoch,
+        -1,
+        is_transactional=True,
+        is_control=True,
     )
 
 

@@ -43,7 +43,9 @@ def read_offset(path: Path) -> int | None:
     try:
         return int(text)
     except ValueError:
-        raise ValueError(f"checkpoint {path} holds {text!r}, not an offset; delete it to rebuild from the log") from None
+        raise ValueError(
+            f"checkpoint {path} holds {text!r}, not an offset; delete it to rebuild from the log"
+        ) from None
 
 
 def write_offset(path: Path, offset: int) -> None:

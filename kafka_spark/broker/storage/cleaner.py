@@ -43,8 +43,9 @@ import logging
 import os
 import struct
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from kafka_spark.broker.storage.batch import HEADER_SIZE, BatchHeader
 from kafka_spark.broker.storage.errors import CorruptRecordError, StorageError
@@ -86,7 +87,7 @@ class CleanerStats:
     bytes_before: int = 0
     bytes_after: int = 0
 
-    def add(self, other: "CleanerStats") -> None:
+    def add(self, other: CleanerStats) -> None:
         for name in ("logs_cleaned", "groups_swapped", "records_removed", "bytes_before", "bytes_after"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
@@ -117,14 +118,14 @@ class _Aborted(Exception):
 class LogCleaner:
     """Compacts the compacted logs that ``logs()`` returns. See the module docstring."""
 
-    def __init__(self, logs: Callable[[], list["Log"]], *, backoff_ms: int = DEFAULT_BACKOFF_MS) -> None:
+    def __init__(self, logs: Callable[[], list[Log]], *, backoff_ms: int = DEFAULT_BACKOFF_MS) -> None:
         self._logs = logs
         self.backoff_ms = backoff_ms
-        self._states: dict["Log", _LogState] = {}
+        self._states: dict[Log, _LogState] = {}
         self._pass_lock = threading.Lock()  # one pass at a time
         self._condition = threading.Condition()
-        self._current: "Log | None" = None
-        self._paused: set["Log"] = set()
+        self._current: Log | None = None
+        self._paused: set[Log] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._retain_empty: set[int] = set()  # of the log being cleaned
@@ -151,7 +152,7 @@ class LogCleaner:
             except (StorageError, OSError) as error:  # one bad pass must not end the thread
                 logger.warning("log cleaner pass failed: %s", error)
 
-    def abort(self, log: "Log") -> None:
+    def abort(self, log: Log) -> None:
         """Stop cleaning ``log`` for good (it is being deleted): waits until a pass in progress on
         it has removed its files. Safe from any thread."""
         with self._condition:
@@ -191,11 +192,11 @@ class LogCleaner:
                         self._condition.notify_all()
         return stats
 
-    def _check_abort(self, log: "Log") -> None:
+    def _check_abort(self, log: Log) -> None:
         if self._stop.is_set() or log in self._paused:
             raise _Aborted()
 
-    def _clean_log(self, log: "Log", state: _LogState, force: bool) -> CleanerStats:
+    def _clean_log(self, log: Log, state: _LogState, force: bool) -> CleanerStats:
         stats = CleanerStats()
         try:
             snapshot = log.snapshot_segments()
@@ -215,8 +216,10 @@ class LogCleaner:
             for source, following in zip(sources, sources[1:], strict=False):
                 if following.segment.base_offset > limit:
                     break
-                if config.min_compaction_lag_ms > 0 and \
-                        source.segment.largest_timestamp > now - config.min_compaction_lag_ms:
+                if (
+                    config.min_compaction_lag_ms > 0
+                    and source.segment.largest_timestamp > now - config.min_compaction_lag_ms
+                ):
                     break
                 cleanable.append(source)
             if not cleanable:
@@ -244,14 +247,19 @@ class LogCleaner:
                 state.first_dirty_offset = end
             state.tombstone_horizon = min(horizons) if horizons else None
             stats.logs_cleaned = 1
-            logger.info("cleaned %s up to offset %d: %d record(s), %d byte(s) removed", log.name, end,
-                        stats.records_removed, stats.bytes_before - stats.bytes_after)
+            logger.info(
+                "cleaned %s up to offset %d: %d record(s), %d byte(s) removed",
+                log.name,
+                end,
+                stats.records_removed,
+                stats.bytes_before - stats.bytes_after,
+            )
             return stats
         finally:
             for source in sources:
                 os.close(source.fd)
 
-    def _build_offset_map(self, log: "Log", dirty: list[_Source], fates: dict[int, bool]) -> dict[bytes, int]:
+    def _build_offset_map(self, log: Log, dirty: list[_Source], fates: dict[int, bool]) -> dict[bytes, int]:
         offset_map: dict[bytes, int] = {}
         for source in dirty:
             for position, header in source.headers:
@@ -266,16 +274,28 @@ class LogCleaner:
                         offset_map[record.key] = header.base_offset + record.offset_delta
         return offset_map
 
-    def _clean_group(self, log: "Log", group: list[_Source], offset_map: dict[bytes, int],
-                     fates: dict[int, bool], now: int, stats: CleanerStats) -> tuple[bool | None, int | None]:
+    def _clean_group(
+        self,
+        log: Log,
+        group: list[_Source],
+        offset_map: dict[bytes, int],
+        fates: dict[int, bool],
+        now: int,
+        stats: CleanerStats,
+    ) -> tuple[bool | None, int | None]:
         """Write the group's surviving batches into a ``.cleaned`` segment and swap it in.
         Returns ``(swapped: True / False when the log moved on / None when nothing changed,
         earliest delete horizon of a kept tombstone)``."""
         base = group[0].segment.base_offset
         for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             (log.directory / (segment_name(base) + kind + CLEANED_SUFFIX)).unlink(missing_ok=True)
-        cleaned = LogSegment(log.directory, base, index_interval_bytes=log.config.index_interval_bytes,
-                             created_ms=now, file_suffix=CLEANED_SUFFIX)
+        cleaned = LogSegment(
+            log.directory,
+            base,
+            index_interval_bytes=log.config.index_interval_bytes,
+            created_ms=now,
+            file_suffix=CLEANED_SUFFIX,
+        )
         changed = len(group) > 1
         horizon_seen: int | None = None
         removed = 0
@@ -288,8 +308,12 @@ class LogCleaner:
                     removed += dropped
                     if horizon is not None:
                         horizon_seen = horizon if horizon_seen is None else min(horizon_seen, horizon)
-                    if out is None or dropped or len(out) != header.size or \
-                            (horizon is not None and not header.attributes & DELETE_HORIZON_MASK):
+                    if (
+                        out is None
+                        or dropped
+                        or len(out) != header.size
+                        or (horizon is not None and not header.attributes & DELETE_HORIZON_MASK)
+                    ):
                         changed = True
                     if out is None:
                         continue
@@ -323,9 +347,16 @@ class LogCleaner:
         stats.bytes_after += cleaned.size
         return True, horizon_seen
 
-    def _clean_batch(self, log: "Log", source: _Source, position: int, header: BatchHeader,
-                     offset_map: dict[bytes, int], fates: dict[int, bool],
-                     now: int) -> tuple[bytes | None, int, int | None]:
+    def _clean_batch(
+        self,
+        log: Log,
+        source: _Source,
+        position: int,
+        header: BatchHeader,
+        offset_map: dict[bytes, int],
+        fates: dict[int, bool],
+        now: int,
+    ) -> tuple[bytes | None, int, int | None]:
         """``(batch to write or None, records dropped, delete horizon if it keeps tombstones)``."""
         if header.is_control:
             return os.pread(source.fd, header.size, position), 0, None
@@ -358,7 +389,6 @@ class LogCleaner:
             return batch, 0, horizon if tombstones else None
         out = rewrite_batch(header, buf, kept, delete_horizon_ms=new_horizon)
         return out, len(records) - len(kept), horizon if tombstones else None
-
 
     def _emptied(self, header: BatchHeader) -> bytes | None:
         """What replaces a batch that lost every record: nothing, or its empty header when it is
@@ -394,7 +424,7 @@ def _read_batch(source: _Source, position: int, header: BatchHeader) -> bytes:
     return os.pread(source.fd, header.size, position)
 
 
-def _decode(batch: bytes, header: BatchHeader, log: "Log") -> "tuple[bytes | memoryview, list[RecordView]] | None":
+def _decode(batch: bytes, header: BatchHeader, log: Log) -> tuple[bytes | memoryview, list[RecordView]] | None:
     """Decoded records of a batch, or None (logged) when they cannot be decoded: then the batch
     is kept whole and its keys shadow nothing."""
     try:
@@ -403,8 +433,12 @@ def _decode(batch: bytes, header: BatchHeader, log: "Log") -> "tuple[bytes | mem
         logger.warning("compaction keeps batch %d of %s whole: %s", header.base_offset, log.name, error)
         return None
     if decoded is None:
-        logger.warning("compaction keeps batch %d of %s whole: codec %d cannot be decoded here",
-                       header.base_offset, log.name, header.compression)
+        logger.warning(
+            "compaction keeps batch %d of %s whole: codec %d cannot be decoded here",
+            header.base_offset,
+            log.name,
+            header.compression,
+        )
     return decoded
 
 
@@ -455,8 +489,7 @@ def _group_segments(sources: list[_Source], segment_bytes: int) -> Iterator[list
     size = 0
     for source in sources:
         last_offset = source.headers[-1][1].last_offset if source.headers else source.segment.base_offset
-        if group and (size + source.size > segment_bytes
-                      or last_offset - group[0].segment.base_offset > INT_MAX):
+        if group and (size + source.size > segment_bytes or last_offset - group[0].segment.base_offset > INT_MAX):
             yield group
             group, size = [], 0
         group.append(source)

@@ -9,8 +9,9 @@ broker (``min.insync.replicas``, ...) are accepted and ignored, so tools that al
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from kafka_spark.broker.storage.errors import InvalidConfigError
 
@@ -72,15 +73,21 @@ class LogConfig:
         _cleanup_policy(self.cleanup_policy)
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
             raise InvalidConfigError(
-                f"min.cleanable.dirty.ratio={self.min_cleanable_dirty_ratio} is invalid: use a value in [0, 1]")
+                f"min.cleanable.dirty.ratio={self.min_cleanable_dirty_ratio} is invalid: use a value in [0, 1]"
+            )
         _timestamp_type(self.message_timestamp_type)
         _compression_type(self.compression_type)
-        for name, low, high in (("compression.gzip.level", 1, 9), ("compression.lz4.level", 1, 17),
-                                ("compression.zstd.level", -131072, 22)):
+        for name, low, high in (
+            ("compression.gzip.level", 1, 9),
+            ("compression.lz4.level", 1, 17),
+            ("compression.zstd.level", -131072, 22),
+        ):
             level = getattr(self, name.replace(".", "_"))
             if not (low <= level <= high or (name == "compression.gzip.level" and level == -1)):
-                raise InvalidConfigError(f"{name}={level} is invalid: use {low} to {high}"
-                                         + (" (or -1, the codec's default)" if name == "compression.gzip.level" else ""))
+                raise InvalidConfigError(
+                    f"{name}={level} is invalid: use {low} to {high}"
+                    + (" (or -1, the codec's default)" if name == "compression.gzip.level" else "")
+                )
 
     @property
     def deletes(self) -> bool:
@@ -93,7 +100,7 @@ class LogConfig:
         return "compact" in self.cleanup_policy.split(",")
 
     @classmethod
-    def from_topic_configs(cls, configs: Mapping[str, str | None], defaults: "LogConfig | None" = None) -> "LogConfig":
+    def from_topic_configs(cls, configs: Mapping[str, str | None], defaults: LogConfig | None = None) -> LogConfig:
         """``defaults`` overridden by Kafka-named topic configs (values as strings; None = default)."""
         base = defaults if defaults is not None else cls()
         changes: dict[str, Any] = {}
@@ -154,8 +161,14 @@ def _ratio(raw: str) -> float:
 
 
 #: compression.type values, and the batch codec each one means (None: the producer's).
-COMPRESSION_CODECS: dict[str, int | None] = {"producer": None, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3,
-                                             "zstd": 4}
+COMPRESSION_CODECS: dict[str, int | None] = {
+    "producer": None,
+    "uncompressed": 0,
+    "gzip": 1,
+    "snappy": 2,
+    "lz4": 3,
+    "zstd": 4,
+}
 
 
 def _compression_type(raw: str) -> str:

@@ -25,10 +25,10 @@ import shutil
 import threading
 import time
 from bisect import bisect_right
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from struct import Struct, unpack_from
-from typing import Callable, Sequence
 
 from kafka_spark.broker.storage import checkpoint
 from kafka_spark.broker.storage.batch import (
@@ -85,8 +85,16 @@ class AppendResult:
 class Log:
     """A partition log. Create or load one with :meth:`Log.open`."""
 
-    def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig,
-                 segments: list[LogSegment], log_start_offset: int, time_ms: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        time_ms: Callable[[], int],
+    ) -> None:
         self.directory = directory
         self.topic = topic
         self.partition = partition
@@ -112,8 +120,9 @@ class Log:
     # -- opening and recovery ----------------------------------------------------------------------
 
     @classmethod
-    def open(cls, directory: Path, topic: str, partition: int, config: LogConfig, *,
-             time_ms: Callable[[], int] | None = None) -> "Log":
+    def open(
+        cls, directory: Path, topic: str, partition: int, config: LogConfig, *, time_ms: Callable[[], int] | None = None
+    ) -> Log:
         """Load (or create) the log in ``directory``, the partition's own directory.
 
         Recovery: segments from the recovery point on (normally just the active one) are rescanned
@@ -130,8 +139,11 @@ class Log:
             for leftover in directory.glob("*" + checkpoint.TMP_SUFFIX):
                 leftover.unlink()
             _finish_interrupted_swap(directory, name)
-            bases = sorted(int(path.stem) for path in directory.glob("*" + LOG_SUFFIX)
-                           if path.stem.isdigit() and len(path.stem) == 20)
+            bases = sorted(
+                int(path.stem)
+                for path in directory.glob("*" + LOG_SUFFIX)
+                if path.stem.isdigit() and len(path.stem) == 20
+            )
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 for orphan in directory.glob("*" + suffix):
                     if orphan.stem.isdigit() and int(orphan.stem) not in bases:
@@ -140,8 +152,14 @@ class Log:
             recovery_point = _read_checkpoint(directory / RECOVERY_POINT_FILE, name) or 0
             segments = _load_segments(directory, bases, recovery_point, config, name, clock())
             if not segments:
-                segments = [LogSegment(directory, start_checkpoint or 0,
-                                       index_interval_bytes=config.index_interval_bytes, created_ms=clock())]
+                segments = [
+                    LogSegment(
+                        directory,
+                        start_checkpoint or 0,
+                        index_interval_bytes=config.index_interval_bytes,
+                        created_ms=clock(),
+                    )
+                ]
             log_start = max(start_checkpoint or 0, segments[0].base_offset)
             # Retention writes the checkpoint before deleting files; finish a deletion a crash cut short.
             while len(segments) > 1 and segments[1].base_offset <= log_start:
@@ -192,8 +210,14 @@ class Log:
 
     # -- append ------------------------------------------------------------------------------------
 
-    def append(self, records: bytes | bytearray | memoryview, *, headers: Sequence[BatchHeader] | None = None,
-               acks: int = -1, leader_epoch: int | None = None) -> AppendResult:
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        headers: Sequence[BatchHeader] | None = None,
+        acks: int = -1,
+        leader_epoch: int | None = None,
+    ) -> AppendResult:
         """Append whole batches at the log end offset; all or nothing.
 
         ``headers`` are ``validate_batches`` output for ``records`` (the produce path validates
@@ -212,8 +236,10 @@ class Log:
         if headers is None:
             headers = validate_batches(view, self.config.max_message_bytes, allow_control=True)
         elif sum(header.size for header in headers) != len(view):
-            raise ValueError(f"append to {self.name}: the headers describe {sum(h.size for h in headers)} bytes, "
-                             f"the records are {len(view)}")
+            raise ValueError(
+                f"append to {self.name}: the headers describe {sum(h.size for h in headers)} bytes, "
+                f"the records are {len(view)}"
+            )
         with self._lock:
             self._check_open()
             now = self._time_ms()
@@ -235,7 +261,9 @@ class Log:
                 position = 0
                 for header in headers:
                     prefix = _BATCH_PREFIX.pack(offset, header.batch_length, epoch)
-                    stored.append(BatchHeader.parse(prefix + view[position + _BATCH_PREFIX.size : position + HEADER_SIZE]))
+                    stored.append(
+                        BatchHeader.parse(prefix + view[position + _BATCH_PREFIX.size : position + HEADER_SIZE])
+                    )
                     parts.append(prefix)
                     parts.append(view[position + _BATCH_PREFIX.size : position + header.size])
                     offset += header.last_offset_delta + 1
@@ -263,9 +291,11 @@ class Log:
         active = self._segments[-1]
         if active.is_empty:
             return
-        if (active.size + size > self.config.segment_bytes
-                or active.time_waited_for_roll(now, max_timestamp) > self.config.segment_ms
-                or not active.fits_offset(last_offset)):
+        if (
+            active.size + size > self.config.segment_bytes
+            or active.time_waited_for_roll(now, max_timestamp) > self.config.segment_ms
+            or not active.fits_offset(last_offset)
+        ):
             self._roll()
 
     def _roll(self) -> None:
@@ -273,8 +303,12 @@ class Log:
         if old.is_empty:
             return
         old.on_become_inactive()
-        new = LogSegment(self.directory, old.next_offset, index_interval_bytes=self.config.index_interval_bytes,
-                         created_ms=self._time_ms())
+        new = LogSegment(
+            self.directory,
+            old.next_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            created_ms=self._time_ms(),
+        )
         self._segments.append(new)
         checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, new.base_offset)
         logger.debug("rolled %s to a new segment at offset %d", self.name, new.base_offset)
@@ -313,7 +347,9 @@ class Log:
                 raise OffsetOutOfRangeError(
                     f"offset {fetch_offset} is out of range for {self.name}: readable offsets are "
                     f"[{log_start}, {log_end}); reset to earliest or latest",
-                    offset=fetch_offset, log_start_offset=log_start, log_end_offset=log_end,
+                    offset=fetch_offset,
+                    log_start_offset=log_start,
+                    log_end_offset=log_end,
                 )
             limit = log_end if max_offset is None else min(max_offset, log_end)
             if fetch_offset >= limit:
@@ -327,7 +363,7 @@ class Log:
         index = bisect_right(self._segments, fetch_offset, key=lambda segment: segment.base_offset) - 1
         chunks: list[bytes | memoryview] = []
         budget = max_bytes
-        for segment in self._segments[max(index, 0):]:
+        for segment in self._segments[max(index, 0) :]:
             if segment.base_offset >= limit:
                 break
             if not chunks:
@@ -416,9 +452,11 @@ class Log:
             segments = self._segments
             count = 0
             if self.config.retention_ms >= 0:
-                while (count < len(segments)
-                       and (not segments[count].is_empty or count < len(segments) - 1)
-                       and now - segments[count].largest_timestamp > self.config.retention_ms):
+                while (
+                    count < len(segments)
+                    and (not segments[count].is_empty or count < len(segments) - 1)
+                    and now - segments[count].largest_timestamp > self.config.retention_ms
+                ):
                     count += 1
             if self.config.retention_bytes >= 0:
                 excess = sum(segment.size for segment in segments) - self.config.retention_bytes
@@ -443,8 +481,12 @@ class Log:
                     segment.delete()
             except OSError as error:
                 raise KafkaStorageError(f"retention on {self.name} failed: {error}") from error
-            logger.info("retention deleted %d segment(s) of %s; log start offset is now %d",
-                        len(doomed), self.name, self._log_start_offset)
+            logger.info(
+                "retention deleted %d segment(s) of %s; log start offset is now %d",
+                len(doomed),
+                self.name,
+                self._log_start_offset,
+            )
             return len(doomed)
 
     def delete_records_before(self, offset: int) -> int:
@@ -462,7 +504,10 @@ class Log:
                 raise OffsetOutOfRangeError(
                     f"cannot delete the records of {self.name} before offset {offset}: its records end at "
                     f"{high}; give an offset up to that (or -1 for all)",
-                    offset=offset, log_start_offset=self._log_start_offset, log_end_offset=high)
+                    offset=offset,
+                    log_start_offset=self._log_start_offset,
+                    log_end_offset=high,
+                )
             if target <= self._log_start_offset:
                 return self._log_start_offset
             try:
@@ -517,9 +562,12 @@ class Log:
             if self._closed or not old:
                 return False
             first = next((i for i, segment in enumerate(self._segments) if segment is old[0]), None)
-            if (first is None or first + len(old) >= len(self._segments)
-                    or any(a is not b for a, b in zip(self._segments[first:first + len(old)], old, strict=True))
-                    or any(segment.size != size for segment, size in zip(old, sizes, strict=True))):
+            if (
+                first is None
+                or first + len(old) >= len(self._segments)
+                or any(a is not b for a, b in zip(self._segments[first : first + len(old)], old, strict=True))
+                or any(segment.size != size for segment, size in zip(old, sizes, strict=True))
+            ):
                 return False
             try:
                 renamed: list[LogSegment] = []
@@ -538,15 +586,17 @@ class Log:
                     for segment in renamed:
                         segment.rename_files("")
                     raise
-                self._segments[first:first + len(old)] = [cleaned]
+                self._segments[first : first + len(old)] = [cleaned]
                 for segment in old:
                     segment.delete()
                 checkpoint.fsync_dir(self.directory)
                 cleaned.rename_files("")
                 checkpoint.fsync_dir(self.directory)
             except OSError as error:
-                raise KafkaStorageError(f"swapping cleaned segment {cleaned.base_offset} into {self.name} "
-                                        f"failed: {error}; the next open finishes or undoes it") from error
+                raise KafkaStorageError(
+                    f"swapping cleaned segment {cleaned.base_offset} into {self.name} "
+                    f"failed: {error}; the next open finishes or undoes it"
+                ) from error
             return True
 
     def truncate_to(self, offset: int) -> None:
@@ -558,7 +608,9 @@ class Log:
             if offset < self._log_start_offset:
                 raise OffsetOutOfRangeError(
                     f"cannot truncate {self.name} to {offset}, below its log start offset {self._log_start_offset}",
-                    offset=offset, log_start_offset=self._log_start_offset, log_end_offset=self.log_end_offset,
+                    offset=offset,
+                    log_start_offset=self._log_start_offset,
+                    log_end_offset=self.log_end_offset,
                 )
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 self._segments.pop().delete()
@@ -574,8 +626,14 @@ class Log:
                 checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, offset)
                 for segment in self._segments:
                     segment.delete()
-                self._segments = [LogSegment(self.directory, offset, index_interval_bytes=self.config.index_interval_bytes,
-                                             created_ms=self._time_ms())]
+                self._segments = [
+                    LogSegment(
+                        self.directory,
+                        offset,
+                        index_interval_bytes=self.config.index_interval_bytes,
+                        created_ms=self._time_ms(),
+                    )
+                ]
                 self._log_start_offset = offset
                 checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, offset)
             except OSError as error:
@@ -659,12 +717,16 @@ class Log:
         if self._closed:
             raise StorageError(f"the log of {self.name} is closed (the topic was deleted or the broker is stopping)")
         if self._failure is not None:
-            raise KafkaStorageError(f"{self.name} is offline after an I/O error ({self._failure}); restart the "
-                                    "broker to recover it from disk")
+            raise KafkaStorageError(
+                f"{self.name} is offline after an I/O error ({self._failure}); restart the "
+                "broker to recover it from disk"
+            )
 
     def __repr__(self) -> str:
-        return (f"Log({self.name}, log_start_offset={self._log_start_offset}, "
-                f"log_end_offset={self.log_end_offset}, segments={len(self._segments)})")
+        return (
+            f"Log({self.name}, log_start_offset={self._log_start_offset}, "
+            f"log_end_offset={self.log_end_offset}, segments={len(self._segments)})"
+        )
 
 
 def _whole_batches(segment: LogSegment, start: int, data: bytes) -> int:
@@ -716,21 +778,31 @@ def _read_checkpoint(path: Path, name: str) -> int | None:
         return None
 
 
-def _load_segments(directory: Path, bases: list[int], recovery_point: int, config: LogConfig,
-                   name: str, now_ms: int) -> list[LogSegment]:
+def _load_segments(
+    directory: Path, bases: list[int], recovery_point: int, config: LogConfig, name: str, now_ms: int
+) -> list[LogSegment]:
     segments: list[LogSegment] = []
     for position, base in enumerate(bases):
         last = position == len(bases) - 1
-        segment, truncated = LogSegment.open(directory, base, index_interval_bytes=config.index_interval_bytes,
-                                             recover=last or base >= recovery_point, created_ms=now_ms)
+        segment, truncated = LogSegment.open(
+            directory,
+            base,
+            index_interval_bytes=config.index_interval_bytes,
+            recover=last or base >= recovery_point,
+            created_ms=now_ms,
+        )
         segments.append(segment)
         if truncated:
             segment.flush()
         if truncated and not last:
-            logger.warning("%s: segment %d was corrupt in the middle of the log; deleting the %d segment(s) "
-                           "after it, whose offsets no longer follow", name, base, len(bases) - position - 1)
-            for later in bases[position + 1:]:
+            logger.warning(
+                "%s: segment %d was corrupt in the middle of the log; deleting the %d segment(s) "
+                "after it, whose offsets no longer follow",
+                name,
+                base,
+                len(bases) - position - 1,
+            )
+            for later in bases[position + 1 :]:
                 LogSegment(directory, later).delete()
             break
     return segments
-

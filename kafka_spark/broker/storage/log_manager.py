@@ -23,10 +23,10 @@ import re
 import shutil
 import threading
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable, Mapping
 
 from kafka_spark.broker.storage import checkpoint
 from kafka_spark.broker.storage.cleaner import DEFAULT_BACKOFF_MS, CleanerStats, LogCleaner
@@ -70,17 +70,26 @@ class TopicInfo:
     topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
 
     def to_json(self, *, deleted: bool = False) -> bytes:
-        document = {"version": 1, "name": self.name, "topic_id": str(self.topic_id),
-                    "partitions": self.partitions, "configs": dict(self.configs)}
+        document = {
+            "version": 1,
+            "name": self.name,
+            "topic_id": str(self.topic_id),
+            "partitions": self.partitions,
+            "configs": dict(self.configs),
+        }
         if deleted:
             document["deleted"] = True
         return json.dumps(document, indent=2, sort_keys=True).encode("utf-8")
 
     @classmethod
-    def from_json(cls, raw: bytes) -> tuple["TopicInfo", bool]:
+    def from_json(cls, raw: bytes) -> tuple[TopicInfo, bool]:
         document = json.loads(raw)
-        info = cls(document["name"], int(document["partitions"]),
-                   MappingProxyType(dict(document.get("configs", {}))), uuid.UUID(document["topic_id"]))
+        info = cls(
+            document["name"],
+            int(document["partitions"]),
+            MappingProxyType(dict(document.get("configs", {}))),
+            uuid.UUID(document["topic_id"]),
+        )
         return info, bool(document.get("deleted", False))
 
 
@@ -94,9 +103,15 @@ class LogManager:
     (log.cleaner.enable); ``run_cleaner()`` runs a pass now.
     """
 
-    def __init__(self, log_dir: Path, default_config: LogConfig | None = None, *,
-                 time_ms: Callable[[], int] | None = None, enable_cleaner: bool = True,
-                 cleaner_backoff_ms: int = DEFAULT_BACKOFF_MS) -> None:
+    def __init__(
+        self,
+        log_dir: Path,
+        default_config: LogConfig | None = None,
+        *,
+        time_ms: Callable[[], int] | None = None,
+        enable_cleaner: bool = True,
+        cleaner_backoff_ms: int = DEFAULT_BACKOFF_MS,
+    ) -> None:
         self.log_dir = Path(log_dir)
         self.default_config = default_config or LogConfig()
         self._time_ms = time_ms
@@ -150,15 +165,17 @@ class LogManager:
             self._names_by_id[info.topic_id] = info.name
             for partition in range(info.partitions):
                 self._open_log(info.name, partition, config)
-        known = {partition_dir(self.log_dir, name, p).name for name, info in self._topics.items()
-                 for p in range(info.partitions)}
+        known = {
+            partition_dir(self.log_dir, name, p).name
+            for name, info in self._topics.items()
+            for p in range(info.partitions)
+        }
         for entry in self.log_dir.iterdir():
             if entry.is_dir() and entry.name != TOPICS_DIR and entry.name not in known:
                 logger.warning("%s is not a partition of any known topic; leaving it alone", entry)
 
     def _open_log(self, topic: str, partition: int, config: LogConfig) -> Log:
-        log = Log.open(partition_dir(self.log_dir, topic, partition), topic, partition, config,
-                       time_ms=self._time_ms)
+        log = Log.open(partition_dir(self.log_dir, topic, partition), topic, partition, config, time_ms=self._time_ms)
         self._logs[(topic, partition)] = log
         return log
 
@@ -180,7 +197,9 @@ class LogManager:
             )
         with self._lock:
             if name in self._topics:
-                raise TopicExistsError(f"topic {name!r} already exists with {self._topics[name].partitions} partition(s)")
+                raise TopicExistsError(
+                    f"topic {name!r} already exists with {self._topics[name].partitions} partition(s)"
+                )
             for existing in self._topics:
                 if _collision_key(existing) == _collision_key(name):
                     raise InvalidTopicError(
@@ -193,15 +212,20 @@ class LogManager:
             )
         return LogConfig.from_topic_configs(configs or {}, self.default_config)
 
-    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None, *,
-                     topic_id: uuid.UUID | None = None) -> TopicInfo:
+    def create_topic(
+        self, name: str, partitions: int, configs: Mapping[str, str] | None = None, *, topic_id: uuid.UUID | None = None
+    ) -> TopicInfo:
         """Create a topic and its partition logs; returns its TopicInfo (see validate_topic for errors).
         ``topic_id``: the id to give it (a cluster's brokers share the id its controller chose)."""
         with self._lock:
             self._check_open()
             config = self.validate_topic(name, partitions, configs)
-            info = TopicInfo(name, partitions, MappingProxyType({k: v for k, v in (configs or {}).items()
-                                                                  if v is not None}), topic_id or uuid.uuid4())
+            info = TopicInfo(
+                name,
+                partitions,
+                MappingProxyType({k: v for k, v in (configs or {}).items() if v is not None}),
+                topic_id or uuid.uuid4(),
+            )
             try:
                 checkpoint.atomic_write(self._metadata_path(info), info.to_json())
                 self._topics[name] = info

@@ -31,9 +31,9 @@ Thread-safety: used from the broker's event loop only.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from kio.schema.errors import ErrorCode
 
@@ -88,7 +88,7 @@ class PartitionProducerState:
         self.txn_index = PartitionTxnIndex(log) if log is not None else None
 
     @classmethod
-    def load(cls, log: Log) -> "PartitionProducerState":
+    def load(cls, log: Log) -> PartitionProducerState:
         """The state of ``log`` rebuilt from its stored batch headers (one pass over headers,
         plus one small read per transaction marker for the transaction index)."""
         state = cls(TopicPartition(log.topic, log.partition), log)
@@ -160,8 +160,11 @@ class PartitionProducerState:
         """Forget producers whose last batch is ``expiration_ms`` old or older and that have no
         transaction open here; the producer ids forgotten."""
         ongoing = self.txn_index.ongoing if self.txn_index is not None else {}
-        expired = [pid for pid, entry in self.producers.items()
-                   if pid not in ongoing and now_ms - entry.last_timestamp >= expiration_ms]
+        expired = [
+            pid
+            for pid, entry in self.producers.items()
+            if pid not in ongoing and now_ms - entry.last_timestamp >= expiration_ms
+        ]
         for pid in expired:
             del self.producers[pid]
         return expired

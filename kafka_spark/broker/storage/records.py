@@ -21,13 +21,13 @@ raw snappy, as librdkafka writes it and Java's xerial reader accepts).
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import crc32c
 
 from kafka_spark.broker.storage.batch import (
-    read_varint,
     CODEC_GZIP,
     CODEC_LZ4,
     CODEC_NONE,
@@ -38,10 +38,15 @@ from kafka_spark.broker.storage.batch import (
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
     BatchHeader,
+    read_varint,
+)
+from kafka_spark.broker.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidRecordsError,
+    InvalidTimestampError,
 )
 from kafka_spark.common.compression import decompress  # the codec table shared with the executors
-from kafka_spark.broker.storage.errors import (CorruptRecordError, InvalidRecordError, InvalidRecordsError,
-                                               InvalidTimestampError)
 
 if TYPE_CHECKING:
     from kafka_spark.broker.storage.config import LogConfig
@@ -75,11 +80,13 @@ def write_varint(value: int, out: bytearray) -> None:
     out.append(zigzag)
 
 
-def decode_records(batch: bytes | memoryview, header: BatchHeader) -> tuple[bytes | memoryview, list[RecordView]] | None:
+def decode_records(
+    batch: bytes | memoryview, header: BatchHeader
+) -> tuple[bytes | memoryview, list[RecordView]] | None:
     """``(records buffer, records)`` of one whole batch, decompressing when needed; None when the
     codec cannot be decoded here. Raises CorruptRecordError when the records do not parse."""
     view = memoryview(batch)
-    buf = decompress(header.compression, view[HEADER_SIZE: header.size])
+    buf = decompress(header.compression, view[HEADER_SIZE : header.size])
     if buf is None:
         return None
     records: list[RecordView] = []
@@ -96,22 +103,25 @@ def decode_records(batch: bytes | memoryview, header: BatchHeader) -> tuple[byte
             key_length, cursor = read_varint(buf, cursor)
             key = None
             if key_length >= 0:
-                key = bytes(buf[cursor: cursor + key_length])
+                key = bytes(buf[cursor : cursor + key_length])
                 cursor += key_length
             value_length, cursor = read_varint(buf, cursor)
             if end > len(buf) or cursor > end:
                 raise ValueError(f"record at byte {start} overruns the records section")
-            records.append(RecordView(offset_delta, timestamp_delta, key, value_length < 0, start, body_start,
-                                      after_timestamp, end))
+            records.append(
+                RecordView(
+                    offset_delta, timestamp_delta, key, value_length < 0, start, body_start, after_timestamp, end
+                )
+            )
             position = end
     except (IndexError, ValueError) as error:
-        raise CorruptRecordError(
-            f"batch at offset {header.base_offset} has undecodable records: {error}") from None
+        raise CorruptRecordError(f"batch at offset {header.base_offset} has undecodable records: {error}") from None
     return buf, records
 
 
-def rewrite_batch(header: BatchHeader, buf: bytes | memoryview, kept: Sequence[RecordView], *,
-                  delete_horizon_ms: int | None = None) -> bytes:
+def rewrite_batch(
+    header: BatchHeader, buf: bytes | memoryview, kept: Sequence[RecordView], *, delete_horizon_ms: int | None = None
+) -> bytes:
     """A copy of the batch holding only ``kept`` records (a non-empty subset, in order).
 
     With ``delete_horizon_ms`` (and no horizon set yet) the batch gets KIP-534's delete-horizon
@@ -129,11 +139,11 @@ def rewrite_batch(header: BatchHeader, buf: bytes | memoryview, kept: Sequence[R
     payload = bytearray()
     for record in kept:
         if not rebase:
-            payload += buf[record.start: record.end]
+            payload += buf[record.start : record.end]
             continue
-        body = bytearray(buf[record.body_start: record.body_start + 1])  # record attributes
+        body = bytearray(buf[record.body_start : record.body_start + 1])  # record attributes
         write_varint(header.base_timestamp + record.timestamp_delta - base_timestamp, body)
-        body += buf[record.after_timestamp: record.end]
+        body += buf[record.after_timestamp : record.end]
         write_varint(len(body), payload)
         payload += body
     if header.timestamp_type == LOG_APPEND_TIME:
@@ -143,9 +153,21 @@ def rewrite_batch(header: BatchHeader, buf: bytes | memoryview, kept: Sequence[R
     records_section = compress(header.compression, bytes(payload))
     out = bytearray(HEADER_SIZE) + records_section
     HEADER.pack_into(
-        out, 0, header.base_offset, len(out) - LOG_OVERHEAD, header.partition_leader_epoch, header.magic, 0,
-        attributes, header.last_offset_delta, base_timestamp, max_timestamp, header.producer_id,
-        header.producer_epoch, header.base_sequence, len(kept),
+        out,
+        0,
+        header.base_offset,
+        len(out) - LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        header.magic,
+        0,
+        attributes,
+        header.last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        len(kept),
     )
     struct.pack_into(">I", out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[21:]))
     return bytes(out)
@@ -159,9 +181,21 @@ def empty_batch(header: BatchHeader) -> bytes:
     out = bytearray(HEADER_SIZE)
     attributes = header.attributes & ~0x07 & ~DELETE_HORIZON_MASK
     HEADER.pack_into(
-        out, 0, header.base_offset, HEADER_SIZE - LOG_OVERHEAD, header.partition_leader_epoch, header.magic, 0,
-        attributes, header.last_offset_delta, header.max_timestamp, header.max_timestamp, header.producer_id,
-        header.producer_epoch, header.base_sequence, 0,
+        out,
+        0,
+        header.base_offset,
+        HEADER_SIZE - LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        header.magic,
+        0,
+        attributes,
+        header.last_offset_delta,
+        header.max_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        0,
     )
     struct.pack_into(">I", out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[21:]))
     return bytes(out)
@@ -186,8 +220,9 @@ def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
     raise ValueError(f"unknown compression codec {codec}")
 
 
-def validate_records(records: bytes | memoryview, headers: Sequence[BatchHeader], log_name: str,
-                     config: "LogConfig", now_ms: int) -> None:
+def validate_records(
+    records: bytes | memoryview, headers: Sequence[BatchHeader], log_name: str, config: LogConfig, now_ms: int
+) -> None:
     """Kafka's ``LogValidator`` record checks, each record of each produced batch: in a compacted
     topic every record needs a key (87 INVALID_RECORD); in a CreateTime topic every timestamp must
     lie within ``[now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]``
@@ -199,8 +234,9 @@ def validate_records(records: bytes | memoryview, headers: Sequence[BatchHeader]
     the batch header tells. Control batches are not checked (only the broker writes them).
     """
     compacts = config.compacts
-    earliest = now_ms - config.message_timestamp_before_max_ms if config.message_timestamp_before_max_ms < (1 << 62) \
-        else None
+    earliest = (
+        now_ms - config.message_timestamp_before_max_ms if config.message_timestamp_before_max_ms < (1 << 62) else None
+    )
     latest = now_ms + config.message_timestamp_after_max_ms
     create_time = config.message_timestamp_type == "CreateTime"
     if not compacts and earliest is None and all(header.max_timestamp <= latest for header in headers):
@@ -210,7 +246,7 @@ def validate_records(records: bytes | memoryview, headers: Sequence[BatchHeader]
     key_errors: list[tuple[int, str]] = []
     time_errors: list[tuple[int, str]] = []
     for header in headers:
-        batch = view[position: position + header.size]
+        batch = view[position : position + header.size]
         position += header.size
         check_time = create_time and (earliest is not None or header.max_timestamp > latest)
         if header.is_control or not (compacts or check_time):
@@ -219,28 +255,39 @@ def validate_records(records: bytes | memoryview, headers: Sequence[BatchHeader]
         if decoded is None:
             raise InvalidRecordError(
                 f"cannot check the records of a {header.compression}-compressed batch for topic partition "
-                f"{log_name}; use gzip, snappy, lz4 or zstd")
+                f"{log_name}; use gzip, snappy, lz4 or zstd"
+            )
         for index, record in enumerate(decoded[1]):
             if compacts and record.key is None:
-                key_errors.append((index, f"Compacted topic cannot accept message without key in topic partition "
-                                          f"{log_name}."))
+                key_errors.append(
+                    (index, f"Compacted topic cannot accept message without key in topic partition {log_name}.")
+                )
                 continue
             timestamp = header.base_timestamp + record.timestamp_delta
             if check_time and (timestamp > latest or (earliest is not None and timestamp < earliest)):
-                time_errors.append((index, f"Timestamp {timestamp} of message with offset {record.offset_delta} is "
-                                           f"out of range. The timestamp should be within "
-                                           f"[{earliest if earliest is not None else -(1 << 63)}, {latest}]"))
+                time_errors.append(
+                    (
+                        index,
+                        f"Timestamp {timestamp} of message with offset {record.offset_delta} is "
+                        f"out of range. The timestamp should be within "
+                        f"[{earliest if earliest is not None else -(1 << 63)}, {latest}]",
+                    )
+                )
     errors = sorted(key_errors + time_errors)
     if time_errors:
         raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp", errors)
     if key_errors:
         shown = ", ".join(f"RecordError(batchIndex={index}, message='{message}')" for index, message in errors[:3])
-        raise InvalidRecordsError(f"One or more records have been rejected due to {len(errors)} record errors in "
-                                  f"total, and only showing the first three errors at most: [{shown}]", errors)
+        raise InvalidRecordsError(
+            f"One or more records have been rejected due to {len(errors)} record errors in "
+            f"total, and only showing the first three errors at most: [{shown}]",
+            errors,
+        )
 
 
-def recompress(records: bytes | memoryview, headers: Sequence[BatchHeader], codec: int,
-               levels: "Mapping[int, int]") -> bytes:
+def recompress(
+    records: bytes | memoryview, headers: Sequence[BatchHeader], codec: int, levels: Mapping[int, int]
+) -> bytes:
     """``records`` with every batch in ``codec`` (Kafka's compression.type of the topic): batches
     in another codec are decompressed and compressed again, everything else of them (producer id,
     epoch, sequence, offsets, timestamps) kept; ``levels`` gives the level per codec. Raises
@@ -249,7 +296,7 @@ def recompress(records: bytes | memoryview, headers: Sequence[BatchHeader], code
     out = bytearray()
     position = 0
     for header in headers:
-        batch = view[position: position + header.size]
+        batch = view[position : position + header.size]
         position += header.size
         if header.compression == codec or header.is_control:
             out += batch

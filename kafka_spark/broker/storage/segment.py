@@ -14,8 +14,8 @@ import logging
 import mmap
 import os
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from kafka_spark.broker.storage.batch import HEADER_SIZE, BatchHeader, iter_batches
 from kafka_spark.broker.storage.errors import CorruptRecordError
@@ -46,8 +46,15 @@ class LogSegment:
     Open existing segments with :meth:`open`, which checks or rebuilds the indexes.
     """
 
-    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096,
-                 created_ms: int | None = None, file_suffix: str = "") -> None:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        created_ms: int | None = None,
+        file_suffix: str = "",
+    ) -> None:
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -65,8 +72,15 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, *, index_interval_bytes: int = 4096,
-             recover: bool = False, created_ms: int | None = None) -> tuple["LogSegment", int]:
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        recover: bool = False,
+        created_ms: int | None = None,
+    ) -> tuple[LogSegment, int]:
         """Open an existing segment: ``(segment, bytes truncated by recovery)``.
 
         ``recover=True`` rescans every batch (headers and CRC) and rebuilds both indexes, as after
@@ -133,8 +147,13 @@ class LogSegment:
         produce path passes each batch as its rewritten 16-byte prefix and the rest of the
         producer's bytes, so the batches are never copied in memory)."""
         position = self._size
-        saved = (self.next_offset, self.max_timestamp, self.offset_of_max_timestamp,
-                 self.first_batch_timestamp, self._bytes_since_last_index_entry)
+        saved = (
+            self.next_offset,
+            self.max_timestamp,
+            self.offset_of_max_timestamp,
+            self.first_batch_timestamp,
+            self._bytes_since_last_index_entry,
+        )
         index_entries, time_entries = len(self.offset_index), len(self.time_index)
         try:
             _pwrite_all(self._fd, parts, position)
@@ -145,8 +164,13 @@ class LogSegment:
             os.ftruncate(self._fd, self._size)
             self.offset_index._truncate_entries(index_entries)
             self.time_index._truncate_entries(time_entries)
-            (self.next_offset, self.max_timestamp, self.offset_of_max_timestamp,
-             self.first_batch_timestamp, self._bytes_since_last_index_entry) = saved
+            (
+                self.next_offset,
+                self.max_timestamp,
+                self.offset_of_max_timestamp,
+                self.first_batch_timestamp,
+                self._bytes_since_last_index_entry,
+            ) = saved
             raise
         self._size = position
 
@@ -188,8 +212,10 @@ class LogSegment:
                 try:
                     for header in batches:
                         if header.base_offset < self.next_offset or not self.fits_offset(header.last_offset):
-                            reason = (f"batch at byte {batches.batch_position} has offset {header.base_offset}, "
-                                      f"expected >= {self.next_offset}")
+                            reason = (
+                                f"batch at byte {batches.batch_position} has offset {header.base_offset}, "
+                                f"expected >= {self.next_offset}"
+                            )
                             break
                         self._index_batch(header, batches.batch_position)
                         valid = batches.position
@@ -199,8 +225,9 @@ class LogSegment:
                     batches.close()  # the mapping cannot close while the iterator holds a view of it
         truncated = self._size - valid
         if truncated:
-            logger.warning("recovery truncated %d byte(s) from %s at byte %d: %s",
-                           truncated, self.log_path, valid, reason)
+            logger.warning(
+                "recovery truncated %d byte(s) from %s at byte %d: %s", truncated, self.log_path, valid, reason
+            )
             os.ftruncate(self._fd, valid)
             self._size = valid
         return truncated

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from kafka_spark.broker.storage.batch import HEADER_SIZE, BatchHeader, read_varint
 from kafka_spark.broker.storage.log import Log

@@ -39,16 +39,18 @@ def produce(bootstrap_servers: str, start: int, count: int) -> None:
 
 def run_query(spark, bootstrap_servers: str, checkpoint: str, out: str) -> None:
     """The query, as the test runs it again after the move."""
-    query = (spark.readStream.format("pylog")
-             .option("kafka.bootstrap.servers", bootstrap_servers)
-             .option("subscribe", TOPIC)
-             .option("startingOffsets", "earliest")
-             .load()
-             .selectExpr("partition", "offset", "cast(value as string) as value")
-             .writeStream.format("pylog-files")
-             .option("checkpointLocation", checkpoint)
-             .trigger(availableNow=True)
-             .start(out))
+    query = (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("subscribe", TOPIC)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("partition", "offset", "cast(value as string) as value")
+        .writeStream.format("pylog-files")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start(out)
+    )
     query.awaitTermination(300)
     assert query.exception() is None, query.exception()
 
@@ -61,8 +63,12 @@ def main(base: str) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     target = Path(__file__).resolve().parent
     shutil.rmtree(base, ignore_errors=True)
-    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "1").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .getOrCreate()
+    )
     with EmbeddedBroker(register=False) as broker:
         broker.create_topic(TOPIC, partitions=PARTITIONS)
         produce(broker.bootstrap_servers, 0, PER_PARTITION)
@@ -70,8 +76,7 @@ def main(base: str) -> None:
     spark.stop()
     for name in ("checkpoint", "out"):
         shutil.rmtree(target / name, ignore_errors=True)
-        shutil.copytree(f"{base}/{name}", target / name,
-                        ignore=shutil.ignore_patterns(".*.crc"))
+        shutil.copytree(f"{base}/{name}", target / name, ignore=shutil.ignore_patterns(".*.crc"))
     (target / "base").write_text(base + "\n")
 
 
