@@ -29,6 +29,7 @@ from typing import Any
 from kafka_spark.cli import console_records as cr
 from kafka_spark.client import fetch_client as kf
 from kafka_spark.common.kafka_errors import ErrorCode
+from kafka_spark.errors import PylogError
 
 __all__ = ["Handover", "consume"]
 
@@ -41,7 +42,7 @@ _CLIENT_ID = "pylog-console-consumer"
 _TIMEOUT_S = 30.0
 
 
-class Handover(Exception):
+class Handover(PylogError):
     """The fast path stops; confluent-kafka reads on. ``positions``: each partition's next offset
     (None: nothing was read yet, start as asked); ``count``: the records already printed."""
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from kafka_spark.errors import PylogError
+
 try:
     from kafka_spark.cli._console_values import values as _c_values
 except ImportError:  # built without a C compiler: the Python walk below
@@ -54,7 +56,7 @@ _CONTROL_ABORT = 0
 _CREATE_TIME, _LOG_APPEND_TIME = 1, 2
 
 
-class Unreadable(Exception):
+class Unreadable(PylogError):
     """A batch this module does not read; ``offset`` is where librdkafka should take over."""
 
     def __init__(self, offset: int, why: str):
