@@ -98,7 +98,10 @@ def test_group_resumes_from_its_committed_offsets_and_commits_as_it_goes(running
     target = ("--bootstrap-server", bootstrap)
     pylog("topics", "create", "resume", "--partitions", "2", *target, env=env)
     lines = [b"m%d" % i for i in range(40)]
-    pylog("produce", "resume", *target, env=env, stdin=b"\n".join(lines) + b"\n")
+    # Keyed, so both partitions get records whatever the timing (keyless records stick to one
+    # partition for librdkafka's sticky.partitioning.linger.ms, and 40 lines fit in that window).
+    keyed = [b"k%d:%s" % (i, line) for i, line in enumerate(lines)]
+    pylog("produce", "resume", "-K", ":", *target, env=env, stdin=b"\n".join(keyed) + b"\n")
     first = pylog(
         "consume", "resume", "--group", "readers", "--from-beginning", "--max-messages", "15", *target, env=env
     ).stdout.splitlines()
