@@ -168,7 +168,13 @@ class OffsetReader:
             wanted = [t for t in topics if t not in _INTERNAL_TOPICS and sub.matches(t)]
         return {TopicPartition(t, p) for t in wanted for p in range(topics[t])}
 
-    def _list_offsets(self, specs: Mapping[TopicPartition, Any], what: str) -> dict[TopicPartition, int]:
+    def _list_offsets(
+        self, specs: Mapping[TopicPartition, Any], what: str, *, may_be_missing: bool = False
+    ) -> dict[TopicPartition, int]:
+        """One ListOffsets round (retried as a whole). A negative offset is an answer only where
+        ``may_be_missing`` (a timestamp no record reaches); for the earliest and latest offsets it
+        means the partition had no usable answer yet (librdkafka's -1001 while a leader moves), so
+        it is retried like an error, never taken as a position."""
         if not specs:
             return {}
         from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -181,9 +187,15 @@ class OffsetReader:
             offsets = {}
             for ktp, future in futures.items():
                 try:
-                    offsets[TopicPartition(ktp.topic, ktp.partition)] = future.result(self.timeout_s).offset
+                    offset = future.result(self.timeout_s).offset
                 except Exception as e:  # noqa: BLE001 - re-raised naming the partition (no leader, ...)
                     raise OffsetFetchError(f"partition {ktp.topic}-{ktp.partition}: {e}") from e
+                if offset < 0 and not may_be_missing:
+                    raise OffsetFetchError(
+                        f"partition {ktp.topic}-{ktp.partition}: no offset in the answer ({offset}), "
+                        f"as while its leader moves"
+                    )
+                offsets[TopicPartition(ktp.topic, ktp.partition)] = offset
             return offsets
 
         return self._with_retries(what, fetch)
@@ -208,6 +220,7 @@ class OffsetReader:
         found = self._list_offsets(
             {tp: OffsetSpec.for_timestamp(ts) for tp, ts in timestamps.items()},
             "fetching offsets for timestamps",
+            may_be_missing=True,
         )
         return {tp: (offset if offset >= 0 else None) for tp, offset in found.items()}
 
