@@ -275,8 +275,16 @@ def test_transactions_list_and_describe(cluster: Cluster):
         for row in described
     ] == [(listed[open_id]["Coordinator"], listed[open_id]["ProducerId"], "Ongoing", "60000", f"{topic}-1")]
     ongoing.abort_transaction(60)
-    described = tab_rows(cluster.tool("kafka-transactions", "describe", "--transactional-id", open_id).stdout)
-    assert [(row["TransactionState"], row["TopicPartitions"]) for row in described] == [("CompleteAbort", "")]
+    # EndTxn returns once PrepareAbort is logged; Apache Kafka writes the markers and moves to
+    # CompleteAbort after that, so the state is read until it leaves PrepareAbort.
+    deadline = time.monotonic() + 60
+    while True:
+        described = tab_rows(cluster.tool("kafka-transactions", "describe", "--transactional-id", open_id).stdout)
+        states = [(row["TransactionState"], row["TopicPartitions"]) for row in described]
+        if states != [("PrepareAbort", f"{topic}-1")] or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert states == [("CompleteAbort", "")]
     unknown = cluster.tool("kafka-transactions", "describe", "--transactional-id", f"none-{topic}", check=False)
     assert (
         unknown.returncode != 0
