@@ -6,6 +6,7 @@ markers), several partitions, --max-messages cutting a batch, --partition, the e
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -373,3 +374,55 @@ def test_the_compiled_walk_is_built_where_a_c_compiler_is_present():
         "a C compiler is present but kafka_spark.cli._console_values is not built: "
         "run `python setup.py build_ext --inplace` (make bootstrap does it)"
     )
+
+
+def _old_broker(listener: socket.socket) -> None:
+    """Answers every request as a broker that serves no API at all would answer ApiVersions v0
+    (error 0, an empty list), on each connection, until the listener closes."""
+    import struct
+    import threading
+
+    def serve(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):  # the client hangs up when it has read the list
+            while True:
+                head = conn.recv(4, socket.MSG_WAITALL)
+                if len(head) < 4:
+                    return
+                body = conn.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
+                correlation = body[4:8]
+                answer = correlation + struct.pack(">hi", 0, 0)
+                conn.sendall(struct.pack(">i", len(answer)) + answer)
+
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+
+def test_wire_fetcher_advice_on_a_broker_without_fetch_v11_names_the_flag(matrix_broker):
+    """The wire client's version check tells the console user the flag to use, not the source's
+    option (a broker without Fetch v11 is read through librdkafka)."""
+    import threading
+
+    _, env, _ = matrix_broker
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    threading.Thread(target=_old_broker, args=(listener,), daemon=True).start()
+    bootstrap = f"127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "kafka_spark.cli", "consume", "matrix", "-e", "--fetcher", "wire"]
+            + ["--bootstrap-server", bootstrap],
+            capture_output=True,
+            env=env,
+            timeout=120,
+        )
+    finally:
+        listener.close()
+    stderr = result.stderr.decode()
+    assert result.returncode == 1, stderr
+    assert "does not serve Fetch v11" in stderr and "--fetcher librdkafka" in stderr, stderr
+    assert "source option" not in stderr, stderr

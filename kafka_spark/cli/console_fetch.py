@@ -125,7 +125,9 @@ def consume(
 ) -> int:
     """Print the records ``args`` asks for (see the module docstring); returns how many.
     ``emit`` writes a list of bytes to stdout and says False once its reader has gone."""
-    client = kf.FetchClient(bootstrap, _CLIENT_ID, _TIMEOUT_S)
+    client = kf.FetchClient(
+        bootstrap, _CLIENT_ID, _TIMEOUT_S, librdkafka_advice="read with --fetcher librdkafka (or drop --fetcher)"
+    )
     # A response's records form no reference cycles: the cyclic collector would only rescan them.
     collecting = gc.isenabled()
     gc.disable()

@@ -309,7 +309,16 @@ def parse_metadata(r: _Reader) -> list[tuple[int, str, dict[int, tuple[str, int]
 class FetchClient:
     """Leader lookups and connections for one bootstrap address and client config, per worker."""
 
-    def __init__(self, bootstrap_servers: str, client_id: str, timeout_s: float):
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        client_id: str,
+        timeout_s: float,
+        librdkafka_advice: str = "set the source option fetcher=librdkafka to read through confluent-kafka",
+    ):
+        #: What an error tells the user to do to read through confluent-kafka instead (the source
+        #: has an option, the console consumer a flag).
+        self.librdkafka_advice = librdkafka_advice
         self.bootstrap = [_host_port(a) for a in bootstrap_servers.split(",") if a.strip()]
         if not self.bootstrap:
             raise KafkaProtocolError("no bootstrap servers to fetch from")
@@ -353,8 +362,7 @@ class FetchClient:
         if error or missing:
             raise KafkaProtocolError(
                 f"the broker at {conn.address} does not serve Fetch v{FETCH_VERSION} / Metadata v1 / "
-                f"ListOffsets v1 (Kafka 2.3 or newer does); set the source option fetcher=librdkafka "
-                f"to read through confluent-kafka",
+                f"ListOffsets v1 (Kafka 2.3 or newer does); {self.librdkafka_advice}",
                 ErrorCode.unsupported_version,
             )
 
