@@ -5,11 +5,13 @@ KafkaSinkSuite scenarios with Java producer and consumer properties)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import textwrap
+import threading
 from collections import Counter
 
 import pytest
@@ -80,9 +82,25 @@ def test_source_reads_batch_and_stream_with_java_consumer_settings(spark, pylog_
     assert sorted(int(r.v) for r in spark.table("java_consumer_settings").collect()) == list(range(90))
 
 
+def _stalling_listener(listener: socket.socket) -> None:
+    """Accepts connections and sends one byte of an answer to each, then nothing more: a peer
+    that started to answer and hung (the reachability check passes; every request times out)."""
+    held = []
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        held.append(conn)
+        with contextlib.suppress(OSError):
+            conn.recv(4)
+            conn.sendall(b"\x00")
+
+
 def test_default_api_timeout_bounds_the_drivers_offset_calls(spark):
-    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts connections, never answers
-        address = f"127.0.0.1:{silent.getsockname()[1]}"
+    with socket.create_server(("127.0.0.1", 0)) as stalling:
+        threading.Thread(target=_stalling_listener, args=(stalling,), daemon=True).start()
+        address = f"127.0.0.1:{stalling.getsockname()[1]}"
         df = (
             spark.read.format("pylog")
             .option("kafka.bootstrap.servers", address)
@@ -93,6 +111,27 @@ def test_default_api_timeout_bounds_the_drivers_offset_calls(spark):
         )
         with pytest.raises(PySparkException, match=f"1 attempts of at most 1500 ms each against {address}"):
             df.count()
+
+
+def test_a_read_from_an_address_that_never_answers_fails_naming_its_silence(spark):
+    # The kernel accepts the connection; nothing ever answers. The driver asks a Kafka question
+    # first and fails within kafka.default.api.timeout.ms, saying so, instead of librdkafka's
+    # attempts of a whole timeout each ending in a bare timeout.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        df = (
+            spark.read.format("pylog")
+            .option("kafka.bootstrap.servers", address)
+            .option("subscribe", "t")
+            .option("kafka.default.api.timeout.ms", "1500")
+            .load()
+        )
+        with pytest.raises(PySparkException) as raised:
+            df.count()
+    message = str(raised.value)
+    assert f"no Kafka broker reachable at {address} within 1.5s" in message, message
+    assert "accepts connections but sent no answer to a Kafka request" in message, message
+    assert "set kafka.default.api.timeout.ms (now 1500) to wait longer" in message, message
 
 
 def test_a_read_from_an_address_where_nothing_listens_fails_naming_it(spark):

@@ -95,7 +95,7 @@ class OffsetReader:
         if self._reached:
             return
         try:
-            wait_reachable(self.bootstrap_servers, self.timeout_s)
+            wait_reachable(self.bootstrap_servers, self.timeout_s, require_answer=True)
         except ClusterUnreachable as e:
             raise OffsetFetchError(
                 f"{what} failed: {e}. Check that the broker runs and that kafka.bootstrap.servers names it; "
