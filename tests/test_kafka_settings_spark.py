@@ -82,6 +82,16 @@ def test_source_reads_batch_and_stream_with_java_consumer_settings(spark, pylog_
     assert sorted(int(r.v) for r in spark.table("java_consumer_settings").collect()) == list(range(90))
 
 
+def _read_failure(spark, address: str, **options: str) -> str:
+    """The message of a batch read of topic ``t`` at ``address`` that must fail, with a 1.5 s
+    ``kafka.default.api.timeout.ms``."""
+    df = spark.read.format("pylog").option("kafka.bootstrap.servers", address).option("subscribe", "t")
+    df = df.option("kafka.default.api.timeout.ms", "1500").options(**options).load()
+    with pytest.raises(PySparkException) as raised:
+        df.count()
+    return str(raised.value)
+
+
 def _stalling_listener(listener: socket.socket) -> None:
     """Accepts connections and sends one byte of an answer to each, then nothing more: a peer
     that started to answer and hung (the reachability check passes; every request times out)."""
@@ -101,16 +111,8 @@ def test_default_api_timeout_bounds_the_drivers_offset_calls(spark):
     with socket.create_server(("127.0.0.1", 0)) as stalling:
         threading.Thread(target=_stalling_listener, args=(stalling,), daemon=True).start()
         address = f"127.0.0.1:{stalling.getsockname()[1]}"
-        df = (
-            spark.read.format("pylog")
-            .option("kafka.bootstrap.servers", address)
-            .option("subscribe", "t")
-            .option("kafka.default.api.timeout.ms", "1500")
-            .option("fetchOffset.numRetries", "0")
-            .load()
-        )
-        with pytest.raises(PySparkException, match=f"1 attempts of at most 1500 ms each against {address}"):
-            df.count()
+        message = _read_failure(spark, address, **{"fetchOffset.numRetries": "0"})
+    assert f"1 attempts of at most 1500 ms each against {address}" in message, message
 
 
 def test_a_read_from_an_address_that_never_answers_fails_naming_its_silence(spark):
@@ -119,16 +121,7 @@ def test_a_read_from_an_address_that_never_answers_fails_naming_its_silence(spar
     # attempts of a whole timeout each ending in a bare timeout.
     with socket.create_server(("127.0.0.1", 0)) as silent:
         address = f"127.0.0.1:{silent.getsockname()[1]}"
-        df = (
-            spark.read.format("pylog")
-            .option("kafka.bootstrap.servers", address)
-            .option("subscribe", "t")
-            .option("kafka.default.api.timeout.ms", "1500")
-            .load()
-        )
-        with pytest.raises(PySparkException) as raised:
-            df.count()
-    message = str(raised.value)
+        message = _read_failure(spark, address)
     assert f"no Kafka broker reachable at {address} within 1.5s" in message, message
     assert "accepts connections but sent no answer to a Kafka request" in message, message
     assert "set kafka.default.api.timeout.ms (now 1500) to wait longer" in message, message
@@ -137,16 +130,7 @@ def test_a_read_from_an_address_that_never_answers_fails_naming_its_silence(spar
 def test_a_read_from_an_address_where_nothing_listens_fails_naming_it(spark):
     # No retries against a cluster that accepts no connection: kafka.default.api.timeout.ms
     # (default 30 s) bounds the whole wait, and the message says how to wait longer.
-    df = (
-        spark.read.format("pylog")
-        .option("kafka.bootstrap.servers", "127.0.0.1:1")
-        .option("subscribe", "t")
-        .option("kafka.default.api.timeout.ms", "1500")
-        .load()
-    )
-    with pytest.raises(PySparkException) as raised:
-        df.count()
-    message = str(raised.value)
+    message = _read_failure(spark, "127.0.0.1:1")
     assert "no Kafka broker reachable at 127.0.0.1:1 within 1.5s (127.0.0.1:1: connection refused)" in message
     assert "set kafka.default.api.timeout.ms (now 1500) to wait longer" in message
 
