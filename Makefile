@@ -11,7 +11,7 @@ demo: bootstrap
 	$(PY) -m kafka_spark.demo
 
 test: bootstrap
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=25 $(PYTEST_ARGS)
 
 # The layering contracts of setup.cfg ([importlinter]); tests/test_layout_imports.py runs them in `make test`.
 lint-imports: bootstrap

@@ -1,0 +1,127 @@
+"""What the client commands of ``pylog`` share: the cluster they talk to (``--bootstrap-server``
+or the local broker), their librdkafka settings (``--command-config``), the check that it answers,
+admin futures, progress bars and the one-line error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from kafka_spark.client.librdkafka_log import routed
+from kafka_spark.errors import PylogError
+
+
+class CliError(PylogError):
+    """A user-facing failure: printed as one line, exit status 1."""
+
+
+def bootstrap(args: argparse.Namespace) -> str:
+    """``--bootstrap-server``, or the local broker's address when one runs."""
+    if args.bootstrap_server:
+        return args.bootstrap_server
+    from kafka_spark.broker.discovery import find_running
+
+    info = find_running()
+    if info is None:
+        raise CliError(
+            "no --bootstrap-server given and no local broker running; "
+            "start one with `pylog broker start` or pass --bootstrap-server HOST:PORT"
+        )
+    return info.bootstrap_servers
+
+
+def client_config(args: argparse.Namespace, **settings: Any) -> dict[str, Any]:
+    """librdkafka settings of a client command: the bootstrap servers, the ``--command-config``
+    file (Kafka client properties, Java's SASL/TLS names translated), then ``settings``."""
+    config: dict[str, Any] = {}
+    path = getattr(args, "command_config", None)
+    if path:
+        from kafka_spark.broker.properties import read_properties
+        from kafka_spark.common.jaas import JaasConfigError, librdkafka_config
+
+        try:
+            config.update(librdkafka_config(read_properties(path), prefix=""))
+        except OSError as error:
+            raise CliError(f"cannot read --command-config {path}: {error.strerror}") from None
+        except JaasConfigError as error:
+            raise CliError(f"--command-config {path}: {error}") from None
+    config["bootstrap.servers"] = bootstrap(args)  # --bootstrap-server wins over the file
+    check_reachable(args, config["bootstrap.servers"])
+    # What the tools print is what scripts read: librdkafka's informational lines (such as
+    # "Purging N unserved events" when a client is destroyed) stay out of it; its warnings and
+    # errors go through Python logging (rate-limited, to stderr), as Kafka's tools log WARN and up.
+    config["log_level"] = 4
+    config.update(settings)
+    return routed(config)
+
+
+#: How long a client command waits for a cluster that refuses connections (one starting up) or
+#: does not answer a Kafka request.
+REACH_TIMEOUT_S = 5.0
+
+
+def check_reachable(args: argparse.Namespace, address: str) -> None:
+    """Fail at once, in one line, when nothing listens at the cluster's address or what listens
+    does not answer: librdkafka would wait out each request's timeout and then say only
+    "transport failure" or "timed out"."""
+    from kafka_spark.client.reachability import ClusterUnreachable, wait_reachable
+
+    if getattr(args, "reached", None) == address:
+        return
+    try:
+        wait_reachable(address, REACH_TIMEOUT_S, require_answer=True)
+    except ClusterUnreachable as error:
+        raise CliError(
+            f"{error}; check that the broker runs (`pylog broker status` for the local one) "
+            "and that --bootstrap-server names it"
+        ) from None
+    args.reached = address
+
+
+def admin(args: argparse.Namespace) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(client_config(args))
+
+
+def wait(futures: dict[Any, Any], what: str, tolerate: str | None = None) -> bool:
+    """Wait for admin futures; a failure is a CliError, except the error named ``tolerate``
+    (e.g. TOPIC_ALREADY_EXISTS for --if-not-exists): then False is returned."""
+    from confluent_kafka import KafkaException
+
+    for name, future in futures.items():
+        try:
+            future.result(timeout=30)
+        except KafkaException as error:
+            if tolerate is not None and error.args[0].name() == tolerate:
+                return False
+            raise CliError(f"{what} {name} failed: {error.args[0].str()}") from None
+    return True
+
+
+def progress(args: argparse.Namespace, what: str, **kwargs: Any) -> Any:
+    """A progress bar with rates on stderr, shown when stderr is a terminal (or --progress)."""
+    if not (getattr(args, "progress", False) or sys.stderr.isatty()):
+        return NoProgress()  # and tqdm is not imported: a piped command starts faster
+    from tqdm import tqdm
+
+    return tqdm(desc=what, file=sys.stderr, mininterval=0.5, **kwargs)
+
+
+class NoProgress:
+    """The progress bar of a command whose progress is not shown."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def key_value(item: str, option: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise CliError(f"{option} takes NAME=VALUE, got {item!r}")
+    return key, value
