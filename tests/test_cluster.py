@@ -221,15 +221,22 @@ def test_consumers_see_records_only_below_the_high_watermark(tmp_path: Path) -> 
         assert read_all(cluster.bootstrap_servers, "gated") == [b"a", b"b", b"c", b"d", b"e"]
 
 
+def lagging_followers_cluster(log_dir: Path) -> EmbeddedCluster:
+    """Three brokers whose stopped followers leave the ISR by falling behind
+    replica.lag.time.max.ms (300 ms), never by being fenced (a long session timeout)."""
+    return EmbeddedCluster(brokers=3, log_dir=log_dir, broker_session_timeout_ms=120_000, replica_lag_time_max_ms=300)
+
+
+def replicated_topic(cluster: EmbeddedCluster, topic: str, min_insync_replicas: int) -> tuple[int, list[int]]:
+    """A one-partition topic on all three brokers; its leader and followers."""
+    cluster.create_topic(topic, replication_factor=3, config={"min.insync.replicas": str(min_insync_replicas)})
+    leader = cluster.leader(topic)
+    return leader, [node for node in range(3) if node != leader]
+
+
 def test_acks_all_needs_min_insync_replicas_and_lagging_followers_leave_and_rejoin_the_isr(tmp_path: Path) -> None:
-    # The controller never fences the stopped followers here (long session timeout): they leave
-    # the ISR because the leader sees them fall behind replica.lag.time.max.ms.
-    with EmbeddedCluster(
-        brokers=3, log_dir=tmp_path, broker_session_timeout_ms=120_000, replica_lag_time_max_ms=300
-    ) as cluster:
-        cluster.create_topic("safe", replication_factor=3, config={"min.insync.replicas": "2"})
-        leader = cluster.leader("safe")
-        followers = [node for node in range(3) if node != leader]
+    with lagging_followers_cluster(tmp_path) as cluster:
+        leader, followers = replicated_topic(cluster, "safe", min_insync_replicas=2)
         bootstrap = address(cluster, leader)
         assert wire_produce(bootstrap, "safe", [b"one"], acks=-1) == (0, 0)
 
@@ -455,3 +462,44 @@ def test_follower_behind_the_leaders_log_start_starts_over_there(tmp_path: Path)
             what="the follower to copy from the leader's log start",
         )
         assert log_of(cluster, follower, "trimmed").log_start_offset >= 40
+
+
+def set_topic_configs(admin: confluent_kafka.admin.AdminClient, topic: str, configs: dict[str, str]) -> None:
+    """IncrementalAlterConfigs SET of each of ``configs``; raises the broker's refusal."""
+    admin_module = confluent_kafka.admin
+    entries = [
+        admin_module.ConfigEntry(name, value, incremental_operation=admin_module.AlterConfigOpType.SET)
+        for name, value in configs.items()
+    ]
+    resource = admin_module.ConfigResource("topic", topic, incremental_configs=entries)
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+
+def test_topic_configs_altered_on_any_broker_reach_every_replica_and_the_leaders_acks_all(tmp_path: Path) -> None:
+    # kafka-configs --alter sent to a broker that leads nothing of the topic: the controller takes
+    # the change, every broker describes it, and the leader enforces the new min.insync.replicas.
+    with lagging_followers_cluster(tmp_path) as cluster:
+        leader, followers = replicated_topic(cluster, "tuned", min_insync_replicas=1)
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": address(cluster, followers[0])})
+        set_topic_configs(admin, "tuned", {"min.insync.replicas": "3", "retention.ms": "3600000"})
+
+        def described(node: int) -> dict[str, str]:
+            client = confluent_kafka.admin.AdminClient({"bootstrap.servers": address(cluster, node)})
+            asked = confluent_kafka.admin.ConfigResource("topic", "tuned")
+            entries = client.describe_configs([asked])[asked].result(timeout=30)
+            return {name: entries[name].value for name in ("min.insync.replicas", "retention.ms")}
+
+        for node in range(3):
+            wait_until(
+                lambda node=node: described(node) == {"min.insync.replicas": "3", "retention.ms": "3600000"},
+                what=f"broker {node} to describe the altered configs",
+            )
+        bootstrap = address(cluster, leader)
+        assert wire_produce(bootstrap, "tuned", [b"all three"], acks=-1) == (0, 0)
+        cluster.kill_broker(followers[1])
+        cluster.wait_for_isr("tuned", size=2)
+        assert wire_produce(bootstrap, "tuned", [b"two of three"], acks=-1)[0] == NOT_ENOUGH_REPLICAS
+
+        with pytest.raises(confluent_kafka.KafkaException, match="min.insync.replicas"):
+            set_topic_configs(admin, "tuned", {"min.insync.replicas": "0"})
+        assert described(leader)["min.insync.replicas"] == "3", "a refused change changes nothing"

@@ -114,6 +114,30 @@ def topic_config_entries(
             chain.append((BROKER_NAMES.get(key, key), broker_values[key], _STATIC_BROKER_CONFIG))
         chain.append((BROKER_NAMES.get(key, key), kafka_defaults[key], _DEFAULT_CONFIG))
         entries.append(_entry(key, value, chain[0][2], read_only=False, synonyms=chain if synonyms else ()))
+    if broker.cluster is not None and broker.cluster.image is not None:
+        entries.extend(_replication_entries(broker.cluster.image.defaults, overrides, synonyms))
+        entries.sort(key=lambda entry: entry["name"])
+    return entries
+
+
+#: Topic settings that act on a cluster's leaders (the controller's image holds them), with
+#: Kafka's defaults; a one-node broker accepts them without effect and does not list them.
+_REPLICATION_DEFAULTS = {"min.insync.replicas": "1", "unclean.leader.election.enable": "false"}
+
+
+def _replication_entries(
+    cluster_defaults: Mapping[str, str], overrides: Mapping[str, str], synonyms: bool
+) -> list[dict[str, Any]]:
+    entries = []
+    for key, kafka_default in _REPLICATION_DEFAULTS.items():
+        chain = []
+        if key in overrides:
+            chain.append((key, overrides[key], _DYNAMIC_TOPIC_CONFIG))
+        cluster_value = cluster_defaults.get(key, kafka_default)
+        if cluster_value != kafka_default:
+            chain.append((key, cluster_value, _STATIC_BROKER_CONFIG))
+        chain.append((key, kafka_default, _DEFAULT_CONFIG))
+        entries.append(_entry(key, chain[0][1], chain[0][2], read_only=False, synonyms=chain if synonyms else ()))
     return entries
 
 
@@ -307,7 +331,12 @@ def _alter(broker: BrokerContext, request: Any, overrides: Any) -> dict[str, Any
                 )
             info = _topic(broker, resource.resource_name)
             wanted = overrides(resource, dict(info.configs))
-            broker.logs.set_topic_configs(resource.resource_name, wanted, validate_only=body.validate_only)
+            if broker.cluster is None:
+                broker.logs.set_topic_configs(resource.resource_name, wanted, validate_only=body.validate_only)
+            else:  # every replica's broker takes them from the controller's next image
+                LogConfig.from_topic_configs(wanted, broker.config.log)  # InvalidConfigError (40) if wrong
+                if not body.validate_only:
+                    broker.cluster.alter_topic_configs(resource.resource_name, wanted)
         except _RequestError as error:
             response.update(error_code=error.code, error_message=error.message)
         except StorageError as error:
@@ -337,7 +366,10 @@ def _effective_list(broker: BrokerContext, name: str, current: dict[str, str]) -
 
 
 def _topic(broker: BrokerContext, name: str) -> Any:
-    info = None if is_internal_topic(name) else broker.logs.topics().get(name)
+    """The topic's info: the local log's on one node, the controller's image on a cluster (this
+    broker may host no replica of it)."""
+    topics = broker.logs.topics() if broker.cluster is None else broker.cluster.topics()
+    info = None if is_internal_topic(name) else topics.get(name)
     if info is None:
         raise _RequestError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
     return info

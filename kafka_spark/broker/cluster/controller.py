@@ -301,13 +301,7 @@ class Controller:
                     if factor > len(live)
                     else f"replication factor {factor} is invalid for topic {name!r}: give 1 to {len(live)}"
                 )
-            min_isr = configs.get("min.insync.replicas")
-            if min_isr is not None and not (min_isr.lstrip("-").isdigit() and 1 <= int(min_isr)):
-                from kafka_spark.broker.storage.errors import InvalidConfigError
-
-                raise InvalidConfigError(
-                    f"min.insync.replicas={min_isr!r} for topic {name!r}: give a whole number >= 1"
-                )
+            _check_min_insync(name, configs)
             info = TopicInfo(name, count, MappingProxyType(dict(configs)), uuid.uuid4())
             if validate_only:
                 return info
@@ -351,6 +345,23 @@ class Controller:
             self._topics[name] = grown
             self._publish()
             return grown
+
+    def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        """AlterConfigs / IncrementalAlterConfigs of a topic: ``configs`` replaces its overrides
+        (the caller validated them as log settings) and every broker takes them from the next
+        image, as Kafka's controller publishes a ConfigRecord; min.insync.replicas and
+        unclean.leader.election.enable act on the leaders from then on."""
+        configs = {key: value for key, value in configs.items() if value is not None}
+        _check_min_insync(name, configs)
+        with self._lock:
+            info = self._topics.get(name)
+            if info is None:
+                raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+            changed = TopicInfo(name, info.partitions, MappingProxyType(dict(configs)), info.topic_id)
+            self._topics[name] = changed
+            self._publish()
+            logger.info("topic %s: configs now %s", name, dict(configs))
+            return changed
 
     def delete_topic(self, name: str) -> None:
         with self._lock:
@@ -515,3 +526,11 @@ class Controller:
                 on_image(image)
             except RuntimeError:  # its loop is closed: the broker died; its heartbeats will lapse
                 logger.debug("broker %d did not take metadata version %d", node_id, image.version)
+
+
+def _check_min_insync(topic: str, configs: Mapping[str, str]) -> None:
+    min_isr = configs.get("min.insync.replicas")
+    if min_isr is not None and not (min_isr.lstrip("-").isdigit() and 1 <= int(min_isr)):
+        from kafka_spark.broker.storage.errors import InvalidConfigError
+
+        raise InvalidConfigError(f"min.insync.replicas={min_isr!r} for topic {topic!r}: give a whole number >= 1")

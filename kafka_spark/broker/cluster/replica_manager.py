@@ -198,8 +198,11 @@ class ReplicaManager:
             local = logs.topic_info(name)
             if hosted and local is None:
                 logs.create_topic(name, info.partitions, dict(info.configs), topic_id=info.topic_id)
-            elif local is not None and local.partitions < info.partitions:  # CreatePartitions
-                logs.add_partitions(name, info.partitions)
+            elif local is not None:
+                if local.partitions < info.partitions:  # CreatePartitions
+                    logs.add_partitions(name, info.partitions)
+                if dict(local.configs) != dict(info.configs):  # AlterConfigs, through the controller
+                    logs.set_topic_configs(name, info.configs)
         for tp in [tp for tp in self.partitions if tp not in image.partitions]:
             replica = self.partitions.pop(tp)
             self._fail_waiters(replica, ErrorCode.unknown_topic_or_partition)
@@ -618,6 +621,12 @@ class ReplicaManager:
 
     def delete_topic(self, name: str) -> None:
         self.controller.delete_topic(name)
+        self.apply(self.controller.image)
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Through the controller, so that every replica (and the leader's min.insync.replicas)
+        takes them; this broker at once, the others with the next image."""
+        self.controller.alter_topic_configs(name, configs)
         self.apply(self.controller.image)
 
 
