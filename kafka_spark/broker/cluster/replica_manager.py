@@ -130,6 +130,9 @@ class ReplicaManager:
         self.broker_epoch = -1
         self._timers: list[asyncio.TimerHandle] = []
         self._closed = False
+        # Coordinators' requests to other brokers (WriteTxnMarkers): one connection per broker,
+        # one request at a time on it.
+        self._connections: dict[int, tuple[BrokerConnection, asyncio.Lock]] = {}
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -180,6 +183,9 @@ class ReplicaManager:
         for fetcher in self.fetchers.values():
             fetcher.stop()
         self.fetchers.clear()
+        for connection, _ in self._connections.values():
+            connection.close()
+        self._connections.clear()
         for replica in self.partitions.values():
             self._fail_waiters(replica, ErrorCode.not_leader_or_follower)
 
@@ -539,6 +545,32 @@ class ReplicaManager:
             replica.epochs.truncate_from_end(log.log_end_offset)
             self.broker._producer_states.pop(replica.tp, None)
         replica.needs_truncation = False
+
+    # -- requests to other brokers ----------------------------------------------------------------------
+
+    async def request(self, node: int, api_key: int, version: int, body: dict[str, Any], timeout: float = 30.0) -> Any:
+        """Send a request to broker ``node`` (as the image knows it) and return its response;
+        raises ConnectionError when that broker is not alive, OSError-family errors when the
+        connection fails (it is dropped, the next request opens a new one)."""
+        registration = self.image.brokers.get(node) if self.image is not None else None
+        if self._closed or registration is None or not registration.alive:
+            raise ConnectionError(f"broker {node} is not alive")
+        known = self._connections.get(node)
+        if known is None or (known[0].host, known[0].port) != (registration.host, registration.port):
+            if known is not None:
+                known[0].close()
+            connection = BrokerConnection(registration.host, registration.port, f"pylog-broker-{self.node_id}")
+            known = (connection, asyncio.Lock())
+            self._connections[node] = known
+        connection, lock = known
+        async with lock:
+            try:
+                return await connection.request(api_key, version, body, timeout=timeout)
+            except BaseException:
+                connection.close()
+                if self._connections.get(node) is known:
+                    del self._connections[node]
+                raise
 
     # -- what Metadata and the admin requests read ------------------------------------------------------
 

@@ -62,6 +62,7 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.coordinator.transaction_log import TransactionLog
 from kafka_spark.broker.deferred import Deferred
+from kafka_spark.broker.protocol.versions import ApiKey
 from kafka_spark.broker.storage.batch import BatchHeader, build_control_batch
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.broker.storage.log import Log
@@ -213,6 +214,7 @@ class TransactionCoordinator:
         self._unsynced: dict[Log, int] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._expiry_timer: asyncio.TimerHandle | None = None
+        self._completing: dict[str, asyncio.Task[None]] = {}  # cluster: transactions writing markers
         self._load()
         self._schedule_abort_check()
         self._schedule_expiry()
@@ -510,6 +512,9 @@ class TransactionCoordinator:
     def _finish(self, meta: TransactionMetadata, commit: bool, *, only_open: bool) -> None:
         """Markers, offsets, Complete state. ``only_open``: recovery — mark only partitions where
         the producer's transaction is still open (the first attempt may have marked others)."""
+        if self._broker.cluster is not None:  # markers go to each partition's leader, asynchronously
+            self._start_completion(meta, commit)
+            return
         if commit:
             for group_id, offsets in meta.pending_offsets.items():
                 self._commit_offsets(meta, group_id, offsets)
@@ -526,6 +531,10 @@ class TransactionCoordinator:
             )
             self._broker.loop.call_later(MARKER_RETRY_MS / 1000, self._retry_finish, meta, commit)
             return
+        self._complete(meta, commit)
+
+    def _complete(self, meta: TransactionMetadata, commit: bool) -> None:
+        """Every marker is written: CompleteCommit / CompleteAbort."""
         meta.transition(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
         if meta.next_producer_id >= 0:  # v2 exhausted the epochs: the producer moves to a new id
             self._by_producer_id.pop(meta.producer_id, None)
@@ -574,6 +583,151 @@ class TransactionCoordinator:
         self._unsynced[log] = result.last_offset + 1
         return True
 
+    def write_marker(
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ) -> tuple[int, Log | None]:
+        """Append a COMMIT/ABORT marker of ``producer_id`` to ``tp``, which this broker must lead
+        on a cluster (WriteTxnMarkers, and this coordinator's own partitions there). Returns the
+        error code and the log written (None when nothing was)."""
+        cluster = self._broker.cluster
+        if cluster is not None:
+            code = cluster.check_produce(tp.topic, tp.partition, 1)
+            if code:
+                return code, None
+        found = self._partition(tp)
+        if found is None:
+            return ErrorCode.unknown_topic_or_partition, None
+        log, state = found
+        batch = build_control_batch(0, producer_id, producer_epoch, commit, coordinator_epoch, _now_ms())
+        try:
+            result = log.append(batch, acks=1)
+        except StorageError as error:
+            logger.error("writing the %s marker to %s failed: %s", "COMMIT" if commit else "ABORT", tp, error)
+            return error.error_code, None
+        header: BatchHeader = result.headers[0]
+        state.record(header)  # the marker's epoch fences older epochs on this partition
+        if state.txn_index is not None:
+            state.txn_index.on_marker(producer_id, header.base_offset, commit)
+        if cluster is not None:
+            cluster.appended(log)
+        self._broker.notifier.notify()
+        return ErrorCode.none, log
+
+    # -- on a cluster: markers through the partitions' leaders -----------------------------------------
+
+    def _start_completion(self, meta: TransactionMetadata, commit: bool) -> None:
+        """Write the markers of ``meta``'s transaction in the background, then complete it (one
+        task per transactional id; the transaction stays in Prepare* meanwhile, as in Kafka)."""
+        if meta.transactional_id in self._completing:
+            return
+        task = self._broker.loop.create_task(self._complete_on_cluster(meta, commit))
+        self._completing[meta.transactional_id] = task
+
+        def done(finished: asyncio.Task[None]) -> None:
+            if self._completing.get(meta.transactional_id) is finished:
+                del self._completing[meta.transactional_id]
+            if not finished.cancelled() and finished.exception() is not None:
+                logger.error("transaction %r: completing failed: %r", meta.transactional_id, finished.exception())
+
+        task.add_done_callback(done)
+
+    async def _complete_on_cluster(self, meta: TransactionMetadata, commit: bool) -> None:
+        prepared = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        if commit:
+            for group_id, offsets in meta.pending_offsets.items():
+                self._commit_offsets(meta, group_id, offsets)
+        remaining = set(meta.partitions)
+        delay = 0.05
+        while True:
+            if meta.state is not prepared or self._txns.get(meta.transactional_id) is not meta:
+                return  # this broker stopped coordinating it (the new coordinator finishes it)
+            remaining = await self._send_markers(meta, commit, remaining)
+            if not remaining:
+                break
+            logger.info(
+                "transaction %r: markers missing on %s; retrying in %d ms",
+                meta.transactional_id,
+                ", ".join(map(str, sorted(remaining))),
+                delay * 1000,
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MARKER_RETRY_MS / 1000)
+        if meta.state is prepared and self._txns.get(meta.transactional_id) is meta:
+            self._complete(meta, commit)
+            self._drain_unsynced()
+
+    async def _send_markers(
+        self, meta: TransactionMetadata, commit: bool, partitions: set[TopicPartition]
+    ) -> set[TopicPartition]:
+        """Write the markers of ``partitions`` at their leaders; returns those still missing."""
+        cluster = self._broker.cluster
+        assert cluster is not None and cluster.image is not None
+        image = cluster.image
+        by_leader: dict[int, list[TopicPartition]] = {}
+        missing: set[TopicPartition] = set()
+        for tp in partitions:
+            state = image.partitions.get(tp)
+            if state is None:
+                logger.warning("transaction %r: %s was deleted; no marker written there", meta.transactional_id, tp)
+                continue
+            if state.leader < 0:
+                missing.add(tp)
+            else:
+                by_leader.setdefault(state.leader, []).append(tp)
+        here = by_leader.pop(cluster.node_id, [])
+        sends = [self._send_to(leader, meta, commit, tps) for leader, tps in by_leader.items()]
+        local = [self._write_here(meta, commit, tp) for tp in here]
+        for failed in await asyncio.gather(*sends, *local):
+            missing.update(failed)
+        return missing
+
+    async def _write_here(self, meta: TransactionMetadata, commit: bool, tp: TopicPartition) -> list[TopicPartition]:
+        code, log = self.write_marker(tp, meta.producer_id, meta.producer_epoch, commit, self._coordinator_epoch(meta))
+        if code == ErrorCode.unknown_topic_or_partition:
+            return []
+        if code or log is None:
+            return [tp]
+        cluster = self._broker.cluster
+        assert cluster is not None
+        outcome: dict[str, Any] = {"error_code": ErrorCode.none}
+        await cluster.wait_replicated(log, outcome, log.log_end_offset, MARKER_RETRY_MS * 10)
+        return [tp] if outcome["error_code"] else []
+
+    async def _send_to(
+        self, leader: int, meta: TransactionMetadata, commit: bool, partitions: list[TopicPartition]
+    ) -> list[TopicPartition]:
+        cluster = self._broker.cluster
+        assert cluster is not None
+        topics: dict[str, list[int]] = {}
+        for tp in partitions:
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        body = {
+            "markers": [
+                {
+                    "producer_id": meta.producer_id,
+                    "producer_epoch": meta.producer_epoch,
+                    "transaction_result": commit,
+                    "topics": [{"name": name, "partition_indexes": indexes} for name, indexes in topics.items()],
+                    "coordinator_epoch": self._coordinator_epoch(meta),
+                }
+            ]
+        }
+        try:
+            response = await cluster.request(leader, ApiKey.WRITE_TXN_MARKERS, 1, body)
+        except (TimeoutError, OSError, EOFError, asyncio.IncompleteReadError, ValueError) as error:
+            logger.info("transaction %r: WriteTxnMarkers to broker %d failed: %r", meta.transactional_id, leader, error)
+            return partitions
+        failed = []
+        for marker in response.markers:
+            for topic in marker.topics:
+                for result in topic.partitions:
+                    if result.error_code not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition):
+                        failed.append(TopicPartition(topic.name, result.partition_index))
+        return failed
+
+    def _coordinator_epoch(self, meta: TransactionMetadata) -> int:
+        return COORDINATOR_EPOCH
+
     def _commit_offsets(self, meta: TransactionMetadata, group_id: str, offsets: Offsets) -> None:
         groups = getattr(self._broker, "groups", None)
         if groups is None:
@@ -604,6 +758,12 @@ class TransactionCoordinator:
         v12+, KIP-890) the partition joins the transaction instead, beginning it if need be; 51
         while the previous transaction's markers are being written."""
         meta = self._by_producer_id.get(header.producer_id)
+        if meta is None and self._broker.cluster is not None:
+            # On a cluster the partition's leader is seldom the transaction's coordinator: as Kafka
+            # before KIP-890, it trusts the producer's AddPartitionsToTxn (transaction protocol v2,
+            # which would need the leader to add the partition, is not finalized on a cluster) and
+            # the markers' epochs fence the batches of older producer epochs.
+            return ErrorCode.none
         if meta is None or (transactional_id is not None and transactional_id != meta.transactional_id):
             return ErrorCode.invalid_producer_id_mapping
         if header.producer_epoch != meta.producer_epoch:
@@ -709,7 +869,8 @@ class TransactionCoordinator:
     def _exists(self, tp: TopicPartition) -> bool:
         if tp.topic.startswith("__"):  # internal topics: the broker's own, never in a transaction
             return False
-        info = self._broker.logs.topics().get(tp.topic)
+        cluster = self._broker.cluster
+        info = (cluster.topics() if cluster is not None else self._broker.logs.topics()).get(tp.topic)
         return info is not None and 0 <= tp.partition < info.partitions
 
     def _partition(self, tp: TopicPartition) -> tuple[Log, Any] | None:
@@ -720,6 +881,8 @@ class TransactionCoordinator:
         return log, self._broker.producer_state(log)
 
     def close(self) -> None:
+        for task in self._completing.values():
+            task.cancel()
         for timer in (self._timer, self._expiry_timer):
             if timer is not None:
                 timer.cancel()
