@@ -5,12 +5,16 @@ the group coordinator's broker (``__consumer_offsets`` is replicated too)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable
 
 import confluent_kafka
 
 from kafka_spark.broker.cluster import EmbeddedCluster
+from kafka_spark.broker.coordinator.group_offsets import OFFSETS_TOPIC, offsets_partition_for
+from kafka_spark.broker.coordinator.transaction import TxnState
+from kafka_spark.broker.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 
 TOPIC = "payments"
 PARTITIONS = 3
@@ -86,3 +90,138 @@ def test_markers_reach_partitions_led_by_other_brokers(pylog_cluster: EmbeddedCl
     _transaction(producer, [f"second-{i}" for i in range(6)], commit=True)
     seen = _read_committed(pylog_cluster)
     assert sorted(seen) == sorted([f"first-{i}" for i in range(6)] + [f"second-{i}" for i in range(6)])
+
+
+def _coordinator(cluster: EmbeddedCluster, topic: str, key: str) -> int:
+    """The broker leading ``key``'s partition of ``topic`` (once it has a leader)."""
+    partitions = cluster.controller.image.topics[topic].partitions
+    return cluster.wait_for_leader(topic, offsets_partition_for(key, partitions))
+
+
+def test_transactions_go_on_after_the_coordinator_broker_is_killed(pylog_cluster: EmbeddedCluster) -> None:
+    pylog_cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
+    producer = _producer(pylog_cluster, "payer")
+    _transaction(producer, [f"before-{i}" for i in range(6)], commit=True)
+    coordinator = _coordinator(pylog_cluster, TRANSACTION_STATE_TOPIC, "payer")
+    pylog_cluster.kill_broker(coordinator)
+    _transaction(producer, [f"aborted-{i}" for i in range(6)], commit=False)
+    _transaction(producer, [f"after-{i}" for i in range(6)], commit=True)
+    assert _coordinator(pylog_cluster, TRANSACTION_STATE_TOPIC, "payer") != coordinator
+    expected = sorted([f"before-{i}" for i in range(6)] + [f"after-{i}" for i in range(6)])
+    assert sorted(_read_committed(pylog_cluster)) == expected
+    pylog_cluster.restart_broker(coordinator)  # back as a follower: the state stays where it is
+    _transaction(producer, ["last"], commit=True)
+    assert sorted(_read_committed(pylog_cluster)) == sorted([*expected, "last"])
+
+
+def test_a_transaction_whose_coordinator_dies_while_ending_it_is_completed_by_the_next(
+    pylog_cluster: EmbeddedCluster,
+) -> None:
+    """The coordinator is killed while the transaction is in PrepareCommit (its markers cannot
+    reach a partition whose leader was killed just before): the broker that leads the
+    transaction's state partition next writes the markers, and the producer's commit succeeds."""
+    pylog_cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
+    producer = _producer(pylog_cluster, "payer")
+    coordinator = _coordinator(pylog_cluster, TRANSACTION_STATE_TOPIC, "payer")
+    node = pylog_cluster.nodes[coordinator]
+    stalled = next(p for p in range(PARTITIONS) if pylog_cluster.leader(TOPIC, p) != coordinator)
+    producer.begin_transaction()
+    for index in range(6):
+        producer.produce(TOPIC, f"committed-{index}".encode(), partition=index % PARTITIONS)
+    producer.flush(60)
+    pylog_cluster.kill_broker(pylog_cluster.leader(TOPIC, stalled))  # markers cannot reach it for a while
+    committing = threading.Thread(target=producer.commit_transaction, args=(120,), daemon=True)
+    committing.start()
+    deadline = time.monotonic() + 60
+    while node.broker.transactions.get("payer") is None or (
+        node.broker.transactions.get("payer").state is not TxnState.PREPARE_COMMIT  # type: ignore[union-attr]
+    ):
+        assert time.monotonic() < deadline, "the transaction never reached PrepareCommit"
+        time.sleep(0.005)
+    pylog_cluster.kill_broker(coordinator)
+    committing.join(120)
+    assert not committing.is_alive(), "commit_transaction did not return"
+    survivor = _coordinator(pylog_cluster, TRANSACTION_STATE_TOPIC, "payer")
+    assert survivor not in (coordinator,)
+    _transaction(producer, ["next"], commit=True)
+    assert sorted(_read_committed(pylog_cluster)) == sorted([f"committed-{i}" for i in range(6)] + ["next"])
+
+
+def test_committed_group_offsets_survive_the_kill_of_the_group_coordinator(pylog_cluster: EmbeddedCluster) -> None:
+    pylog_cluster.create_topic("orders", partitions=1, replication_factor=3)
+    producer = confluent_kafka.Producer({"bootstrap.servers": pylog_cluster.bootstrap_servers, "log_level": 0})
+    for index in range(10):
+        producer.produce("orders", f"order-{index}".encode())
+    producer.flush(30)
+
+    def consumer() -> confluent_kafka.Consumer:
+        made = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": pylog_cluster.bootstrap_servers,
+                "group.id": "billing",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "topic.metadata.refresh.interval.ms": 500,
+                "log_level": 0,
+            }
+        )
+        made.subscribe(["orders"])
+        return made
+
+    def next_value(reader: confluent_kafka.Consumer) -> str:
+        deadline = time.monotonic() + 60
+        while True:
+            assert time.monotonic() < deadline, "no record came"
+            message = reader.poll(0.2)
+            if message is not None and not message.error():
+                return str(message.value().decode())
+
+    first = consumer()
+    assert [next_value(first) for _ in range(6)] == [f"order-{i}" for i in range(6)]
+    first.commit(asynchronous=False)
+    first.close()
+    coordinator = _coordinator(pylog_cluster, OFFSETS_TOPIC, "billing")
+    pylog_cluster.kill_broker(coordinator)
+    second = consumer()
+    try:
+        assert next_value(second) == "order-6"  # where the group committed, not from the start
+    finally:
+        second.close()
+
+
+def test_transactional_consumer_offsets_commit_with_the_transaction_only(pylog_cluster: EmbeddedCluster) -> None:
+    """send_offsets_to_transaction: the group's coordinator stages the offsets; they count once the
+    transaction commits (an aborted one leaves them as they were), also after that coordinator's
+    broker is killed."""
+    pylog_cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
+    producer = _producer(pylog_cluster, "copier")
+    group = "copier-group"
+    admin = confluent_kafka.Consumer(
+        {"bootstrap.servers": pylog_cluster.bootstrap_servers, "group.id": group, "log_level": 0}
+    )
+    metadata = admin.consumer_group_metadata()
+
+    def send(offset: int, commit: bool) -> None:
+        producer.begin_transaction()
+        producer.produce(TOPIC, f"copy-{offset}".encode(), partition=0)
+        producer.send_offsets_to_transaction([confluent_kafka.TopicPartition(TOPIC, 1, offset)], metadata, 60)
+        if commit:
+            producer.commit_transaction(60)
+        else:
+            producer.abort_transaction(60)
+
+    def committed() -> int:
+        return int(admin.committed([confluent_kafka.TopicPartition(TOPIC, 1)], timeout=30)[0].offset)
+
+    try:
+        send(5, commit=True)
+        assert committed() == 5
+        send(9, commit=False)
+        assert committed() == 5
+        pylog_cluster.kill_broker(_coordinator(pylog_cluster, OFFSETS_TOPIC, group))
+        assert committed() == 5
+        send(7, commit=True)
+        assert committed() == 7
+    finally:
+        admin.close()
+    assert sorted(_read_committed(pylog_cluster)) == ["copy-5", "copy-7"]

@@ -69,9 +69,10 @@ class ClusterNode(EmbeddedBroker):
         self._killed = False
 
     def _make_broker(self, loop: asyncio.AbstractEventLoop) -> Broker:
-        broker = Broker(self.config, loop)
+        broker = Broker(
+            self.config, loop, cluster=lambda broker: ReplicaManager(broker, self._controller, **self._replication)
+        )
         broker.producer_ids = _NodeProducerIds(broker.producer_ids, self.config.node_id, self._cluster_size)
-        broker.cluster = ReplicaManager(broker, self._controller, **self._replication)
         return broker
 
     @property

@@ -60,7 +60,18 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kafka_spark.broker.coordinator.transaction_log import TransactionLog
+from kafka_spark.broker.coordinator.group_offsets import (
+    DEFAULT_OFFSETS_PARTITIONS,
+    OFFSETS_TOPIC,
+    offsets_partition_for,
+)
+from kafka_spark.broker.coordinator.transaction_log import (
+    TRANSACTION_STATE_TOPIC,
+    ClusterTransactionLog,
+    TransactionLog,
+    replay_log,
+    transactional_id_partition,
+)
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.protocol.versions import ApiKey
 from kafka_spark.broker.storage.batch import BatchHeader, build_control_batch
@@ -79,6 +90,7 @@ TRANSACTIONAL_ID_EXPIRATION_MS = 7 * 24 * 3_600_000  # Kafka's transactional.id.
 EXPIRATION_CHECK_INTERVAL_MS = 3_600_000  # Kafka's transaction.remove.expired.transaction.cleanup.interval.ms
 COORDINATOR_EPOCH = 0  # one coordinator, never moved
 MARKER_RETRY_MS = 1_000
+STATE_REPLICATION_TIMEOUT_MS = 10_000  # a cluster: how long a state change may wait for the ISR
 _MAX_EPOCH = 32766  # Short.MaxValue - 1: past it, a new producer id starts at epoch 0
 
 #: staged consumer offsets: partition -> (offset, metadata, leader epoch of the last consumed record)
@@ -208,14 +220,18 @@ class TransactionCoordinator:
         self.abort_check_interval_ms = abort_check_interval_ms
         self.transactional_id_expiration_ms = transactional_id_expiration_ms
         self.expiration_check_interval_ms = expiration_check_interval_ms
-        self._log = TransactionLog(broker.logs)
+        # On a cluster: the replicated topic, of which this broker coordinates the partitions it
+        # leads (``_owned``: partition -> its leader epoch, the coordinator epoch of the markers).
+        self._log = ClusterTransactionLog(broker.logs) if broker.cluster is not None else TransactionLog(broker.logs)
+        self._owned: dict[int, int] = {}
         self._txns: dict[str, TransactionMetadata] = {}
         self._by_producer_id: dict[int, TransactionMetadata] = {}
         self._unsynced: dict[Log, int] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._expiry_timer: asyncio.TimerHandle | None = None
         self._completing: dict[str, asyncio.Task[None]] = {}  # cluster: transactions writing markers
-        self._load()
+        if broker.cluster is None:
+            self._load()
         self._schedule_abort_check()
         self._schedule_expiry()
 
@@ -244,6 +260,64 @@ class TransactionCoordinator:
             self._finish(meta, meta.state is TxnState.PREPARE_COMMIT, only_open=True)
         self._drain_unsynced()
 
+    # -- on a cluster: coordinating the partitions of __transaction_state this broker leads ------------
+
+    def owner_error(self, transactional_id: str) -> int:
+        """0 when this broker coordinates ``transactional_id``; on a cluster NOT_COORDINATOR when
+        another broker leads its partition of ``__transaction_state`` (the client finds it again),
+        COORDINATOR_LOAD_IN_PROGRESS while this one is loading it."""
+        cluster = self._broker.cluster
+        if cluster is None:
+            return ErrorCode.none
+        partition = self._partition_of(transactional_id)
+        if partition in self._owned:
+            return ErrorCode.none
+        if cluster.leads(TRANSACTION_STATE_TOPIC, partition):
+            return ErrorCode.coordinator_load_in_progress
+        return ErrorCode.not_coordinator
+
+    def _partition_of(self, transactional_id: str) -> int:
+        assert isinstance(self._log, ClusterTransactionLog)
+        return transactional_id_partition(transactional_id, self._log.partitions())
+
+    def partition_moved(self, partition: int, leader_epoch: int | None) -> None:
+        """This broker leads ``partition`` of ``__transaction_state`` from ``leader_epoch`` on
+        (load its transactional ids from the log, finish the transactions it left in Prepare*), or
+        no longer leads it (None: forget them; the new leader carries on)."""
+        if leader_epoch is None:
+            if self._owned.pop(partition, None) is None:
+                return
+            gone = [meta for meta in self._txns.values() if self._partition_of(meta.transactional_id) == partition]
+            for meta in gone:
+                del self._txns[meta.transactional_id]
+                if self._by_producer_id.get(meta.producer_id) is meta:
+                    del self._by_producer_id[meta.producer_id]
+                task = self._completing.pop(meta.transactional_id, None)
+                if task is not None:
+                    task.cancel()
+            logger.info(
+                "%s-%d moved away: %d transactional id(s) unloaded", TRANSACTION_STATE_TOPIC, partition, len(gone)
+            )
+            return
+        if partition in self._owned:
+            self._owned[partition] = leader_epoch
+            return
+        assert isinstance(self._log, ClusterTransactionLog)
+        interrupted = []
+        for transactional_id, record in replay_log(self._log.partition_log(partition)).items():
+            meta = TransactionMetadata.from_record(transactional_id, record)
+            self._register(meta)
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                interrupted.append(meta)
+        self._owned[partition] = leader_epoch
+        for meta in interrupted:
+            logger.info(
+                "finishing transaction %r (%s) left by the previous coordinator",
+                meta.transactional_id,
+                meta.state.value,
+            )
+            self._start_completion(meta, meta.state is TxnState.PREPARE_COMMIT)
+
     def _register(self, meta: TransactionMetadata) -> None:
         self._txns[meta.transactional_id] = meta
         self._by_producer_id[meta.producer_id] = meta
@@ -253,6 +327,8 @@ class TransactionCoordinator:
         meta.last_update_ms = now
         log, end = self._log.append(meta.transactional_id, meta.to_record(), now)
         self._unsynced[log] = end
+        if self._broker.cluster is not None:
+            self._broker.cluster.appended(log)
 
     def get(self, transactional_id: str) -> TransactionMetadata | None:
         """The metadata of ``transactional_id`` (for tests and tools; do not mutate)."""
@@ -282,6 +358,9 @@ class TransactionCoordinator:
                 MAX_TRANSACTION_TIMEOUT_MS,
             )
             return ErrorCode.invalid_transaction_timeout, -1, -1
+        owner = self.owner_error(transactional_id)
+        if owner:
+            return owner, -1, -1
         meta = self._txns.get(transactional_id)
         if meta is None:
             meta = TransactionMetadata(transactional_id, self._broker.producer_ids.next_id(), 0, timeout_ms)
@@ -328,6 +407,9 @@ class TransactionCoordinator:
     def _validate(
         self, transactional_id: str, producer_id: int, producer_epoch: int, fenced: int
     ) -> tuple[TransactionMetadata | None, int]:
+        owner = self.owner_error(transactional_id)
+        if owner:
+            return None, owner
         meta = self._txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return None, ErrorCode.invalid_producer_id_mapping
@@ -400,9 +482,21 @@ class TransactionCoordinator:
         meta, error = self._validate(transactional_id, producer_id, producer_epoch, fenced)
         if meta is None:
             return error
-        if meta.state is not TxnState.ONGOING or group_id not in meta.groups:
+        cluster = self._broker.cluster
+        offsets_tp = None
+        if cluster is not None:  # the group's partition of __consumer_offsets gets a marker too
+            info = cluster.topics().get(OFFSETS_TOPIC)
+            count = info.partitions if info is not None else DEFAULT_OFFSETS_PARTITIONS
+            offsets_tp = TopicPartition(OFFSETS_TOPIC, offsets_partition_for(group_id, count))
+        if (
+            meta.state is not TxnState.ONGOING
+            or group_id not in meta.groups
+            or offsets_tp not in (None, *meta.partitions)
+        ):
             self._begin(meta)
             meta.groups.add(group_id)
+            if offsets_tp is not None:
+                meta.partitions.add(offsets_tp)
             self._persist(meta)
         return ErrorCode.none
 
@@ -457,6 +551,9 @@ class TransactionCoordinator:
     ) -> tuple[int, int, int]:
         """``(error_code, producer_id, producer_epoch)``: the producer's id and epoch after the
         transaction ended (what EndTxn v5+ answers; -1, -1 on an error)."""
+        owner = self.owner_error(transactional_id)
+        if owner:
+            return owner, -1, -1
         meta = self._txns.get(transactional_id)
         if meta is None:
             return ErrorCode.invalid_producer_id_mapping, -1, -1
@@ -610,6 +707,8 @@ class TransactionCoordinator:
             state.txn_index.on_marker(producer_id, header.base_offset, commit)
         if cluster is not None:
             cluster.appended(log)
+            if tp.topic == OFFSETS_TOPIC:  # the transaction's consumer offsets apply (or not) now
+                self._broker.groups.txn_marker(tp.partition, producer_id, commit)
         self._broker.notifier.notify()
         return ErrorCode.none, log
 
@@ -633,9 +732,8 @@ class TransactionCoordinator:
 
     async def _complete_on_cluster(self, meta: TransactionMetadata, commit: bool) -> None:
         prepared = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        if commit:
-            for group_id, offsets in meta.pending_offsets.items():
-                self._commit_offsets(meta, group_id, offsets)
+        # (Consumer offsets of the transaction are staged at their group's coordinator, and the
+        # marker written to the group's partition of __consumer_offsets applies or drops them.)
         remaining = set(meta.partitions)
         delay = 0.05
         while True:
@@ -726,7 +824,9 @@ class TransactionCoordinator:
         return failed
 
     def _coordinator_epoch(self, meta: TransactionMetadata) -> int:
-        return COORDINATOR_EPOCH
+        if self._broker.cluster is None:
+            return COORDINATOR_EPOCH
+        return self._owned.get(self._partition_of(meta.transactional_id), COORDINATOR_EPOCH)
 
     def _commit_offsets(self, meta: TransactionMetadata, group_id: str, offsets: Offsets) -> None:
         groups = getattr(self._broker, "groups", None)
@@ -860,6 +960,12 @@ class TransactionCoordinator:
             for log, end in unsynced.items()
             if log.config.flush_on_ack_all
         ]
+        cluster = self._broker.cluster
+        if cluster is not None:  # and, as acks=all, until the in-sync replicas have the records
+            for log, end in unsynced.items():
+                outcome: dict[str, Any] = {"error_code": ErrorCode.none}
+                replicated = cluster.wait_replicated(log, outcome, end, STATE_REPLICATION_TIMEOUT_MS)
+                waits.append(asyncio.ensure_future(_replicated(replicated, outcome)))
         for wait in waits:
             wait.add_done_callback(_log_failure)
         return waits
@@ -897,6 +1003,17 @@ def _fence(meta: TransactionMetadata) -> None:
         meta.bump_epoch(meta.producer_id)
 
 
+class NotReplicatedError(Exception):
+    """A state record the in-sync replicas did not all get (the leadership moved, the ISR shrank
+    below min.insync.replicas, or the wait timed out): the client finds the coordinator again."""
+
+
+async def _replicated(wait: asyncio.Future[None], outcome: dict[str, Any]) -> None:
+    await wait
+    if outcome["error_code"]:
+        raise NotReplicatedError(f"error {outcome['error_code']} replicating {TRANSACTION_STATE_TOPIC}")
+
+
 async def _after(waits: list[asyncio.Future[None]], response: dict[str, Any]) -> dict[str, Any]:
     for wait in waits:
         try:
@@ -904,12 +1021,17 @@ async def _after(waits: list[asyncio.Future[None]], response: dict[str, Any]) ->
         except StorageError as error:  # the state is applied in memory; report the disk failure
             logger.error("transaction state not durable: %s", error)
             response["error_code"] = ErrorCode.kafka_storage_error
+        except NotReplicatedError as error:
+            logger.warning("transaction state not replicated: %s", error)
+            response["error_code"] = ErrorCode.not_coordinator
     return response
 
 
 def _log_failure(future: asyncio.Future[None]) -> None:
     if not future.cancelled() and future.exception() is not None:
-        logger.error("fsync for the transaction coordinator failed: %s", future.exception())
+        error = future.exception()
+        level = logging.WARNING if isinstance(error, NotReplicatedError) else logging.ERROR  # a failover
+        logger.log(level, "writing the transaction coordinator's state failed: %s", error)
 
 
 def _now_ms() -> int:
