@@ -1,5 +1,6 @@
 """ApiVersions (18): the versions this broker serves, from protocol/versions.py (with the SASL
-keys on a SASL listener), and from v3 its features (``transaction.version`` 2: KIP-890).
+keys on a SASL listener), and from v3 its features (``transaction.version`` 2: KIP-890; finalized at 0
+on the brokers of a cluster, see CLUSTER_FINALIZED).
 
 v5 (KIP-1242) lets a client say which cluster and node it means to reach; a broker that is not
 that node answers REBOOTSTRAP_REQUIRED, and the client bootstraps again instead of talking to the

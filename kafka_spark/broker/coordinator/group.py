@@ -699,7 +699,11 @@ class GroupCoordinator:
     def store_offsets(self, group_id: str, offsets: Mapping[TopicPartition, CommittedOffset]) -> Awaitable[None] | None:
         """Persist ``offsets`` (already validated); returns the fsync wait, or None when nothing
         was written. Raises StorageError when the append fails."""
-        written = self.offsets.commit(group_id, offsets)
+        return self._durable(self.offsets.commit(group_id, offsets))
+
+    def _durable(self, written: tuple[Log, int] | None) -> Awaitable[None] | None:
+        """What a response waits for after ``written``: the in-sync replicas on a cluster, else
+        the fsync when the topic flushes on acks=all (None: nothing)."""
         if written is None:
             return None
         if self.offsets.replicated:
@@ -751,6 +755,8 @@ class GroupCoordinator:
         """Delete an Empty group and tombstone its offsets (DeleteGroups semantics); returns the
         error and the fsync wait of the tombstones (None when nothing was written or no fsync is
         due). Raises StorageError when the tombstones cannot be appended; the group stays then."""
+        if self.owner_error(group_id):
+            return ErrorCode.not_coordinator, None
         group = self._groups.get(group_id)
         if group is not None and group.members:
             return ErrorCode.non_empty_group, None
@@ -760,12 +766,7 @@ class GroupCoordinator:
         if group is not None:
             self._transition(group, GroupState.DEAD)
             del self._groups[group_id]
-        if written is None:
-            return ErrorCode.none, None
-        log, end_offset = written
-        if not log.config.flush_on_ack_all:
-            return ErrorCode.none, None
-        return ErrorCode.none, self._broker.group_commit.wait_durable(log, end_offset)
+        return ErrorCode.none, self._durable(written)
 
     def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
@@ -775,6 +776,8 @@ class GroupCoordinator:
         to is refused (GROUP_SUBSCRIBED_TO_TOPIC), a partition that does not exist is
         UNKNOWN_TOPIC_OR_PARTITION; the rest go, committed or not. Returns the group error, the
         error of each partition and the fsync wait of the tombstones."""
+        if self.owner_error(group_id):
+            return ErrorCode.not_coordinator, {}, None
         group = self._groups.get(group_id)
         if (group is None or not group.members) and group_id not in self.offsets.groups():
             return ErrorCode.group_id_not_found, {}, None
@@ -786,12 +789,7 @@ class GroupCoordinator:
             else:
                 errors[tp] = self.partition_error(tp, None)
         written = self.offsets.delete(group_id, [tp for tp, code in errors.items() if code is ErrorCode.none])
-        if written is None:
-            return ErrorCode.none, errors, None
-        log, end_offset = written
-        if not log.config.flush_on_ack_all:
-            return ErrorCode.none, errors, None
-        return ErrorCode.none, errors, self._broker.group_commit.wait_durable(log, end_offset)
+        return ErrorCode.none, errors, self._durable(written)
 
     def forget_topic(self, topic: str) -> None:
         """A topic was deleted: its committed offsets go too (tombstoned)."""

@@ -13,7 +13,14 @@ own (``OffsetCommitKey`` v1 and ``OffsetCommitValue`` v3, big endian)::
 Replay rule: at broker start :meth:`GroupOffsetStore.load` reads every partition of the topic
 from its log start to its end and applies records in order; the last record per key wins and a
 tombstone removes the key. Records of other kinds (Kafka's group-metadata key, version 2) are
-skipped. Not thread-safe: used on the broker's event loop only.
+skipped.
+
+On a cluster (``replicated``) the topic is created through the controller, this broker holds the
+groups of the partitions it leads only (:meth:`GroupOffsetStore.load_partition` when it becomes the
+leader, :meth:`GroupOffsetStore.unload_partition` when it stops), and a transaction's offsets are
+written as transactional records of its producer (:meth:`GroupOffsetStore.stage`) that apply when
+the producer's COMMIT marker follows in the partition (ABORT drops them). Not thread-safe: used on
+the broker's event loop only.
 """
 
 from __future__ import annotations

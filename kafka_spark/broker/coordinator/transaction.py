@@ -1,6 +1,6 @@
 """Transaction coordinator: transactional ids, producer epochs, and the transaction state machine.
 
-Single-node version of Kafka's ``TransactionCoordinator``. Per transactional id it keeps a
+Kafka's ``TransactionCoordinator``, for the single node and (see the end) for a cluster. Per transactional id it keeps a
 :class:`TransactionMetadata` (producer id and epoch, timeout, state, the partitions and consumer
 groups of the ongoing transaction, the offsets staged by TxnOffsetCommit) and moves it through an
 explicit state machine (``LEGAL_TRANSITIONS``)::
@@ -44,6 +44,16 @@ InitProducerId starts afresh with a new producer id.
 Durability: every state change is appended to ``__transaction_state`` (coordinator/transaction_log.py) and
 replayed at start. Responses that changed state wait (``respond``) for the fsync of that log and
 of the marker-carrying partitions when their ``flush_on_ack_all`` is on, like acks=all produces.
+
+On a cluster (``broker.cluster`` set) the same state machine runs per partition of the
+replicated ``__transaction_state``: this broker coordinates the transactional ids of the
+partitions it leads (``partition_moved`` loads and drops them, ``owner_error`` answers the others
+NOT_COORDINATOR), state writes wait for the in-sync replicas, and markers are written at each
+partition's leader (WriteTxnMarkers to other brokers) by a background task that keeps the
+transaction in Prepare* until all are written; a new coordinator finishes what it loads in
+Prepare*. Consumer offsets of a transaction are staged at the group's coordinator instead
+(apis/txn_offset_commit.py), and the group's ``__consumer_offsets`` partition is one of the
+transaction's partitions. See docs/architecture.md, "Coordinators".
 
 Thread-safety: event loop only.
 """

@@ -20,6 +20,11 @@ Record format (one record per state change, uncompressed batch of one record, no
              "txn_start_ms": int, "last_update_ms": int}
             null value (tombstone) = the transactional id is forgotten.
 
+On a cluster the topic is replicated (created through the controller with
+``CLUSTER_TRANSACTION_STATE_PARTITIONS`` partitions) and a transactional id's records go to
+partition ``transactional_id_partition(id)``, which its coordinator leads and replays when it
+becomes the leader (:func:`replay_log`).
+
 JSON rather than Kafka's binary TransactionLogValue schema: only this broker reads it, and a
 person debugging can read the segment files. Replay rule: the last record per key wins.
 Transactional ids are never expired (Kafka's ``transactional.id.expiration.ms``): none is
