@@ -705,6 +705,11 @@ class TransactionCoordinator:
         if found is None:
             return ErrorCode.unknown_topic_or_partition, None
         log, state = found
+        known = state.producers.get(producer_id)
+        if known is not None and known.epoch > producer_epoch:
+            # A newer epoch of the producer wrote here since: this marker's transaction is over (a
+            # retry arriving late). Kafka refuses it; the coordinator need not write it anywhere.
+            return ErrorCode.none, None
         batch = build_control_batch(0, producer_id, producer_epoch, commit, coordinator_epoch, _now_ms())
         try:
             result = log.append(batch, acks=1)
@@ -791,8 +796,8 @@ class TransactionCoordinator:
 
     async def _write_here(self, meta: TransactionMetadata, commit: bool, tp: TopicPartition) -> list[TopicPartition]:
         code, log = self.write_marker(tp, meta.producer_id, meta.producer_epoch, commit, self._coordinator_epoch(meta))
-        if code == ErrorCode.unknown_topic_or_partition:
-            return []
+        if code == ErrorCode.unknown_topic_or_partition or (not code and log is None):
+            return []  # deleted, or a newer epoch of the producer wrote there since
         if code or log is None:
             return [tp]
         cluster = self._broker.cluster
