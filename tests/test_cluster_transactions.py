@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterable
 
 import confluent_kafka
+from wire import WireClient
 
 from kafka_spark.broker.cluster import EmbeddedCluster
 from kafka_spark.broker.coordinator.group_offsets import OFFSETS_TOPIC, offsets_partition_for
@@ -225,3 +226,38 @@ def test_transactional_consumer_offsets_commit_with_the_transaction_only(pylog_c
     finally:
         admin.close()
     assert sorted(_read_committed(pylog_cluster)) == ["copy-5", "copy-7"]
+
+
+def test_the_leader_of_a_keys_partition_is_its_coordinator_and_other_brokers_say_not_coordinator(
+    pylog_cluster: EmbeddedCluster,
+) -> None:
+    keys = [f"id-{index}" for index in range(8)]
+    addresses = {node_id: node.bootstrap_servers for node_id, node in pylog_cluster.nodes.items()}
+    answers: dict[int, dict[str, int]] = {}
+    deadline = time.monotonic() + 60
+    for node_id, address in addresses.items():
+        with WireClient(address) as client:
+            versions = client.call(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+            assert 27 in {entry.api_key for entry in versions.api_keys}  # WriteTxnMarkers, broker to broker
+            assert "transaction.version" not in {feature.name for feature in versions.finalized_features}
+            while True:  # the first FindCoordinator creates __transaction_state through the controller
+                found = client.call(10, 4, {"key_type": 1, "coordinator_keys": keys})
+                codes = {int(entry.error_code) for entry in found.coordinators}
+                if codes == {0}:
+                    break
+                assert codes <= {0, 15} and time.monotonic() < deadline, codes  # 15: COORDINATOR_NOT_AVAILABLE
+                time.sleep(0.05)
+            answers[node_id] = {entry.key: entry.node_id for entry in found.coordinators}
+    assert all(answer == answers[0] for answer in answers.values()), answers
+    for key in keys:
+        assert answers[0][key] == _coordinator(pylog_cluster, TRANSACTION_STATE_TOPIC, key)
+    key = keys[0]
+    for node_id, address in addresses.items():
+        with WireClient(address) as client:
+            init = client.call(
+                22,
+                4,
+                {"transactional_id": key, "transaction_timeout": 60_000, "producer_id": -1, "producer_epoch": -1},
+            )
+        expected = 0 if node_id == answers[0][key] else 16  # 16: NOT_COORDINATOR
+        assert int(init.error_code) == expected, (node_id, init)

@@ -498,11 +498,8 @@ class TransactionCoordinator:
             info = cluster.topics().get(OFFSETS_TOPIC)
             count = info.partitions if info is not None else DEFAULT_OFFSETS_PARTITIONS
             offsets_tp = TopicPartition(OFFSETS_TOPIC, offsets_partition_for(group_id, count))
-        if (
-            meta.state is not TxnState.ONGOING
-            or group_id not in meta.groups
-            or offsets_tp not in (None, *meta.partitions)
-        ):
+        missing = offsets_tp is not None and offsets_tp not in meta.partitions
+        if meta.state is not TxnState.ONGOING or group_id not in meta.groups or missing:
             self._begin(meta)
             meta.groups.add(group_id)
             if offsets_tp is not None:
