@@ -261,3 +261,31 @@ def test_the_leader_of_a_keys_partition_is_its_coordinator_and_other_brokers_say
             )
         expected = 0 if node_id == answers[0][key] else 16  # 16: NOT_COORDINATOR
         assert int(init.error_code) == expected, (node_id, init)
+
+
+def test_a_transaction_left_open_past_its_timeout_is_aborted_on_every_leader(pylog_cluster: EmbeddedCluster) -> None:
+    """The producer goes away mid-transaction: its coordinator aborts the transaction after
+    transaction.timeout.ms, writing ABORT markers at the partitions other brokers lead, so their
+    last stable offsets move on and read_committed consumers get past it."""
+    pylog_cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": pylog_cluster.bootstrap_servers,
+            "transactional.id": "forgetful",
+            "transaction.timeout.ms": 1_000,
+            "log_level": 0,
+        }
+    )
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for index in range(6):
+        producer.produce(TOPIC, f"abandoned-{index}".encode(), partition=index % PARTITIONS)
+    producer.flush(60)
+    coordinator = pylog_cluster.nodes[_coordinator(pylog_cluster, TRANSACTION_STATE_TOPIC, "forgetful")]
+    deadline = time.monotonic() + 60
+    while (meta := coordinator.broker.transactions.get("forgetful")) is None or (
+        meta.state is not TxnState.COMPLETE_ABORT
+    ):
+        assert time.monotonic() < deadline, "the coordinator never aborted the transaction"
+        time.sleep(0.05)
+    assert _read_committed(pylog_cluster) == []

@@ -812,6 +812,12 @@ class CoordinatorMovedError(StorageError):
     error_code = ErrorCode.not_coordinator
 
 
+def write_error_code(error: StorageError) -> ErrorCode:
+    """What a client is told when a group write failed: NOT_COORDINATOR (find the coordinator
+    again) when a cluster's coordinator lost its partition, else KAFKA_STORAGE_ERROR."""
+    return ErrorCode.not_coordinator if isinstance(error, CoordinatorMovedError) else ErrorCode.kafka_storage_error
+
+
 async def _check_replicated(wait: asyncio.Future[None], outcome: dict[str, Any], name: str) -> None:
     await wait
     if outcome["error_code"]:
