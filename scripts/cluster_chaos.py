@@ -159,20 +159,32 @@ def main() -> int:
                     consumed.append((message.partition(), message.offset(), message.value()))
             consumer.close()
 
+        started = time.monotonic()
         threads = [threading.Thread(target=produce, daemon=True), threading.Thread(target=consume, daemon=True)]
         for thread in threads:
             thread.start()
+        while query is not None and (query.lastProgress or {}).get("batchId", -1) < 1:  # kills hit a running query
+            if time.monotonic() > started + 300 or not query.isActive:
+                raise RuntimeError(f"the streaming query did not start: {query.exception()}")
+            time.sleep(0.2)
         for kill in range(args.kills):
             time.sleep(chance.uniform(0.5, 1.5))
             victim = chance.choice(sorted(cluster.nodes))
             led = [p for p in range(3) if cluster.leader(TOPIC, p) == victim]
+            states = cluster.controller.image.partitions
+            coordinated = sorted(  # the partitions of the coordinators' topics it led
+                f"{tp.topic}-{tp.partition}"
+                for tp, state in states.items()
+                if tp.topic in ("__transaction_state", "__consumer_offsets") and state.leader == victim
+            )
             cluster.kill_broker(victim)
             time.sleep(chance.uniform(0.2, 2.5))
             cluster.restart_broker(victim)
             for partition in range(3):
                 cluster.wait_for_isr(TOPIC, partition, size=3, timeout=120)
             print(
-                f"kill {kill + 1}: broker {victim} (leader of {led or 'nothing'}); {len(acked)} acknowledged so far",
+                f"kill {kill + 1}: broker {victim} (leader of {led or 'nothing'}; coordinator of "
+                f"{', '.join(coordinated) or 'nothing'}); {len(acked)} acknowledged so far",
                 flush=True,
             )
         stop_producing.set()
@@ -200,6 +212,7 @@ def main() -> int:
                     break
                 time.sleep(1)
             error = query.exception()
+            batches = (query.lastProgress or {}).get("batchId", -1) + 1
             query.stop()
             copied = read_committed(cluster, OUTPUT, 3)
             lost = wanted - set(copied)
@@ -207,7 +220,7 @@ def main() -> int:
             foreign = set(copied) - wanted  # written, but their delivery was reported failed
             print(
                 f"topic sink: copied {len(copied)} (read_committed)  lost {len(lost)}  duplicates {doubled}  "
-                f"not acknowledged {len(foreign)}  query error {error}"
+                f"not acknowledged {len(foreign)}  batches {batches}  query error {error}"
             )
             ok = ok and not lost and not doubled and error is None
         return 0 if ok else 1
