@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 import confluent_kafka
 from wire import WireClient
@@ -289,3 +290,36 @@ def test_a_transaction_left_open_past_its_timeout_is_aborted_on_every_leader(pyl
         assert time.monotonic() < deadline, "the coordinator never aborted the transaction"
         time.sleep(0.05)
     assert _read_committed(pylog_cluster) == []
+
+
+def test_coordinator_state_survives_a_restart_of_the_whole_cluster(tmp_path: Path) -> None:
+    """A cluster restarted on its log directory: each coordinator loads its partitions again, so
+    the group's committed offset is there and the transactional id keeps its producer id (the
+    next InitProducerId bumps its epoch instead of starting afresh)."""
+    with EmbeddedCluster(brokers=3, log_dir=tmp_path, broker_session_timeout_ms=2_000) as cluster:
+        cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
+        producer = _producer(cluster, "payer")
+        _transaction(producer, [f"kept-{i}" for i in range(3)], commit=True)
+        coordinator = cluster.nodes[_coordinator(cluster, TRANSACTION_STATE_TOPIC, "payer")]
+        before = coordinator.broker.transactions.get("payer")
+        assert before is not None
+        producer_id, epoch = before.producer_id, before.producer_epoch
+        consumer = confluent_kafka.Consumer(
+            {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "keeper", "log_level": 0}
+        )
+        consumer.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, 0, 2)], asynchronous=False)
+        consumer.close()
+        del producer
+    with EmbeddedCluster(brokers=3, log_dir=tmp_path, broker_session_timeout_ms=2_000) as cluster:
+        consumer = confluent_kafka.Consumer(
+            {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "keeper", "log_level": 0}
+        )
+        try:
+            assert consumer.committed([confluent_kafka.TopicPartition(TOPIC, 0)], timeout=60)[0].offset == 2
+        finally:
+            consumer.close()
+        producer = _producer(cluster, "payer")
+        after = cluster.nodes[_coordinator(cluster, TRANSACTION_STATE_TOPIC, "payer")].broker.transactions.get("payer")
+        assert after is not None and (after.producer_id, after.producer_epoch) == (producer_id, epoch + 1)
+        _transaction(producer, ["again"], commit=True)
+        assert sorted(_read_committed(cluster)) == sorted([f"kept-{i}" for i in range(3)] + ["again"])
