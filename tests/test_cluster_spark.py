@@ -95,3 +95,74 @@ def test_streaming_query_reads_a_replicated_topic_through_leader_kills(spark, tm
         values = [row.value.encode() for row in rows]
         assert len(set(values)) == len(values), "a record written twice"
         assert set(acked) <= set(values), f"{len(set(acked) - set(values))} acknowledged records missing"
+
+
+def test_topic_sink_writes_exactly_once_through_the_kill_of_a_coordinator(spark, tmp_path: Path) -> None:
+    """pylog's exactly-once topic sink on a cluster: every task's transaction spans partitions led
+    by several brokers and commits the sink's batch marker as group offsets. Between two runs of the
+    query the broker leading most coordinator partitions is killed; a batch replayed after Spark's
+    commit log lost its entry is skipped through those offsets, now served by the new coordinator."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    with EmbeddedCluster(brokers=3, log_dir=tmp_path / "cluster", broker_session_timeout_ms=2_000) as cluster:
+        cluster.create_topic("orders", partitions=3, replication_factor=3)
+        cluster.create_topic("copies", partitions=3, replication_factor=3)
+        producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0})
+
+        def produce(start: int) -> None:
+            for index in range(start, start + 60):
+                producer.produce("orders", value=b"%d" % index, partition=index % 3)
+            producer.flush(30)
+
+        def run() -> None:
+            (
+                spark.readStream.format("pylog")
+                .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+                .option("subscribe", "orders")
+                .option("startingOffsets", "earliest")
+                .option("kafka.default.api.timeout.ms", "4000")
+                .load()
+                .select("value")
+                .writeStream.format("pylog")
+                .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+                .option("topic", "copies")
+                .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                .trigger(availableNow=True)
+                .start()
+                .awaitTermination()
+            )
+
+        produce(0)
+        run()
+        leaders = [cluster.leader("__transaction_state", p) for p in range(4)]
+        victim = max(set(leaders), key=leaders.count)
+        cluster.kill_broker(victim)
+        produce(60)
+        commits = sorted((tmp_path / "checkpoint" / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+        commits[-1].unlink()  # the last batch is replayed: the sink must skip what it committed
+        (commits[-1].parent / f".{commits[-1].name}.crc").unlink(missing_ok=True)
+        run()
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": "checker",
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "enable.auto.commit": False,
+                "log_level": 0,
+            }
+        )
+        consumer.assign([KafkaTopicPartition("copies", p, OFFSET_BEGINNING) for p in range(3)])
+        values, ended = [], set()
+        deadline = time.monotonic() + 60
+        while len(ended) < 3:
+            assert time.monotonic() < deadline, f"read_committed stopped with {len(values)} values"
+            for message in consumer.consume(1000, timeout=0.5):
+                if message.error():
+                    assert message.error().code() == KafkaError._PARTITION_EOF
+                    ended.add(message.partition())
+                else:
+                    values.append(int(message.value()))
+        consumer.close()
+        assert sorted(values) == list(range(120)), "every input exactly once for read_committed consumers"

@@ -11,13 +11,16 @@ import asyncio
 import inspect
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafka_spark.broker.apis import HANDLERS
 from kafka_spark.broker.authorizer import Authorizer
 from kafka_spark.broker.config import BrokerConfig
 from kafka_spark.broker.coordinator.group import DEFAULT_INITIAL_REBALANCE_DELAY_MS, GroupCoordinator
+from kafka_spark.broker.coordinator.group_offsets import OFFSETS_TOPIC
 from kafka_spark.broker.coordinator.transaction import TransactionCoordinator
+from kafka_spark.broker.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from kafka_spark.broker.credentials import CredentialStore
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.durability import GroupCommit
@@ -39,7 +42,12 @@ class Broker:
     """One node. Not thread-safe by itself: requests are handled on one event loop; the
     storage layer underneath locks for the few calls made from other threads."""
 
-    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        loop: asyncio.AbstractEventLoop,
+        cluster: Callable[[Broker], ReplicaManager] | None = None,
+    ) -> None:
         self.config = config
         self.loop = loop
         self.port = config.port  # replaced by the bound port once the server listens
@@ -63,6 +71,11 @@ class Broker:
         )
         self.credentials = CredentialStore(config.log_dir)
         self._producer_states: dict[TopicPartition, PartitionProducerState] = {}
+        # Replication (kafka_spark.broker.cluster.ReplicaManager) on a broker of a cluster, made by
+        # ``cluster``; None on the single-node broker, which leads every partition alone. Set before
+        # the coordinators: on a cluster they load their state when this broker becomes the leader
+        # of a partition of their topic (``coordinator_partition_moved``), not at construction.
+        self.cluster: ReplicaManager | None = cluster(self) if cluster is not None else None
         # Consumer groups and their committed offsets (replays __consumer_offsets).
         self.groups = GroupCoordinator(
             self,
@@ -75,9 +88,6 @@ class Broker:
         self.transactions = TransactionCoordinator(  # replays __transaction_state
             self, transactional_id_expiration_ms=config.transactional_id_expiration_ms
         )
-        # Replication (kafka_spark.broker.cluster.ReplicaManager) on a broker of a cluster; None on
-        # the single-node broker, which leads every partition alone.
-        self.cluster: ReplicaManager | None = None
         self._producer_expiry = loop.call_later(
             config.producer_id_expiration_check_interval_ms / 1000, self._expire_producers_periodically
         )
@@ -131,6 +141,14 @@ class Broker:
             self._producer_expiry = self.loop.call_later(
                 self.config.producer_id_expiration_check_interval_ms / 1000, self._expire_producers_periodically
             )
+
+    def coordinator_partition_moved(self, tp: TopicPartition, leader_epoch: int | None) -> None:
+        """On a cluster: this broker became the leader of a partition of ``__transaction_state``
+        or ``__consumer_offsets`` (``leader_epoch``), or stopped leading it (None)."""
+        if tp.topic == TRANSACTION_STATE_TOPIC:
+            self.transactions.partition_moved(tp.partition, leader_epoch)
+        elif tp.topic == OFFSETS_TOPIC:
+            self.groups.partition_moved(tp.partition, leader_epoch)
 
     def forget_topic(self, name: str) -> None:
         """Drop in-memory state of a deleted topic."""

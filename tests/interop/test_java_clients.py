@@ -145,3 +145,18 @@ def test_cooperative_sticky_group_of_three_shares_partitions_and_moves_only_a_le
         assert len(consumed) == 120 and set(consumed.values()) == {1}, consumed  # each record once
     finally:
         members.close()
+
+
+def test_transactional_producer_on_a_replicated_cluster(pylog_cluster, java_clients: JavaClients):
+    """The same Java transactional producer on a 3-broker pylog cluster: its partitions are led by
+    different brokers, whose markers the coordinator writes with WriteTxnMarkers; transaction
+    protocol v2 is not finalized there, so the client adds partitions with AddPartitionsToTxn."""
+    pylog_cluster.create_topic("java-txn", partitions=2, replication_factor=3)
+    assert pylog_cluster.leader("java-txn", 0) != pylog_cluster.leader("java-txn", 1)
+    bootstrap = pylog_cluster.bootstrap_servers
+    produced = java_clients.run("txn-produce", bootstrap, "java-txn", "txn-java-cluster", "v", "6", "4")
+    assert produced == ["COMMITTED 6", "ABORTED 4", "COMMITTED 6"]
+    committed = records(java_clients.run("read", bootstrap, "java-txn", "read_committed", "60000"))
+    assert sorted(value for _, _, value in committed) == sorted(
+        [f"v-c-{i}" for i in range(6)] + [f"v-d-{i}" for i in range(6)]
+    )

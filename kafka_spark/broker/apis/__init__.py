@@ -39,6 +39,7 @@ from kafka_spark.broker.apis import (
     sync_group,
     topics,
     txn_offset_commit,
+    write_txn_markers,
 )
 from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.protocol.versions import ApiKey
@@ -73,6 +74,7 @@ HANDLERS: dict[int, Callable[[BrokerContext, Any], Any]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn.handle,
     ApiKey.END_TXN: end_txn.handle,
     ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
+    ApiKey.WRITE_TXN_MARKERS: write_txn_markers.handle,
     ApiKey.FIND_COORDINATOR: find_coordinator.handle,
     ApiKey.JOIN_GROUP: join_group.handle,
     ApiKey.SYNC_GROUP: sync_group.handle,

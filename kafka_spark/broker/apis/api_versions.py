@@ -1,5 +1,6 @@
 """ApiVersions (18): the versions this broker serves, from protocol/versions.py (with the SASL
-keys on a SASL listener), and from v3 its features (``transaction.version`` 2: KIP-890).
+keys on a SASL listener), and from v3 its features (``transaction.version`` 2: KIP-890; finalized at 0
+on the brokers of a cluster, see CLUSTER_FINALIZED).
 
 v5 (KIP-1242) lets a client say which cluster and node it means to reach; a broker that is not
 that node answers REBOOTSTRAP_REQUIRED, and the client bootstraps again instead of talking to the
@@ -13,7 +14,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis.context import BrokerContext
-from kafka_spark.broker.protocol.versions import CLUSTER_ONLY, FEATURES, SASL_VERSIONS, SUPPORTED_VERSIONS
+from kafka_spark.broker.protocol.versions import (
+    CLUSTER_FINALIZED,
+    CLUSTER_ONLY,
+    FEATURES,
+    SASL_VERSIONS,
+    SUPPORTED_VERSIONS,
+)
 
 #: The epoch of the finalized features: they never change while the broker runs.
 _FEATURES_EPOCH = 0
@@ -38,10 +45,17 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
         "finalized_features_epoch": _FEATURES_EPOCH,
         "finalized_features": [
             {"name": name, "min_version_level": level, "max_version_level": level}
-            for name, (_, _, level) in FEATURES.items()
+            for name, level in _finalized(broker).items()
             if level > 0
         ],
     }
+
+
+def _finalized(broker: BrokerContext) -> dict[str, int]:
+    levels = {name: level for name, (_, _, level) in FEATURES.items()}
+    if broker.cluster is not None:
+        levels.update(CLUSTER_FINALIZED)
+    return levels
 
 
 def _wrong_node(config: Any, body: Any) -> int:

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
+from kafka_spark.broker.coordinator.group import write_error_code
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.storage.errors import StorageError
 
@@ -60,6 +61,6 @@ async def _after(waits: list[tuple[dict[str, Any], Awaitable[None]]], response: 
         try:
             await durable
         except StorageError as error:
-            logger.error("fsync of group %s's tombstones failed: %s", result["group_id"], error)
-            result["error_code"] = ErrorCode.kafka_storage_error
+            logger.error("group %s's tombstones not stored: %s", result["group_id"], error)
+            result["error_code"] = write_error_code(error)
     return response

@@ -35,6 +35,8 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
             )
             continue
         described = _describe(broker.groups, group_id, request.api_version)
+        if broker.groups.owner_error(group_id):  # on a cluster: another broker coordinates it
+            described.update(error_code=broker.groups.owner_error(group_id), error_message=None, group_state="")
         described["authorized_operations"] = access.authorized_operations(
             broker, request, access.GROUP, group_id, with_operations
         )

@@ -35,8 +35,11 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
             "topics": [],
         }
         meta = broker.transactions.get(transactional_id)
+        owner = broker.transactions.owner_error(transactional_id)
         if not access.allowed(broker, request, access.DESCRIBE, access.TRANSACTIONAL_ID, transactional_id):
             state["error_code"] = ErrorCode.transactional_id_authorization_failed
+        elif owner:  # on a cluster: another broker coordinates it
+            state["error_code"] = owner
         elif meta is None:
             state["error_code"] = ErrorCode.transactional_id_not_found
         else:

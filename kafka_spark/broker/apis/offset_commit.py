@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.apis.topic_ids import topic_name
+from kafka_spark.broker.coordinator.group import write_error_code
 from kafka_spark.broker.coordinator.group_offsets import CommittedOffset
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.storage.errors import StorageError
@@ -89,9 +90,11 @@ async def _after(durable: Awaitable[None], response: dict[str, Any]) -> dict[str
     try:
         await durable
     except StorageError as error:
-        logger.error("fsync of committed offsets failed: %s", error)
+        code = write_error_code(error)  # NOT_COORDINATOR: a cluster's coordinator lost its partition
+        level = logging.WARNING if code == ErrorCode.not_coordinator else logging.ERROR
+        logger.log(level, "committed offsets not stored: %s", error)
         for topic in response["topics"]:
             for partition in topic["partitions"]:
                 if partition["error_code"] == ErrorCode.none:
-                    partition["error_code"] = ErrorCode.kafka_storage_error
+                    partition["error_code"] = code
     return response

@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
+from kafka_spark.broker.coordinator.group import write_error_code
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.common.topic_partition import TopicPartition
@@ -79,6 +80,6 @@ async def _after(durable: Awaitable[None], response: dict[str, Any], body: Any) 
     try:
         await durable
     except StorageError as error:
-        logger.error("fsync of group %s's offset tombstones failed: %s", body.group_id, error)
-        return _response(ErrorCode.kafka_storage_error, body, {})
+        logger.error("group %s's offset tombstones not stored: %s", body.group_id, error)
+        return _response(write_error_code(error), body, {})
     return response

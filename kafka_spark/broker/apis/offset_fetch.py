@@ -30,6 +30,9 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
                 "topics": _refused(body.topics),
                 "error_code": ErrorCode.group_authorization_failed,
             }
+        owner = broker.groups.owner_error(body.group_id)  # on a cluster: another broker coordinates it
+        if owner:
+            return {"throttle_time": 0, "topics": [], "error_code": owner}
         topics = _fetch(broker, request, body.group_id, body.topics, require_stable)
         return {"throttle_time": 0, "topics": topics, "error_code": ErrorCode.none}
     groups = []
@@ -37,6 +40,10 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
         if not access.allowed(broker, request, access.DESCRIBE, access.GROUP, group.group_id):
             groups.append(
                 {"group_id": group.group_id, "error_code": ErrorCode.group_authorization_failed, "topics": []}
+            )
+        elif broker.groups.owner_error(group.group_id):
+            groups.append(
+                {"group_id": group.group_id, "error_code": broker.groups.owner_error(group.group_id), "topics": []}
             )
         else:
             groups.append(
@@ -74,7 +81,13 @@ def _fetch(
 ) -> list[dict[str, Any]]:
     committed = broker.groups.committed(group_id)
     tp: TopicPartition | None
-    staged = broker.transactions.staged_offsets(group_id) if require_stable else set()
+    staged: set[TopicPartition] = set()
+    if require_stable:  # a cluster stages them in the group's partition, a single node in the transaction
+        staged = (
+            broker.groups.offsets.staged_partitions(group_id)
+            if broker.cluster is not None
+            else broker.transactions.staged_offsets(group_id)
+        )
     if requested is None:
         wanted: dict[str | None, tuple[Any, list[int]]] = {}
         for tp in sorted(committed):

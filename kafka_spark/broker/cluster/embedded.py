@@ -20,12 +20,10 @@ Settings keep Kafka's server.properties names: ``default_replication_factor``
 ``broker_heartbeat_interval_ms``, ``replica_fetch_wait_max_ms``; topics may override
 ``min.insync.replicas`` and ``unclean.leader.election.enable``.
 
-What a cluster does not replicate: group and transaction coordinator state. FindCoordinator
-names the active controller's broker for every group and transactional id, so all members of a
-group meet there, but its ``__consumer_offsets`` / ``__transaction_state`` are local to it: group
-offsets do not survive the loss of that broker (consumers then start from auto.offset.reset), and
-transactions are not supported on a cluster (the coordinator writes its markers to its own logs
-only).
+Coordinators: ``__consumer_offsets`` and ``__transaction_state`` are replicated topics; the leader
+of a group's or transactional id's partition coordinates it, loads its state when it becomes the
+leader and writes transaction markers at each partition's leader (WriteTxnMarkers), so committed
+offsets and transactions survive the loss of any broker (docs/architecture.md, "Coordinators").
 """
 
 from __future__ import annotations
@@ -69,9 +67,10 @@ class ClusterNode(EmbeddedBroker):
         self._killed = False
 
     def _make_broker(self, loop: asyncio.AbstractEventLoop) -> Broker:
-        broker = Broker(self.config, loop)
+        broker = Broker(
+            self.config, loop, cluster=lambda broker: ReplicaManager(broker, self._controller, **self._replication)
+        )
         broker.producer_ids = _NodeProducerIds(broker.producer_ids, self.config.node_id, self._cluster_size)
-        broker.cluster = ReplicaManager(broker, self._controller, **self._replication)
         return broker
 
     @property

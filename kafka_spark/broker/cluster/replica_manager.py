@@ -45,9 +45,20 @@ from kio.schema.errors import ErrorCode
 from kafka_spark.broker.cluster.client import BrokerConnection
 from kafka_spark.broker.cluster.controller import NO_LEADER, Controller, MetadataImage, PartitionState
 from kafka_spark.broker.cluster.epochs import LeaderEpochCache
+from kafka_spark.broker.coordinator.group_offsets import (
+    DEFAULT_OFFSETS_PARTITIONS,
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_CONFIGS,
+    offsets_partition_for,
+)
+from kafka_spark.broker.coordinator.transaction_log import (
+    CLUSTER_TRANSACTION_STATE_PARTITIONS,
+    TRANSACTION_STATE_CONFIGS,
+    TRANSACTION_STATE_TOPIC,
+)
 from kafka_spark.broker.protocol.versions import ApiKey
 from kafka_spark.broker.storage.batch import validate_batches
-from kafka_spark.broker.storage.errors import StorageError
+from kafka_spark.broker.storage.errors import StorageError, TopicExistsError
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import TopicInfo
 from kafka_spark.common.topic_partition import TopicPartition
@@ -55,6 +66,13 @@ from kafka_spark.common.topic_partition import TopicPartition
 logger = logging.getLogger("kafka_spark.broker.cluster")
 
 LEADER, FOLLOWER, OFFLINE = "leader", "follower", "offline"
+#: The coordinators' topics on a cluster -> (partition count, configs). A key's coordinator is the
+#: leader of the key's partition (Kafka's hash of the group / transactional id).
+COORDINATOR_TOPICS: dict[str, tuple[int, dict[str, str]]] = {
+    OFFSETS_TOPIC: (DEFAULT_OFFSETS_PARTITIONS, OFFSETS_TOPIC_CONFIGS),
+    TRANSACTION_STATE_TOPIC: (CLUSTER_TRANSACTION_STATE_PARTITIONS, TRANSACTION_STATE_CONFIGS),
+}
+coordinator_partition = offsets_partition_for  # Kafka: Utils.abs(key.hashCode) % partitions, for both
 #: Fetch and OffsetForLeaderEpoch versions the fetchers send (classic encoding, replica id in the body).
 FETCH_VERSION = 11
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
@@ -130,6 +148,9 @@ class ReplicaManager:
         self.broker_epoch = -1
         self._timers: list[asyncio.TimerHandle] = []
         self._closed = False
+        # Coordinators' requests to other brokers (WriteTxnMarkers): one connection per broker,
+        # one request at a time on it.
+        self._connections: dict[int, tuple[BrokerConnection, asyncio.Lock]] = {}
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -180,7 +201,13 @@ class ReplicaManager:
         for fetcher in self.fetchers.values():
             fetcher.stop()
         self.fetchers.clear()
+        for connection, _ in self._connections.values():
+            connection.close()
+        self._connections.clear()
         for replica in self.partitions.values():
+            if replica.tp.topic in COORDINATOR_TOPICS and replica.role == LEADER:
+                self.broker.coordinator_partition_moved(replica.tp, None)
+            replica.role = OFFLINE
             self._fail_waiters(replica, ErrorCode.not_leader_or_follower)
 
     # -- metadata ------------------------------------------------------------------------------------
@@ -269,10 +296,14 @@ class ReplicaManager:
             list(state.isr),
         )
         self._maybe_advance_high_watermark(replica)
+        if replica.tp.topic in COORDINATOR_TOPICS:  # its coordinator loads the partition's state
+            self.broker.coordinator_partition_moved(replica.tp, state.leader_epoch)
 
     def _become_follower(self, replica: Replica) -> None:
         state = replica.state
         assert state is not None
+        if replica.tp.topic in COORDINATOR_TOPICS and replica.role == LEADER:
+            self.broker.coordinator_partition_moved(replica.tp, None)
         self._fail_waiters(replica, ErrorCode.not_leader_or_follower)
         self._stop_fetching(replica.tp)
         replica.followers = {}
@@ -543,6 +574,32 @@ class ReplicaManager:
             self.broker._producer_states.pop(replica.tp, None)
         replica.needs_truncation = False
 
+    # -- requests to other brokers ----------------------------------------------------------------------
+
+    async def request(self, node: int, api_key: int, version: int, body: dict[str, Any], timeout: float = 30.0) -> Any:
+        """Send a request to broker ``node`` (as the image knows it) and return its response;
+        raises ConnectionError when that broker is not alive, OSError-family errors when the
+        connection fails (it is dropped, the next request opens a new one)."""
+        registration = self.image.brokers.get(node) if self.image is not None else None
+        if self._closed or registration is None or not registration.alive:
+            raise ConnectionError(f"broker {node} is not alive")
+        known = self._connections.get(node)
+        if known is None or (known[0].host, known[0].port) != (registration.host, registration.port):
+            if known is not None:
+                known[0].close()
+            connection = BrokerConnection(registration.host, registration.port, f"pylog-broker-{self.node_id}")
+            known = (connection, asyncio.Lock())
+            self._connections[node] = known
+        connection, lock = known
+        async with lock:
+            try:
+                return await connection.request(api_key, version, body, timeout=timeout)
+            except BaseException:
+                connection.close()
+                if self._connections.get(node) is known:
+                    del self._connections[node]
+                raise
+
     # -- what Metadata and the admin requests read ------------------------------------------------------
 
     def topics(self) -> dict[str, TopicInfo]:
@@ -570,15 +627,32 @@ class ReplicaManager:
             if registration.alive
         ]
 
-    def coordinator(self) -> dict[str, Any]:
-        """The broker that coordinates every group and transactional id: the active controller's
-        broker, so all clients agree (its state is not replicated: see the module docstring of
-        cluster/embedded.py)."""
+    def coordinator(self, topic: str, key: str) -> tuple[int, dict[str, Any] | None]:
+        """``(error code, broker)`` coordinating ``key`` (a group id in ``__consumer_offsets``, a
+        transactional id in ``__transaction_state``): the leader of the key's partition of that
+        topic, as in Kafka. The topic is created through the controller on first use (replication
+        factor min(3, live brokers)); COORDINATOR_NOT_AVAILABLE until it has a leader there."""
         assert self.image is not None
-        registration = self.image.brokers.get(self.image.controller_id)
+        info = self.image.topics.get(topic)
+        if info is None:
+            live = sum(1 for registration in self.image.brokers.values() if registration.alive)
+            partitions, configs = COORDINATOR_TOPICS[topic]
+            try:
+                self.create_topic(topic, partitions, max(1, min(3, live)), dict(configs))
+            except TopicExistsError:
+                pass
+            except StorageError as error:
+                logger.warning("creating %s failed: %s", topic, error)
+            return ErrorCode.coordinator_not_available, None
+        state = self.image.partitions.get(TopicPartition(topic, coordinator_partition(key, info.partitions)))
+        registration = self.image.brokers.get(state.leader) if state is not None else None
         if registration is None or not registration.alive:
-            return {"node_id": self.node_id, "host": self.broker.advertised_host, "port": self.broker.port}
-        return {"node_id": registration.node_id, "host": registration.host, "port": registration.port}
+            return ErrorCode.coordinator_not_available, None
+        return ErrorCode.none, {"node_id": registration.node_id, "host": registration.host, "port": registration.port}
+
+    def leads(self, topic: str, partition: int) -> bool:
+        replica = self.partitions.get(TopicPartition(topic, partition))
+        return replica is not None and replica.role == LEADER
 
     @property
     def controller_id(self) -> int:

@@ -42,12 +42,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from kafka_spark.broker.coordinator.group_offsets import CommittedOffset, GroupOffsetStore
+from kafka_spark.broker.coordinator.group_offsets import OFFSETS_TOPIC, CommittedOffset, GroupOffsetStore
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from kafka_spark.broker.durability import GroupCommit
+    from kafka_spark.broker.storage.log import Log
     from kafka_spark.broker.storage.log_manager import LogManager
 
 logger = logging.getLogger("kafka_spark.broker.coordinator.group")
@@ -56,6 +57,8 @@ logger = logging.getLogger("kafka_spark.broker.coordinator.group")
 DEFAULT_INITIAL_REBALANCE_DELAY_MS = 100
 #: Kafka's offset.metadata.max.bytes.
 MAX_METADATA_BYTES = 4096
+#: On a cluster: how long an offset commit may wait for the in-sync replicas of __consumer_offsets.
+OFFSETS_REPLICATION_TIMEOUT_MS = 10_000
 #: The ConsumerProtocol assignment with no partitions (version 0, no topics, null user data):
 #: what a member missing from the leader's assignment gets (some clients cannot decode b"").
 EMPTY_CONSUMER_ASSIGNMENT = b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff"
@@ -156,11 +159,72 @@ class GroupCoordinator:
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
-        self.offsets = GroupOffsetStore(broker.logs)
-        replayed = self.offsets.load()
-        if replayed:
-            logger.info("replayed %d committed offset record(s) of %d group(s)", replayed, len(self.offsets.groups()))
+        # On a cluster ``__consumer_offsets`` is replicated: this broker coordinates the groups of
+        # the partitions it leads (``_owned``), loaded when it becomes their leader.
+        replicated = getattr(broker, "cluster", None) is not None
+        self.offsets = GroupOffsetStore(broker.logs, replicated=replicated)
+        self._owned: set[int] = set()
+        if not replicated:
+            replayed = self.offsets.load()
+            if replayed:
+                logger.info(
+                    "replayed %d committed offset record(s) of %d group(s)", replayed, len(self.offsets.groups())
+                )
         self._groups: dict[str, Group] = {}
+
+    # -- on a cluster: the partitions of __consumer_offsets this broker leads --------------------------
+
+    def owner_error(self, group_id: str) -> ErrorCode:
+        """NONE when this broker coordinates ``group_id``; on a cluster NOT_COORDINATOR when another
+        broker leads the group's partition of ``__consumer_offsets`` (clients find it again)."""
+        if not self.offsets.replicated or self.offsets.partition_of(group_id) in self._owned:
+            return ErrorCode.none
+        return ErrorCode.not_coordinator
+
+    def partition_moved(self, partition: int, leader_epoch: int | None) -> None:
+        """This broker leads ``partition`` of ``__consumer_offsets`` (load its groups' offsets and
+        staged transactional offsets), or no longer does (None: forget its groups; their members
+        get NOT_COORDINATOR and join again at the new coordinator)."""
+        if leader_epoch is not None:
+            if partition not in self._owned:
+                applied = self.offsets.load_partition(partition)
+                self._owned.add(partition)
+                logger.info("%s-%d: loaded %d offset record(s)", OFFSETS_TOPIC, partition, applied)
+            return
+        if partition not in self._owned:
+            return
+        self._owned.discard(partition)
+        self.offsets.unload_partition(partition)
+        for group_id in [g for g in self._groups if self.offsets.partition_of(g) == partition]:
+            group = self._groups.pop(group_id)
+            _cancel(group.rebalance_timer)
+            for member in group.members.values():
+                _cancel(member.session_timer)
+                _resolve(member.join_future, _join_error(ErrorCode.not_coordinator, member.member_id))
+                _resolve(member.sync_future, _sync_response(ErrorCode.not_coordinator))
+
+    def stage_txn_offsets(
+        self, group_id: str, producer_id: int, producer_epoch: int, offsets: Mapping[TopicPartition, CommittedOffset]
+    ) -> Awaitable[None] | None:
+        """On a cluster, TxnOffsetCommit: stage a transaction's offsets in the group's partition
+        (applied when the transaction's COMMIT marker arrives there); returns the replication wait."""
+        written = self.offsets.stage(group_id, producer_id, producer_epoch, offsets)
+        return self._replicated(written)
+
+    def txn_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was written to ``partition`` of ``__consumer_offsets``."""
+        if partition in self._owned:
+            self.offsets.complete(partition, producer_id, commit)
+
+    def _replicated(self, written: tuple[Log, int] | None) -> Awaitable[None] | None:
+        cluster = getattr(self._broker, "cluster", None)
+        if written is None or cluster is None:
+            return None
+        log, end = written
+        cluster.appended(log)
+        outcome: dict[str, Any] = {"error_code": ErrorCode.none}
+        wait = cluster.wait_replicated(log, outcome, end, OFFSETS_REPLICATION_TIMEOUT_MS)
+        return _check_replicated(wait, outcome, log.name)
 
     # -- lookups -----------------------------------------------------------------------------------
 
@@ -196,6 +260,8 @@ class GroupCoordinator:
         future resolved when the rebalance completes. Response keys are JoinGroupResponse's."""
         if not group_id:
             return _join_error(ErrorCode.invalid_group_id, member_id)
+        if self.owner_error(group_id):
+            return _join_error(ErrorCode.not_coordinator, member_id)
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
             logger.warning(
                 "group %s: JoinGroup with session.timeout.ms=%d refused: the broker allows %d to %d "
@@ -456,6 +522,8 @@ class GroupCoordinator:
     ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
         """A SyncGroup: the member's assignment now, or (a follower before the leader's sync) a
         future resolved by the leader's SyncGroup."""
+        if self.owner_error(group_id):
+            return _sync_response(ErrorCode.not_coordinator)
         group, member, error = self._member(group_id, member_id, generation_id, group_instance_id)
         if error is not ErrorCode.none:
             return _sync_response(error)
@@ -485,6 +553,8 @@ class GroupCoordinator:
     def heartbeat(
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
     ) -> ErrorCode:
+        if self.owner_error(group_id):
+            return ErrorCode.not_coordinator
         group, member, error = self._member(group_id, member_id, generation_id, group_instance_id)
         if error is not ErrorCode.none:
             return error
@@ -498,6 +568,8 @@ class GroupCoordinator:
         """One member leaves (LeaveGroup). From v3 a static member may be named by its
         ``group_instance_id`` alone; naming both, they must belong together (82 FENCED_INSTANCE_ID
         otherwise, as Kafka answers an instance id now held by a newer member)."""
+        if self.owner_error(group_id):
+            return ErrorCode.not_coordinator
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
@@ -601,6 +673,9 @@ class GroupCoordinator:
         transactional commit (KIP-447), which only proves the member's generation."""
         if not group_id:
             return ErrorCode.invalid_group_id
+        owner = self.owner_error(group_id)
+        if owner:
+            return owner
         group = self._groups.get(group_id)
         standalone = generation_id < 0 and not member_id
         if group is None or group.state is GroupState.DEAD:
@@ -624,9 +699,15 @@ class GroupCoordinator:
     def store_offsets(self, group_id: str, offsets: Mapping[TopicPartition, CommittedOffset]) -> Awaitable[None] | None:
         """Persist ``offsets`` (already validated); returns the fsync wait, or None when nothing
         was written. Raises StorageError when the append fails."""
-        written = self.offsets.commit(group_id, offsets)
+        return self._durable(self.offsets.commit(group_id, offsets))
+
+    def _durable(self, written: tuple[Log, int] | None) -> Awaitable[None] | None:
+        """What a response waits for after ``written``: the in-sync replicas on a cluster, else
+        the fsync when the topic flushes on acks=all (None: nothing)."""
         if written is None:
             return None
+        if self.offsets.replicated:
+            return self._replicated(written)
         log, end_offset = written
         if not log.config.flush_on_ack_all:
             return None
@@ -634,10 +715,16 @@ class GroupCoordinator:
 
     def partition_error(self, topic_partition: TopicPartition, metadata: str | None) -> ErrorCode:
         """Per-partition check of a commit: the partition exists, the metadata fits."""
-        try:
-            self._broker.logs.get_log(topic_partition.topic, topic_partition.partition)
-        except StorageError:
-            return ErrorCode.unknown_topic_or_partition
+        cluster = getattr(self._broker, "cluster", None)
+        if cluster is not None:  # the coordinator seldom hosts the partition itself
+            info = cluster.topics().get(topic_partition.topic)
+            if info is None or not 0 <= topic_partition.partition < info.partitions:
+                return ErrorCode.unknown_topic_or_partition
+        else:
+            try:
+                self._broker.logs.get_log(topic_partition.topic, topic_partition.partition)
+            except StorageError:
+                return ErrorCode.unknown_topic_or_partition
         if metadata is not None and len(metadata.encode("utf-8")) > MAX_METADATA_BYTES:
             return ErrorCode.offset_metadata_too_large
         return ErrorCode.none
@@ -668,6 +755,8 @@ class GroupCoordinator:
         """Delete an Empty group and tombstone its offsets (DeleteGroups semantics); returns the
         error and the fsync wait of the tombstones (None when nothing was written or no fsync is
         due). Raises StorageError when the tombstones cannot be appended; the group stays then."""
+        if self.owner_error(group_id):
+            return ErrorCode.not_coordinator, None
         group = self._groups.get(group_id)
         if group is not None and group.members:
             return ErrorCode.non_empty_group, None
@@ -677,12 +766,7 @@ class GroupCoordinator:
         if group is not None:
             self._transition(group, GroupState.DEAD)
             del self._groups[group_id]
-        if written is None:
-            return ErrorCode.none, None
-        log, end_offset = written
-        if not log.config.flush_on_ack_all:
-            return ErrorCode.none, None
-        return ErrorCode.none, self._broker.group_commit.wait_durable(log, end_offset)
+        return ErrorCode.none, self._durable(written)
 
     def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
@@ -692,6 +776,8 @@ class GroupCoordinator:
         to is refused (GROUP_SUBSCRIBED_TO_TOPIC), a partition that does not exist is
         UNKNOWN_TOPIC_OR_PARTITION; the rest go, committed or not. Returns the group error, the
         error of each partition and the fsync wait of the tombstones."""
+        if self.owner_error(group_id):
+            return ErrorCode.not_coordinator, {}, None
         group = self._groups.get(group_id)
         if (group is None or not group.members) and group_id not in self.offsets.groups():
             return ErrorCode.group_id_not_found, {}, None
@@ -703,12 +789,7 @@ class GroupCoordinator:
             else:
                 errors[tp] = self.partition_error(tp, None)
         written = self.offsets.delete(group_id, [tp for tp, code in errors.items() if code is ErrorCode.none])
-        if written is None:
-            return ErrorCode.none, errors, None
-        log, end_offset = written
-        if not log.config.flush_on_ack_all:
-            return ErrorCode.none, errors, None
-        return ErrorCode.none, errors, self._broker.group_commit.wait_durable(log, end_offset)
+        return ErrorCode.none, errors, self._durable(written)
 
     def forget_topic(self, topic: str) -> None:
         """A topic was deleted: its committed offsets go too (tombstoned)."""
@@ -722,6 +803,25 @@ class GroupCoordinator:
 
 
 # -- helpers -------------------------------------------------------------------------------------
+
+
+class CoordinatorMovedError(StorageError):
+    """On a cluster: offsets the in-sync replicas of ``__consumer_offsets`` did not all get (the
+    leadership moved, or the wait timed out); the client finds the coordinator again."""
+
+    error_code = ErrorCode.not_coordinator
+
+
+def write_error_code(error: StorageError) -> ErrorCode:
+    """What a client is told when a group write failed: NOT_COORDINATOR (find the coordinator
+    again) when a cluster's coordinator lost its partition, else KAFKA_STORAGE_ERROR."""
+    return ErrorCode.not_coordinator if isinstance(error, CoordinatorMovedError) else ErrorCode.kafka_storage_error
+
+
+async def _check_replicated(wait: asyncio.Future[None], outcome: dict[str, Any], name: str) -> None:
+    await wait
+    if outcome["error_code"]:
+        raise CoordinatorMovedError(f"{name}: error {outcome['error_code']} waiting for the in-sync replicas")
 
 
 def _join_error(code: ErrorCode, member_id: str) -> dict[str, Any]:

@@ -13,7 +13,14 @@ own (``OffsetCommitKey`` v1 and ``OffsetCommitValue`` v3, big endian)::
 Replay rule: at broker start :meth:`GroupOffsetStore.load` reads every partition of the topic
 from its log start to its end and applies records in order; the last record per key wins and a
 tombstone removes the key. Records of other kinds (Kafka's group-metadata key, version 2) are
-skipped. Not thread-safe: used on the broker's event loop only.
+skipped.
+
+On a cluster (``replicated``) the topic is created through the controller, this broker holds the
+groups of the partitions it leads only (:meth:`GroupOffsetStore.load_partition` when it becomes the
+leader, :meth:`GroupOffsetStore.unload_partition` when it stops), and a transaction's offsets are
+written as transactional records of its producer (:meth:`GroupOffsetStore.stage`) that apply when
+the producer's COMMIT marker follows in the partition (ABORT drops them). Not thread-safe: used on
+the broker's event loop only.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from kafka_spark.broker.storage.batch import HEADER_SIZE, build_record_batch, it
 from kafka_spark.broker.storage.errors import StorageError, TopicExistsError
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import LogManager
+from kafka_spark.broker.storage.txn_index import CONTROL_COMMIT, control_type
 from kafka_spark.common.topic_partition import TopicPartition
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -121,11 +129,17 @@ class GroupOffsetStore:
         *,
         partitions: int = DEFAULT_OFFSETS_PARTITIONS,
         time_ms: Callable[[], int] | None = None,
+        replicated: bool = False,
     ) -> None:
         self._logs = logs
+        self.replicated = replicated  # a broker of a cluster: see load_partition
         self._default_partitions = partitions
         self._time_ms = time_ms or (lambda: int(time.time() * 1000))
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        # On a cluster: offsets staged by transactions (TxnOffsetCommit), written to the group's
+        # partition as transactional records and applied when the transaction's marker arrives there:
+        # partition -> producer id -> group -> offsets.
+        self._pending: dict[int, dict[int, dict[str, dict[TopicPartition, CommittedOffset]]]] = {}
 
     # -- start-up ------------------------------------------------------------------------------
 
@@ -136,19 +150,97 @@ class GroupOffsetStore:
             return 0
         applied = 0
         for partition in range(info.partitions):
-            for key, value in _records(self._logs.get_log(OFFSETS_TOPIC, partition)):
+            for _producer_id, _commit, key, value in _events(self._logs.get_log(OFFSETS_TOPIC, partition)):
                 decoded = decode_key(key) if key else None
                 if decoded is None:
                     continue
-                group_id, topic_partition = decoded
-                if value is None:
-                    self._offsets.get(group_id, {}).pop(topic_partition, None)
-                    if not self._offsets.get(group_id, True):
-                        del self._offsets[group_id]
-                else:
-                    self._offsets.setdefault(group_id, {})[topic_partition] = decode_value(value)
+                self._apply(*decoded, value)
                 applied += 1
         return applied
+
+    def _apply(self, group_id: str, topic_partition: TopicPartition, value: bytes | None) -> None:
+        """One replayed commit: the last one per key wins; a tombstone (None) removes the key."""
+        if value is None:
+            self._offsets.get(group_id, {}).pop(topic_partition, None)
+            if not self._offsets.get(group_id, True):
+                del self._offsets[group_id]
+        else:
+            self._offsets.setdefault(group_id, {})[topic_partition] = decode_value(value)
+
+    # -- on a cluster: the partitions this broker leads ----------------------------------------------
+
+    def partitions(self) -> int:
+        info = self._logs.topics().get(OFFSETS_TOPIC)
+        return info.partitions if info is not None else self._default_partitions
+
+    def partition_of(self, group_id: str) -> int:
+        return offsets_partition_for(group_id, self.partitions())
+
+    def load_partition(self, partition: int) -> int:
+        """Replay one partition of ``__consumer_offsets`` (a cluster's coordinator that became its
+        leader): plain commits apply in order; transactional ones wait for their producer's marker
+        (COMMIT applies them, ABORT drops them) and stay staged when none follows yet."""
+        log = self._logs.get_log(OFFSETS_TOPIC, partition)
+        pending: dict[int, dict[str, dict[TopicPartition, CommittedOffset]]] = {}
+        applied = 0
+        for producer_id, commit, key, value in _events(log):
+            if key is None:  # a marker of ``producer_id``
+                staged = pending.pop(producer_id, {})
+                if commit:
+                    for group_id, offsets in staged.items():
+                        self._offsets.setdefault(group_id, {}).update(offsets)
+                continue
+            decoded = decode_key(key)
+            if decoded is None:
+                continue
+            group_id, topic_partition = decoded
+            applied += 1
+            if producer_id >= 0 and value is not None:
+                pending.setdefault(producer_id, {}).setdefault(group_id, {})[topic_partition] = decode_value(value)
+            else:
+                self._apply(group_id, topic_partition, value)
+        self._pending[partition] = pending
+        return applied
+
+    def unload_partition(self, partition: int) -> list[str]:
+        """Forget the groups of ``partition`` (another broker leads it now); returns them."""
+        gone = [group_id for group_id in self._offsets if self.partition_of(group_id) == partition]
+        for group_id in gone:
+            del self._offsets[group_id]
+        self._pending.pop(partition, None)
+        return gone
+
+    def stage(
+        self, group_id: str, producer_id: int, producer_epoch: int, offsets: Mapping[TopicPartition, CommittedOffset]
+    ) -> tuple[Log, int] | None:
+        """Write a transaction's offsets as transactional records of ``producer_id``; they apply
+        when its COMMIT marker reaches the partition (:meth:`complete`)."""
+        if not offsets:
+            return None
+        log = self._log_for(group_id)
+        now = self._time_ms()
+        batch = build_record_batch(
+            [(encode_key(group_id, tp), encode_value(committed), (), now) for tp, committed in offsets.items()],
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            is_transactional=True,
+        )
+        log.append(batch, acks=1)
+        partition = self._pending.setdefault(log.partition, {})
+        partition.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
+        return log, log.log_end_offset
+
+    def complete(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The marker of ``producer_id``'s transaction reached ``partition``."""
+        staged = self._pending.get(partition, {}).pop(producer_id, {})
+        if commit:
+            for group_id, offsets in staged.items():
+                self._offsets.setdefault(group_id, {}).update(offsets)
+
+    def staged_partitions(self, group_id: str) -> set[TopicPartition]:
+        """Partitions of ``group_id`` whose offsets an open transaction has staged here."""
+        producers = self._pending.get(self.partition_of(group_id), {})
+        return {tp for groups in producers.values() for tp in groups.get(group_id, {})}
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -202,6 +294,8 @@ class GroupOffsetStore:
         return log, log.log_end_offset
 
     def _log_for(self, group_id: str) -> Log:
+        if self.replicated:  # created through the controller; this broker leads the partition
+            return self._logs.get_log(OFFSETS_TOPIC, self.partition_of(group_id))
         info = self._logs.topics().get(OFFSETS_TOPIC)
         if info is None:
             try:
@@ -214,7 +308,9 @@ class GroupOffsetStore:
 # -- record decoding (only this broker's own uncompressed batches are ever in this topic) -------
 
 
-def _records(log: Log) -> Iterator[tuple[bytes | None, bytes | None]]:
+def _events(log: Log) -> Iterator[tuple[int, bool, bytes | None, bytes | None]]:
+    """``(producer id, commit, key, value)`` per record of ``log`` (producer id -1 for plain
+    commits), and ``(producer id, commit, None, None)`` per transaction marker."""
     offset = log.log_start_offset
     end = log.log_end_offset
     while offset < end:
@@ -224,15 +320,18 @@ def _records(log: Log) -> Iterator[tuple[bytes | None, bytes | None]]:
         batches = iter_batches(data)
         for header in batches:
             offset = header.next_offset
+            start = batches.batch_position
             if header.is_control:
+                yield header.producer_id, control_type(data[start : start + header.size]) == CONTROL_COMMIT, None, None
                 continue
             if header.compression != 0:
                 raise CorruptOffsetsRecordError(
                     f"{log.name} holds a compressed batch at offset {header.base_offset}; "
                     "only the broker writes this topic, uncompressed"
                 )
-            start = batches.batch_position
-            yield from _decode_records(data[start + HEADER_SIZE : start + header.size], header.records_count)
+            producer_id = header.producer_id if header.is_transactional else -1
+            for key, value in _decode_records(data[start + HEADER_SIZE : start + header.size], header.records_count):
+                yield producer_id, False, key, value
         if batches.error is not None:
             raise CorruptOffsetsRecordError(f"{log.name} near offset {offset}: {batches.error}")
 

@@ -1,6 +1,6 @@
 """Transaction coordinator: transactional ids, producer epochs, and the transaction state machine.
 
-Single-node version of Kafka's ``TransactionCoordinator``. Per transactional id it keeps a
+Kafka's ``TransactionCoordinator``, for the single node and (see the end) for a cluster. Per transactional id it keeps a
 :class:`TransactionMetadata` (producer id and epoch, timeout, state, the partitions and consumer
 groups of the ongoing transaction, the offsets staged by TxnOffsetCommit) and moves it through an
 explicit state machine (``LEGAL_TRANSITIONS``)::
@@ -45,6 +45,16 @@ Durability: every state change is appended to ``__transaction_state`` (coordinat
 replayed at start. Responses that changed state wait (``respond``) for the fsync of that log and
 of the marker-carrying partitions when their ``flush_on_ack_all`` is on, like acks=all produces.
 
+On a cluster (``broker.cluster`` set) the same state machine runs per partition of the
+replicated ``__transaction_state``: this broker coordinates the transactional ids of the
+partitions it leads (``partition_moved`` loads and drops them, ``owner_error`` answers the others
+NOT_COORDINATOR), state writes wait for the in-sync replicas, and markers are written at each
+partition's leader (WriteTxnMarkers to other brokers) by a background task that keeps the
+transaction in Prepare* until all are written; a new coordinator finishes what it loads in
+Prepare*. Consumer offsets of a transaction are staged at the group's coordinator instead
+(apis/txn_offset_commit.py), and the group's ``__consumer_offsets`` partition is one of the
+transaction's partitions. See docs/architecture.md, "Coordinators".
+
 Thread-safety: event loop only.
 """
 
@@ -60,8 +70,20 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kafka_spark.broker.coordinator.transaction_log import TransactionLog
+from kafka_spark.broker.coordinator.group_offsets import (
+    DEFAULT_OFFSETS_PARTITIONS,
+    OFFSETS_TOPIC,
+    offsets_partition_for,
+)
+from kafka_spark.broker.coordinator.transaction_log import (
+    TRANSACTION_STATE_TOPIC,
+    ClusterTransactionLog,
+    TransactionLog,
+    replay_log,
+    transactional_id_partition,
+)
 from kafka_spark.broker.deferred import Deferred
+from kafka_spark.broker.protocol.versions import ApiKey
 from kafka_spark.broker.storage.batch import BatchHeader, build_control_batch
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.broker.storage.log import Log
@@ -78,6 +100,7 @@ TRANSACTIONAL_ID_EXPIRATION_MS = 7 * 24 * 3_600_000  # Kafka's transactional.id.
 EXPIRATION_CHECK_INTERVAL_MS = 3_600_000  # Kafka's transaction.remove.expired.transaction.cleanup.interval.ms
 COORDINATOR_EPOCH = 0  # one coordinator, never moved
 MARKER_RETRY_MS = 1_000
+STATE_REPLICATION_TIMEOUT_MS = 10_000  # a cluster: how long a state change may wait for the ISR
 _MAX_EPOCH = 32766  # Short.MaxValue - 1: past it, a new producer id starts at epoch 0
 
 #: staged consumer offsets: partition -> (offset, metadata, leader epoch of the last consumed record)
@@ -207,13 +230,18 @@ class TransactionCoordinator:
         self.abort_check_interval_ms = abort_check_interval_ms
         self.transactional_id_expiration_ms = transactional_id_expiration_ms
         self.expiration_check_interval_ms = expiration_check_interval_ms
-        self._log = TransactionLog(broker.logs)
+        # On a cluster: the replicated topic, of which this broker coordinates the partitions it
+        # leads (``_owned``: partition -> its leader epoch, the coordinator epoch of the markers).
+        self._log = ClusterTransactionLog(broker.logs) if broker.cluster is not None else TransactionLog(broker.logs)
+        self._owned: dict[int, int] = {}
         self._txns: dict[str, TransactionMetadata] = {}
         self._by_producer_id: dict[int, TransactionMetadata] = {}
         self._unsynced: dict[Log, int] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._expiry_timer: asyncio.TimerHandle | None = None
-        self._load()
+        self._completing: dict[str, asyncio.Task[None]] = {}  # cluster: transactions writing markers
+        if broker.cluster is None:
+            self._load()
         self._schedule_abort_check()
         self._schedule_expiry()
 
@@ -242,6 +270,64 @@ class TransactionCoordinator:
             self._finish(meta, meta.state is TxnState.PREPARE_COMMIT, only_open=True)
         self._drain_unsynced()
 
+    # -- on a cluster: coordinating the partitions of __transaction_state this broker leads ------------
+
+    def owner_error(self, transactional_id: str) -> int:
+        """0 when this broker coordinates ``transactional_id``; on a cluster NOT_COORDINATOR when
+        another broker leads its partition of ``__transaction_state`` (the client finds it again),
+        COORDINATOR_LOAD_IN_PROGRESS while this one is loading it."""
+        cluster = self._broker.cluster
+        if cluster is None:
+            return ErrorCode.none
+        partition = self._partition_of(transactional_id)
+        if partition in self._owned:
+            return ErrorCode.none
+        if cluster.leads(TRANSACTION_STATE_TOPIC, partition):
+            return ErrorCode.coordinator_load_in_progress
+        return ErrorCode.not_coordinator
+
+    def _partition_of(self, transactional_id: str) -> int:
+        assert isinstance(self._log, ClusterTransactionLog)
+        return transactional_id_partition(transactional_id, self._log.partitions())
+
+    def partition_moved(self, partition: int, leader_epoch: int | None) -> None:
+        """This broker leads ``partition`` of ``__transaction_state`` from ``leader_epoch`` on
+        (load its transactional ids from the log, finish the transactions it left in Prepare*), or
+        no longer leads it (None: forget them; the new leader carries on)."""
+        if leader_epoch is None:
+            if self._owned.pop(partition, None) is None:
+                return
+            gone = [meta for meta in self._txns.values() if self._partition_of(meta.transactional_id) == partition]
+            for meta in gone:
+                del self._txns[meta.transactional_id]
+                if self._by_producer_id.get(meta.producer_id) is meta:
+                    del self._by_producer_id[meta.producer_id]
+                task = self._completing.pop(meta.transactional_id, None)
+                if task is not None:
+                    task.cancel()
+            logger.info(
+                "%s-%d moved away: %d transactional id(s) unloaded", TRANSACTION_STATE_TOPIC, partition, len(gone)
+            )
+            return
+        if partition in self._owned:
+            self._owned[partition] = leader_epoch
+            return
+        assert isinstance(self._log, ClusterTransactionLog)
+        interrupted = []
+        for transactional_id, record in replay_log(self._log.partition_log(partition)).items():
+            meta = TransactionMetadata.from_record(transactional_id, record)
+            self._register(meta)
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                interrupted.append(meta)
+        self._owned[partition] = leader_epoch
+        for meta in interrupted:
+            logger.info(
+                "finishing transaction %r (%s) left by the previous coordinator",
+                meta.transactional_id,
+                meta.state.value,
+            )
+            self._start_completion(meta, meta.state is TxnState.PREPARE_COMMIT)
+
     def _register(self, meta: TransactionMetadata) -> None:
         self._txns[meta.transactional_id] = meta
         self._by_producer_id[meta.producer_id] = meta
@@ -251,6 +337,8 @@ class TransactionCoordinator:
         meta.last_update_ms = now
         log, end = self._log.append(meta.transactional_id, meta.to_record(), now)
         self._unsynced[log] = end
+        if self._broker.cluster is not None:
+            self._broker.cluster.appended(log)
 
     def get(self, transactional_id: str) -> TransactionMetadata | None:
         """The metadata of ``transactional_id`` (for tests and tools; do not mutate)."""
@@ -280,6 +368,9 @@ class TransactionCoordinator:
                 MAX_TRANSACTION_TIMEOUT_MS,
             )
             return ErrorCode.invalid_transaction_timeout, -1, -1
+        owner = self.owner_error(transactional_id)
+        if owner:
+            return owner, -1, -1
         meta = self._txns.get(transactional_id)
         if meta is None:
             meta = TransactionMetadata(transactional_id, self._broker.producer_ids.next_id(), 0, timeout_ms)
@@ -326,6 +417,9 @@ class TransactionCoordinator:
     def _validate(
         self, transactional_id: str, producer_id: int, producer_epoch: int, fenced: int
     ) -> tuple[TransactionMetadata | None, int]:
+        owner = self.owner_error(transactional_id)
+        if owner:
+            return None, owner
         meta = self._txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return None, ErrorCode.invalid_producer_id_mapping
@@ -398,9 +492,18 @@ class TransactionCoordinator:
         meta, error = self._validate(transactional_id, producer_id, producer_epoch, fenced)
         if meta is None:
             return error
-        if meta.state is not TxnState.ONGOING or group_id not in meta.groups:
+        cluster = self._broker.cluster
+        offsets_tp = None
+        if cluster is not None:  # the group's partition of __consumer_offsets gets a marker too
+            info = cluster.topics().get(OFFSETS_TOPIC)
+            count = info.partitions if info is not None else DEFAULT_OFFSETS_PARTITIONS
+            offsets_tp = TopicPartition(OFFSETS_TOPIC, offsets_partition_for(group_id, count))
+        missing = offsets_tp is not None and offsets_tp not in meta.partitions
+        if meta.state is not TxnState.ONGOING or group_id not in meta.groups or missing:
             self._begin(meta)
             meta.groups.add(group_id)
+            if offsets_tp is not None:
+                meta.partitions.add(offsets_tp)
             self._persist(meta)
         return ErrorCode.none
 
@@ -455,6 +558,9 @@ class TransactionCoordinator:
     ) -> tuple[int, int, int]:
         """``(error_code, producer_id, producer_epoch)``: the producer's id and epoch after the
         transaction ended (what EndTxn v5+ answers; -1, -1 on an error)."""
+        owner = self.owner_error(transactional_id)
+        if owner:
+            return owner, -1, -1
         meta = self._txns.get(transactional_id)
         if meta is None:
             return ErrorCode.invalid_producer_id_mapping, -1, -1
@@ -510,6 +616,9 @@ class TransactionCoordinator:
     def _finish(self, meta: TransactionMetadata, commit: bool, *, only_open: bool) -> None:
         """Markers, offsets, Complete state. ``only_open``: recovery — mark only partitions where
         the producer's transaction is still open (the first attempt may have marked others)."""
+        if self._broker.cluster is not None:  # markers go to each partition's leader, asynchronously
+            self._start_completion(meta, commit)
+            return
         if commit:
             for group_id, offsets in meta.pending_offsets.items():
                 self._commit_offsets(meta, group_id, offsets)
@@ -526,6 +635,10 @@ class TransactionCoordinator:
             )
             self._broker.loop.call_later(MARKER_RETRY_MS / 1000, self._retry_finish, meta, commit)
             return
+        self._complete(meta, commit)
+
+    def _complete(self, meta: TransactionMetadata, commit: bool) -> None:
+        """Every marker is written: CompleteCommit / CompleteAbort."""
         meta.transition(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
         if meta.next_producer_id >= 0:  # v2 exhausted the epochs: the producer moves to a new id
             self._by_producer_id.pop(meta.producer_id, None)
@@ -574,6 +687,159 @@ class TransactionCoordinator:
         self._unsynced[log] = result.last_offset + 1
         return True
 
+    def write_marker(
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ) -> tuple[int, Log | None]:
+        """Append a COMMIT/ABORT marker of ``producer_id`` to ``tp``, which this broker must lead
+        on a cluster (WriteTxnMarkers, and this coordinator's own partitions there). Returns the
+        error code and the log written (None when nothing was)."""
+        cluster = self._broker.cluster
+        if cluster is not None:
+            code = cluster.check_produce(tp.topic, tp.partition, 1)
+            if code:
+                return code, None
+        found = self._partition(tp)
+        if found is None:
+            return ErrorCode.unknown_topic_or_partition, None
+        log, state = found
+        known = state.producers.get(producer_id)
+        if known is not None and known.epoch > producer_epoch:
+            # A newer epoch of the producer wrote here since: this marker's transaction is over (a
+            # retry arriving late). Kafka refuses it; the coordinator need not write it anywhere.
+            return ErrorCode.none, None
+        batch = build_control_batch(0, producer_id, producer_epoch, commit, coordinator_epoch, _now_ms())
+        try:
+            result = log.append(batch, acks=1)
+        except StorageError as error:
+            logger.error("writing the %s marker to %s failed: %s", "COMMIT" if commit else "ABORT", tp, error)
+            return error.error_code, None
+        header: BatchHeader = result.headers[0]
+        state.record(header)  # the marker's epoch fences older epochs on this partition
+        if state.txn_index is not None:
+            state.txn_index.on_marker(producer_id, header.base_offset, commit)
+        if cluster is not None:
+            cluster.appended(log)
+            if tp.topic == OFFSETS_TOPIC:  # the transaction's consumer offsets apply (or not) now
+                self._broker.groups.txn_marker(tp.partition, producer_id, commit)
+        self._broker.notifier.notify()
+        return ErrorCode.none, log
+
+    # -- on a cluster: markers through the partitions' leaders -----------------------------------------
+
+    def _start_completion(self, meta: TransactionMetadata, commit: bool) -> None:
+        """Write the markers of ``meta``'s transaction in the background, then complete it (one
+        task per transactional id; the transaction stays in Prepare* meanwhile, as in Kafka)."""
+        if meta.transactional_id in self._completing:
+            return
+        task = self._broker.loop.create_task(self._complete_on_cluster(meta, commit))
+        self._completing[meta.transactional_id] = task
+
+        def done(finished: asyncio.Task[None]) -> None:
+            if self._completing.get(meta.transactional_id) is finished:
+                del self._completing[meta.transactional_id]
+            if not finished.cancelled() and finished.exception() is not None:
+                logger.error("transaction %r: completing failed: %r", meta.transactional_id, finished.exception())
+
+        task.add_done_callback(done)
+
+    async def _complete_on_cluster(self, meta: TransactionMetadata, commit: bool) -> None:
+        prepared = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        # (Consumer offsets of the transaction are staged at their group's coordinator, and the
+        # marker written to the group's partition of __consumer_offsets applies or drops them.)
+        remaining = set(meta.partitions)
+        delay = 0.05
+        while True:
+            if meta.state is not prepared or self._txns.get(meta.transactional_id) is not meta:
+                return  # this broker stopped coordinating it (the new coordinator finishes it)
+            remaining = await self._send_markers(meta, commit, remaining)
+            if not remaining:
+                break
+            logger.info(
+                "transaction %r: markers missing on %s; retrying in %d ms",
+                meta.transactional_id,
+                ", ".join(map(str, sorted(remaining))),
+                delay * 1000,
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MARKER_RETRY_MS / 1000)
+        if meta.state is prepared and self._txns.get(meta.transactional_id) is meta:
+            self._complete(meta, commit)
+            self._drain_unsynced()
+
+    async def _send_markers(
+        self, meta: TransactionMetadata, commit: bool, partitions: set[TopicPartition]
+    ) -> set[TopicPartition]:
+        """Write the markers of ``partitions`` at their leaders; returns those still missing."""
+        cluster = self._broker.cluster
+        assert cluster is not None and cluster.image is not None
+        image = cluster.image
+        by_leader: dict[int, list[TopicPartition]] = {}
+        missing: set[TopicPartition] = set()
+        for tp in partitions:
+            state = image.partitions.get(tp)
+            if state is None:
+                logger.warning("transaction %r: %s was deleted; no marker written there", meta.transactional_id, tp)
+                continue
+            if state.leader < 0:
+                missing.add(tp)
+            else:
+                by_leader.setdefault(state.leader, []).append(tp)
+        here = by_leader.pop(cluster.node_id, [])
+        sends = [self._send_to(leader, meta, commit, tps) for leader, tps in by_leader.items()]
+        local = [self._write_here(meta, commit, tp) for tp in here]
+        for failed in await asyncio.gather(*sends, *local):
+            missing.update(failed)
+        return missing
+
+    async def _write_here(self, meta: TransactionMetadata, commit: bool, tp: TopicPartition) -> list[TopicPartition]:
+        code, log = self.write_marker(tp, meta.producer_id, meta.producer_epoch, commit, self._coordinator_epoch(meta))
+        if code == ErrorCode.unknown_topic_or_partition or (not code and log is None):
+            return []  # deleted, or a newer epoch of the producer wrote there since
+        if code or log is None:
+            return [tp]
+        cluster = self._broker.cluster
+        assert cluster is not None
+        outcome: dict[str, Any] = {"error_code": ErrorCode.none}
+        await cluster.wait_replicated(log, outcome, log.log_end_offset, MARKER_RETRY_MS * 10)
+        return [tp] if outcome["error_code"] else []
+
+    async def _send_to(
+        self, leader: int, meta: TransactionMetadata, commit: bool, partitions: list[TopicPartition]
+    ) -> list[TopicPartition]:
+        cluster = self._broker.cluster
+        assert cluster is not None
+        topics: dict[str, list[int]] = {}
+        for tp in partitions:
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        body = {
+            "markers": [
+                {
+                    "producer_id": meta.producer_id,
+                    "producer_epoch": meta.producer_epoch,
+                    "transaction_result": commit,
+                    "topics": [{"name": name, "partition_indexes": indexes} for name, indexes in topics.items()],
+                    "coordinator_epoch": self._coordinator_epoch(meta),
+                }
+            ]
+        }
+        try:
+            response = await cluster.request(leader, ApiKey.WRITE_TXN_MARKERS, 1, body)
+        except (TimeoutError, OSError, EOFError, asyncio.IncompleteReadError, ValueError) as error:
+            logger.info("transaction %r: WriteTxnMarkers to broker %d failed: %r", meta.transactional_id, leader, error)
+            return partitions
+        failed = []
+        for marker in response.markers:
+            for topic in marker.topics:
+                for result in topic.partitions:
+                    if result.error_code not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition):
+                        failed.append(TopicPartition(topic.name, result.partition_index))
+        return failed
+
+    def _coordinator_epoch(self, meta: TransactionMetadata) -> int:
+        if self._broker.cluster is None:
+            return COORDINATOR_EPOCH
+        return self._owned.get(self._partition_of(meta.transactional_id), COORDINATOR_EPOCH)
+
     def _commit_offsets(self, meta: TransactionMetadata, group_id: str, offsets: Offsets) -> None:
         groups = getattr(self._broker, "groups", None)
         if groups is None:
@@ -604,6 +870,12 @@ class TransactionCoordinator:
         v12+, KIP-890) the partition joins the transaction instead, beginning it if need be; 51
         while the previous transaction's markers are being written."""
         meta = self._by_producer_id.get(header.producer_id)
+        if meta is None and self._broker.cluster is not None:
+            # On a cluster the partition's leader is seldom the transaction's coordinator: as Kafka
+            # before KIP-890, it trusts the producer's AddPartitionsToTxn (transaction protocol v2,
+            # which would need the leader to add the partition, is not finalized on a cluster) and
+            # the markers' epochs fence the batches of older producer epochs.
+            return ErrorCode.none
         if meta is None or (transactional_id is not None and transactional_id != meta.transactional_id):
             return ErrorCode.invalid_producer_id_mapping
         if header.producer_epoch != meta.producer_epoch:
@@ -700,6 +972,12 @@ class TransactionCoordinator:
             for log, end in unsynced.items()
             if log.config.flush_on_ack_all
         ]
+        cluster = self._broker.cluster
+        if cluster is not None:  # and, as acks=all, until the in-sync replicas have the records
+            for log, end in unsynced.items():
+                outcome: dict[str, Any] = {"error_code": ErrorCode.none}
+                replicated = cluster.wait_replicated(log, outcome, end, STATE_REPLICATION_TIMEOUT_MS)
+                waits.append(asyncio.ensure_future(_replicated(replicated, outcome)))
         for wait in waits:
             wait.add_done_callback(_log_failure)
         return waits
@@ -709,7 +987,8 @@ class TransactionCoordinator:
     def _exists(self, tp: TopicPartition) -> bool:
         if tp.topic.startswith("__"):  # internal topics: the broker's own, never in a transaction
             return False
-        info = self._broker.logs.topics().get(tp.topic)
+        cluster = self._broker.cluster
+        info = (cluster.topics() if cluster is not None else self._broker.logs.topics()).get(tp.topic)
         return info is not None and 0 <= tp.partition < info.partitions
 
     def _partition(self, tp: TopicPartition) -> tuple[Log, Any] | None:
@@ -720,6 +999,8 @@ class TransactionCoordinator:
         return log, self._broker.producer_state(log)
 
     def close(self) -> None:
+        for task in self._completing.values():
+            task.cancel()
         for timer in (self._timer, self._expiry_timer):
             if timer is not None:
                 timer.cancel()
@@ -734,6 +1015,17 @@ def _fence(meta: TransactionMetadata) -> None:
         meta.bump_epoch(meta.producer_id)
 
 
+class NotReplicatedError(Exception):
+    """A state record the in-sync replicas did not all get (the leadership moved, the ISR shrank
+    below min.insync.replicas, or the wait timed out): the client finds the coordinator again."""
+
+
+async def _replicated(wait: asyncio.Future[None], outcome: dict[str, Any]) -> None:
+    await wait
+    if outcome["error_code"]:
+        raise NotReplicatedError(f"error {outcome['error_code']} replicating {TRANSACTION_STATE_TOPIC}")
+
+
 async def _after(waits: list[asyncio.Future[None]], response: dict[str, Any]) -> dict[str, Any]:
     for wait in waits:
         try:
@@ -741,12 +1033,17 @@ async def _after(waits: list[asyncio.Future[None]], response: dict[str, Any]) ->
         except StorageError as error:  # the state is applied in memory; report the disk failure
             logger.error("transaction state not durable: %s", error)
             response["error_code"] = ErrorCode.kafka_storage_error
+        except NotReplicatedError as error:
+            logger.warning("transaction state not replicated: %s", error)
+            response["error_code"] = ErrorCode.not_coordinator
     return response
 
 
 def _log_failure(future: asyncio.Future[None]) -> None:
     if not future.cancelled() and future.exception() is not None:
-        logger.error("fsync for the transaction coordinator failed: %s", future.exception())
+        error = future.exception()
+        level = logging.WARNING if isinstance(error, NotReplicatedError) else logging.ERROR  # a failover
+        logger.log(level, "writing the transaction coordinator's state failed: %s", error)
 
 
 def _now_ms() -> int:

@@ -20,6 +20,11 @@ Record format (one record per state change, uncompressed batch of one record, no
              "txn_start_ms": int, "last_update_ms": int}
             null value (tombstone) = the transactional id is forgotten.
 
+On a cluster the topic is replicated (created through the controller with
+``CLUSTER_TRANSACTION_STATE_PARTITIONS`` partitions) and a transactional id's records go to
+partition ``transactional_id_partition(id)``, which its coordinator leads and replays when it
+becomes the leader (:func:`replay_log`).
+
 JSON rather than Kafka's binary TransactionLogValue schema: only this broker reads it, and a
 person debugging can read the segment files. Replay rule: the last record per key wins.
 Transactional ids are never expired (Kafka's ``transactional.id.expiration.ms``): none is
@@ -35,6 +40,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from kafka_spark.broker.coordinator.group_offsets import offsets_partition_for
 from kafka_spark.broker.storage.batch import HEADER_SIZE, build_record_batch, iter_batches, read_varint
 from kafka_spark.broker.storage.errors import TopicExistsError
 from kafka_spark.broker.storage.log import Log
@@ -43,18 +49,23 @@ from kafka_spark.broker.storage.log_manager import LogManager
 logger = logging.getLogger("kafka_spark.broker.coordinator.transaction")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+TRANSACTION_STATE_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+#: Partitions of the topic on a cluster (Kafka's transaction.state.log.num.partitions is 50): each
+#: is led by one broker, the coordinator of the transactional ids hashed to it.
+CLUSTER_TRANSACTION_STATE_PARTITIONS = 4
 _FORMAT_VERSION = 1
 _REPLAY_CHUNK = 1 << 20
 
 
 class TransactionLog:
     """Appends and replays transaction metadata records in ``__transaction_state`` (partition 0:
-    one coordinator owns every transactional id on a one-node broker)."""
+    one coordinator owns every transactional id on a one-node broker; on a cluster, see
+    :class:`ClusterTransactionLog`)."""
 
-    def __init__(self, logs: LogManager) -> None:
+    def __init__(self, logs: LogManager, *, replay: bool = True) -> None:
         self._logs = logs
         self._log: Log | None = None
-        if TRANSACTION_STATE_TOPIC in logs.topics():
+        if replay and TRANSACTION_STATE_TOPIC in logs.topics():
             self._log = logs.get_log(TRANSACTION_STATE_TOPIC, 0)
 
     @property
@@ -62,9 +73,7 @@ class TransactionLog:
         """The partition log, created (compacted, one partition) on first use."""
         if self._log is None:
             try:
-                self._logs.create_topic(
-                    TRANSACTION_STATE_TOPIC, 1, {"cleanup.policy": "compact", "segment.bytes": "104857600"}
-                )
+                self._logs.create_topic(TRANSACTION_STATE_TOPIC, 1, TRANSACTION_STATE_CONFIGS)
             except TopicExistsError:
                 pass
             self._log = self._logs.get_log(TRANSACTION_STATE_TOPIC, 0)
@@ -83,25 +92,54 @@ class TransactionLog:
 
     def replay(self) -> dict[str, dict[str, Any]]:
         """transactional id -> its latest state record (tombstoned ids left out)."""
-        state: dict[str, dict[str, Any]] = {}
-        if self._log is None:
-            return state
-        count = 0
-        for key, value in _records(self._log):
-            count += 1
-            name = key.decode("utf-8")
-            if value is None:
-                state.pop(name, None)
-                continue
-            document = json.loads(value)
-            if document.get("version") != _FORMAT_VERSION:
-                raise ValueError(
-                    f"{TRANSACTION_STATE_TOPIC}: record for {name!r} has unknown format version "
-                    f"{document.get('version')}; this broker reads version {_FORMAT_VERSION}"
-                )
-            state[name] = document
-        logger.info("replayed %d record(s) of %s: %d transactional id(s)", count, TRANSACTION_STATE_TOPIC, len(state))
-        return state
+        return replay_log(self._log) if self._log is not None else {}
+
+
+class ClusterTransactionLog(TransactionLog):
+    """``__transaction_state`` on a broker of a cluster: a replicated topic created through the
+    controller, whose partition ``transactional_id_partition(id)`` this broker writes while it
+    leads it (the coordinator checks that first)."""
+
+    def __init__(self, logs: LogManager) -> None:
+        super().__init__(logs, replay=False)
+
+    def partitions(self) -> int:
+        info = self._logs.topics().get(TRANSACTION_STATE_TOPIC)
+        return info.partitions if info is not None else CLUSTER_TRANSACTION_STATE_PARTITIONS
+
+    def partition_log(self, partition: int) -> Log:
+        return self._logs.get_log(TRANSACTION_STATE_TOPIC, partition)
+
+    def append(self, transactional_id: str, value: dict[str, Any] | None, now_ms: int) -> tuple[Log, int]:
+        self._log = self.partition_log(transactional_id_partition(transactional_id, self.partitions()))
+        return super().append(transactional_id, value, now_ms)
+
+
+def transactional_id_partition(transactional_id: str, partitions: int) -> int:
+    """The partition of ``__transaction_state`` of a transactional id (Kafka's
+    ``Utils.abs(transactionalId.hashCode) % partitions``)."""
+    return offsets_partition_for(transactional_id, partitions)
+
+
+def replay_log(log: Log) -> dict[str, dict[str, Any]]:
+    """transactional id -> its latest state record in ``log`` (tombstoned ids left out)."""
+    state: dict[str, dict[str, Any]] = {}
+    count = 0
+    for key, value in _records(log):
+        count += 1
+        name = key.decode("utf-8")
+        if value is None:
+            state.pop(name, None)
+            continue
+        document = json.loads(value)
+        if document.get("version") != _FORMAT_VERSION:
+            raise ValueError(
+                f"{TRANSACTION_STATE_TOPIC}: record for {name!r} has unknown format version "
+                f"{document.get('version')}; this broker reads version {_FORMAT_VERSION}"
+            )
+        state[name] = document
+    logger.info("replayed %d record(s) of %s: %d transactional id(s)", count, log.name, len(state))
+    return state
 
 
 def _records(log: Log) -> Iterator[tuple[bytes, bytes | None]]:

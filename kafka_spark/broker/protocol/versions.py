@@ -39,6 +39,7 @@ class ApiKey(enum.IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
@@ -78,6 +79,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     ApiKey.END_TXN: (0, 5),
     ApiKey.TXN_OFFSET_COMMIT: (0, 6),
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),  # broker to broker (Kafka 4 dropped v0)
     ApiKey.FIND_COORDINATOR: (0, 6),
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),
@@ -108,8 +110,15 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
 }
 
 #: Served by every broker but advertised by the brokers of a cluster only (broker.cluster set): a
-#: single node keeps leader epoch 0, and clients then have no use for them.
-CLUSTER_ONLY: frozenset[int] = frozenset({ApiKey.OFFSET_FOR_LEADER_EPOCH})
+#: single node keeps leader epoch 0, and clients then have no use for them; WriteTxnMarkers is how a
+#: transaction coordinator writes its markers to the partitions other brokers lead.
+CLUSTER_ONLY: frozenset[int] = frozenset({ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.WRITE_TXN_MARKERS})
+
+#: Finalized feature levels of the brokers of a cluster where they differ from FEATURES: transaction
+#: protocol v2 lets a producer skip AddPartitionsToTxn and the partition's leader then adds the
+#: partition to the transaction, a broker-to-broker request to the coordinator this broker does not
+#: send; with level 0 clients send AddPartitionsToTxn to the coordinator themselves.
+CLUSTER_FINALIZED: dict[str, int] = {"transaction.version": 0}
 
 #: Features (KIP-584) ApiVersions v3+ reports: name -> (min supported, max supported, finalized
 #: level). ``transaction.version`` 2 is KIP-890's transaction protocol v2, finalized as Kafka 4
