@@ -108,6 +108,8 @@ def _lookup(
     except StorageError as error:
         entry["error_code"] = error.error_code
         return entry
+    if broker.cluster is None:
+        entry["leader_epoch"] = log.leader_epoch
     if timestamp < 0 and version < _FIRST_VERSION.get(timestamp, 1 << 15):
         entry["error_code"] = ErrorCode.invalid_request
     elif timestamp in (EARLIEST, EARLIEST_LOCAL):

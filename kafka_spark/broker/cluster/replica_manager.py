@@ -44,7 +44,6 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.cluster.client import BrokerConnection
 from kafka_spark.broker.cluster.controller import NO_LEADER, Controller, MetadataImage, PartitionState
-from kafka_spark.broker.cluster.epochs import LeaderEpochCache
 from kafka_spark.broker.coordinator.group_offsets import (
     DEFAULT_OFFSETS_PARTITIONS,
     OFFSETS_TOPIC,
@@ -58,6 +57,7 @@ from kafka_spark.broker.coordinator.transaction_log import (
 )
 from kafka_spark.broker.protocol.versions import ApiKey
 from kafka_spark.broker.storage.batch import validate_batches
+from kafka_spark.broker.storage.epochs import LeaderEpochCache
 from kafka_spark.broker.storage.errors import StorageError, TopicExistsError
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import TopicInfo
