@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -30,6 +31,7 @@ from kafka_spark.client.fetch_client import (
     _string,
     backoff,
 )
+from kafka_spark.common.kafka_errors import ErrorCode
 from kafka_spark.common.topic_partition import TopicPartition
 
 __all__ = ["EpochEnd", "Truncation", "end_offsets_for", "find_truncations"]
@@ -38,7 +40,6 @@ log = logging.getLogger("kafka_spark")
 
 API_OFFSET_FOR_LEADER_EPOCH = 23
 VERSION = 3
-_ATTEMPTS = 5
 
 
 class EpochEnd(NamedTuple):
@@ -82,47 +83,71 @@ def _parse(body: memoryview) -> dict[TopicPartition, tuple[int, int, int]]:
 
 
 def end_offsets_for(
-    client: FetchClient, asked: Mapping[TopicPartition, tuple[int, int]]
+    client: FetchClient, asked: Mapping[TopicPartition, tuple[int, int]], timeout_s: float
 ) -> dict[TopicPartition, EpochEnd | None]:
     """For each partition ``(current leader epoch or -1, epoch)``: where the epoch ends on the
     partition's leader. None where the broker does not serve OffsetForLeaderEpoch v3. Leader
-    moves are retried with a fresh lookup (and no current epoch); other errors raise
-    :class:`KafkaProtocolError` naming the partition."""
+    moves, a leader without an answer (killed, restarting) and a partition without a leader for
+    a moment are retried with a fresh lookup (and no current epoch) for up to ``timeout_s``;
+    after that, or on another error, :class:`KafkaProtocolError` names the partitions."""
     results: dict[TopicPartition, EpochEnd | None] = {}
     pending = dict(asked)
-    for attempt in range(_ATTEMPTS):
+    deadline = time.monotonic() + timeout_s
+    attempt = 0
+    last: Exception | str = "no answer"
+    while True:
+        retry: dict[TopicPartition, tuple[int, int]] = {}
         by_leader: dict[tuple[str, int], dict[TopicPartition, tuple[int, int]]] = {}
         for tp, position in pending.items():
-            leader = client.leader(tp.topic, tp.partition, refresh=attempt > 0)
+            try:
+                leader = client.leader(tp.topic, tp.partition, refresh=attempt > 0)
+            except (OSError, KafkaProtocolError) as error:
+                if isinstance(error, KafkaProtocolError) and error.code not in RETRIABLE_ERRORS:
+                    raise
+                last, retry[tp] = error, (-1, position[1])
+                continue
             by_leader.setdefault(leader, {})[tp] = position
-        retry: dict[TopicPartition, tuple[int, int]] = {}
         for leader, wanted in by_leader.items():
-            conn = client.connection(leader)
-            low, high = conn.versions.get(API_OFFSET_FOR_LEADER_EPOCH, (0, -1))
-            if not low <= VERSION <= high:
+            try:
+                conn = client.connection(leader)
+                low, high = conn.versions.get(API_OFFSET_FOR_LEADER_EPOCH, (0, -1))
+                if not low <= VERSION <= high:
+                    results.update(dict.fromkeys(wanted))
+                    continue
+                try:
+                    found = _parse(conn.request(API_OFFSET_FOR_LEADER_EPOCH, VERSION, _request_body(wanted)))
+                except (OSError, KafkaProtocolError):
+                    client.discard(conn)
+                    raise
+            except OSError as error:  # the leader went away: whoever leads next answers
+                last = error
+                retry.update({tp: (-1, epoch) for tp, (_, epoch) in wanted.items()})
+                continue
+            except KafkaProtocolError as error:
+                if error.code != ErrorCode.unsupported_version:  # a broker older than Kafka 2.3
+                    raise
                 results.update(dict.fromkeys(wanted))
                 continue
-            try:
-                found = _parse(conn.request(API_OFFSET_FOR_LEADER_EPOCH, VERSION, _request_body(wanted)))
-            except (OSError, KafkaProtocolError):
-                client.discard(conn)
-                raise
             for tp, (_current, epoch) in wanted.items():
                 code, answered_epoch, end = found.get(tp, (-1, -1, -1))
                 if code == 0:
                     results[tp] = EpochEnd(answered_epoch, end)
                 elif code in RETRIABLE_ERRORS:
-                    retry[tp] = (-1, epoch)  # the leader moved on: ask whoever leads now
+                    last, retry[tp] = f"error code {code}", (-1, epoch)
                 else:
                     raise KafkaProtocolError(
                         f"OffsetForLeaderEpoch for {tp} (leader epoch {epoch}) failed with error code {code}", code
                     )
         if not retry:
             return results
+        if time.monotonic() >= deadline:
+            names = ", ".join(str(tp) for tp in sorted(retry))
+            raise KafkaProtocolError(
+                f"OffsetForLeaderEpoch for {names}: no leader answered in {timeout_s:g} s ({last})"
+            )
         pending = retry
         backoff(attempt)
-    names = ", ".join(str(tp) for tp in sorted(pending))
-    raise KafkaProtocolError(f"OffsetForLeaderEpoch for {names}: the leaders kept moving")
+        attempt += 1
 
 
 def find_truncations(

@@ -328,7 +328,9 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         client = client_for(self.bootstrap_servers, f"{self.group_id}-validation", self.reader.timeout_s)
         asked = {tp: (end_epochs.get(tp, -1), epoch) for tp, (_, epoch) in due.items()}
         try:
-            answers = end_offsets_for(client, asked)
+            # as long as the offset lookups may take with their retries
+            patience = self.reader.timeout_s * (max(self.options.fetch_offset_num_retries, 0) + 1)
+            answers = end_offsets_for(client, asked, patience)
         except (OSError, KafkaProtocolError) as e:
             raise OffsetFetchError(
                 f"validating the recorded positions of {', '.join(map(str, sorted(due)))} against their leader "
