@@ -262,3 +262,32 @@ def test_latest_offsets_the_source_observes_never_go_backwards_through_a_leader_
     finally:
         reader.close()
         retrying.close()
+
+
+def test_leader_epoch_validation_waits_out_a_leader_kill(pylog_cluster: EmbeddedCluster) -> None:
+    """The source's OffsetForLeaderEpoch client, warm on the leader, asks again through its kill
+    (closed connection, no leader for a moment) and gets the new leader's answer: the epoch the
+    records were written in ends where they end, so nothing was truncated."""
+    from kafka_spark.client.fetch_client import FetchClient
+    from kafka_spark.client.leader_epochs import EpochEnd, end_offsets_for, find_truncations
+
+    cluster = pylog_cluster
+    cluster.create_topic("validated", partitions=1, replication_factor=3)
+    cluster.wait_for_isr("validated", 0)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "log_level": 0})
+    for value in range(7):
+        producer.produce("validated", value=str(value).encode(), partition=0)
+    assert producer.flush(30) == 0
+    tp = TopicPartition("validated", 0)
+    client = FetchClient(cluster.bootstrap_servers, "validation-test", 5.0)
+    try:
+        assert end_offsets_for(client, {tp: (0, 0)}, 30) == {tp: EpochEnd(0, 7)}
+        victim = cluster.leader("validated", 0)
+        cluster.kill_broker(victim)
+        answers = end_offsets_for(client, {tp: (0, 0)}, 60)
+        assert cluster.leader("validated", 0) != victim
+        assert answers == {tp: EpochEnd(0, 7)}  # epoch 1 began at 7 on the new leader
+        assert find_truncations({tp: (7, 0)}, answers) == []
+        assert find_truncations({tp: (9, 0)}, answers) == [(tp, 9, 0, 7)]
+    finally:
+        client.close()

@@ -326,7 +326,10 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from kafka_spark.client.leader_epochs import end_offsets_for, find_truncations
 
         client = client_for(self.bootstrap_servers, f"{self.group_id}-validation", self.reader.timeout_s)
-        asked = {tp: (end_epochs.get(tp, -1), epoch) for tp, (_, epoch) in due.items()}
+        asked: dict[Any, tuple[int, int]] = {}
+        for tp, (_, epoch) in due.items():
+            current = self.reader.epoch_for(tp, end[tp])  # as the last ListOffsets answer said
+            asked[tp] = (-1 if current is None else current, epoch)
         try:
             # as long as the offset lookups may take with their retries
             patience = self.reader.timeout_s * (max(self.options.fetch_offset_num_retries, 0) + 1)
