@@ -64,6 +64,15 @@ def test_latest_offsets_of_a_partition_without_a_leader_fail_naming_it_instead_o
 OFFSET_NOT_AVAILABLE = 78
 
 
+def _produce_acked(cluster: EmbeddedCluster, topic: str, count: int) -> Producer:
+    """``count`` records to partition 0, every one acknowledged by the ISR (acks=all)."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "log_level": 0})
+    for value in range(count):
+        producer.produce(topic, value=str(value).encode(), partition=0)
+    assert producer.flush(30) == 0
+    return producer
+
+
 def _wire_list_offsets(bootstrap: str, topic: str, timestamp: int, replica_id: int = -1) -> tuple[int, int]:
     """(error code, offset) of ListOffsets v4 for partition 0, sent to ``bootstrap``."""
     from wire import WireClient
@@ -96,10 +105,7 @@ def test_a_leader_whose_high_watermark_lags_its_epoch_start_answers_latest_offse
     cluster = pylog_cluster
     cluster.create_topic("lagging", partitions=1, replication_factor=3)
     cluster.wait_for_isr("lagging", 0)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "log_level": 0})
-    for value in range(5):
-        producer.produce("lagging", value=str(value).encode(), partition=0)
-    assert producer.flush(30) == 0
+    producer = _produce_acked(cluster, "lagging", 5)
     leader = cluster.leader("lagging", 0)
     node = cluster.nodes[leader]
     replica = node.replicas.partitions[TopicPartition("lagging", 0)]
@@ -201,10 +207,7 @@ def test_latest_offsets_the_source_observes_never_go_backwards_through_a_leader_
     cluster.create_topic("monotonic", partitions=1, replication_factor=3)
     cluster.wait_for_isr("monotonic", 0)
     count = 20
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "log_level": 0})
-    for value in range(count):
-        producer.produce("monotonic", value=str(value).encode(), partition=0)
-    assert producer.flush(30) == 0
+    _produce_acked(cluster, "monotonic", count)
     tp = TopicPartition("monotonic", 0)
     state = cluster.partition("monotonic", 0)
     a = state.leader
@@ -274,10 +277,7 @@ def test_leader_epoch_validation_waits_out_a_leader_kill(pylog_cluster: Embedded
     cluster = pylog_cluster
     cluster.create_topic("validated", partitions=1, replication_factor=3)
     cluster.wait_for_isr("validated", 0)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "log_level": 0})
-    for value in range(7):
-        producer.produce("validated", value=str(value).encode(), partition=0)
-    assert producer.flush(30) == 0
+    _produce_acked(cluster, "validated", 7)
     tp = TopicPartition("validated", 0)
     client = FetchClient(cluster.bootstrap_servers, "validation-test", 5.0)
     try:
