@@ -10,9 +10,10 @@ records. The request is OffsetForLeaderEpoch v3 (Kafka 2.1+), sent with pylog's 
 (kafka_spark.client.fetch_client: plaintext connections only) to the partition's leader;
 confluent-kafka's admin client has no such call.
 
-A broker that does not serve v3 (or is older than Kafka 2.3, which that client needs), a partition whose answer has no epoch (-1: the broker knows no
-epoch that old, e.g. a topic recreated since) and sources on TLS or SASL connections skip the
-validation, as Kafka's consumer skips it against brokers without the API.
+A broker that does not serve v3 (or is older than Kafka 2.3, which that client needs), a
+partition whose answer has no epoch (-1: the broker knows no epoch that old, e.g. a topic
+recreated since) and sources on TLS or SASL connections skip the validation, as Kafka's consumer
+skips it against brokers without the API.
 """
 
 from __future__ import annotations
