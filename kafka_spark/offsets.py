@@ -19,6 +19,20 @@ files written by either side parse on the other).
 Streaming offsets travel between the JVM and the Python planner as dicts of the same shape
 (:func:`offsets_to_dict` / :func:`offsets_from_dict`), always in that sorted order so that the
 JSON PySpark writes into the checkpoint's offset log is the same for the same offsets.
+
+Leader epochs in checkpointed offsets
+-------------------------------------
+The offsets a streaming query checkpoints also carry, per partition where the broker reported
+one, the leader epoch that went with the offset (KIP-320), under one extra top-level key,
+:data:`EPOCHS_KEY` (``"@leaderEpochs"``), whose value has the offsets' own shape::
+
+    {"orders":{"0":23,"1":7},"@leaderEpochs":{"orders":{"0":4,"1":4}}}
+
+``@`` cannot occur in a Kafka topic name (``[a-zA-Z0-9._-]``), so the key never collides with a
+topic. :func:`positions_to_dict` / :func:`positions_from_dict` write and read it; offsets
+without it (Spark's, and pylog's before epochs) read as positions without epochs, which are not
+validated. Spark's own Kafka source cannot read a checkpoint that holds the key (it takes every
+top-level key for a topic). Options (``startingOffsets``, ``endingOffsets``) never take epochs.
 """
 
 from __future__ import annotations
@@ -42,6 +56,8 @@ __all__ = [
     "OffsetJsonError",
     "OffsetRange",
     "OffsetSpec",
+    "EPOCHS_KEY",
+    "PartitionEpochs",
     "PartitionOffsets",
     "SpecificOffsets",
     "SpecificTimestamps",
@@ -52,6 +68,8 @@ __all__ = [
     "offsets_to_json",
     "out_of_range_position",
     "partitions_from_json",
+    "positions_from_dict",
+    "positions_to_dict",
     "rate_limit",
     "report_data_loss",
     "new_offset_count",
@@ -163,6 +181,36 @@ def offsets_to_dict(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str
 def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> str:
     """Spark's offset JSON, compact: ``{"orders":{"0":23,"1":-1}}``."""
     return json.dumps(offsets_to_dict(offsets), separators=(",", ":"))
+
+
+#: The top-level key of checkpointed offsets under which the leader epochs go (module docstring).
+EPOCHS_KEY = "@leaderEpochs"
+
+#: A leader epoch per topic-partition, where one is known.
+PartitionEpochs = dict[TopicPartition, int]
+
+
+def positions_to_dict(offsets: Mapping[TopicPartition, int], epochs: Mapping[TopicPartition, int]) -> dict[str, Any]:
+    """:func:`offsets_to_dict` plus, under :data:`EPOCHS_KEY`, the known (>= 0) leader epochs of
+    those partitions; no key at all when none is known."""
+    out: dict[str, Any] = dict(offsets_to_dict(offsets))
+    known = {tp: epoch for tp, epoch in epochs.items() if tp in offsets and epoch >= 0}
+    if known:
+        out[EPOCHS_KEY] = offsets_to_dict(known)
+    return out
+
+
+def positions_from_dict(data: Any) -> tuple[PartitionOffsets, PartitionEpochs]:
+    """Inverse of :func:`positions_to_dict`: ``(offsets, epochs)``; offsets without
+    :data:`EPOCHS_KEY` have no epochs. Epochs of partitions without an offset are dropped."""
+    if isinstance(data, dict) and EPOCHS_KEY in data:
+        rest = {topic: value for topic, value in data.items() if topic != EPOCHS_KEY}
+        offsets = offsets_from_dict(rest)
+        raw = data[EPOCHS_KEY]
+        example = '{"orders":{"0":23},"' + EPOCHS_KEY + '":{"orders":{"0":4}}}'
+        epochs = offsets_from_dict(raw, source_text=json.dumps(data), example=example)
+        return offsets, {tp: epoch for tp, epoch in epochs.items() if tp in offsets and epoch >= 0}
+    return offsets_from_dict(data), {}
 
 
 def _int_value(value: Any) -> int | None:

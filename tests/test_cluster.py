@@ -16,8 +16,8 @@ import pytest
 from wire import WireClient
 
 from kafka_spark import EmbeddedCluster
-from kafka_spark.broker.cluster.epochs import CHECKPOINT_FILE
 from kafka_spark.broker.storage.batch import build_record_batch, read_varint, validate_batches
+from kafka_spark.broker.storage.epochs import CHECKPOINT_FILE
 from kafka_spark.broker.storage.log import partition_dir
 from kafka_spark.broker.storage.records import decode_records
 from kafka_spark.common.topic_partition import TopicPartition

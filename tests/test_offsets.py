@@ -8,6 +8,7 @@ import pytest
 
 from kafka_spark.common.topic_partition import TopicPartition as TP
 from kafka_spark.offsets import (
+    EPOCHS_KEY,
     OffsetJsonError,
     new_offset_count,
     offsets_from_dict,
@@ -15,6 +16,8 @@ from kafka_spark.offsets import (
     offsets_to_dict,
     offsets_to_json,
     partitions_from_json,
+    positions_from_dict,
+    positions_to_dict,
     rate_limit,
 )
 
@@ -130,3 +133,47 @@ def test_rate_limit_never_exceeds_limit_by_more_than_one_per_partition():
 
 def test_new_offset_count_counts_missing_partitions_from_zero():
     assert new_offset_count({A0: 5}, {A0: 8, A1: 4}) == 3 + 4
+
+
+# -- leader epochs in checkpointed offsets (KIP-320) -------------------------------------------
+
+
+def test_offsets_with_leader_epochs_round_trip_through_json():
+    offsets = {TP("orders", 1): 7, TP("orders", 0): 23, TP("pay.ments-2", 0): 5}
+    epochs = {TP("orders", 0): 4, TP("orders", 1): 3, TP("pay.ments-2", 0): 0}
+    written = json.dumps(positions_to_dict(offsets, epochs), separators=(",", ":"))
+    assert written == (
+        '{"orders":{"0":23,"1":7},"pay.ments-2":{"0":5},"@leaderEpochs":{"orders":{"0":4,"1":3},"pay.ments-2":{"0":0}}}'
+    )
+    assert positions_from_dict(json.loads(written)) == (offsets, epochs)
+
+
+def test_offsets_without_epochs_spark_written_or_older_pylog_parse_with_no_epochs():
+    spark_written = json.loads('{"orders":{"1":7,"0":23}}')
+    assert positions_from_dict(spark_written) == ({TP("orders", 0): 23, TP("orders", 1): 7}, {})
+    # no epoch known: no key at all, so the JSON stays Spark's
+    assert positions_to_dict({TP("orders", 0): 23}, {}) == {"orders": {"0": 23}}
+    assert positions_to_dict({TP("orders", 0): 23}, {TP("orders", 0): -1}) == {"orders": {"0": 23}}
+
+
+def test_epochs_key_cannot_be_a_topic_name_and_the_options_do_not_take_it():
+    from kafka_spark.broker.storage.log_manager import is_valid_topic_name
+
+    assert EPOCHS_KEY == "@leaderEpochs" and not is_valid_topic_name(EPOCHS_KEY)
+    # startingOffsets / endingOffsets parse as before: the key is no topic there either
+    with pytest.raises(OffsetJsonError):
+        offsets_from_json('{"orders":{"0":23},"@leaderEpochs":{"orders":{"0":4}}}')
+
+
+def test_epochs_of_partitions_without_offsets_are_dropped_and_bad_epochs_are_refused():
+    data = {"orders": {"0": 23}, EPOCHS_KEY: {"orders": {"0": 4, "1": 9}}}
+    assert positions_from_dict(data) == ({TP("orders", 0): 23}, {TP("orders", 0): 4})
+    with pytest.raises(OffsetJsonError, match="@leaderEpochs"):
+        positions_from_dict({"orders": {"0": 23}, EPOCHS_KEY: {"orders": {"0": "four"}}})
+
+
+def test_the_file_sink_reads_checkpointed_offsets_with_epochs_as_kafka_offsets():
+    from kafka_spark.files.sidecar import kafka_offsets_of
+
+    raw = '{"orders":{"0":23},"@leaderEpochs":{"orders":{"0":4}}}'
+    assert kafka_offsets_of(raw) == {"orders": {"0": 23}}

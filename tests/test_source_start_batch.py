@@ -25,7 +25,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from kafka_spark.offsets import DataLossError
+from kafka_spark.offsets import EPOCHS_KEY, DataLossError, offsets_to_dict, positions_from_dict
 from kafka_spark.options import parse_source_options
 from kafka_spark.read.stream import (
     AvailableNowTopicChangedError,
@@ -46,6 +46,12 @@ def _stream(spark, cluster, **options):
 
 
 def _source_offsets(checkpoint, batch_id: int) -> dict:
+    """The source's offsets in ``offsets/<batch_id>``, without the leader epochs recorded beside
+    them (``@leaderEpochs``, tested in tests/test_source_leader_epochs.py)."""
+    return offsets_to_dict(positions_from_dict(_source_positions(checkpoint, batch_id))[0])
+
+
+def _source_positions(checkpoint, batch_id: int) -> dict:
     lines = open(os.path.join(checkpoint, "offsets", str(batch_id))).read().split("\n")
     return json.loads(lines[2])
 
@@ -81,9 +87,10 @@ def test_new_query_records_where_it_starts_in_an_empty_first_batch(spark, embedd
     progress = [p for p in query.recentProgress if p["batchId"] == 0]
     assert progress[0]["numInputRows"] == 0  # batch 0 is the start batch
     # Spark wrote where the query starts as batch 0's end offsets, and batch 1 starts there.
-    assert _source_offsets(checkpoint, 0) == {topic: {"0": 0, "1": 0, "2": 0, "3": 0}}
+    start = {topic: {"0": 0, "1": 0, "2": 0, "3": 0}}
+    assert _source_positions(checkpoint, 0) == {**start, EPOCHS_KEY: {topic: {"0": 0, "1": 0, "2": 0, "3": 0}}}
     batch1 = [p for p in query.recentProgress if p["batchId"] == 1][0]["sources"][0]
-    assert json.loads(batch1["startOffset"]) == {topic: {"0": 0, "1": 0, "2": 0, "3": 0}}
+    assert json.loads(batch1["startOffset"]) == _source_positions(checkpoint, 0)
     rows = sorted((r.partition, r.offset, r.v) for r in spark.table(name).collect())
     assert rows == [(0, 0, "v0"), (0, 1, "v1"), (0, 2, "v2"), (2, 0, "v3"), (2, 1, "v4")]
 

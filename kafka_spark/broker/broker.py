@@ -51,7 +51,9 @@ class Broker:
         self.config = config
         self.loop = loop
         self.port = config.port  # replaced by the bound port once the server listens
-        self.logs = LogManager(config.log_dir, config.log)
+        # the single node leads every partition in a leader epoch of its own, bumped at each start;
+        # a cluster's ReplicaManager keeps the epochs the controller decides
+        self.logs = LogManager(config.log_dir, config.log, leader_epochs=cluster is None)
         self.notifier = DataNotifier(loop)
         self.group_commit = GroupCommit(
             loop, ring_entries=config.log_flush_io_uring_entries, flush_timeout_ms=config.log_flush_timeout_ms

@@ -132,6 +132,7 @@ class BrokerConnection:
         self.correlation = 0
         self.in_flight: list[int] = []
         self.closed = False
+        self.versions: dict[int, tuple[int, int]] = {}  # API key -> (min, max), from ApiVersions
         self._size = bytearray(4)
         self._buffer = bytearray(1 << 16)
 
@@ -355,6 +356,7 @@ class FetchClient:
         for _ in range(r.i32()):
             key, low, high = r.i16(), r.i16(), r.i16()
             versions[key] = (low, high)
+        conn.versions = versions
         needed = {API_FETCH: FETCH_VERSION, API_LIST_OFFSETS: 1, API_METADATA: 1}
         missing = [
             k for k, v in needed.items() if not (versions.get(k, (0, -1))[0] <= v <= versions.get(k, (0, -1))[1])

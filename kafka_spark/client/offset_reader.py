@@ -71,6 +71,9 @@ class OffsetReader:
         self._admin: AdminClient | None = None
         self._refusal = RefusalWatch()
         self._reached = False
+        # The last offset ListOffsets gave each partition and the leader epoch the answer carried
+        # (v4+), for epoch_for.
+        self._reported: dict[TopicPartition, tuple[int, int]] = {}
         log.info("pylog source: using bootstrap servers %s", bootstrap_servers)
 
     def _client(self) -> AdminClient:
@@ -187,18 +190,33 @@ class OffsetReader:
             offsets = {}
             for ktp, future in futures.items():
                 try:
-                    offset = future.result(self.timeout_s).offset
+                    answer = future.result(self.timeout_s)
                 except Exception as e:  # noqa: BLE001 - re-raised naming the partition (no leader, ...)
                     raise OffsetFetchError(f"partition {ktp.topic}-{ktp.partition}: {e}") from e
+                offset = answer.offset
                 if offset < 0 and not may_be_missing:
                     raise OffsetFetchError(
                         f"partition {ktp.topic}-{ktp.partition}: no offset in the answer ({offset}), "
                         f"as while its leader moves"
                     )
-                offsets[TopicPartition(ktp.topic, ktp.partition)] = offset
+                tp = TopicPartition(ktp.topic, ktp.partition)
+                offsets[tp] = offset
+                epoch = getattr(answer, "leader_epoch", None)
+                if offset >= 0 and epoch is not None and epoch >= 0:
+                    self._reported[tp] = (offset, epoch)
             return offsets
 
         return self._with_retries(what, fetch)
+
+    def epoch_for(self, tp: TopicPartition, offset: int) -> int | None:
+        """The leader epoch to record with ``offset`` (KIP-320): the one the last ListOffsets
+        answer for ``tp`` carried, if ``offset`` is at or below that answer's offset (it was
+        then below the high watermark of a leader in that epoch); None if unknown (no answer
+        yet, or a broker older than ListOffsets v4)."""
+        reported = self._reported.get(tp)
+        if reported is None or not 0 <= offset <= reported[0]:
+            return None
+        return reported[1]
 
     def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The log start offset of each partition."""

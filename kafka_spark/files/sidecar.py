@@ -39,6 +39,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from kafka_spark.files.fs import FileSinkError, create_if_absent, read_bytes, read_text, write_replace
+from kafka_spark.offsets import EPOCHS_KEY
 
 SINK_DIR = "_sink"
 KafkaOffsets = dict[str, dict[str, int]]
@@ -73,6 +74,8 @@ def kafka_offsets_of(raw: str | None) -> KafkaOffsets | None:
 
 
 def _as_kafka_offsets(value: Any) -> KafkaOffsets | None:
+    if isinstance(value, dict) and EPOCHS_KEY in value:  # pylog's leader epochs: not offsets
+        value = {topic: parts for topic, parts in value.items() if topic != EPOCHS_KEY}
     if not isinstance(value, dict) or not value:
         return None
     result: KafkaOffsets = {}

@@ -79,10 +79,12 @@ from kafka_spark.client.offset_reader import OffsetFetchError, OffsetReader
 from kafka_spark.errors import PylogError
 from kafka_spark.offsets import (
     OffsetRange,
+    PartitionEpochs,
     PartitionOffsets,
     new_offset_count,
-    offsets_from_dict,
     offsets_to_dict,
+    positions_from_dict,
+    positions_to_dict,
     rate_limit,
     report_data_loss,
 )
@@ -128,6 +130,10 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # whether a batch was planned (latestOffset) or replayed (batch 0) here yet.
         self._initial: dict | None = None
         self._planned = False
+        # KIP-320: the partitions whose recorded position this process validated already, and
+        # whether validation is possible at all (None: not decided yet).
+        self._validated: set = set()
+        self._can_validate: bool | None = None
 
     # The planner's client is not picklable and has no use on executors.
     def __getstate__(self) -> dict[str, Any]:
@@ -150,8 +156,28 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         is the empty start batch (module docstring)."""
         if self._initial is None:
             tps = self.reader.topic_partitions()
-            self._initial = offsets_to_dict(self.reader.starting_offsets(tps, streaming=True))
+            offsets = self.reader.starting_offsets(tps, streaming=True)
+            self._initial = positions_to_dict(offsets, self._epochs_of(offsets))
         return {topic: dict(parts) for topic, parts in self._initial.items()}
+
+    def _epochs_of(
+        self,
+        offsets: PartitionOffsets,
+        start: PartitionOffsets | None = None,
+        start_epochs: PartitionEpochs | None = None,
+    ) -> PartitionEpochs:
+        """The leader epoch to record with each offset (KIP-320): a partition that did not move
+        keeps the epoch of its start (so the same offsets give the same JSON, and Spark sees no
+        new data); others take the epoch ListOffsets reported with them, where known."""
+        epochs: PartitionEpochs = {}
+        for tp, offset in offsets.items():
+            if start is not None and start_epochs and tp in start_epochs and start.get(tp) == offset:
+                epochs[tp] = start_epochs[tp]
+                continue
+            epoch = self.reader.epoch_for(tp, offset)
+            if epoch is not None:
+                epochs[tp] = epoch
+        return epochs
 
     def _is_first_batch_of_new_query(self, start: dict) -> bool:
         return not self._planned and self._initial is not None and start == self._initial
@@ -165,7 +191,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new query (module docstring)."""
         start_batch = self._is_first_batch_of_new_query(start)
         self._planned = True
-        start_offsets = offsets_from_dict(start)
+        start_offsets, start_epochs = positions_from_dict(start)
         if self._available_now:
             if self._available_now_target is None:
                 # Fetched on the first call, not in prepareForTriggerAvailableNow (SPARK-53560).
@@ -187,17 +213,21 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "that the query continues its output. Use Trigger.AvailableNow, which records the "
                 "start in an empty first batch."
             )
+
+        def planned(end: PartitionOffsets) -> dict:
+            return positions_to_dict(end, self._epochs_of(end, start_offsets, start_epochs))
+
         if isinstance(limit, ReadAllAvailable):
-            return offsets_to_dict(latest)
+            return planned(latest)
         min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else self.options.min_offsets_per_trigger
         if min_rows is not None and not self._available_now and self._delay(min_rows, start_offsets, latest):
-            return offsets_to_dict(start_offsets)
+            return positions_to_dict(start_offsets, start_epochs)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.options.max_offsets_per_trigger
         if max_rows is None or max_rows >= UNLIMITED:
-            return offsets_to_dict(latest)
+            return planned(latest)
         new = [tp for tp in latest if tp not in start_offsets]
         earliest_of_new = self.reader.earliest_offsets(new) if new else {}
-        return offsets_to_dict(rate_limit(max_rows, start_offsets, latest, earliest_of_new))
+        return planned(rate_limit(max_rows, start_offsets, latest, earliest_of_new))
 
     def _delay(self, min_rows: int, start: PartitionOffsets, latest: PartitionOffsets) -> bool:
         # Spark's delayBatch: fire once maxTriggerDelay has passed since the last batch fired,
@@ -233,9 +263,10 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         backwards (all skipped with a warning when failOnDataLoss=false). Partitions of
         ``start`` outside the query's subscription are reported as a checkpoint written by a
         query with another subscription, not as data loss."""
-        start_offsets = offsets_from_dict(start)
-        end_offsets = offsets_from_dict(end)
+        start_offsets, start_epochs = positions_from_dict(start)
+        end_offsets, end_epochs = positions_from_dict(end)
         fail = self.options.fail_on_data_loss
+        self._validate_positions(start_offsets, start_epochs, end_offsets, end_epochs)
         new = sorted(tp for tp in end_offsets if tp not in start_offsets)
         if new:
             earliest = self.reader.earliest_offsets(new)
@@ -247,7 +278,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         gone = sorted(tp for tp in start_offsets if tp not in end_offsets)
         unsubscribed = [tp for tp in gone if not self._subscribed(tp)]
         if unsubscribed:
-            self._report_unsubscribed(unsubscribed, offsets_from_dict(start))
+            self._report_unsubscribed(unsubscribed, positions_from_dict(start)[0])
         deleted = [tp for tp in gone if self._subscribed(tp)]
         if deleted:
             report_data_loss(
@@ -268,6 +299,79 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             ranges.append(OffsetRange(tp, from_offset, until_offset))
         return ranges
+
+    def _validate_positions(
+        self,
+        start: PartitionOffsets,
+        start_epochs: PartitionEpochs,
+        end: PartitionOffsets,
+        end_epochs: PartitionEpochs,
+    ) -> None:
+        """KIP-320: before reading from a recorded position for the first time in this process
+        (a restarted query) or after its leader epoch changed (the end was planned in another
+        epoch), ask the partition's leader whether the log still holds it. A log truncated below
+        it is data loss: failOnDataLoss=true fails naming the partition, the position and where
+        the log now ends; false logs it and moves the start back to that offset, so the records
+        written since (which reuse the lost offsets) are read, not skipped."""
+        due = {
+            tp: (offset, start_epochs[tp])
+            for tp, offset in start.items()
+            if tp in start_epochs
+            and tp in end
+            and (tp not in self._validated or end_epochs.get(tp) != start_epochs[tp])
+        }
+        if not due or not self._validation_possible():
+            return
+        from kafka_spark.client.fetch_client import KafkaProtocolError, client_for
+        from kafka_spark.client.leader_epochs import end_offsets_for, find_truncations
+
+        client = client_for(self.bootstrap_servers, f"{self.group_id}-validation", self.reader.timeout_s)
+        asked: dict[Any, tuple[int, int]] = {}
+        for tp, (_, epoch) in due.items():
+            current = self.reader.epoch_for(tp, end[tp])  # as the last ListOffsets answer said
+            asked[tp] = (-1 if current is None else current, epoch)
+        try:
+            # as long as the offset lookups may take with their retries
+            patience = self.reader.timeout_s * (max(self.options.fetch_offset_num_retries, 0) + 1)
+            answers = end_offsets_for(client, asked, patience)
+        except (OSError, KafkaProtocolError) as e:
+            raise OffsetFetchError(
+                f"validating the recorded positions of {', '.join(map(str, sorted(due)))} against their leader "
+                f"epochs (OffsetForLeaderEpoch) failed: {e}. The query can be restarted once the cluster answers."
+            ) from e
+        skipped = sorted(tp for tp, answer in answers.items() if answer is None)
+        if skipped:
+            log.info(
+                "pylog source: the broker does not serve OffsetForLeaderEpoch v3; positions of %s are not validated",
+                ", ".join(map(str, skipped)),
+            )
+        for truncation in find_truncations(due, answers):
+            tp, offset, end_offset = truncation.tp, truncation.offset, truncation.end_offset
+            report_data_loss(
+                f"Partition {tp}'s log was truncated below the position {offset} the query had planned "
+                f"(leader epoch {truncation.epoch}): it now ends that epoch at offset {end_offset}, so the "
+                f"records [{end_offset}, {offset}) the query had counted on were lost (a broker lost an "
+                f"unflushed tail, or an unclean leader election), and offsets from {end_offset} on name "
+                "records written since",
+                self.options.fail_on_data_loss,
+                log,
+            )
+            start[tp] = end_offset  # failOnDataLoss=false: the records written since are new, read them
+        self._validated.update(due)
+
+    def _validation_possible(self) -> bool:
+        """Positions are validated with pylog's own wire client, which speaks plaintext only."""
+        if self._can_validate is None:
+            from kafka_spark.options import secured_connection
+
+            config = consumer_config(self.options, self.bootstrap_servers, self.group_id)
+            self._can_validate = not secured_connection(dict(config))
+            if not self._can_validate:
+                log.info(
+                    "pylog source: the connection is secured (TLS or SASL); recorded positions are not validated "
+                    "against leader epochs (pylog's OffsetForLeaderEpoch client speaks plaintext only)"
+                )
+        return self._can_validate
 
     def _subscribed(self, tp: Any) -> bool:
         sub = self.options.subscription
@@ -311,9 +415,9 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _replay_of_first_batch(self, start: dict, end: dict) -> list[OffsetRange]:
         """Batch 0 replayed after a restart, from a recomputed ``start`` (module docstring)."""
-        start_offsets = offsets_from_dict(start)
+        start_offsets = positions_from_dict(start)[0]
         ranges = []
-        for tp, until_offset in sorted(offsets_from_dict(end).items()):
+        for tp, until_offset in sorted(positions_from_dict(end)[0].items()):
             from_offset = start_offsets.get(tp)
             if from_offset is not None and from_offset < until_offset:
                 ranges.append(OffsetRange(tp, from_offset, until_offset))
@@ -326,7 +430,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _verify_available_now_end(self, end: dict) -> None:
         """Spark's ``verifyEndOffsetForTriggerAvailableNow``: every planned partition still
         exists and still reaches the planned end offset."""
-        end_offsets = offsets_from_dict(end)
+        end_offsets = positions_from_dict(end)[0]
         target = self._available_now_target
         assert target is not None
         beyond = sorted(tp for tp, off in end_offsets.items() if tp in target and off > target[tp])
@@ -405,7 +509,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         from confluent_kafka import KafkaException
 
-        offsets = {tp: off for tp, off in offsets_from_dict(end).items() if off >= 0}
+        offsets = {tp: off for tp, off in positions_from_dict(end)[0].items() if off >= 0}
         assert self.options.group_id is not None  # options parsing requires it with commitOffsetsToGroup
         try:
             self.reader.commit_group_offsets(self.options.group_id, offsets)

@@ -31,6 +31,7 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     if cursor is not None:
         names = [name for name in names if name >= cursor.topic_name]
     offline = {(log.topic, log.partition) for log in broker.logs.logs() if log.failure is not None}
+    epochs = {(log.topic, log.partition): log.leader_epoch for log in broker.logs.logs()}
     budget = max(body.response_partition_limit, 1)
     topics: list[dict[str, Any]] = []
     next_cursor = None
@@ -78,7 +79,7 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
                         **(
                             cluster.partition_entry(name, index)
                             if cluster is not None
-                            else partition_entry(index, node_id, (name, index) in offline)
+                            else partition_entry(index, node_id, (name, index) in offline, epochs.get((name, index), 0))
                         ),
                         "eligible_leader_replicas": [],
                         "last_known_elr": [],

@@ -114,8 +114,10 @@ def _read_partition(
     entry["high_watermark"] = high_watermark
     entry["last_stable_offset"] = last_stable
     entry["log_start_offset"] = log.log_start_offset
-    if broker.cluster is None and leader_epoch not in (-1, 0):
-        entry["error_code"] = ErrorCode.fenced_leader_epoch
+    if broker.cluster is None and leader_epoch != -1 and leader_epoch != log.leader_epoch:  # KIP-320
+        entry["error_code"] = (
+            ErrorCode.fenced_leader_epoch if leader_epoch < log.leader_epoch else ErrorCode.unknown_leader_epoch
+        )
         return entry
     # KIP-74: the first partition with data may exceed max_bytes; later ones share what is left.
     limit = min(request.partition_max_bytes, max(budget - used, 0)) if used else request.partition_max_bytes

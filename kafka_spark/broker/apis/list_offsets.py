@@ -11,6 +11,10 @@ timestamps:
   for a topic without tiered storage;
 - a timestamp >= 0: the first offset whose record has a timestamp at or after it.
 
+On a cluster the partition's leader answers, with its leader epoch; while a new leader's high
+watermark is still below the start offset of its epoch, a consumer's LATEST is
+OFFSET_NOT_AVAILABLE (KIP-207; a follower's request, with its replica id, is answered).
+
 A special timestamp older than the request version is INVALID_REQUEST, as Kafka refuses it; with
 an authorizer, a topic the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED.
 """
@@ -70,6 +74,7 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
                     partition.timestamp,
                     read_committed,
                     request.api_version,
+                    getattr(body, "replica_id", -1),
                 )
             )
         topics.append({"name": topic.name, "partitions": partitions})
@@ -77,7 +82,13 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
 
 
 def _lookup(
-    broker: BrokerContext, topic: str, partition: int, timestamp: int, read_committed: bool, version: int
+    broker: BrokerContext,
+    topic: str,
+    partition: int,
+    timestamp: int,
+    read_committed: bool,
+    version: int,
+    replica_id: int = -1,
 ) -> dict[str, Any]:
     entry = {
         "partition_index": partition,
@@ -87,7 +98,9 @@ def _lookup(
         "leader_epoch": 0,
     }
     if broker.cluster is not None:  # answered by the leader, with its epoch
-        entry["error_code"], entry["leader_epoch"] = broker.cluster.list_offsets_check(topic, partition)
+        entry["error_code"], entry["leader_epoch"] = broker.cluster.list_offsets_check(
+            topic, partition, latest=timestamp == LATEST, replica_id=replica_id
+        )
         if entry["error_code"]:
             return entry
     try:
@@ -95,6 +108,8 @@ def _lookup(
     except StorageError as error:
         entry["error_code"] = error.error_code
         return entry
+    if broker.cluster is None:
+        entry["leader_epoch"] = log.leader_epoch
     if timestamp < 0 and version < _FIRST_VERSION.get(timestamp, 1 << 15):
         entry["error_code"] = ErrorCode.invalid_request
     elif timestamp in (EARLIEST, EARLIEST_LOCAL):

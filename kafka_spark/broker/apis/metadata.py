@@ -1,7 +1,8 @@
 """Metadata (3): brokers, controller, topics and partitions; may auto-create topics.
 
-One node leads every partition, with itself as the only replica and ISR; leader_epoch stays 0
-(a changing epoch sends clients into leader-epoch validation). A partition taken offline by an
+One node leads every partition, with itself as the only replica and ISR, in the partition's leader
+epoch, which the node bumps at every start (``storage/epochs.py``): clients then validate their
+positions with OffsetForLeaderEpoch (KIP-320), as after a leader change. A partition taken offline by an
 I/O error (Log.mark_failed) is answered as Kafka answers a partition whose only replica sits in
 a failed log directory: LEADER_NOT_AVAILABLE (5), no leader (-1), the node among the offline
 replicas. Clients then hold its messages and stop fetching it instead of retrying into
@@ -51,6 +52,7 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
         names = [topic.name for topic in body.topics]
     with_operations = bool(getattr(body, "include_topic_authorized_operations", False))
     offline = {(log.topic, log.partition) for log in broker.logs.logs() if log.failure is not None}
+    epochs = {(log.topic, log.partition): log.leader_epoch for log in broker.logs.logs()}
     allow_auto_create = getattr(body, "allow_auto_topic_creation", True)
     topics = []
     for index, name in enumerate(names):
@@ -99,7 +101,7 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
                 "partitions": [
                     cluster.partition_entry(name, index)
                     if cluster is not None
-                    else partition_entry(index, node_id, (name, index) in offline)
+                    else partition_entry(index, node_id, (name, index) in offline, epochs.get((name, index), 0))
                     for index in range(info.partitions)
                 ],
                 "topic_authorized_operations": access.authorized_operations(
@@ -127,12 +129,12 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     }
 
 
-def partition_entry(index: int, node_id: int, offline: bool) -> dict[str, Any]:
+def partition_entry(index: int, node_id: int, offline: bool, leader_epoch: int = 0) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.leader_not_available if offline else ErrorCode.none,
         "partition_index": index,
         "leader_id": -1 if offline else node_id,
-        "leader_epoch": 0,
+        "leader_epoch": leader_epoch,
         "replica_nodes": (node_id,),
         "isr_nodes": (node_id,),
         "offline_replicas": (node_id,) if offline else (),

@@ -3,11 +3,12 @@
 Followers ask it after a leader change, with their latest epoch, and truncate to the answer;
 consumers ask it to validate their position after a leader change (KIP-320). The answer is the
 largest epoch <= the one asked for and the start offset of the next one (the log end offset for
-the latest epoch), from the partition's leader-epoch cache (cluster/epochs.py); the current leader
+the latest epoch), from the partition's leader-epoch cache (storage/epochs.py); the current leader
 epoch, when given, must be the partition's (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
 
-Advertised by the brokers of a cluster only. A single node (which stamps every batch with epoch 0)
-answers it too: epoch 0 ends at its log end offset.
+A single node answers from the leader-epoch cache it keeps per partition (a new epoch at every
+start, beginning at the recovered log end offset), so a consumer or the pylog source can tell
+that a crash lost a tail whose offsets were then reused.
 """
 
 from __future__ import annotations
@@ -53,7 +54,14 @@ def _single_node(broker: Any, topic: str, partition: Any, entry: dict[str, Any])
     except StorageError as error:
         entry["error_code"] = error.error_code
         return
-    if partition.current_leader_epoch > 0:
-        entry["error_code"] = ErrorCode.unknown_leader_epoch
-    elif partition.leader_epoch == 0:
-        entry["leader_epoch"], entry["end_offset"] = 0, log.log_end_offset
+    current = partition.current_leader_epoch
+    if current >= 0 and current != log.leader_epoch:
+        entry["error_code"] = (
+            ErrorCode.fenced_leader_epoch if current < log.leader_epoch else ErrorCode.unknown_leader_epoch
+        )
+    elif log.epochs is not None:
+        entry["leader_epoch"], entry["end_offset"] = log.epochs.end_offset_for(
+            partition.leader_epoch, log.log_end_offset
+        )
+    elif partition.leader_epoch == log.leader_epoch:
+        entry["leader_epoch"], entry["end_offset"] = log.leader_epoch, log.log_end_offset

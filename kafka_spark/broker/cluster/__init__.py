@@ -4,7 +4,8 @@
   metadata images to the brokers (the in-process counterpart of KRaft's active controller).
 * ``replica_manager.py``: one broker's replicas: leader (HW, ISR, acks=all) or follower (fetches
   from the leader over the wire, truncates by leader epoch).
-* ``epochs.py``: the leader-epoch cache and its ``leader-epoch-checkpoint`` file.
+* the leader-epoch cache and its ``leader-epoch-checkpoint`` file are storage's
+  (``kafka_spark.broker.storage.epochs``): the single-node broker keeps them too.
 * ``client.py``: the broker-to-broker connection the followers fetch through.
 * ``embedded.py``: ``EmbeddedCluster``, N brokers and the controller, with kill / restart.
 """

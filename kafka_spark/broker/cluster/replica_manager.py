@@ -44,7 +44,6 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.cluster.client import BrokerConnection
 from kafka_spark.broker.cluster.controller import NO_LEADER, Controller, MetadataImage, PartitionState
-from kafka_spark.broker.cluster.epochs import LeaderEpochCache
 from kafka_spark.broker.coordinator.group_offsets import (
     DEFAULT_OFFSETS_PARTITIONS,
     OFFSETS_TOPIC,
@@ -58,6 +57,7 @@ from kafka_spark.broker.coordinator.transaction_log import (
 )
 from kafka_spark.broker.protocol.versions import ApiKey
 from kafka_spark.broker.storage.batch import validate_batches
+from kafka_spark.broker.storage.epochs import LeaderEpochCache
 from kafka_spark.broker.storage.errors import StorageError, TopicExistsError
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import TopicInfo
@@ -490,11 +490,19 @@ class ReplicaManager:
         if new_state is not None:
             self._apply_state(replica, new_state)
 
-    def list_offsets_check(self, topic: str, partition: int) -> tuple[int, int]:
-        """``(error code, leader epoch)`` for ListOffsets: the leader answers."""
+    def list_offsets_check(
+        self, topic: str, partition: int, latest: bool = False, replica_id: int = -1
+    ) -> tuple[int, int]:
+        """``(error code, leader epoch)`` for ListOffsets: the leader answers. A consumer's
+        (``replica_id`` -1) ``latest`` is OFFSET_NOT_AVAILABLE while the leader's high watermark
+        is below the start offset of its leader epoch (KIP-207): a new leader keeps the HW it had
+        as a follower until its followers fetch from it, and answering that would move a
+        consumer's latest offset backwards. Clients retry the error."""
         replica = self.partitions.get(TopicPartition(topic, partition))
         if replica is None or replica.role != LEADER or replica.state is None:
             return ErrorCode.not_leader_or_follower, -1
+        if latest and replica_id < 0 and replica.log.high_watermark < replica.epoch_start_offset:
+            return ErrorCode.offset_not_available, -1
         return ErrorCode.none, replica.state.leader_epoch
 
     # -- OffsetForLeaderEpoch ---------------------------------------------------------------------------

@@ -109,10 +109,11 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_TRANSACTIONS: (0, 2),
 }
 
-#: Served by every broker but advertised by the brokers of a cluster only (broker.cluster set): a
-#: single node keeps leader epoch 0, and clients then have no use for them; WriteTxnMarkers is how a
-#: transaction coordinator writes its markers to the partitions other brokers lead.
-CLUSTER_ONLY: frozenset[int] = frozenset({ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.WRITE_TXN_MARKERS})
+#: Served by every broker but advertised by the brokers of a cluster only (broker.cluster set):
+#: WriteTxnMarkers is how a transaction coordinator writes its markers to the partitions other
+#: brokers lead. (OffsetForLeaderEpoch is advertised by the single node too, which bumps its leader
+#: epochs at every start and serves it from its leader-epoch caches.)
+CLUSTER_ONLY: frozenset[int] = frozenset({ApiKey.WRITE_TXN_MARKERS})
 
 #: Finalized feature levels of the brokers of a cluster where they differ from FEATURES: transaction
 #: protocol v2 lets a producer skip AddPartitionsToTxn and the partition's leader then adds the

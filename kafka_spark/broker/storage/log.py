@@ -40,6 +40,7 @@ from kafka_spark.broker.storage.batch import (
     validate_batches,
 )
 from kafka_spark.broker.storage.config import LogConfig
+from kafka_spark.broker.storage.epochs import LeaderEpochCache
 from kafka_spark.broker.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from kafka_spark.broker.storage.segment import (
     CLEANED_SUFFIX,
@@ -112,6 +113,9 @@ class Log:
         # the high watermark the replicas agreed on (None: a single replica, the HW is the LEO).
         self.leader_epoch = 0
         self.replicated_high_watermark: int | None = None
+        # The single-node broker's leader-epoch cache (LogManager(leader_epochs=True)); None on a
+        # cluster's brokers, whose ReplicaManager keeps it.
+        self.epochs: LeaderEpochCache | None = None
 
     @property
     def name(self) -> str:

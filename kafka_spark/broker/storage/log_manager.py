@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from kafka_spark.broker.storage import checkpoint
+from kafka_spark.broker.storage import checkpoint, epochs
 from kafka_spark.broker.storage.cleaner import DEFAULT_BACKOFF_MS, CleanerStats, LogCleaner
 from kafka_spark.broker.storage.config import LogConfig
 from kafka_spark.broker.storage.errors import (
@@ -100,7 +100,10 @@ class LogManager:
     by the topic's configs. ``time_ms`` is the clock given to the logs (tests inject one).
     ``cleaner`` compacts the logs of compacted topics: a background thread every
     ``cleaner_backoff_ms`` (Kafka's log.cleaner.backoff.ms) unless ``enable_cleaner=False``
-    (log.cleaner.enable); ``run_cleaner()`` runs a pass now.
+    (log.cleaner.enable); ``run_cleaner()`` runs a pass now. ``leader_epochs`` (the single-node
+    broker): this node leads every partition alone, with a leader epoch bumped each time a log is
+    opened and kept in the partition's leader-epoch cache (``storage/epochs.py``); a cluster's
+    brokers leave epochs to their ReplicaManager.
     """
 
     def __init__(
@@ -111,6 +114,7 @@ class LogManager:
         time_ms: Callable[[], int] | None = None,
         enable_cleaner: bool = True,
         cleaner_backoff_ms: int = DEFAULT_BACKOFF_MS,
+        leader_epochs: bool = False,
     ) -> None:
         self.log_dir = Path(log_dir)
         self.default_config = default_config or LogConfig()
@@ -120,6 +124,7 @@ class LogManager:
         self._names_by_id: dict[uuid.UUID, str] = {}  # Fetch v13+, Produce v13+ and friends name topics by id
         self._logs: dict[tuple[str, int], Log] = {}
         self._closed = False
+        self._leader_epochs = leader_epochs
         try:
             self._topics_dir.mkdir(parents=True, exist_ok=True)
             self._lock_fd: int | None = self._acquire_dir_lock()
@@ -176,6 +181,10 @@ class LogManager:
 
     def _open_log(self, topic: str, partition: int, config: LogConfig) -> Log:
         log = Log.open(partition_dir(self.log_dir, topic, partition), topic, partition, config, time_ms=self._time_ms)
+        if self._leader_epochs:
+            log.epochs, log.leader_epoch = epochs.open_for_leader(
+                log.directory, log.batch_headers, log.log_start_offset, log.log_end_offset
+            )
         self._logs[(topic, partition)] = log
         return log
 

@@ -4,7 +4,10 @@ Kept in ``<partition dir>/leader-epoch-checkpoint`` in Kafka's format (a version
 count line, then one ``<epoch> <start offset>`` line per epoch), rewritten atomically on every
 change. A leader adds an entry when it takes over (its epoch starts at its log end offset); a
 follower adds one when it appends the first batch stamped with a newer epoch. Truncating a log
-drops the entries from the truncation point on.
+drops the entries from the truncation point on. The single-node broker leads each partition
+anew at every start, as a KRaft broker that restarts: :func:`open_for_leader` bumps the epoch
+there, starting at the recovered log end offset, so records written after a recovery that lost a
+tail carry an epoch that tells them from the lost ones.
 
 :meth:`LeaderEpochCache.end_offset_for` answers OffsetForLeaderEpoch (API 23) exactly as Kafka's
 ``LeaderEpochFileCache.endOffsetFor``: the end offset of an epoch is the start offset of the next
@@ -18,11 +21,12 @@ from __future__ import annotations
 import logging
 import threading
 from bisect import bisect_right
+from collections.abc import Callable
 from pathlib import Path
 
 from kafka_spark.broker.storage import checkpoint
 
-logger = logging.getLogger("kafka_spark.broker.cluster")
+logger = logging.getLogger("kafka_spark.broker.storage")
 
 CHECKPOINT_FILE = "leader-epoch-checkpoint"
 _VERSION = 0
@@ -116,3 +120,19 @@ class LeaderEpochCache:
                     entries.append((epoch, header.base_offset))
             self._entries = [entry for entry in entries if entry[1] < log_end_offset]
             self._write()
+
+
+def open_for_leader(
+    directory: Path, headers: Callable[[], list], log_start_offset: int, log_end_offset: int
+) -> tuple[LeaderEpochCache, int]:
+    """The cache of a partition this node leads alone from now on, and its new leader epoch: one
+    above the latest it knew (0 for a new partition), starting at ``log_end_offset``. A missing
+    checkpoint of a non-empty log is rebuilt from its batches' stamped epochs (``headers``), and
+    epochs recovery cut off (a torn tail) are forgotten, though never reused."""
+    cache = LeaderEpochCache(directory)
+    if not cache.path.exists() and log_end_offset > log_start_offset:
+        cache.rebuild(headers(), log_end_offset)
+    epoch = cache.latest_epoch + 1  # above every epoch used before, also those of a lost tail
+    cache.truncate_from_end(log_end_offset)
+    cache.assign(epoch, log_end_offset)
+    return cache, epoch
