@@ -23,7 +23,7 @@ Latency: a streaming query with a 0-second processing-time trigger; a producer s
 time into each value, foreachBatch notes when the row is visible; p50 and p95 of the difference.
 
 Usage: python bench/source_throughput.py [--messages 4000000] [--rounds 3] [--latency-messages 2000]
-           [--sweep-rows 1000000] [--sweep-pylog-only] [--parts synthetic,kafka,sweep]
+           [--sweep-rows 1000000] [--sweep-pylog-only] [--sweep-even] [--parts synthetic,kafka,sweep]
 """
 
 from __future__ import annotations
@@ -104,9 +104,14 @@ def _synthetic_batch(partition: int):  # noqa: ANN202
     return _BATCHES[partition]
 
 
-def fill(bootstrap: str, topic: str, messages: int, partitions: int = PARTITIONS, spread: bool = False) -> int:
+def fill(
+    bootstrap: str, topic: str, messages: int, partitions: int = PARTITIONS, spread: bool = False, even: bool = False
+) -> int:
     """Create ``topic`` and write ``messages`` 100-byte messages: the same number into each
     partition, or (``spread``) in one kcat run that spreads them at random (for many partitions).
+    librdkafka's sticky partitioner sends ~10 ms of messages to one partition before it moves on,
+    so a spread run fills only some partitions (1,000,000 rows reached ~180 of 1,000); ``even``
+    turns stickiness off, every message to a random partition (~1/N of the rows in each).
     Returns the number written."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -119,8 +124,11 @@ def fill(bootstrap: str, topic: str, messages: int, partitions: int = PARTITIONS
         for partition in [None] if spread else range(partitions):
             where = [] if partition is None else ["-p", str(partition)]
             with open(data.name, "rb") as stdin:
+                sticky = ["-X", "sticky.partitioning.linger.ms=0"] if even else []
                 subprocess.run(
-                    ["kcat", "-P", "-b", bootstrap, "-t", topic, *where, "-X", "linger.ms=5"], stdin=stdin, check=True
+                    ["kcat", "-P", "-b", bootstrap, "-t", topic, *where, "-X", "linger.ms=5", *sticky],
+                    stdin=stdin,
+                    check=True,
                 )
     return per_run if spread else per_run * partitions
 
@@ -258,7 +266,9 @@ def sweep_part(spark, bootstrap: str, args) -> None:  # noqa: ANN001
     rows, readers = {}, {}
     for partitions in counts:
         topic = f"sweep-{partitions}"
-        rows[partitions] = fill(bootstrap, topic, args.sweep_rows, partitions, spread=partitions > PARTITIONS)
+        rows[partitions] = fill(
+            bootstrap, topic, args.sweep_rows, partitions, spread=partitions > PARTITIONS, even=args.sweep_even
+        )
         readers[partitions] = {
             fmt: spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
             for fmt in sources
@@ -269,6 +279,11 @@ def sweep_part(spark, bootstrap: str, args) -> None:  # noqa: ANN001
             # partitions than that a warm-up read leaves nothing warm and is skipped: minutes saved.
             if fmt == "pylog" or partitions <= SPARK_CONSUMER_CACHE:
                 timed_count(reader.load())
+        print(
+            f"sweep {partitions} partitions: {rows[partitions]:,} rows, pylog plans "
+            f"{readers[partitions]['pylog'].load().rdd.getNumPartitions()} tasks",
+            flush=True,
+        )
     rates = {n: {fmt: [] for fmt in sources} for n in counts}
     cpu = {n: {fmt: [] for fmt in sources} for n in counts}  # CPU microseconds per row, this process tree
     for round_index in range(args.rounds):
@@ -340,6 +355,12 @@ def main() -> int:
         "--sweep-pylog-only",
         action="store_true",
         help="sweep: time pylog alone (Spark's source costs a task per partition, minutes at 1,000 partitions)",
+    )
+    parser.add_argument(
+        "--sweep-even",
+        action="store_true",
+        help="sweep: spread the rows evenly over the partitions (without it, librdkafka's sticky partitioner "
+        "fills only some of many partitions)",
     )
     parser.add_argument(
         "--parts",

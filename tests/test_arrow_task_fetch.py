@@ -295,3 +295,48 @@ def test_an_unreachable_broker_times_out_naming_a_partition_and_the_poll_timeout
         r"\(the broker connection failed: .*kafkaConsumer.pollTimeoutMs",
     ):
         _read(_task(dead, ranges, poll_timeout_ms=500))
+
+
+def test_parts_read_whole_are_decoded_together_with_their_own_topic_and_partition(
+    pylog_broker, pylog_topic, monkeypatch
+):
+    """Partitions read from the middle of their ranges are decoded by one call into one batch;
+    each row keeps its topic, partition, key (null too) and headers, and a range cut inside a
+    record batch (its start and end) is decoded on its own beside them, exactly."""
+    from kafka_spark.read import arrow
+
+    together = []
+    decode_together = arrow.ArrowTaskReader._decode_together
+
+    def spy(self, whole):
+        together.append(sorted((reader.tp.topic, reader.tp.partition) for reader, *_ in whole))
+        return decode_together(self, whole)
+
+    monkeypatch.setattr(arrow.ArrowTaskReader, "_decode_together", spy)
+    bootstrap = pylog_broker.bootstrap_servers
+    first, second = pylog_topic(partitions=3), pylog_topic(partitions=2)
+    written = _Written()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 4})
+    for topic, partitions in ((first, 3), (second, 2)):
+        for p in range(partitions):
+            for i in range(12):
+                producer.produce(
+                    topic,
+                    key=None if i % 3 == 0 else f"k{p}{i}".encode(),
+                    value=f"{topic}-{p}-{i}".encode(),
+                    headers=[("h", f"{i}".encode())] if i % 2 else None,
+                    partition=p,
+                    on_delivery=written.callback,
+                )
+    assert producer.flush(30) == 0
+    ranges = [OffsetRange(TP(first, p), 0, 12) for p in range(3)] + [
+        OffsetRange(TP(second, 0), 0, 12),
+        OffsetRange(TP(second, 1), 3, 9),  # cut inside batches at both ends
+    ]
+    batches = _read(_task(bootstrap, ranges))
+    expected = {key: records for key, records in written.records.items()}
+    expected[(second, 1)] = [r for r in expected[(second, 1)] if 3 <= r[0] < 9]
+    assert _by_partition(batches) == expected
+    assert together and together[0] == sorted([(first, 0), (first, 1), (first, 2), (second, 0)])
+    headers = {(row["topic"], row["partition"], row["offset"]): row["headers"] for b in batches for row in b.to_pylist()}
+    assert headers[(first, 1, 1)] == [{"key": "h", "value": b"1"}] and headers[(second, 0, 2)] is None

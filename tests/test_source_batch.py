@@ -233,3 +233,40 @@ def test_a_partition_without_a_leader_fails_the_read_naming_it(spark, tmp_path):
                 subscribe="half-offline",
                 **{"fetchOffset.numRetries": "1", "fetchOffset.retryIntervalMs": "10"},
             ).count()
+
+
+def test_a_task_freezes_its_workers_heap_and_the_driver_is_left_alone(spark):
+    """Spark's daemon runs a full gc.collect() after each task of a reused worker; the objects of
+    numba, pyarrow and confluent-kafka made that ~0.05 s of CPU per task, so a task's read leaves
+    them frozen (kafka_spark.read.partition.settle_worker_heap). Outside a task nothing is frozen."""
+    import gc
+
+    from kafka_spark.read.partition import settle_worker_heap
+
+    def read_nothing_in_a_task(_rows):  # noqa: ANN001, ANN202 - runs in a Spark Python worker (pickled by value)
+        import gc
+
+        from kafka_spark.client.config import consumer_config
+        from kafka_spark.options import parse_source_options
+        from kafka_spark.planning import KafkaInputPartition
+        from kafka_spark.read import partition as reading
+
+        opts = parse_source_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"})
+        nothing = KafkaInputPartition(
+            ranges=(),
+            config=consumer_config(opts, "127.0.0.1:9", "test-executor"),
+            fail_on_data_loss=True,
+            include_headers=False,
+            poll_timeout_ms=1000,
+        )
+        gc.unfreeze()  # whatever earlier tests' reads left in this reused worker
+        reading._frozen_at = None
+        before = gc.get_freeze_count()
+        assert list(reading.read_partition(nothing)) == []
+        return [(before, gc.get_freeze_count())]
+
+    (before, after), *_ = spark.sparkContext.parallelize([0], 1).mapPartitions(read_nothing_in_a_task).collect()
+    assert before == 0 and after > 0
+    frozen_here = gc.get_freeze_count()
+    settle_worker_heap()
+    assert gc.get_freeze_count() == frozen_here

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["ArrowRangeReader", "ArrowTaskReader", "fetch_settings"]
 
 _CONTROL_ABORT = 0
+_INDEX_FIELDS = tuple(rd.BatchIndex.__dataclass_fields__)
 
 
 #: Per-partition bytes per Fetch unless ``kafka.max.partition.fetch.bytes`` says otherwise: 4 MiB
@@ -189,6 +190,13 @@ class ArrowRangeReader:
     ) -> pa.RecordBatch | None:
         """The records of ``index``'s batches at offsets in ``[low, until)`` (``low``: the read
         position the response answered)."""
+        return self._decode_chosen(records, buf, index, self._choose(records, index, aborted, low), low)
+
+    def _choose(
+        self, records: memoryview, index: rd.BatchIndex, aborted: list[tuple[int, int]], low: int
+    ) -> np.ndarray:
+        """The indexes of the batches that hold records to read: data batches (not control ones)
+        reaching ``[low, until)``, under ``read_committed`` not of an aborted transaction."""
         if (index.magic != 2).any():
             raise kf.KafkaProtocolError(
                 f"{self.tp} holds record batches of message format v{int(index.magic.min())}; the "
@@ -199,7 +207,11 @@ class ArrowRangeReader:
         keep &= index.base_offset < self.until
         if self.read_committed and aborted:
             keep &= ~self._aborted(records, index, aborted)
-        chosen = np.flatnonzero(keep)
+        return np.flatnonzero(keep)
+
+    def _decode_chosen(
+        self, records: memoryview, buf: np.ndarray, index: rd.BatchIndex, chosen: np.ndarray, low: int
+    ) -> pa.RecordBatch | None:
         if not len(chosen):
             return None
         codecs = index.attributes[chosen] & rd.ATTR_COMPRESSION
@@ -317,9 +329,11 @@ class ArrowTaskReader:
     and deadline are that reader's, as when it reads alone); this class only batches their
     fetches: one Fetch names every partition being read that the same broker leads, each at its
     own position and with its own ``partition_max_bytes``, ``max_bytes`` bounding the whole
-    answer. Each partition's part of the response is decoded by its reader; the parts of one
-    response are yielded together. A partition continues from where its last part ended until
-    its range is read, then its next range (ranges of one partition are read in order) starts.
+    answer. Each partition's part of the response is chosen by its reader; the parts read whole
+    (a partition read from the middle of its range) are decoded together by one compiled call,
+    the others by their readers, and the parts of one response are yielded together. A
+    partition continues from where its last part ended until its range is read, then its next
+    range (ranges of one partition are read in order) starts.
 
     One request is in flight at a time (the next one is sent before the current response is
     decoded, as the single-range loop does). Partitions are named least recently served first,
@@ -399,11 +413,7 @@ class ArrowTaskReader:
                 self._retire()
                 if self.active and not deferred and not wait and self._leaders_known():
                     pending = self._send_next()  # the broker works while we decode
-                parts = []
-                for reader, entry, buf, index, low in work:
-                    batch = reader._decode(entry.records, buf, index, entry.aborted, low)
-                    if batch is not None and batch.num_rows:
-                        parts.append((reader.tp, batch))
+                parts = self._decode_parts(work)
                 # The response is decoded: its buffer may be reused by the broker requests these need.
                 for reader, code in deferred:
                     reader._on_error(code, reader.deadline, reader.attempt, wait=False)
@@ -415,6 +425,82 @@ class ArrowTaskReader:
         finally:
             if pending is not None:
                 self.client.discard(pending[0])  # a response in flight must never meet another request
+
+    def _decode_parts(self, work: list) -> list[tuple[object, pa.RecordBatch]]:
+        """The non-empty ``(topic_partition, batch)`` parts of one response. Parts whose chosen
+        batches are all kept whole (uncompressed, no record before the position nor at or past the
+        range's end: a partition read from the middle of its range) are decoded together, by one
+        compiled call into one Arrow batch (topic_partition None), so that many partitions of a
+        few records each cost about what one partition of as many records does; the others (and
+        every part when Avro columns are decoded, per partition) one by one."""
+        whole, parts = [], []
+        for reader, entry, buf, index, low in work:
+            chosen = reader._choose(entry.records, index, entry.aborted, low)
+            if not len(chosen):
+                continue
+            if (
+                not self.partition.avro
+                and not (index.attributes[chosen] & rd.ATTR_COMPRESSION).any()
+                and index.base_offset[chosen[0]] >= low
+                and index.last_offset[chosen[-1]] < reader.until
+            ):
+                whole.append((reader, entry, buf, index, chosen, low))
+                continue
+            batch = reader._decode_chosen(entry.records, buf, index, chosen, low)
+            if batch is not None and batch.num_rows:
+                parts.append((reader.tp, batch))
+        together = self._decode_together(whole) if len(whole) > 1 else None
+        if together is not None:
+            parts.append((None, together))
+        else:
+            for reader, entry, buf, index, chosen, low in whole:
+                batch = reader._decode_chosen(entry.records, buf, index, chosen, low)
+                if batch is not None and batch.num_rows:
+                    parts.append((reader.tp, batch))
+        return parts
+
+    def _decode_together(self, whole: list) -> pa.RecordBatch | None:
+        """The records of every chosen batch of ``whole`` (parts of one response, all kept whole)
+        as one Arrow batch, decoded in one call over the response's buffer; None when the parts do
+        not lie in one buffer (then they are decoded one by one)."""
+        owner = whole[0][1].records.obj
+        base = np.frombuffer(owner, np.uint8)
+        at, end = base.ctypes.data, base.ctypes.data + base.shape[0]
+        starts, ends, rows, fields = [], [], [], {name: [] for name in _INDEX_FIELDS}
+        for _, entry, buf, index, chosen, _ in whole:
+            shift = buf.ctypes.data - at
+            if entry.records.obj is not owner or shift < 0 or buf.ctypes.data + buf.shape[0] > end:
+                return None
+            position = index.position[chosen] + shift
+            starts.append(position + rd.HEADER_SIZE)
+            ends.append(position + index.size[chosen])
+            rows.append(int(index.records[chosen].sum()))
+            for name, values in fields.items():
+                values.append(getattr(index, name)[chosen])
+        merged = rd.BatchIndex(**{name: np.concatenate(values) for name, values in fields.items()})
+        decoded = rd.decode_records(
+            base,
+            np.concatenate(starts),
+            np.concatenate(ends),
+            merged,
+            np.arange(len(merged)),
+            0,
+            np.iinfo(np.int64).max,
+            self.partition.include_headers,
+        )
+        if decoded.rows != sum(rows):  # every record of a batch kept whole is read: never expected
+            return None
+        tps = [reader.tp for reader, *_ in whole]
+        counts = np.array(rows, np.int64)
+        partitions = np.repeat(np.array([tp.partition for tp in tps], np.int32), counts)
+        topics = {tp.topic for tp in tps}
+        if len(topics) == 1:
+            topic: str | pa.Array = tps[0].topic
+        else:
+            topic = pa.array([tp.topic for tp in tps], pa.string()).take(
+                pa.array(np.repeat(np.arange(len(tps), dtype=np.int32), counts))
+            )
+        return rd.to_arrow(decoded, topic, partitions, self.schema)
 
     def _take(self, readers: list, entries: list[kf.FetchedPartition]) -> tuple[list, list, int]:
         """Each reader's part of a response: positions advanced past its batches; returns the

@@ -448,14 +448,19 @@ def _variable(kind: pa.DataType, n: int, valid: np.ndarray | None, offsets: np.n
     return pa.Array.from_buffers(kind, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)
 
 
-def to_arrow(decoded: Decoded, topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
-    """The Arrow record batch of Spark's Kafka schema (``schema``: with or without headers)."""
+def to_arrow(
+    decoded: Decoded, topic: str | pa.Array, partition: int | np.ndarray, schema: pa.Schema
+) -> pa.RecordBatch:
+    """The Arrow record batch of Spark's Kafka schema (``schema``: with or without headers).
+    ``topic`` and ``partition`` are the records' own, or (records of several partitions) a
+    string array and an int32 array with one entry per record."""
     n = decoded.rows
+    partitions = partition if isinstance(partition, np.ndarray) else np.full(n, partition, np.int32)
     columns = [
         _variable(pa.binary(), n, decoded.key_valid, decoded.key_offsets, decoded.key_data),
         _variable(pa.binary(), n, decoded.value_valid, decoded.value_offsets, decoded.value_data),
-        constant_string(topic, n),
-        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(np.full(n, partition, np.int32))]),
+        topic if isinstance(topic, pa.Array) else constant_string(topic, n),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(partitions)]),
         pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(decoded.offsets)]),
         pa.Array.from_buffers(TIMESTAMP_US, n, [None, pa.py_buffer(decoded.timestamps_ms * 1000)]),
         pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(decoded.timestamp_types)]),
