@@ -338,5 +338,6 @@ def test_parts_read_whole_are_decoded_together_with_their_own_topic_and_partitio
     expected[(second, 1)] = [r for r in expected[(second, 1)] if 3 <= r[0] < 9]
     assert _by_partition(batches) == expected
     assert together and together[0] == sorted([(first, 0), (first, 1), (first, 2), (second, 0)])
-    headers = {(row["topic"], row["partition"], row["offset"]): row["headers"] for b in batches for row in b.to_pylist()}
+    rows = [row for b in batches for row in b.to_pylist()]
+    headers = {(row["topic"], row["partition"], row["offset"]): row["headers"] for row in rows}
     assert headers[(first, 1, 1)] == [{"key": "h", "value": b"1"}] and headers[(second, 0, 2)] is None

@@ -466,7 +466,8 @@ class ArrowTaskReader:
         owner = whole[0][1].records.obj
         base = np.frombuffer(owner, np.uint8)
         at, end = base.ctypes.data, base.ctypes.data + base.shape[0]
-        starts, ends, rows, fields = [], [], [], {name: [] for name in _INDEX_FIELDS}
+        starts, ends, rows = [], [], []
+        fields: dict[str, list[np.ndarray]] = {name: [] for name in _INDEX_FIELDS}
         for _, entry, buf, index, chosen, _ in whole:
             shift = buf.ctypes.data - at
             if entry.records.obj is not owner or shift < 0 or buf.ctypes.data + buf.shape[0] > end:

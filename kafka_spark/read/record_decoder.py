@@ -448,9 +448,7 @@ def _variable(kind: pa.DataType, n: int, valid: np.ndarray | None, offsets: np.n
     return pa.Array.from_buffers(kind, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)
 
 
-def to_arrow(
-    decoded: Decoded, topic: str | pa.Array, partition: int | np.ndarray, schema: pa.Schema
-) -> pa.RecordBatch:
+def to_arrow(decoded: Decoded, topic: str | pa.Array, partition: int | np.ndarray, schema: pa.Schema) -> pa.RecordBatch:
     """The Arrow record batch of Spark's Kafka schema (``schema``: with or without headers).
     ``topic`` and ``partition`` are the records' own, or (records of several partitions) a
     string array and an int32 array with one entry per record."""
