@@ -20,7 +20,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka
 
@@ -42,7 +44,12 @@ def start_copy(cluster: EmbeddedCluster, work: str):  # noqa: ANN201 - pyspark i
     import kafka_spark
 
     # local[2, 8]: a task that failed on a dying broker is retried, as on a real cluster.
-    spark = SparkSession.builder.master("local[2, 8]").config("spark.ui.enabled", "false").getOrCreate()
+    spark = (
+        SparkSession.builder.master("local[2, 8]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     kafka_spark.register(spark)
     return (
@@ -60,6 +67,44 @@ def start_copy(cluster: EmbeddedCluster, work: str):  # noqa: ANN201 - pyspark i
         .trigger(processingTime="500 milliseconds")
         .start()
     )
+
+
+def produce_until(
+    stop: threading.Event,
+    bootstrap: str,
+    prefix: bytes,
+    on_acked: Callable[[confluent_kafka.Message], None],
+    failed: list,
+    **settings: Any,
+) -> None:
+    """An idempotent acks=all producer writing ``prefix-N`` values to TOPIC as fast as it may until
+    ``stop`` is set, then flushing; acknowledgements go to ``on_acked``, failures to ``failed``."""
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "log_level": 0,
+            **settings,
+        }
+    )
+
+    def delivered(error: confluent_kafka.KafkaError | None, message: confluent_kafka.Message) -> None:
+        if error:
+            failed.append(error)
+        else:
+            on_acked(message)
+
+    sequence = 0
+    while not stop.is_set():
+        try:
+            producer.produce(TOPIC, value=b"%s-%d" % (prefix, sequence), on_delivery=delivered)
+            sequence += 1
+        except BufferError:
+            pass
+        producer.poll(0.002)
+    producer.flush(300)
 
 
 def read_committed(cluster: EmbeddedCluster, topic: str, partitions: int) -> list[bytes]:
@@ -120,31 +165,13 @@ def main() -> int:
         stop_producing, stop_consuming = threading.Event(), threading.Event()
 
         def produce() -> None:
-            producer = confluent_kafka.Producer(
-                {
-                    "bootstrap.servers": cluster.bootstrap_servers,
-                    "acks": "all",
-                    "enable.idempotence": True,
-                    "linger.ms": 5,
-                    "log_level": 0,
-                }
+            produce_until(
+                stop_producing,
+                cluster.bootstrap_servers,
+                b"chaos",
+                lambda message: acked.append((message.partition(), message.offset(), message.value())),
+                failed,
             )
-
-            def delivered(error, message) -> None:
-                if error:
-                    failed.append(error)
-                else:
-                    acked.append((message.partition(), message.offset(), message.value()))
-
-            sequence = 0
-            while not stop_producing.is_set():
-                try:
-                    producer.produce(TOPIC, value=b"chaos-%d" % sequence, on_delivery=delivered)
-                    sequence += 1
-                except BufferError:
-                    pass
-                producer.poll(0.002)
-            producer.flush(300)
 
         def consume() -> None:
             consumer = confluent_kafka.Consumer(

@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kafka_spark.broker import discovery
+from kafka_spark.broker import discovery, meta_properties
 from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.broker import Broker
 from kafka_spark.broker.config import BrokerConfig
@@ -105,6 +105,7 @@ class EmbeddedBroker:
         self._retention: asyncio.TimerHandle | None = None
         self._register = register
         self._registered: discovery.BrokerInfo | None = None
+        self._cluster_id_given = "cluster_id" in broker_settings
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -112,6 +113,11 @@ class EmbeddedBroker:
         if self._thread is not None:
             return self
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        # The cluster id is the log directory's (meta.properties), kept across restarts as Kafka keeps it.
+        stored = meta_properties.stored_cluster_id(self.log_dir)
+        if stored is not None and not self._cluster_id_given:
+            self.config = dataclasses.replace(self.config, cluster_id=stored)
+        meta_properties.claim(self.log_dir, self.config.cluster_id, self.config.node_id)
         started: Future[None] = Future()
         self._thread = threading.Thread(target=self._run, args=(started,), name="pylog-broker", daemon=True)
         self._thread.start()

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kafka_spark.broker import meta_properties
 from kafka_spark.broker.broker import Broker
 from kafka_spark.broker.cluster.controller import NO_LEADER, Controller, PartitionState
 from kafka_spark.broker.cluster.replica_manager import ReplicaManager
@@ -181,6 +182,7 @@ class EmbeddedCluster:
             return self
         self._started = True
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._cluster_id = self._stored_cluster_id()
         self.controller.start()
         try:
             for node_id in range(self.size):
@@ -190,6 +192,22 @@ class EmbeddedCluster:
             raise
         logger.info("embedded cluster of %d brokers at %s", self.size, self.bootstrap_servers)
         return self
+
+    def _stored_cluster_id(self) -> str | None:
+        """The cluster id the brokers' log directories were formatted with (meta.properties), or
+        None for a new cluster; directories of different clusters are refused, naming them."""
+        found = {
+            node_id: stored
+            for node_id in range(self.size)
+            if (stored := meta_properties.stored_cluster_id(self.log_dir / f"broker-{node_id}")) is not None
+        }
+        if len(set(found.values())) > 1:
+            raise meta_properties.ClusterIdMismatch(
+                f"the brokers' log directories in {self.log_dir} belong to different clusters "
+                f"({', '.join(f'broker-{node}: {cluster}' for node, cluster in sorted(found.items()))}); "
+                "start the cluster on one cluster's directories"
+            )
+        return next(iter(found.values()), None)
 
     def _start_node(self, node_id: int) -> ClusterNode:
         def make(port: int) -> ClusterNode:
