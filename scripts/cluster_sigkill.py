@@ -84,15 +84,16 @@ def main() -> int:
         work = Path(data)
         env = {**os.environ, "PYLOG_HOME": str(work / "home")}  # its registration stays here
         process, bootstrap = start_cluster(work / "cluster", env)
+        running = [process]  # the cluster's current process: run() replaces it at every restart
         try:
-            return run(args, chance, work, env, process, bootstrap)
+            return run(args, chance, work, env, running, bootstrap)
         finally:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                process.wait(60)
+            if running[0].poll() is None:
+                running[0].send_signal(signal.SIGTERM)
+                running[0].wait(60)
 
 
-def run(args, chance, work: Path, env, process, bootstrap: str) -> int:  # noqa: ANN001
+def run(args, chance, work: Path, env, running: list[subprocess.Popen], bootstrap: str) -> int:  # noqa: ANN001
     admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     for name in (TOPIC, OUTPUT):
         topic = confluent_kafka.admin.NewTopic(name, 3, 3, config={"min.insync.replicas": "2"})
@@ -118,11 +119,11 @@ def run(args, chance, work: Path, env, process, bootstrap: str) -> int:  # noqa:
             time.sleep(0.2)
     for kill in range(args.kills):
         time.sleep(chance.uniform(1.0, 3.0))
-        process.send_signal(signal.SIGKILL)
-        process.wait(60)
+        running[0].send_signal(signal.SIGKILL)
+        running[0].wait(60)
         down = chance.uniform(0.2, 2.5)
         time.sleep(down)
-        process, again = start_cluster(work / "cluster", env)
+        running[0], again = start_cluster(work / "cluster", env)
         assert again == bootstrap, f"the cluster came back on {again}, not {bootstrap}"
         print(f"kill {kill + 1}: SIGKILL, down {down:.1f} s; {len(acked)} acknowledged so far", flush=True)
     stop.set()
