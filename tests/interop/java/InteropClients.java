@@ -36,6 +36,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -124,7 +125,14 @@ public class InteropClients {
             AtomicBoolean flag = new AtomicBoolean(true);
             running.put(m, flag);
             int member = m;
-            Thread thread = new Thread(() -> member(bootstrap, topic, groupId, member, flag), "member-" + m);
+            Thread thread = new Thread(() -> {
+                try {
+                    member(bootstrap, topic, groupId, member, flag);
+                } catch (RuntimeException e) {
+                    say("FAILED " + member + " " + e);  // the test's events name why a member stopped
+                    throw e;
+                }
+            }, "member-" + m);
             thread.start();
             threads.add(thread);
         }
@@ -190,7 +198,14 @@ public class InteropClients {
                 for (ConsumerRecord<String, String> record : consumer.poll(Duration.ofMillis(100))) {
                     say("RECORD " + member + " " + record.partition() + " " + record.offset());
                 }
-                consumer.commitSync();
+                try {
+                    consumer.commitSync();
+                } catch (RebalanceInProgressException e) {
+                    // A cooperative rebalance is under way: the next poll() completes it, then the
+                    // commit is made again (what the consumer's documentation tells applications).
+                    // Uncaught, it ended the member's thread and its partitions showed as LOST.
+                    say("COMMIT-AFTER-REBALANCE " + member);
+                }
             }
         }
     }
