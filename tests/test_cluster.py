@@ -153,7 +153,13 @@ def values_of(cluster: EmbeddedCluster, node_id: int, topic: str, partition: int
 def read_all(bootstrap: str, topic: str, partition: int = 0) -> list[bytes]:
     """What a consumer sees, from the start to the end (the high watermark)."""
     consumer = confluent_kafka.Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "readers", "enable.partition.eof": True, "log_level": 0}
+        {  # commits nothing: a commit waits for the coordinator's in-sync replicas, a stopped one too
+            "bootstrap.servers": bootstrap,
+            "group.id": "readers",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "log_level": 0,
+        }
     )
     consumer.assign([confluent_kafka.TopicPartition(topic, partition, confluent_kafka.OFFSET_BEGINNING)])
     values = []
