@@ -64,13 +64,16 @@ RECORDS_PER_TASK = 200_000
 def plan_by_work(
     ranges: Sequence[OffsetRange], records_per_task: int = RECORDS_PER_TASK
 ) -> list[tuple[OffsetRange, ...]]:
-    """Tasks (tuples of ranges) of at most ``records_per_task`` records each.
+    """Tasks (tuples of ranges) of equal work: ``ceil(total / records_per_task)`` of them.
 
-    Empty ranges are dropped; a range of ``size`` records is cut into ``ceil(size /
-    records_per_task)`` contiguous parts (remainders on the last parts, as Spark's splits);
-    then, in (topic, partition, from_offset) order, ranges join the current task while it stays
-    within ``records_per_task``. Every offset of the input is in exactly one task. Offsets must
-    be resolved (``>= 0``); overlapping ranges of one partition raise :class:`AssignmentError`.
+    Empty ranges are dropped; the others, in (topic, partition, from_offset) order, are laid end
+    to end and cut into ``n = ceil(total / records_per_task)`` consecutive shares of
+    ``total // n`` or ``total // n + 1`` records (the larger ones last): task ``k`` reads records
+    ``[k * total // n, (k + 1) * total // n)`` of that sequence. A range that crosses a share's
+    end is cut there, so no task reads more than ``records_per_task``, and the task count and
+    sizes depend on the records only, not on how many partitions hold them. Every offset of the
+    input is in exactly one task. Offsets must be resolved (``>= 0``); overlapping ranges of one
+    partition raise :class:`AssignmentError`.
     """
     if isinstance(records_per_task, bool) or not isinstance(records_per_task, int) or records_per_task < 1:
         raise AssignmentError(f"records_per_task must be a positive integer, got {records_per_task!r}")
@@ -79,18 +82,23 @@ def plan_by_work(
             raise AssignmentError(f"cannot plan {r}: offsets must be resolved to real offsets (>= 0) first")
     ordered = sorted((r for r in ranges if r.size > 0), key=_range_order)
     _check_no_overlap(ordered)
-    pieces = [part for r in ordered for part in _divide(r, math.ceil(r.size / records_per_task)) if part.size > 0]
+    total = sum(r.size for r in ordered)
+    count = math.ceil(total / records_per_task)
     tasks: list[tuple[OffsetRange, ...]] = []
     current: list[OffsetRange] = []
-    records = 0
-    for piece in pieces:
-        if current and records + piece.size > records_per_task:
-            tasks.append(tuple(current))
-            current, records = [], 0
-        current.append(piece)
-        records += piece.size
-    if current:
-        tasks.append(tuple(current))
+    placed = 0  # records of the sequence placed in tasks so far
+    share_end = total // count if count else 0  # where the current task's share ends
+    for r in ordered:
+        start = r.from_offset
+        while start < r.until_offset:
+            end = min(r.until_offset, start + share_end - placed)
+            current.append(OffsetRange(r.topic_partition, start, end))
+            placed += end - start
+            start = end
+            if placed == share_end:
+                tasks.append(tuple(current))
+                current = []
+                share_end = total * (len(tasks) + 1) // count
     return tasks
 
 
