@@ -15,10 +15,12 @@ ranges into :class:`KafkaInputPartition` s in one of two ways.
 partitions and few records each, per-task overhead (task scheduling, a Python worker round trip,
 a fetch session) dominates: the same 1,000,000 rows read at 1.10 M rows/s from one partition and
 0.30 M rows/s from 64. Without any of ``minPartitions``, ``maxRecordsPerPartition`` and
-``maxPartitions``, pylog plans by work instead (:func:`plan_by_work`): a range larger than
-:data:`RECORDS_PER_TASK` is cut into equal parts no larger than that, and consecutive small
-ranges, in (topic, partition, from_offset) order, share a task up to that many records. So a
-1,000,000-row batch becomes 5 tasks whether it comes from 1 partition or 1,000.
+``maxPartitions``, pylog plans by work instead (:func:`plan_by_work`): the ranges, laid end to
+end in (topic, partition, from_offset) order, are cut into ``ceil(records /``
+:data:`RECORDS_PER_TASK` ``)`` equal shares, a task each. So a 1,000,000-row batch becomes 5
+tasks of 200,000 records whether it comes from 1 partition, 8 or 1,000. (Grouping whole ranges
+up to the limit instead made 8 tasks of 8 partitions of 125,000 records, and a sixth, nearly
+empty one of 64 to 1,000 small partitions: a task costs ~0.03 s of a core's wall time.)
 
 **Spark's way**, with any of those options: :func:`split_ranges` is Spark's
 ``KafkaOffsetRangeCalculator.getRanges`` (``minPartitions``, ``maxRecordsPerPartition``: more
