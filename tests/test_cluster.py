@@ -101,6 +101,28 @@ def wire_fetch(bootstrap: str, topic: str, current_leader_epoch: int) -> int:
     return int(response.responses[0].partitions[0].error_code)
 
 
+def wire_list_offsets(bootstrap: str, topic: str, current_leader_epoch: int) -> int:
+    """The error code of ListOffsets v4 (latest) for partition 0 with the client's current leader epoch."""
+    with WireClient(bootstrap) as client:
+        response = client.call(
+            2,
+            4,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [
+                            {"partition_index": 0, "current_leader_epoch": current_leader_epoch, "timestamp": -1}
+                        ],
+                    }
+                ],
+            },
+        )
+    return int(response.topics[0].partitions[0].error_code)
+
+
 def wire_metadata(bootstrap: str, topic: str) -> dict:
     with WireClient(bootstrap) as client:
         response = client.call(
@@ -286,6 +308,9 @@ def test_killed_leader_loses_no_acknowledged_record_and_is_fenced(tmp_path: Path
         # A client still on the old epoch is fenced; the returning broker follows and refuses produces.
         assert wire_fetch(survivor, "payments", before["leader_epoch"]) == FENCED_LEADER_EPOCH
         assert wire_fetch(survivor, "payments", after["leader_epoch"] + 1) == UNKNOWN_LEADER_EPOCH
+        assert wire_list_offsets(survivor, "payments", before["leader_epoch"]) == FENCED_LEADER_EPOCH
+        assert wire_list_offsets(survivor, "payments", after["leader_epoch"] + 1) == UNKNOWN_LEADER_EPOCH
+        assert wire_list_offsets(survivor, "payments", after["leader_epoch"]) == 0
         cluster.restart_broker(old)
         assert sorted(cluster.wait_for_isr("payments", size=3)) == [0, 1, 2]
         assert cluster.leader("payments") == new
