@@ -216,6 +216,7 @@ class ReplicaManager:
         """Take a new metadata image: create local logs, change roles, start or stop fetching."""
         if self._closed or (self.image is not None and image.version <= self.image.version):
             return
+        previous = self.image
         self.image = image
         logs = self.broker.logs
         for name, info in image.topics.items():
@@ -235,13 +236,21 @@ class ReplicaManager:
             self._fail_waiters(replica, ErrorCode.unknown_topic_or_partition)
             if tp.topic not in image.topics and logs.topic_info(tp.topic) is not None:
                 logs.delete_topic(tp.topic)
-                self.broker.forget_topic(tp.topic)
         for tp, state in image.partitions.items():
             if self.node_id not in state.replicas:
                 continue
             known = self.partitions.get(tp)
             replica = known if known is not None else self._open_replica(tp)
             self._apply_state(replica, state)
+        if previous is not None:
+            # On every broker, hosting the topic or not (after the roles above: a coordinator that
+            # just took over a partition of __consumer_offsets has loaded it): its group coordinator
+            # tombstones the committed offsets of deleted topics in the groups it leads, as Kafka's
+            # coordinators do when the metadata drops a topic.
+            for name, info in previous.topics.items():
+                now = image.topics.get(name)
+                if now is None or now.topic_id != info.topic_id:
+                    self.broker.forget_topic(name)
         for fetcher in self.fetchers.values():
             fetcher.wake()
         self.broker.notifier.notify()
