@@ -13,15 +13,15 @@ timestamps:
 
 A consumer's lookup (replica id -1) sees the records below the high watermark (the last stable
 offset for read_committed); a lookup by timestamp or MAX_TIMESTAMP that finds a record at or past
-that point answers offset -1, as for a timestamp past every record. A replica's request (its id)
-sees the whole log.
+that point answers offset -1, as for a timestamp past every record. Any other replica id (a
+follower's broker id, or -2 for debugging) sees the whole log: its LATEST is the log end offset.
 
 From v4 a partition may carry the client's current leader epoch (-1: not given): one older than
 the leader's is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (KIP-320), as Fetch and
 OffsetForLeaderEpoch answer. On a cluster the partition's leader answers, with its leader epoch;
 while a new leader's high watermark is still below the start offset of its epoch, a consumer's
-LATEST, and its timestamp or MAX_TIMESTAMP lookups that find nothing below the high watermark,
-are OFFSET_NOT_AVAILABLE (KIP-207: answering from that high watermark could move a consumer's
+LATEST, and its timestamp or MAX_TIMESTAMP lookups that find no record it may read, are
+OFFSET_NOT_AVAILABLE (KIP-207: answering from that high watermark could move a consumer's
 offsets backwards; clients retry). EARLIEST is answered then too.
 
 A special timestamp older than the request version is INVALID_REQUEST, as Kafka refuses it; with
