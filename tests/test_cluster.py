@@ -16,11 +16,13 @@ import pytest
 from wire import WireClient
 
 from kafka_spark import EmbeddedCluster
+from kafka_spark.broker.coordinator.group_offsets import OFFSETS_TOPIC, offsets_partition_for
 from kafka_spark.broker.storage.batch import build_record_batch, read_varint, validate_batches
 from kafka_spark.broker.storage.epochs import CHECKPOINT_FILE
 from kafka_spark.broker.storage.log import partition_dir
 from kafka_spark.broker.storage.records import decode_records
 from kafka_spark.common.topic_partition import TopicPartition
+from tests.broker.test_groups_protocol import commit
 
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
@@ -99,6 +101,28 @@ def wire_fetch(bootstrap: str, topic: str, current_leader_epoch: int) -> int:
             },
         )
     return int(response.responses[0].partitions[0].error_code)
+
+
+def wire_list_offsets(bootstrap: str, topic: str, current_leader_epoch: int) -> int:
+    """The error code of ListOffsets v4 (latest) for partition 0 with the client's current leader epoch."""
+    with WireClient(bootstrap) as client:
+        response = client.call(
+            2,
+            4,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [
+                            {"partition_index": 0, "current_leader_epoch": current_leader_epoch, "timestamp": -1}
+                        ],
+                    }
+                ],
+            },
+        )
+    return int(response.topics[0].partitions[0].error_code)
 
 
 def wire_metadata(bootstrap: str, topic: str) -> dict:
@@ -286,6 +310,9 @@ def test_killed_leader_loses_no_acknowledged_record_and_is_fenced(tmp_path: Path
         # A client still on the old epoch is fenced; the returning broker follows and refuses produces.
         assert wire_fetch(survivor, "payments", before["leader_epoch"]) == FENCED_LEADER_EPOCH
         assert wire_fetch(survivor, "payments", after["leader_epoch"] + 1) == UNKNOWN_LEADER_EPOCH
+        assert wire_list_offsets(survivor, "payments", before["leader_epoch"]) == FENCED_LEADER_EPOCH
+        assert wire_list_offsets(survivor, "payments", after["leader_epoch"] + 1) == UNKNOWN_LEADER_EPOCH
+        assert wire_list_offsets(survivor, "payments", after["leader_epoch"]) == 0
         cluster.restart_broker(old)
         assert sorted(cluster.wait_for_isr("payments", size=3)) == [0, 1, 2]
         assert cluster.leader("payments") == new
@@ -509,3 +536,72 @@ def test_topic_configs_altered_on_any_broker_reach_every_replica_and_the_leaders
         with pytest.raises(confluent_kafka.KafkaException, match="min.insync.replicas"):
             set_topic_configs(admin, "tuned", {"min.insync.replicas": "0"})
         assert described(leader)["min.insync.replicas"] == "3", "a refused change changes nothing"
+
+
+def _wire_committed(bootstrap: str, group: str, timeout: float = 30.0) -> dict[tuple[str, int], int]:
+    """Every committed offset of ``group`` (OffsetFetch v5, all topics), asked of ``bootstrap``
+    until it coordinates the group (a broker that just took the partition over may still load it)."""
+    deadline = time.monotonic() + timeout
+    with WireClient(bootstrap) as client:
+        while True:
+            response = client.call(9, 5, {"group_id": group, "topics": None})
+            if response.error_code == 0:
+                return {(t.name, p.partition_index): p.committed_offset for t in response.topics for p in t.partitions}
+            assert response.error_code in (14, 15, 16), response  # loading, not available, not coordinator
+            assert time.monotonic() < deadline, f"{bootstrap} never answered for {group}: {response}"
+            time.sleep(0.05)
+
+
+def test_a_deleted_topics_committed_offsets_go_on_every_coordinator_also_those_not_hosting_it(
+    pylog_cluster: EmbeddedCluster,
+) -> None:
+    """Kafka's group coordinators drop the committed offsets of a deleted topic when the metadata
+    drops it, wherever the topic's replicas were: here the group's coordinator hosts none of them.
+    Its tombstones replicate and stay through a restart of that broker, and a topic created again
+    with the same name starts without the old group's offsets."""
+    cluster = pylog_cluster
+    cluster.create_topic("gone", partitions=1, replication_factor=1)
+    cluster.create_topic("kept", partitions=1, replication_factor=1)
+    host = cluster.leader("gone")
+    with WireClient(address(cluster, host)) as client:  # the first FindCoordinator creates __consumer_offsets
+        wait_until(
+            lambda: client.call(10, 4, {"key_type": 0, "coordinator_keys": ["probe"]}).coordinators[0].error_code == 0,
+            what="__consumer_offsets",
+        )
+    cluster.wait_for_metadata()
+    partitions = cluster.controller.image.topics[OFFSETS_TOPIC].partitions
+    # A group whose coordinator (the leader of its partition, there the first replica) is not the topic's broker.
+    group = next(
+        f"group-{index}"
+        for index in range(1000)
+        if cluster.partition(OFFSETS_TOPIC, offsets_partition_for(f"group-{index}", partitions)).replicas[0] != host
+    )
+    offsets_partition = offsets_partition_for(group, partitions)
+    coordinator = cluster.wait_for_leader(OFFSETS_TOPIC, offsets_partition)
+    assert coordinator == cluster.partition(OFFSETS_TOPIC, offsets_partition).replicas[0] != host
+    assert coordinator not in cluster.partition("gone").replicas
+    at = address(cluster, coordinator)
+    with WireClient(at) as client:
+        assert commit(client, group, -1, "", {("gone", 0): 3, ("kept", 0): 4}) == {("gone", 0): 0, ("kept", 0): 0}
+    assert _wire_committed(at, group) == {("gone", 0): 3, ("kept", 0): 4}
+
+    cluster.delete_topic("gone")  # returns once every broker has applied the deletion
+    assert _wire_committed(at, group) == {("kept", 0): 4}
+
+    # The tombstones are in the partition's log and its replicas': through a move of the partition
+    # to a follower and back to the restarted coordinator, which loads it from its own log again.
+    replica = cluster.nodes[coordinator].replicas.partitions[TopicPartition(OFFSETS_TOPIC, offsets_partition)]
+    wait_until(lambda: replica.log.high_watermark == replica.log.log_end_offset, what="the tombstones to replicate")
+    cluster.stop_broker(coordinator)
+    successor = cluster.wait_for_leader(OFFSETS_TOPIC, offsets_partition, not_on=coordinator)
+    assert _wire_committed(address(cluster, successor), group) == {("kept", 0): 4}
+    cluster.restart_broker(coordinator)
+    cluster.wait_for_isr(OFFSETS_TOPIC, offsets_partition, size=3)
+    elected = cluster.controller.elect_leaders([TopicPartition(OFFSETS_TOPIC, offsets_partition)])
+    assert set(elected.values()) == {0}, elected
+    cluster.wait_for_metadata()
+    assert cluster.leader(OFFSETS_TOPIC, offsets_partition) == coordinator
+    assert _wire_committed(at, group) == {("kept", 0): 4}
+
+    cluster.create_topic("gone", partitions=1, replication_factor=1)
+    assert _wire_committed(at, group) == {("kept", 0): 4}  # the new topic has no offsets of the old

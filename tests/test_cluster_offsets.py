@@ -62,6 +62,7 @@ def test_latest_offsets_of_a_partition_without_a_leader_fail_naming_it_instead_o
 
 
 OFFSET_NOT_AVAILABLE = 78
+UNKNOWN_LEADER_EPOCH = 75
 
 
 def _produce_acked(cluster: EmbeddedCluster, topic: str, count: int) -> Producer:
@@ -73,7 +74,9 @@ def _produce_acked(cluster: EmbeddedCluster, topic: str, count: int) -> Producer
     return producer
 
 
-def _wire_list_offsets(bootstrap: str, topic: str, timestamp: int, replica_id: int = -1) -> tuple[int, int]:
+def _wire_list_offsets(
+    bootstrap: str, topic: str, timestamp: int, replica_id: int = -1, current_leader_epoch: int = -1
+) -> tuple[int, int]:
     """(error code, offset) of ListOffsets v4 for partition 0, sent to ``bootstrap``."""
     from wire import WireClient
 
@@ -87,7 +90,13 @@ def _wire_list_offsets(bootstrap: str, topic: str, timestamp: int, replica_id: i
                 "topics": [
                     {
                         "name": topic,
-                        "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}],
+                        "partitions": [
+                            {
+                                "partition_index": 0,
+                                "current_leader_epoch": current_leader_epoch,
+                                "timestamp": timestamp,
+                            }
+                        ],
                     }
                 ],
             },
@@ -100,7 +109,8 @@ def test_a_leader_whose_high_watermark_lags_its_epoch_start_answers_latest_offse
     pylog_cluster: EmbeddedCluster,
 ) -> None:
     """KIP-207: a consumer's ListOffsets(latest) is OFFSET_NOT_AVAILABLE while the leader's HW is
-    below the start offset of its leader epoch; earliest and a replica's request are answered;
+    below the start offset of its leader epoch, and so is a timestamp lookup that finds nothing
+    below that HW (one that does is answered); earliest and a replica's request are answered;
     the source's reader fails on it (naming the partition) and reads on once the HW caught up."""
     cluster = pylog_cluster
     cluster.create_topic("lagging", partitions=1, replication_factor=3)
@@ -112,13 +122,21 @@ def test_a_leader_whose_high_watermark_lags_its_epoch_start_answers_latest_offse
     wait_until_true(lambda: replica.log.high_watermark == 5)
     address = f"127.0.0.1:{node.port}"
     assert _wire_list_offsets(address, "lagging", -1) == (0, 5)
+    future = int(time.time() * 1000) + 86_400_000  # after every record's timestamp
+    assert _wire_list_offsets(address, "lagging", future) == (0, -1)
+    epoch = cluster.partition("lagging", 0).leader_epoch
+    assert _wire_list_offsets(address, "lagging", -1, current_leader_epoch=epoch) == (0, 5)
+    assert _wire_list_offsets(address, "lagging", -1, current_leader_epoch=epoch + 1)[0] == UNKNOWN_LEADER_EPOCH
     # The moment after an election: this leader's epoch starts past the HW it had as a follower.
     replica.epoch_start_offset = replica.log.high_watermark + 1000
     try:
         assert _wire_list_offsets(address, "lagging", -1)[0] == OFFSET_NOT_AVAILABLE
+        assert _wire_list_offsets(address, "lagging", future)[0] == OFFSET_NOT_AVAILABLE
+        assert _wire_list_offsets(address, "lagging", 0) == (0, 0)  # a record below the HW is found
         assert _wire_list_offsets(address, "lagging", -2) == (0, 0)  # earliest is not affected
         follower = next(n for n in cluster.partition("lagging", 0).replicas if n != leader)
         assert _wire_list_offsets(address, "lagging", -1, replica_id=follower) == (0, 5)
+        assert _wire_list_offsets(address, "lagging", future, replica_id=follower) == (0, -1)
         consumer, lines = _consumer_at_latest(cluster.bootstrap_servers, "lagging")
         deadline = time.monotonic() + 30
         while not any("not caught up" in line for line in lines):  # librdkafka was told to wait

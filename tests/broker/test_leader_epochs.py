@@ -8,7 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.storage.batch import validate_batches
@@ -43,6 +44,13 @@ def _metadata_epoch(client: WireClient) -> int:
 
 
 def _latest(client: WireClient) -> tuple[int, int]:
+    error, offset, epoch = _list_offsets(client, -1)
+    assert error == 0
+    return offset, epoch
+
+
+def _list_offsets(client: WireClient, timestamp: int, current: int = -1) -> tuple[int, int, int]:
+    """(error code, offset, leader epoch) of ListOffsets v4 for partition 0."""
     response = client.call(
         2,
         4,
@@ -50,12 +58,15 @@ def _latest(client: WireClient) -> tuple[int, int]:
             "replica_id": -1,
             "isolation_level": 0,
             "topics": [
-                {"name": TOPIC, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}
+                {
+                    "name": TOPIC,
+                    "partitions": [{"partition_index": 0, "current_leader_epoch": current, "timestamp": timestamp}],
+                }
             ],
         },
     )
     answer = response.topics[0].partitions[0]
-    return int(answer.offset), int(answer.leader_epoch)
+    return int(answer.error_code), int(answer.offset), int(answer.leader_epoch)
 
 
 def _epoch_end(client: WireClient, epoch: int, current: int = -1) -> tuple[int, int, int]:
@@ -111,3 +122,23 @@ def test_a_tail_lost_in_a_crash_ends_its_epoch_where_the_recovered_log_ends(tmp_
             assert _latest(client) == (3, 2)  # epoch 2, never 1 again: the lost tail's epoch
             assert _epoch_end(client, 1) == (0, 1, 3)  # epoch 1 now ends at 3, not 6
             assert _epoch_end(client, 0) == (0, 0, 2)
+
+
+def test_list_offsets_fences_a_client_whose_current_leader_epoch_is_not_the_brokers(tmp_path: Path) -> None:
+    """KIP-320, as Fetch and OffsetForLeaderEpoch: ListOffsets v4+ with the client's current leader
+    epoch answers FENCED_LEADER_EPOCH for an older one, UNKNOWN_LEADER_EPOCH for a newer one; -1
+    (not given) and the broker's own are answered, and so are confluent-kafka's lookups."""
+    with EmbeddedBroker(log_dir=tmp_path) as broker:
+        _produce(broker.bootstrap_servers, 2)
+    with EmbeddedBroker(log_dir=tmp_path) as broker:  # leads in epoch 1 now
+        with WireClient(broker.bootstrap_servers) as client:
+            assert _list_offsets(client, -1, current=1) == (0, 2, 1)
+            assert _list_offsets(client, -1, current=-1) == (0, 2, 1)
+            for timestamp in (-1, -2, 0):  # latest, earliest, a timestamp
+                assert _list_offsets(client, timestamp, current=0) == (FENCED_LEADER_EPOCH, -1, -1)
+                assert _list_offsets(client, timestamp, current=2) == (UNKNOWN_LEADER_EPOCH, -1, -1)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        partition = TopicPartition(TOPIC, 0)
+        for spec, expected in ((OffsetSpec.latest(), 2), (OffsetSpec.earliest(), 0)):
+            answer = admin.list_offsets({partition: spec}, request_timeout=10)[partition].result(30)
+            assert (answer.offset, answer.leader_epoch) == (expected, 1)

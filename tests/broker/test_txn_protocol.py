@@ -138,17 +138,20 @@ def fetch(client: WireClient, topic: str, offset: int, isolation: int, partition
     return response.responses[0].partitions[0]
 
 
-def latest(client: WireClient, topic: str, isolation: int, partition: int = 0) -> int:
+def latest(
+    client: WireClient, topic: str, isolation: int, partition: int = 0, timestamp: int = -1, replica_id: int = -1
+) -> int:
+    """The offset ListOffsets answers: LATEST, or the lookup of ``timestamp``."""
     response = client.call(
         LIST_OFFSETS,
         5,
         {
-            "replica_id": -1,
+            "replica_id": replica_id,
             "isolation_level": isolation,
             "topics": [
                 {
                     "name": topic,
-                    "partitions": [{"partition_index": partition, "current_leader_epoch": -1, "timestamp": -1}],
+                    "partitions": [{"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp}],
                 }
             ],
         },
@@ -210,12 +213,19 @@ def test_open_transaction_holds_the_last_stable_offset_until_commit(pylog_broker
         del plain
         assert latest(client, topic, READ_UNCOMMITTED) == 3
         assert latest(client, topic, READ_COMMITTED) == 0
+        # A timestamp lookup answers only records the isolation level may read (as Kafka filters it).
+        assert latest(client, topic, READ_UNCOMMITTED, timestamp=0) == 0
+        assert latest(client, topic, READ_COMMITTED, timestamp=0) == -1
+        # A replica's request (its broker id) sees the whole log, whatever the isolation level.
+        assert latest(client, topic, READ_COMMITTED, replica_id=0) == 3
+        assert latest(client, topic, READ_COMMITTED, timestamp=0, replica_id=0) == 0
         committed = fetch(client, topic, 0, READ_COMMITTED)
         assert (committed.high_watermark, committed.last_stable_offset, bytes(committed.records)) == (3, 0, b"")
         assert len(batches(fetch(client, topic, 0, READ_UNCOMMITTED).records)) == 2
 
         assert txn.end(commit=True) == 0
         assert latest(client, topic, READ_COMMITTED) == latest(client, topic, READ_UNCOMMITTED) == 4
+        assert latest(client, topic, READ_COMMITTED, timestamp=0) == 0
         result = fetch(client, topic, 0, READ_COMMITTED)
         assert result.last_stable_offset == 4 and result.aborted_transactions == ()
         stored = batches(result.records)

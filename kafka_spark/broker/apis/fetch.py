@@ -26,6 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
+from kafka_spark.broker.storage.epochs import current_epoch_error
 from kafka_spark.broker.storage.errors import OffsetOutOfRangeError, StorageError
 from kafka_spark.broker.storage.txn_index import last_offset_of
 
@@ -114,11 +115,11 @@ def _read_partition(
     entry["high_watermark"] = high_watermark
     entry["last_stable_offset"] = last_stable
     entry["log_start_offset"] = log.log_start_offset
-    if broker.cluster is None and leader_epoch != -1 and leader_epoch != log.leader_epoch:  # KIP-320
-        entry["error_code"] = (
-            ErrorCode.fenced_leader_epoch if leader_epoch < log.leader_epoch else ErrorCode.unknown_leader_epoch
-        )
-        return entry
+    if broker.cluster is None:  # KIP-320
+        code = current_epoch_error(leader_epoch, log.leader_epoch)
+        if code:
+            entry["error_code"] = code
+            return entry
     # KIP-74: the first partition with data may exceed max_bytes; later ones share what is left.
     limit = min(request.partition_max_bytes, max(budget - used, 0)) if used else request.partition_max_bytes
     if used and limit <= 0:

@@ -11,9 +11,18 @@ timestamps:
   for a topic without tiered storage;
 - a timestamp >= 0: the first offset whose record has a timestamp at or after it.
 
-On a cluster the partition's leader answers, with its leader epoch; while a new leader's high
-watermark is still below the start offset of its epoch, a consumer's LATEST is
-OFFSET_NOT_AVAILABLE (KIP-207; a follower's request, with its replica id, is answered).
+A consumer's lookup (replica id -1) sees the records below the high watermark (the last stable
+offset for read_committed); a lookup by timestamp or MAX_TIMESTAMP that finds a record at or past
+that point answers offset -1, as for a timestamp past every record. Any other replica id (a
+follower's broker id, or -2 for debugging) sees the whole log: its LATEST is the log end offset.
+
+From v4 a partition may carry the client's current leader epoch (-1: not given): one older than
+the leader's is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (KIP-320), as Fetch and
+OffsetForLeaderEpoch answer. On a cluster the partition's leader answers, with its leader epoch;
+while a new leader's high watermark is still below the start offset of its epoch, a consumer's
+LATEST, and its timestamp or MAX_TIMESTAMP lookups that find no record it may read, are
+OFFSET_NOT_AVAILABLE (KIP-207: answering from that high watermark could move a consumer's
+offsets backwards; clients retry). EARLIEST is answered then too.
 
 A special timestamp older than the request version is INVALID_REQUEST, as Kafka refuses it; with
 an authorizer, a topic the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED.
@@ -27,6 +36,7 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
+from kafka_spark.broker.storage.epochs import current_epoch_error
 from kafka_spark.broker.storage.errors import StorageError
 
 LATEST = -1
@@ -45,6 +55,8 @@ _FIRST_VERSION = {
     EARLIEST_PENDING_UPLOAD: 11,
 }
 _READ_COMMITTED = 1
+#: the replica id of a consumer's request (a replica sends its broker id)
+CONSUMER_REPLICA_ID = -1
 
 
 def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
@@ -74,7 +86,8 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
                     partition.timestamp,
                     read_committed,
                     request.api_version,
-                    getattr(body, "replica_id", -1),
+                    getattr(body, "replica_id", CONSUMER_REPLICA_ID),
+                    getattr(partition, "current_leader_epoch", -1),
                 )
             )
         topics.append({"name": topic.name, "partitions": partitions})
@@ -88,20 +101,21 @@ def _lookup(
     timestamp: int,
     read_committed: bool,
     version: int,
-    replica_id: int = -1,
+    replica_id: int = CONSUMER_REPLICA_ID,
+    current_leader_epoch: int = -1,
 ) -> dict[str, Any]:
     entry = {
         "partition_index": partition,
         "error_code": ErrorCode.none,
         "timestamp": -1,
         "offset": -1,
-        "leader_epoch": 0,
+        "leader_epoch": -1,
     }
+    lagging = False
     if broker.cluster is not None:  # answered by the leader, with its epoch
-        entry["error_code"], entry["leader_epoch"] = broker.cluster.list_offsets_check(
-            topic, partition, latest=timestamp == LATEST, replica_id=replica_id
-        )
-        if entry["error_code"]:
+        code, epoch, lagging = broker.cluster.list_offsets_check(topic, partition, current_leader_epoch)
+        if code:
+            entry["error_code"] = code
             return entry
     try:
         log = broker.logs.get_log(topic, partition)
@@ -109,21 +123,33 @@ def _lookup(
         entry["error_code"] = error.error_code
         return entry
     if broker.cluster is None:
-        entry["leader_epoch"] = log.leader_epoch
+        epoch = log.leader_epoch
+        code = current_epoch_error(current_leader_epoch, epoch)
+        if code:
+            entry["error_code"] = code
+            return entry
+    entry["leader_epoch"] = epoch
+    consumer = replica_id == CONSUMER_REPLICA_ID
+    lagging = lagging and consumer
+    if consumer:
+        last_fetchable = log.last_stable_offset if read_committed else log.high_watermark
+    else:
+        last_fetchable = log.log_end_offset
     if timestamp < 0 and version < _FIRST_VERSION.get(timestamp, 1 << 15):
-        entry["error_code"] = ErrorCode.invalid_request
+        entry["error_code"], entry["leader_epoch"] = ErrorCode.invalid_request, -1
     elif timestamp in (EARLIEST, EARLIEST_LOCAL):
         entry["offset"] = log.log_start_offset
     elif timestamp == LATEST:
-        entry["offset"] = log.last_stable_offset if read_committed else log.high_watermark
-    elif timestamp == MAX_TIMESTAMP:
-        found = log.offset_of_max_timestamp()
-        if found is not None:
-            entry["offset"], entry["timestamp"] = found
+        if lagging:
+            entry["error_code"], entry["leader_epoch"] = ErrorCode.offset_not_available, -1
+        else:
+            entry["offset"] = last_fetchable
     elif timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         entry["leader_epoch"] = -1
-    else:
-        found = log.offset_for_timestamp(timestamp)
-        if found is not None:
+    else:  # MAX_TIMESTAMP or a timestamp: a record the client may read, if any
+        found = log.offset_of_max_timestamp() if timestamp == MAX_TIMESTAMP else log.offset_for_timestamp(timestamp)
+        if found is not None and found[0] < last_fetchable:
             entry["offset"], entry["timestamp"] = found
+        elif lagging:
+            entry["error_code"], entry["leader_epoch"] = ErrorCode.offset_not_available, -1
     return entry

@@ -18,6 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
+from kafka_spark.broker.storage.epochs import current_epoch_error
 from kafka_spark.broker.storage.errors import StorageError
 
 
@@ -54,11 +55,9 @@ def _single_node(broker: Any, topic: str, partition: Any, entry: dict[str, Any])
     except StorageError as error:
         entry["error_code"] = error.error_code
         return
-    current = partition.current_leader_epoch
-    if current >= 0 and current != log.leader_epoch:
-        entry["error_code"] = (
-            ErrorCode.fenced_leader_epoch if current < log.leader_epoch else ErrorCode.unknown_leader_epoch
-        )
+    code = current_epoch_error(partition.current_leader_epoch, log.leader_epoch)
+    if code:
+        entry["error_code"] = code
     elif log.epochs is not None:
         entry["leader_epoch"], entry["end_offset"] = log.epochs.end_offset_for(
             partition.leader_epoch, log.log_end_offset

@@ -57,7 +57,7 @@ from kafka_spark.broker.coordinator.transaction_log import (
 )
 from kafka_spark.broker.protocol.versions import ApiKey
 from kafka_spark.broker.storage.batch import validate_batches
-from kafka_spark.broker.storage.epochs import LeaderEpochCache
+from kafka_spark.broker.storage.epochs import LeaderEpochCache, current_epoch_error
 from kafka_spark.broker.storage.errors import StorageError, TopicExistsError
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import TopicInfo
@@ -216,6 +216,7 @@ class ReplicaManager:
         """Take a new metadata image: create local logs, change roles, start or stop fetching."""
         if self._closed or (self.image is not None and image.version <= self.image.version):
             return
+        previous = self.image
         self.image = image
         logs = self.broker.logs
         for name, info in image.topics.items():
@@ -235,13 +236,21 @@ class ReplicaManager:
             self._fail_waiters(replica, ErrorCode.unknown_topic_or_partition)
             if tp.topic not in image.topics and logs.topic_info(tp.topic) is not None:
                 logs.delete_topic(tp.topic)
-                self.broker.forget_topic(tp.topic)
         for tp, state in image.partitions.items():
             if self.node_id not in state.replicas:
                 continue
             known = self.partitions.get(tp)
             replica = known if known is not None else self._open_replica(tp)
             self._apply_state(replica, state)
+        if previous is not None:
+            # On every broker, hosting the topic or not (after the roles above: a coordinator that
+            # just took over a partition of __consumer_offsets has loaded it): its group coordinator
+            # tombstones the committed offsets of deleted topics in the groups it leads, as Kafka's
+            # coordinators do when the metadata drops a topic.
+            for name, info in previous.topics.items():
+                now = image.topics.get(name)
+                if now is None or now.topic_id != info.topic_id:
+                    self.broker.forget_topic(name)
         for fetcher in self.fetchers.values():
             fetcher.wake()
         self.broker.notifier.notify()
@@ -415,11 +424,7 @@ class ReplicaManager:
     @staticmethod
     def check_epoch(replica: Replica, current_leader_epoch: int) -> int:
         assert replica.state is not None
-        if current_leader_epoch == -1 or current_leader_epoch == replica.state.leader_epoch:
-            return ErrorCode.none
-        if current_leader_epoch < replica.state.leader_epoch:
-            return ErrorCode.fenced_leader_epoch
-        return ErrorCode.unknown_leader_epoch
+        return current_epoch_error(current_leader_epoch, replica.state.leader_epoch)
 
     def _update_follower(self, replica: Replica, node: int, follower: FollowerState, fetch_offset: int) -> None:
         now = _now_ms()
@@ -490,20 +495,20 @@ class ReplicaManager:
         if new_state is not None:
             self._apply_state(replica, new_state)
 
-    def list_offsets_check(
-        self, topic: str, partition: int, latest: bool = False, replica_id: int = -1
-    ) -> tuple[int, int]:
-        """``(error code, leader epoch)`` for ListOffsets: the leader answers. A consumer's
-        (``replica_id`` -1) ``latest`` is OFFSET_NOT_AVAILABLE while the leader's high watermark
-        is below the start offset of its leader epoch (KIP-207): a new leader keeps the HW it had
-        as a follower until its followers fetch from it, and answering that would move a
-        consumer's latest offset backwards. Clients retry the error."""
+    def list_offsets_check(self, topic: str, partition: int, current_leader_epoch: int = -1) -> tuple[int, int, bool]:
+        """``(error code, leader epoch, lagging)`` for ListOffsets: the leader answers, when the
+        client's current leader epoch (-1: not given) is its own (KIP-320). ``lagging``: the
+        leader's high watermark is still below the start offset of its leader epoch (KIP-207): a
+        new leader keeps the HW it had as a follower until its followers fetch from it, and a
+        consumer's lookup answered from it could move backwards; list_offsets answers those
+        OFFSET_NOT_AVAILABLE, which clients retry."""
         replica = self.partitions.get(TopicPartition(topic, partition))
         if replica is None or replica.role != LEADER or replica.state is None:
-            return ErrorCode.not_leader_or_follower, -1
-        if latest and replica_id < 0 and replica.log.high_watermark < replica.epoch_start_offset:
-            return ErrorCode.offset_not_available, -1
-        return ErrorCode.none, replica.state.leader_epoch
+            return ErrorCode.not_leader_or_follower, -1, False
+        code = self.check_epoch(replica, current_leader_epoch)
+        if code:
+            return code, -1, False
+        return ErrorCode.none, replica.state.leader_epoch, replica.log.high_watermark < replica.epoch_start_offset
 
     # -- OffsetForLeaderEpoch ---------------------------------------------------------------------------
 

@@ -792,8 +792,13 @@ class GroupCoordinator:
         return ErrorCode.none, errors, self._durable(written)
 
     def forget_topic(self, topic: str) -> None:
-        """A topic was deleted: its committed offsets go too (tombstoned)."""
-        self.offsets.delete_topic(topic)
+        """A topic was deleted: its committed offsets go too (tombstoned). On a cluster every
+        broker is told, and writes the tombstones of the groups it coordinates; they replicate
+        as commits do (nobody waits for them)."""
+        cluster = getattr(self._broker, "cluster", None)
+        for log, _ in self.offsets.delete_topic(topic):
+            if cluster is not None:
+                cluster.appended(log)  # a leader alone in its ISR moves its HW at once
 
     def close(self) -> None:
         for group in self._groups.values():

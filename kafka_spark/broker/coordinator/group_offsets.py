@@ -281,10 +281,15 @@ class GroupOffsetStore:
             self._offsets.pop(group_id, None)
         return result
 
-    def delete_topic(self, topic: str) -> None:
-        """Forget (with tombstones) every group's commits for a deleted topic."""
+    def delete_topic(self, topic: str) -> list[tuple[Log, int]]:
+        """Forget (with tombstones) every group's commits for a deleted topic; returns what was
+        written, per group (``(log, end offset)``)."""
+        written = []
         for group_id in list(self._offsets):
-            self.delete(group_id, [tp for tp in self._offsets[group_id] if tp.topic == topic])
+            result = self.delete(group_id, [tp for tp in self._offsets[group_id] if tp.topic == topic])
+            if result is not None:
+                written.append(result)
+        return written
 
     def _append(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> tuple[Log, int]:
         log = self._log_for(group_id)

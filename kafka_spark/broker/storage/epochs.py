@@ -24,6 +24,8 @@ from bisect import bisect_right
 from collections.abc import Callable
 from pathlib import Path
 
+from kio.schema.errors import ErrorCode
+
 from kafka_spark.broker.storage import checkpoint
 
 logger = logging.getLogger("kafka_spark.broker.storage")
@@ -32,6 +34,18 @@ CHECKPOINT_FILE = "leader-epoch-checkpoint"
 _VERSION = 0
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
+
+
+def current_epoch_error(current_leader_epoch: int, leader_epoch: int) -> ErrorCode:
+    """KIP-320: what a request carrying the client's current leader epoch of a partition (Fetch,
+    ListOffsets v4+, OffsetForLeaderEpoch) gets from its leader at ``leader_epoch``: none when it
+    was not given (-1) or matches, FENCED_LEADER_EPOCH when older (the client's metadata is
+    stale), UNKNOWN_LEADER_EPOCH when newer (this broker has not caught up yet)."""
+    if current_leader_epoch == UNDEFINED_EPOCH or current_leader_epoch == leader_epoch:
+        return ErrorCode.none
+    if current_leader_epoch < leader_epoch:
+        return ErrorCode.fenced_leader_epoch
+    return ErrorCode.unknown_leader_epoch
 
 
 class LeaderEpochCache:
