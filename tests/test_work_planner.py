@@ -83,7 +83,9 @@ def test_any_ranges_give_ceil_total_over_limit_tasks_of_equal_work_covering_each
     assert len(tasks) == math.ceil(total / per_task)
     assert all(0 < t <= per_task for t in totals)
     assert not totals or max(totals) - min(totals) <= 1
-    read = sorted((r.topic_partition, offset) for task in tasks for r in task for offset in range(r.from_offset, r.until_offset))
+    read = sorted(
+        (r.topic_partition, offset) for task in tasks for r in task for offset in range(r.from_offset, r.until_offset)
+    )
     expected = sorted((r.topic_partition, offset) for r in given for offset in range(r.from_offset, r.until_offset))
     assert read == expected
 
