@@ -36,6 +36,7 @@ from urllib.parse import quote, unquote, urlparse
 
 import pyarrow.fs as pafs
 
+from kafka_spark.common.durable import fsync_dir
 from kafka_spark.errors import PylogError
 
 
@@ -189,7 +190,9 @@ def create_if_absent(fs: pafs.FileSystem, path: str, data: bytes) -> bool:
             return False
         finally:
             os.unlink(tmp)
-        _fsync_dir(os.path.dirname(path))
+        # The link is durable only once the directory entry is; without this a power cut after
+        # the commit could lose a manifest Spark has already recorded as committed.
+        fsync_dir(os.path.dirname(path))
         return True
     if isinstance(fs, pafs.HadoopFileSystem):
         if exists(fs, path):
@@ -238,13 +241,3 @@ def _write_local_synced(path: str, data: bytes) -> None:
         out.write(data)
         out.flush()
         os.fsync(out.fileno())
-
-
-def _fsync_dir(directory: str) -> None:
-    # The link is durable only once the directory entry is; without this a power cut after the
-    # commit could lose a manifest Spark has already recorded as committed.
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

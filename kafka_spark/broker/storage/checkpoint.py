@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from kafka_spark.common.durable import fsync_dir
+
 TMP_SUFFIX = ".tmp"
 
 
@@ -24,14 +26,6 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_offset(path: Path) -> int | None:

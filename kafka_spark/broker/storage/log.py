@@ -51,6 +51,7 @@ from kafka_spark.broker.storage.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
+from kafka_spark.common.durable import fsync_dir
 
 logger = logging.getLogger("kafka_spark.broker.storage")
 
@@ -173,7 +174,7 @@ class Log:
                 # also makes a new directory's first segment durable (the write fsyncs the directory)
                 checkpoint.write_offset(directory / RECOVERY_POINT_FILE, segments[-1].base_offset)
             if created:
-                checkpoint.fsync_dir(directory.parent)
+                fsync_dir(directory.parent)
         except OSError as error:
             raise KafkaStorageError(f"cannot open the log of {name} in {directory}: {error}") from error
         return cls(directory, topic, partition, config, segments, log_start, clock)
@@ -579,23 +580,23 @@ class Log:
                     for segment in old:
                         segment.rename_files(DELETED_SUFFIX)
                         renamed.append(segment)
-                    checkpoint.fsync_dir(self.directory)
+                    fsync_dir(self.directory)
                     cleaned.rename_files(SWAP_SUFFIX)
-                    checkpoint.fsync_dir(self.directory)
+                    fsync_dir(self.directory)
                 except OSError:
                     # Not committed (or the commit's fsync failed): remove the new files first,
                     # so no .log.swap can outlive the restored old segments, then restore them.
                     cleaned.delete()
-                    checkpoint.fsync_dir(self.directory)
+                    fsync_dir(self.directory)
                     for segment in renamed:
                         segment.rename_files("")
                     raise
                 self._segments[first : first + len(old)] = [cleaned]
                 for segment in old:
                     segment.delete()
-                checkpoint.fsync_dir(self.directory)
+                fsync_dir(self.directory)
                 cleaned.rename_files("")
-                checkpoint.fsync_dir(self.directory)
+                fsync_dir(self.directory)
             except OSError as error:
                 raise KafkaStorageError(
                     f"swapping cleaned segment {cleaned.base_offset} into {self.name} "
@@ -771,7 +772,7 @@ def _finish_interrupted_swap(directory: Path, name: str) -> None:
     for path in directory.glob("*" + CLEANED_SUFFIX):
         path.unlink()
     if swaps or deleted:
-        checkpoint.fsync_dir(directory)
+        fsync_dir(directory)
 
 
 def _read_checkpoint(path: Path, name: str) -> int | None:

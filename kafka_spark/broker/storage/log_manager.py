@@ -40,6 +40,7 @@ from kafka_spark.broker.storage.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafka_spark.broker.storage.log import Log, partition_dir
+from kafka_spark.common.durable import fsync_dir
 
 logger = logging.getLogger("kafka_spark.broker.storage")
 
@@ -271,7 +272,7 @@ class LogManager:
                 log.close()
         self._remove_partition_dirs(info)
         self._metadata_path(info).unlink(missing_ok=True)
-        checkpoint.fsync_dir(self._topics_dir)
+        fsync_dir(self._topics_dir)
 
     def _remove_partition_dirs(self, info: TopicInfo) -> None:
         for partition in range(info.partitions):
