@@ -8,6 +8,7 @@ come from kafka_spark.client.config; the executors' consumers from kafka_spark.c
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -65,9 +66,7 @@ class OffsetReader:
     def __init__(self, options: SourceOptions, bootstrap_servers: str, timeout_s: float | None = None):
         self.options = options
         self.bootstrap_servers = bootstrap_servers
-        if timeout_s is None:  # kafka.default.api.timeout.ms, as the Java client's API calls
-            timeout_s = (options.default_api_timeout_ms or DEFAULT_API_TIMEOUT_MS) / 1000.0
-        self.timeout_s = timeout_s
+        self.timeout_s = api_timeout_s(options) if timeout_s is None else timeout_s
         self._admin: AdminClient | None = None
         self._refusal = RefusalWatch()
         self._reached = False
@@ -344,6 +343,38 @@ class OffsetReader:
 
     def close(self) -> None:
         self._admin = None
+
+
+def api_timeout_s(options: SourceOptions) -> float:
+    """``kafka.default.api.timeout.ms`` in seconds: how long each lookup may take, as the Java
+    client's API calls."""
+    return (options.default_api_timeout_ms or DEFAULT_API_TIMEOUT_MS) / 1000.0
+
+
+_pool_lock = threading.Lock()
+_pool: dict[tuple, OffsetReader] = {}
+
+
+def pooled_offset_reader(options: SourceOptions, bootstrap_servers: str) -> OffsetReader:
+    """This process's OffsetReader for the cluster and client settings, kept across uses.
+
+    A Python worker plans and reads many batches (Spark reuses its workers), and a new client's
+    first answer costs ~60 ms of wall time (its connections and version negotiation) where the
+    lookups of a batch cost a few: a quarter of a 0.5-second read of a million rows. The pooled
+    reader takes each use's options (the same client settings; that read's retries and API
+    timeout) and checks again that the cluster answers before its first call, so a broker that
+    went away fails as a new client would. Not for concurrent use: a worker runs one task or one
+    plan at a time.
+    """
+    key = (bootstrap_servers, options.kafka_params)
+    with _pool_lock:
+        reader = _pool.get(key)
+        if reader is None:
+            reader = _pool[key] = OffsetReader(options, bootstrap_servers)
+    reader.options = options
+    reader.timeout_s = api_timeout_s(options)
+    reader._reached = False
+    return reader
 
 
 def check_specified_partitions(

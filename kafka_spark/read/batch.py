@@ -20,7 +20,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader
 
 from kafka_spark.client.config import consumer_config
-from kafka_spark.client.offset_reader import OffsetReader
+from kafka_spark.client.offset_reader import OffsetReader, pooled_offset_reader
 from kafka_spark.offsets import OffsetRange, SpecificOffsets, SpecificTimestamps
 from kafka_spark.options import SourceOptions
 from kafka_spark.planning import KafkaInputPartition, plan_for_options, resolve_fetcher
@@ -77,11 +77,7 @@ class PylogBatchReader(DataSourceReader):
         return late_bound_partitions(planned, opts, self.bootstrap_servers, start, end)
 
     def partitions(self) -> list[KafkaInputPartition]:
-        reader = OffsetReader(self.options, self.bootstrap_servers)
-        try:
-            return self.plan(reader)
-        finally:
-            reader.close()
+        return self.plan(pooled_offset_reader(self.options, self.bootstrap_servers))
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaInputPartition), partition

@@ -24,7 +24,6 @@ Explicit offsets are fixed and cost nothing; the tasks that re-resolve use one p
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -128,21 +127,11 @@ def late_bound_partitions(
     return out
 
 
-_lock = threading.Lock()
-_readers: dict[tuple, OffsetReader] = {}
-
-
 def _offset_reader(late: LateBound) -> OffsetReader:
     """This worker's OffsetReader for the cluster and client settings (kept across tasks)."""
-    from kafka_spark.client.offset_reader import OffsetReader
+    from kafka_spark.client.offset_reader import pooled_offset_reader
 
-    key = (late.bootstrap_servers, late.options.kafka_params)
-    with _lock:
-        reader = _readers.get(key)
-        if reader is None:
-            reader = _readers[key] = OffsetReader(late.options, late.bootstrap_servers)
-    reader.options = late.options  # same client settings; this read's retries and strategies
-    return reader
+    return pooled_offset_reader(late.options, late.bootstrap_servers)
 
 
 def current_ranges(ranges: tuple[OffsetRange, ...], late: LateBound) -> list[OffsetRange]:
