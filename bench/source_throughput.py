@@ -12,7 +12,8 @@ per partition; pylog plans by work (kafka_spark.planning). Rounds are interleave
 partition counts (each round reads every count with pylog, then with Spark's source, the order of
 the counts rotating), so JIT warm-up, idle Python workers stopped by Spark and load drift do not
 fall on one count. Prints medians of rows/s of both, the ratio, and pylog's rate as a
-fraction of the best count of the same round (target >= 0.8 everywhere), with their ranges.
+fraction of the best count of the same round (target >= 0.8 everywhere), with their ranges, and
+each count's median as a fraction of the best count's median (less moved by one lucky round).
 
 Throughput: N messages of 100 bytes in 8 partitions of the embedded broker (a separate broker
 process, data on disk) read with ``spark.read.format("pylog")``, and the same number of rows from
@@ -310,6 +311,7 @@ def sweep_part(spark, bootstrap: str, args) -> None:  # noqa: ANN001
             flush=True,
         )
     best_of_round = [max(rates[n]["pylog"][i] for n in counts) for i in range(args.rounds)]
+    best_median = max(median(rates[n]["pylog"]) for n in counts)
     print(
         f"cost as the work grows: {args.sweep_rows:,} rows over {counts[0]} to {counts[-1]} partitions, medians of "
         f"{args.rounds} rounds interleaved across partition counts (pylog plans by work; Spark's source makes a "
@@ -324,7 +326,8 @@ def sweep_part(spark, bootstrap: str, args) -> None:  # noqa: ANN001
         ratio = median(ratios) if ratios else float("nan")
         print(
             f"sweep {partitions:5d} partitions  pylog {median(pylog):12,.0f} rows/s   spark-kafka "
-            f"{spark_rate:12,.0f} rows/s   ratio pylog/spark {ratio:5.2f}   pylog/best {median(of_best):4.2f}"
+            f"{spark_rate:12,.0f} rows/s   ratio pylog/spark {ratio:5.2f}   pylog/best {median(of_best):4.2f}   "
+            f"median/best median {median(pylog) / best_median:4.2f}"
         )
         spread = f"pylog {min(pylog):,.0f}-{max(pylog):,.0f}"
         if spark_rates:

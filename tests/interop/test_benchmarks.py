@@ -59,11 +59,12 @@ def test_source_benchmark_reads_with_both_sources_and_sweeps_partition_counts():
     for partitions in (1, 8):
         sweep = re.search(
             rf"^sweep\s+{partitions} partitions\s+pylog\s+{RATE}\s+spark-kafka\s+{RATE}\s+"
-            rf"ratio pylog/spark\s+([\d.]+)\s+pylog/best\s+([\d.]+)$",
+            rf"ratio pylog/spark\s+([\d.]+)\s+pylog/best\s+([\d.]+)\s+median/best median\s+([\d.]+)$",
             out,
             re.MULTILINE,
         )
         assert sweep and positive(sweep.group(1), sweep.group(2)) and 0 < float(sweep.group(4)) <= 1, out
+        assert 0 < float(sweep.group(5)) <= 1, out
         spread = re.search(
             r"^\s+rounds pylog [\d,]+-[\d,]+\s+spark-kafka [\d,]+-[\d,]+\s+pylog/spark [\d.]+-[\d.]+\s+"
             r"pylog/best [\d.]+-[\d.]+\s+CPU us/row \(Spark, workers, broker\) pylog ([\d.]+)\s+spark-kafka ([\d.]+)$",
