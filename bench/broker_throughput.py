@@ -175,7 +175,12 @@ def main() -> int:
                 with open(path, "rb") as source, open(os.path.join(workdir, "mock.txt"), "wb") as out:
                     out.write(source.read(101 * mock_messages))
                 kcat_produce(mock, kcat_topic, os.path.join(workdir, "mock.txt"), mock_messages)
-                results["mock"]["consume kcat"].append(kcat_consume(mock, kcat_topic, mock_messages))
+                try:
+                    consumed: float | None = kcat_consume(mock, kcat_topic, mock_messages)
+                except RuntimeError as error:  # the mock's in-memory log is no broker: it loses records
+                    print(f"round {round_index + 1} librdkafka mock: {error}; no mock consume figure", flush=True)
+                    consumed = None
+                results["mock"]["consume kcat"].append(consumed)  # type: ignore[arg-type]
                 results["mock"]["produce kcat"].append(kcat_produce(mock, f"mock-{round_index}", path, args.messages))
     subprocess.run(["rm", "-rf", workdir], check=False)
 
@@ -196,10 +201,15 @@ def main() -> int:
             )
     for phase in ("produce kcat", "consume kcat"):
         pylog_name = "pylog-os"
-        ratios = [p / m for p, m in zip(results[pylog_name][phase], results["mock"][phase], strict=False)]
+        # Rounds where the mock lost records have no figure (None): left out of both medians.
+        paired = [(p, m) for p, m in zip(results[pylog_name][phase], results["mock"][phase], strict=False) if m]
+        if not paired:
+            print(f"secondary  {phase:12s} no round of the librdkafka mock kept its records")
+            continue
+        ratios = [p / m for p, m in paired]
         print(
-            f"secondary  {phase:12s} pylog {median(results[pylog_name][phase]):12,.0f} msg/s   "
-            f"librdkafka mock {median(results['mock'][phase]):12,.0f} msg/s   ratio pylog/mock {median(ratios):5.2f}"
+            f"secondary  {phase:12s} pylog {median(p for p, _ in paired):12,.0f} msg/s   "
+            f"librdkafka mock {median(m for _, m in paired):12,.0f} msg/s   ratio pylog/mock {median(ratios):5.2f}"
         )
     return 0
 
