@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,13 +10,7 @@ from kafka_spark.broker.durability import DEFAULT_FLUSH_TIMEOUT_MS, DEFAULT_RING
 from kafka_spark.broker.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kafka_spark.broker.protocol.frames import MAX_FRAME_BYTES
 from kafka_spark.broker.storage.config import LogConfig
-
-
-def _cluster_id() -> str:
-    # Kafka cluster ids are 22-character url-safe base64 UUIDs.
-    import base64
-
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+from kafka_spark.common.kafka_uuid import random_cluster_id
 
 
 @dataclass(frozen=True)
@@ -34,7 +27,7 @@ class BrokerConfig:
     port: int = 0
     advertised_host: str | None = None
     node_id: int = 0
-    cluster_id: str = field(default_factory=_cluster_id)
+    cluster_id: str = field(default_factory=random_cluster_id)
     auto_create_topics_enable: bool = True
     num_partitions: int = 1  # partitions of auto-created topics, as Kafka's num.partitions
     log: LogConfig = field(default_factory=LogConfig)

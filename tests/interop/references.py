@@ -24,10 +24,11 @@ import subprocess
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from kafka_spark.common.kafka_uuid import random_cluster_id
 
 ROOT = Path(__file__).resolve().parents[2]
 KAFKA_LIBS = ROOT / ".cache" / "kafka" / "libs"
@@ -273,10 +274,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-
-
 @dataclass
 class ApacheKafka:
     """One Apache Kafka node in KRaft mode (broker and controller in one JVM).
@@ -388,7 +385,7 @@ class ApacheKafka:
                     TOOLS["kafka-storage"],
                     "format",
                     "-t",
-                    _cluster_id(),
+                    random_cluster_id(),
                     "-c",
                     str(properties),
                     "--ignore-formatted",

@@ -46,7 +46,6 @@ import logging
 import random
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -62,6 +61,7 @@ from kafka_spark.broker.storage.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafka_spark.broker.storage.log_manager import TopicInfo
+from kafka_spark.common.kafka_uuid import random_uuid
 from kafka_spark.common.topic_partition import TopicPartition
 
 logger = logging.getLogger("kafka_spark.broker.cluster")
@@ -302,7 +302,7 @@ class Controller:
                     else f"replication factor {factor} is invalid for topic {name!r}: give 1 to {len(live)}"
                 )
             _check_min_insync(name, configs)
-            info = TopicInfo(name, count, MappingProxyType(dict(configs)), uuid.uuid4())
+            info = TopicInfo(name, count, MappingProxyType(dict(configs)), random_uuid())
             if validate_only:
                 return info
             start = random.randrange(len(live))

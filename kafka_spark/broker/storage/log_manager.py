@@ -41,6 +41,7 @@ from kafka_spark.broker.storage.errors import (
 )
 from kafka_spark.broker.storage.log import Log, partition_dir
 from kafka_spark.common.durable import fsync_dir
+from kafka_spark.common.kafka_uuid import random_uuid
 
 logger = logging.getLogger("kafka_spark.broker.storage")
 
@@ -68,7 +69,7 @@ class TopicInfo:
     name: str
     partitions: int
     configs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    topic_id: uuid.UUID = field(default_factory=random_uuid)
 
     def to_json(self, *, deleted: bool = False) -> bytes:
         document = {
@@ -234,7 +235,7 @@ class LogManager:
                 name,
                 partitions,
                 MappingProxyType({k: v for k, v in (configs or {}).items() if v is not None}),
-                topic_id or uuid.uuid4(),
+                topic_id or random_uuid(),
             )
             try:
                 checkpoint.atomic_write(self._metadata_path(info), info.to_json())
