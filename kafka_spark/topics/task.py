@@ -120,8 +120,29 @@ def _task_ids() -> tuple[str | None, int | None, int, int]:
     return query_id, int(batch) if batch is not None else None, context.partitionId(), context.attemptNumber()
 
 
-def _records(options: TopicSinkOptions, batches: Iterator[Any]) -> Iterator[tuple[str, Any, Any, int | None, Any, int]]:
-    """(topic, key, value, partition, headers, timestamp_ms) per row, column by column per batch."""
+@dataclass
+class _Columns:
+    """One Arrow batch's rows as Python lists, column by column (kafka_spark.topics.task._columns)."""
+
+    count: int
+    topic: str | None  # the ``topic`` option: every row's topic
+    topics: list[Any] | None  # else each row's
+    keys: list[Any]
+    values: list[Any]
+    partitions: list[Any] | None  # None: the column is absent
+    headers: list[Any] | None
+    timestamps: list[Any] | None  # milliseconds; None: not written (``includeTimestamp`` off)
+
+    @property
+    def simple(self) -> bool:
+        """One topic, and no row names a partition, headers or a timestamp: the common shape."""
+        return self.topic is not None and self.partitions is None and self.headers is None and self.timestamps is None
+
+
+def _columns(options: TopicSinkOptions, batches: Iterator[Any]) -> Iterator[_Columns]:
+    """Each batch's columns as Python lists (keys and values as str or bytes, which the producer
+    takes alike; headers as (key, value) pairs; timestamps in milliseconds). A column that is
+    absent or null in every row is None, so the rows it would name take the producer's defaults."""
     import pyarrow as pa
 
     encoders: dict[tuple[str, str], Any] = {}
@@ -138,26 +159,34 @@ def _records(options: TopicSinkOptions, batches: Iterator[Any]) -> Iterator[tupl
                 array = array.cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
             return array.to_pylist()
 
+        def optional(
+            name: str, names: dict[str, int] = names, batch: Any = batch, count: int = count
+        ) -> list[Any] | None:
+            index = names.get(name)
+            if index is None or batch.column(index).null_count == count:
+                return None
+            return column(name)
+
         values = _avro_or_column(options, "value", batch, names, column, encoders)
         keys = _avro_or_column(options, "key", batch, names, column, encoders)
-        topics = [options.topic] * count if options.topic is not None else column("topic")
-        partitions = column("partition")
-        headers = column("headers")
-        timestamps = column("timestamp") if options.use_timestamp else [None] * count
-        for row in range(count):
-            topic = topics[row]
-            if topic is None:
+        topics = None
+        if options.topic is None:
+            topics = column("topic")
+            if None in topics:
                 raise TopicSinkError("a row has a null 'topic' and no 'topic' option is set")
-            value = values[row]
-            if isinstance(value, str):
-                value = value.encode()
-            key = keys[row]
-            if isinstance(key, str):
-                key = key.encode()
-            row_headers = headers[row]
-            if row_headers is not None:
-                row_headers = [(h["key"], h["value"]) for h in row_headers]
-            yield topic, key, value, partitions[row], row_headers, timestamps[row] or 0
+        headers = optional("headers")
+        if headers is not None:
+            headers = [None if h is None else [(pair["key"], pair["value"]) for pair in h] for h in headers]
+        yield _Columns(
+            count,
+            options.topic,
+            topics,
+            keys,
+            values,
+            optional("partition"),
+            headers,
+            optional("timestamp") if options.use_timestamp else None,
+        )
 
 
 def _avro_or_column(
@@ -185,49 +214,70 @@ class QueueFull(PylogError, RuntimeError):
     """The producer's queue stayed full for longer than ``kafka.max.block.ms``."""
 
 
-def _produce_all(
-    producer: Any,
-    rows: Iterator[tuple[str, Any, Any, int | None, Any, int]],
-    errors: list[Any],
-    options: TopicSinkOptions,
-) -> int:
+def _produce_all(producer: Any, batches: Iterator[_Columns], errors: list[Any], options: TopicSinkOptions) -> int:
+    """Hand every row to ``producer``; returns how many. Delivery errors land in ``errors``.
+
+    Per row this is one call of ``produce`` with positional arguments (a keyword dict per row cost
+    about as much as the call itself); a batch of the common shape (one topic, no partition,
+    headers or timestamp column) goes through a loop of nothing else. The positional order is
+    confluent-kafka's own, ``(topic, value, key, partition, callback)``: its documented order leaves
+    out ``callback``, the alias of ``on_delivery`` that comes first, so a sixth positional
+    argument would be taken as ``on_delivery``, not as the timestamp."""
+
     def on_delivery(error: Any, _message: Any) -> None:
         if error is not None:
             errors.append(error)
 
     deal = _RoundRobin(producer, options.max_block_ms) if options.round_robin else None
+    produce = producer.produce
     count = 0
-    for topic, key, value, partition, headers, timestamp in rows:
-        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
-        if partition is None and deal is not None:
-            partition = deal.next(topic)
-        if partition is not None:
-            kwargs["partition"] = partition
-        if headers:
-            kwargs["headers"] = headers
-        if timestamp:
-            kwargs["timestamp"] = timestamp
-        blocked_since = None
-        while True:
-            try:
-                producer.produce(topic, **kwargs)
-                break
-            except BufferError:
-                # Java's send() blocks up to max.block.ms for room in buffer.memory, then fails.
-                now = time.monotonic()
-                blocked_since = blocked_since or now
-                if (now - blocked_since) * 1000 > options.max_block_ms:
-                    raise QueueFull(
-                        f"pylog topic sink: the producer's queue stayed full for kafka.max.block.ms="
-                        f"{options.max_block_ms} ms while writing to {topic}: the cluster takes records slower "
-                        "than the task produces them. Raise kafka.buffer.memory or kafka.max.block.ms, or check "
-                        "the cluster"
-                    ) from None
-                producer.poll(0.05)
-        count += 1
-        if count % 10_000 == 0:
-            producer.poll(0)
+    for batch in batches:
+        if batch.simple and deal is None:
+            topic = batch.topic
+            for key, value in zip(batch.keys, batch.values, strict=True):
+                try:
+                    produce(topic, value, key, -1, on_delivery)
+                except BufferError:
+                    _when_room(producer, options, (topic, value, key, -1, on_delivery), {})
+        else:
+            topics: list[Any] = batch.topics if batch.topics is not None else [batch.topic] * batch.count
+            for row in range(batch.count):
+                topic = topics[row]
+                partition = None if batch.partitions is None else batch.partitions[row]
+                if partition is None:
+                    partition = -1 if deal is None else deal.next(topic)
+                args = (topic, batch.values[row], batch.keys[row], partition, on_delivery)
+                kwargs = {}
+                if batch.timestamps is not None and batch.timestamps[row]:
+                    kwargs["timestamp"] = batch.timestamps[row]
+                if batch.headers is not None and batch.headers[row]:
+                    kwargs["headers"] = batch.headers[row]
+                try:
+                    produce(*args, **kwargs)
+                except BufferError:
+                    _when_room(producer, options, args, kwargs)
+        count += batch.count
+        producer.poll(0)  # delivery reports of what went out meanwhile
     return count
+
+
+def _when_room(producer: Any, options: TopicSinkOptions, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """``produce(*args, **kwargs)`` once the producer's queue has room: as Java's ``send()``, which
+    blocks up to ``max.block.ms`` for room in ``buffer.memory`` and then fails."""
+    blocked_since = time.monotonic()
+    while True:
+        producer.poll(0.05)
+        try:
+            producer.produce(*args, **kwargs)
+            return
+        except BufferError:
+            if (time.monotonic() - blocked_since) * 1000 > options.max_block_ms:
+                raise QueueFull(
+                    f"pylog topic sink: the producer's queue stayed full for kafka.max.block.ms="
+                    f"{options.max_block_ms} ms while writing to {args[0]}: the cluster takes records slower "
+                    "than the task produces them. Raise kafka.buffer.memory or kafka.max.block.ms, or check "
+                    "the cluster"
+                ) from None
 
 
 class _RoundRobin:
@@ -256,7 +306,7 @@ def write_at_least_once(options: TopicSinkOptions, batches: Iterator[Any]) -> To
     _, _, partition_id, _ = _task_ids()
     producer, _ = _PRODUCERS.get(options.producer_config())
     errors: list[Any] = []
-    count = _produce_all(producer, _records(options, batches), errors, options)
+    count = _produce_all(producer, _columns(options, batches), errors, options)
     remaining = producer.flush(options.transaction_timeout_ms / 1000)
     if errors or remaining:
         raise TopicSinkDeliveryError(
@@ -307,7 +357,7 @@ def write_exactly_once(
         index.close()
     producer.begin_transaction()
     errors: list[Any] = []
-    count = _produce_all(producer, _records(options, batches), errors, options)
+    count = _produce_all(producer, _columns(options, batches), errors, options)
     marker = _MarkerDelivery()
     payload = json.dumps({"queryId": write_id, "batchId": batch_id, "partitionId": partition_id, "rows": count})
     producer.produce(
