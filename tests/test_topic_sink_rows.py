@@ -135,3 +135,21 @@ def test_a_queue_that_stays_full_fails_after_max_block_ms_naming_the_topic(gener
     )
     with pytest.raises(QueueFull, match=r"kafka.max.block.ms=300 ms while writing to full"):
         write_at_least_once(sink, iter([batch]))
+
+
+def test_the_transaction_marker_waits_for_room_when_the_rows_left_the_queue_full(pylog_broker, pylog_topic):
+    # Room for one record and 100 ms of linger: the last row still sits in the queue when the
+    # task produces its marker record, which must wait for room as the rows do.
+    topic = pylog_topic()
+    (batch,) = _batches({"value": pa.array([b"r%d" % i for i in range(8)], pa.binary())}, rows_per_batch=8)
+    sink = _sink(
+        pylog_broker.bootstrap_servers,
+        batch,
+        topic=topic,
+        **{"kafka.queue.buffering.max.messages": "1", "kafka.linger.ms": "100"},
+    )
+    message = write_exactly_once(sink, iter([batch]), write_id=f"full-{topic}", batch_id=0)
+    assert message.rows == 8 and not message.skipped
+    assert sorted(value for _, value, *_ in read_topic(pylog_broker.bootstrap_servers, topic, 1)) == sorted(
+        b"r%d" % i for i in range(8)
+    )

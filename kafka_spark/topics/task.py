@@ -360,13 +360,12 @@ def write_exactly_once(
     count = _produce_all(producer, _columns(options, batches), errors, options)
     marker = _MarkerDelivery()
     payload = json.dumps({"queryId": write_id, "batchId": batch_id, "partitionId": partition_id, "rows": count})
-    producer.produce(
-        options.marker_topic,
-        key=f"{write_id}/{partition_id}".encode(),
-        value=payload.encode(),
-        partition=0,
-        on_delivery=marker,
-    )
+    # (topic, value, key, partition, callback): the rows may have left the queue full.
+    marker_record = (options.marker_topic, payload.encode(), f"{write_id}/{partition_id}".encode(), 0, marker)
+    try:
+        producer.produce(*marker_record)
+    except BufferError:
+        _when_room(producer, options, marker_record, {})
     producer.flush(options.transaction_timeout_ms / 1000)
     if errors or marker.offset is None:
         producer.abort_transaction(block_s)
