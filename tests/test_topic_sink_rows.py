@@ -19,7 +19,7 @@ from pyspark.sql.types import (
 )
 
 from kafka_spark.topics.options import TopicSinkError, parse_sink_options
-from kafka_spark.topics.task import QueueFull, write_at_least_once, write_exactly_once
+from kafka_spark.topics.task import QueueFull, TopicSinkDeliveryError, write_at_least_once, write_exactly_once
 from tests.test_topic_sink import read_topic
 
 HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
@@ -153,3 +153,25 @@ def test_the_transaction_marker_waits_for_room_when_the_rows_left_the_queue_full
     assert sorted(value for _, value, *_ in read_topic(pylog_broker.bootstrap_servers, topic, 1)) == sorted(
         b"r%d" % i for i in range(8)
     )
+
+
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+def test_rows_the_broker_rejects_fail_the_task_naming_why_and_commit_nothing(pylog_broker, pylog_topic, guarantee):
+    # The topic takes batches of at most 1,000 bytes; the 3,000-byte rows are rejected by the
+    # broker (MESSAGE_TOO_LARGE), after the producer accepted them, while the small rows land.
+    # Exactly-once rows carry no delivery callback (the transaction's commit is where a failed
+    # row shows), so this proves the commit is refused and the task fails all the same.
+    topic = pylog_topic(config={"max.message.bytes": "1000"})
+    values = [b"x" * 3000 if i % 5 == 0 else b"small%d" % i for i in range(20)]
+    batches = _batches({"value": pa.array(values, pa.binary())})
+    sink = _sink(pylog_broker.bootstrap_servers, batches[0], topic=topic, **{"kafka.linger.ms": "0"})
+    with pytest.raises(TopicSinkDeliveryError, match="(?i)too large"):
+        if guarantee == "exactly-once":
+            write_exactly_once(sink, iter(batches), write_id=f"rejected-{topic}", batch_id=0)
+        else:
+            write_at_least_once(sink, iter(batches))
+    landed = read_topic(pylog_broker.bootstrap_servers, topic, 1)
+    if guarantee == "exactly-once":
+        assert landed == []  # the transaction was aborted: read_committed sees none of it
+    else:
+        assert not any(len(value) == 3000 for _, value, *_ in landed)
