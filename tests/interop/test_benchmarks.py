@@ -79,7 +79,9 @@ def test_source_benchmark_reads_with_both_sources_and_sweeps_partition_counts():
 
 
 def test_sink_benchmark_compares_pylog_topic_sink_with_spark_kafka_sink():
-    out = run("sink_throughput.py", "--parts", "kafka", "--topic-rows", "10000", "--repeats", "1")
+    out = run(
+        "sink_throughput.py", "--parts", "kafka", "--topic-rows", "10000", "--repeats", "1", "--kafka-warmup", "1"
+    )
     assert re.search(rf"^\s+pylog exactly-once\s+{RATE}", out, re.MULTILINE), out
     assert re.search(rf"^\s+spark format\(kafka\)\s+{RATE}", out, re.MULTILINE), out
     ratio = re.search(r"^\s+ratio pylog/spark\s+([\d.]+)", out, re.MULTILINE)
