@@ -16,8 +16,8 @@ Against Spark's own Kafka sink (``--parts kafka``): the same ``--topic-rows`` ro
 Apache Kafka (run from .cache/kafka) by pylog's exactly-once topic sink (a transaction per task)
 and by Spark's built-in, at-least-once ``df.write.format("kafka")`` (spark-sql-kafka-0-10 from
 .cache/spark-kafka, in the same session), alternating, after ``--kafka-warmup`` rounds of both
-(3: Kafka's broker JVM compiles its produce path over the first few million records). Prints
-rows/s and the ratio pylog/Spark (target >= 0.8).
+(8: Kafka's broker JVM compiles its transactional produce path over the first rounds). Prints
+rows/s, the CPU Kafka's broker spent on a write of each, and the ratio pylog/Spark (target >= 0.8).
 
     .venv/bin/python bench/sink_throughput.py [--parts files,topic,kafka]
 
@@ -170,12 +170,21 @@ def bench_topic_sink(spark: SparkSession, rows: int, repeats: int) -> dict[str, 
     return {name: statistics.median(rates) for name, rates in results.items()}
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds process ``pid`` has used (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def bench_kafka_sink(spark: SparkSession, rows: int, repeats: int, warmup: int) -> dict[str, list[float]]:
     """rows/s of pylog's exactly-once topic sink and of Spark's Kafka sink, into Apache Kafka,
-    after ``warmup`` uncounted rounds of both. Kafka's broker is a JVM whose produce path is
-    compiled while it runs: after one round of each sink (2M records) it still spent ~3x the CPU
-    per record of its steady state (measured per round: 1.7, 0.9, then about 0.5 s per 1M rows).
-    The order of the two sinks alternates from round to round."""
+    after ``warmup`` uncounted rounds of both, and the CPU seconds Kafka's broker spent on each
+    write (under ``"<sink> broker cpu"``). Kafka's broker is a JVM that compiles its paths while
+    it runs, and the transactional path pylog's sink takes warms up later than the plain one:
+    over the first rounds its CPU per write of 1M rows fell from 3.5 to 0.3 s, and in some runs
+    it took 8 rounds to get there (Spark's writes: about 0.6 s after 3). The order of the two
+    sinks alternates from round to round."""
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -188,17 +197,18 @@ def bench_kafka_sink(spark: SparkSession, rows: int, repeats: int, warmup: int) 
         .cache()
     )
     df.count()
-    results: dict[str, list[float]] = {"pylog": [], "spark": []}
+    results: dict[str, list[float]] = {"pylog": [], "spark": [], "pylog broker cpu": [], "spark broker cpu": []}
     with ApacheKafka(heap="1g") as kafka:
         bootstrap = kafka.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bootstrap})
         check = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-check"})
         for run in range(warmup + repeats):
-            topics = {name: f"sink-{name}-{run}" for name in results}
+            topics = {name: f"sink-{name}-{run}" for name in ("pylog", "spark")}
             for future in admin.create_topics([NewTopic(t, num_partitions=2) for t in topics.values()]).values():
                 future.result(timeout=60)
             order = (("pylog", "pylog"), ("spark", "kafka"))
             for name, fmt in order if run % 2 == 0 else order[::-1]:
+                cpu = process_cpu_seconds(kafka.process.pid)
                 start = time.perf_counter()
                 (
                     df.write.format(fmt)
@@ -208,6 +218,7 @@ def bench_kafka_sink(spark: SparkSession, rows: int, repeats: int, warmup: int) 
                     .save()
                 )
                 took = time.perf_counter() - start
+                cpu = process_cpu_seconds(kafka.process.pid) - cpu
                 ends = sum(
                     check.get_watermark_offsets(TopicPartition(topics[name], p), timeout=30)[1] for p in range(2)
                 )
@@ -215,6 +226,7 @@ def bench_kafka_sink(spark: SparkSession, rows: int, repeats: int, warmup: int) 
                     raise RuntimeError(f"{name} wrote {ends} offsets for {rows} rows")
                 if run >= warmup:
                     results[name].append(rows / took)
+                    results[f"{name} broker cpu"].append(cpu)
         check.close()
     df.unpersist()
     return results
@@ -228,7 +240,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per sink; the median is reported")
     parser.add_argument("--topic-rows", type=int, default=1_000_000, help="rows for the topic-sink halves")
     parser.add_argument(
-        "--kafka-warmup", type=int, default=3, help="uncounted rounds of both sinks before --parts kafka measures"
+        "--kafka-warmup", type=int, default=8, help="uncounted rounds of both sinks before --parts kafka measures"
     )
     parser.add_argument("--parts", default="files,topic,kafka", help="files, topic, kafka (comma-separated)")
     args = parser.parse_args()
@@ -271,6 +283,10 @@ def main() -> None:
         )
         print(f"  pylog exactly-once        {statistics.median(kafka_results['pylog']):12,.0f} rows/s")
         print(f"  spark format(kafka)       {statistics.median(kafka_results['spark']):12,.0f} rows/s (at-least-once)")
+        print(
+            f"  Kafka broker CPU a write  pylog {statistics.median(kafka_results['pylog broker cpu']):.2f} s, "
+            f"spark {statistics.median(kafka_results['spark broker cpu']):.2f} s"
+        )
         print(
             f"  ratio pylog/spark         {statistics.median(ratios):12.2f}  (rounds {min(ratios):.2f} to "
             f"{max(ratios):.2f}; target >= 0.80)"

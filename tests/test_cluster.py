@@ -605,3 +605,36 @@ def test_a_deleted_topics_committed_offsets_go_on_every_coordinator_also_those_n
 
     cluster.create_topic("gone", partitions=1, replication_factor=1)
     assert _wire_committed(at, group) == {("kept", 0): 4}  # the new topic has no offsets of the old
+
+
+def test_a_starting_broker_refuses_connections_until_it_has_registered_and_applied_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a client would find by connecting at the moment each broker (re)starts registering
+    # with the controller: its port bound, and no listener yet. Before, the port listened from
+    # the moment it was bound and the broker answered from an empty metadata image.
+    import socket
+
+    from kafka_spark.broker.cluster.replica_manager import ReplicaManager
+
+    seen: dict[int, str] = {}
+    register = ReplicaManager.start
+
+    def start(self: ReplicaManager) -> None:
+        try:
+            socket.create_connection((self.broker.advertised_host, self.broker.port), timeout=5).close()
+            seen[self.node_id] = "accepted"
+        except ConnectionRefusedError:
+            seen[self.node_id] = "refused"
+        register(self)
+
+    monkeypatch.setattr(ReplicaManager, "start", start)
+    with EmbeddedCluster(brokers=2, log_dir=tmp_path) as cluster:
+        assert seen == {0: "refused", 1: "refused"}
+        cluster.create_topic("served", replication_factor=2)
+        cluster.kill_broker(1)
+        del seen[1]
+        cluster.restart_broker(1)
+        assert seen == {0: "refused", 1: "refused"}
+        assert produce_confluent(cluster.bootstrap_servers, "served", [b"a"]) == []  # and then served
+        assert read_all(cluster.bootstrap_servers, "served") == [b"a"]

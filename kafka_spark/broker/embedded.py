@@ -142,7 +142,7 @@ class EmbeddedBroker:
             self._broker = self._make_broker(loop)
             self._broker.notifier.bind_thread()
             self._server = BrokerServer(self._broker)
-            loop.run_until_complete(self._server.start())
+            loop.run_until_complete(self._server.start(serve=self._serve_at_start))
         except BaseException as error:  # noqa: BLE001 surface start-up failures (port in use, bad log dir) to start()
             started.set_exception(error)
             loop.close()
@@ -151,6 +151,10 @@ class EmbeddedBroker:
         started.set_result(None)
         loop.run_forever()
         loop.close()
+
+    #: Accept connections as soon as the port is bound; a cluster's node waits until it has
+    #: registered with the controller and applied its metadata (ClusterNode).
+    _serve_at_start = True
 
     def _make_broker(self, loop: asyncio.AbstractEventLoop) -> Broker:
         """The node, made on its event loop's thread (a cluster's nodes add replication)."""

@@ -67,8 +67,9 @@ class BrokerServer:
         users = broker.config.sasl_users
         self.scram = ScramCredentials(users, broker.credentials) if users else None  # shared: derived once per user
 
-    async def start(self) -> int:
-        """Bind and listen; return the bound port."""
+    async def start(self, serve: bool = True) -> int:
+        """Bind, and listen unless ``serve`` is false (then :meth:`start_serving` does, once the
+        broker is ready to answer); return the bound port."""
         config = self.broker.config
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
@@ -77,10 +78,17 @@ class BrokerServer:
             port=config.port,
             reuse_address=True,
             ssl=tls_context(config),
+            start_serving=serve,
         )
         port = self._server.sockets[0].getsockname()[1]
         self.broker.port = port
         return port
+
+    async def start_serving(self) -> None:
+        """Listen and accept connections (after ``start(serve=False)``; until now, connecting
+        was refused, as to a broker that is down)."""
+        assert self._server is not None
+        await self._server.start_serving()
 
     @property
     def buffered_bytes(self) -> int:

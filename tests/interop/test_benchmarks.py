@@ -84,5 +84,6 @@ def test_sink_benchmark_compares_pylog_topic_sink_with_spark_kafka_sink():
     )
     assert re.search(rf"^\s+pylog exactly-once\s+{RATE}", out, re.MULTILINE), out
     assert re.search(rf"^\s+spark format\(kafka\)\s+{RATE}", out, re.MULTILINE), out
+    assert re.search(r"^\s+Kafka broker CPU a write\s+pylog \d+\.\d\d s, spark \d+\.\d\d s", out, re.MULTILINE), out
     ratio = re.search(r"^\s+ratio pylog/spark\s+([\d.]+)", out, re.MULTILINE)
     assert ratio and float(ratio.group(1)) > 0, out

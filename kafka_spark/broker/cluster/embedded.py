@@ -88,8 +88,14 @@ class ClusterNode(EmbeddedBroker):
         self._call(self._start_replication())
         return self
 
+    # Bound at start (the controller learns the port) but not listening until the node has
+    # registered and applied the cluster's metadata, as Kafka opens request processing only when
+    # its broker has caught up: a restarted broker answering first would answer from no metadata.
+    _serve_at_start = False
+
     async def _start_replication(self) -> None:
         self.replicas.start()
+        await self.server.start_serving()
 
     async def _stop_replication(self, controlled: bool) -> None:
         self.replicas.stop(controlled)
