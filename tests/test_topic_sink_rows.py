@@ -155,15 +155,22 @@ def test_the_transaction_marker_waits_for_room_when_the_rows_left_the_queue_full
     )
 
 
+@pytest.mark.parametrize("loop", ["common shape", "general (partition and headers columns)"])
 @pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
-def test_rows_the_broker_rejects_fail_the_task_naming_why_and_commit_nothing(pylog_broker, pylog_topic, guarantee):
+def test_rows_the_broker_rejects_fail_the_task_naming_why_and_commit_nothing(
+    pylog_broker, pylog_topic, guarantee, loop
+):
     # The topic takes batches of at most 1,000 bytes; the 3,000-byte rows are rejected by the
     # broker (MESSAGE_TOO_LARGE), after the producer accepted them, while the small rows land.
     # Exactly-once rows carry no delivery callback (the transaction's commit is where a failed
     # row shows), so this proves the commit is refused and the task fails all the same.
     topic = pylog_topic(config={"max.message.bytes": "1000"})
     values = [b"x" * 3000 if i % 5 == 0 else b"small%d" % i for i in range(20)]
-    batches = _batches({"value": pa.array(values, pa.binary())})
+    columns = {"value": pa.array(values, pa.binary())}
+    if loop != "common shape":
+        columns["partition"] = pa.array([0] * len(values), pa.int32())
+        columns["headers"] = pa.array([[{"key": "h", "value": b"%d" % i}] for i in range(len(values))], HEADERS)
+    batches = _batches(columns)
     sink = _sink(pylog_broker.bootstrap_servers, batches[0], topic=topic, **{"kafka.linger.ms": "0"})
     with pytest.raises(TopicSinkDeliveryError, match="(?i)too large"):
         if guarantee == "exactly-once":

@@ -227,6 +227,28 @@ def test_topic_sink_replayed_batch_is_read_once_by_java_read_committed_consumer(
     assert Counter(value for _, _, value in committed) == Counter(f"r{i}" for i in range(100))
 
 
+def test_topic_sink_rows_apache_kafka_rejects_abort_the_write_and_name_why(
+    spark, apache: Cluster, java_clients: JavaClients
+):
+    # Kafka takes batches of at most 1,000 bytes on this topic; every fifth row is 3,000 bytes.
+    # The exactly-once sink's rows carry no delivery callback: Kafka's rejection has to fail the
+    # transaction's commit, and no row of the write may reach a read_committed consumer.
+    output = apache.topic(partitions=2, prefix="sink-rejected")
+    apache.tool(
+        "kafka-configs", "--alter", "--entity-type", "topics", "--entity-name", output, "--add-config",
+        "max.message.bytes=1000",
+    )  # fmt: skip
+    rows = spark.range(0, 20, numPartitions=2).selectExpr(
+        "cast(id as string) as key", "if(id % 5 = 0, repeat('x', 3000), concat('small', id)) as value"
+    )
+    with pytest.raises(Exception, match=r"(?is)pylog topic sink: the transaction of .*too large"):
+        rows.write.format("pylog").option("kafka.bootstrap.servers", apache.bootstrap_servers).option(
+            "topic", output
+        ).mode("append").save()
+    committed = records(java_clients.run("read", apache.bootstrap_servers, output, "read_committed", "60000"))
+    assert committed == []
+
+
 def test_commit_offsets_to_group_shows_in_kafka_consumer_groups_with_the_lag(spark, apache: Cluster, tmp_path):
     """Spark tells a source a batch is done (commit) when it plans the next one, so the group's
     offsets are those of the query's last batch but one: kafka-consumer-groups shows as lag
