@@ -49,6 +49,11 @@ def pylog_broker_process(
         stderr=stderr,
         env=env,
         text=True,
+        # Its own session, as Apache Kafka's is (tests/interop/references.py) and as a broker
+        # started from its own terminal or service is: Linux's scheduler (autogroup) then shares
+        # the CPU between the broker and the benchmark's clients as separate programs, instead of
+        # counting the broker's one event-loop thread as one more thread of the client's session.
+        start_new_session=True,
     )
     if stderr_path:
         stderr.close()  # the broker holds its own copy

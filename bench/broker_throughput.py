@@ -2,7 +2,10 @@
 
 Clients: kcat (librdkafka) and Kafka's own kafka-producer-perf-test / kafka-consumer-perf-test
 (Java, each in a fresh JVM; their own records/s figures, which leave out the JVM start).
-Messages of 100 bytes into 4-partition topics; N per run.
+Messages of 100 bytes into 4-partition topics; N per kcat run, and 10,000,000 per run of the Java
+tools (``--java-messages``): in a run of 2,000,000 the client JVM's JIT compilation takes much of
+the 2 cores and hides the broker. Each broker runs in its own session, as one started on its own
+does (Linux's autogroup scheduling then treats broker and client as separate programs).
 
 Two flush policies, each paired like for like (ratios pylog/Kafka, >= 1.0 means pylog is at least
 as fast):
@@ -13,13 +16,16 @@ as fast):
 Consume (kcat -C with fetch.wait.max.ms=10 so the end-of-log long poll does not dominate, and
 kafka-consumer-perf-test's fetch rate) reads the os-flush topics of both.
 
-Rounds are interleaved (each round runs every broker back to back, so the machine's drift hits
-both) and the ratio printed is the median of the per-round ratios with their range. The old
-anchor, librdkafka's in-memory mock cluster (which keeps only ~5 MB per partition), stays as a
-secondary kcat line. Apache Kafka runs from .cache/kafka (scripts/fetch_references.sh) with
-Kafka's JVM settings and a 1 GiB heap, as kafka-server-start.sh gives it.
+A warm-up round runs first and is not counted (``--warmup``; Kafka's broker compiles its hot
+paths in its first runs, as the sink benchmark found). Rounds are interleaved (each round runs
+every broker back to back, so the machine's drift hits both) and the ratio printed is the median
+of the per-round ratios with their range. The old anchor, librdkafka's in-memory mock cluster
+(which keeps only ~5 MB per partition), stays as a secondary kcat line. Apache Kafka runs from
+.cache/kafka (scripts/fetch_references.sh) with Kafka's JVM settings and a 1 GiB heap, as
+kafka-server-start.sh gives it.
 
-Usage: python bench/broker_throughput.py [--messages 2000000] [--rounds 3]
+Usage: python bench/broker_throughput.py [--messages 2000000] [--java-messages 10000000] [--rounds 3]
+       [--warmup 1]
 """
 
 from __future__ import annotations
@@ -122,7 +128,13 @@ PAIRS = (("os-flush", "pylog-os", "kafka-os"), ("fsync-each", "pylog-fsync", "ka
 
 
 def measure(
-    name: str, bootstrap: str, round_index: int, messages: int, path: str, results: dict[str, dict[str, list[float]]]
+    name: str,
+    bootstrap: str,
+    round_index: int,
+    messages: int,
+    java_messages: int,
+    path: str,
+    results: dict[str, dict[str, list[float]]],
 ) -> list[str]:
     """One broker's produce runs (and consume runs for the os-flush ones); returns its topics."""
     config = {"flush.messages": "1"} if name == "kafka-fsync" else None
@@ -130,10 +142,10 @@ def measure(
     create_topic(bootstrap, kcat_topic, config)
     create_topic(bootstrap, java_topic, config)
     results[name]["produce kcat"].append(kcat_produce(bootstrap, kcat_topic, path, messages))
-    results[name]["produce java"].append(java_produce(bootstrap, java_topic, messages))
+    results[name]["produce java"].append(java_produce(bootstrap, java_topic, java_messages))
     if name.endswith("-os"):
         results[name]["consume kcat"].append(kcat_consume(bootstrap, kcat_topic, messages))
-        results[name]["consume java"].append(java_consume(bootstrap, java_topic, messages))
+        results[name]["consume java"].append(java_consume(bootstrap, java_topic, java_messages))
     return [kcat_topic, java_topic]
 
 
@@ -141,6 +153,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=2_000_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--java-messages",
+        type=int,
+        default=10_000_000,
+        help="messages a run of Kafka's Java perf tools (default 10,000,000: a run of 2,000,000 is "
+        "mostly the client JVM compiling its own code, ~2.6 s of its CPU, which hides the broker)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="rounds run first and not counted (default 1): Kafka's broker compiles its hot paths in "
+        "its first runs, and a broker in service is warm",
+    )
     parser.add_argument("--kafka-heap", default="1g")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="pylog-bench-input-")
@@ -158,9 +184,17 @@ def main() -> int:
             "kafka-fsync": kafka.bootstrap_servers,
             "kafka-os": kafka.bootstrap_servers,
         }
+        for warmup_index in range(args.warmup):  # every broker and client path run once, not counted
+            scratch: dict[str, dict[str, list[float]]] = {name: collections.defaultdict(list) for name in BROKERS}
+            for name in BROKERS:
+                topics = measure(
+                    name, bootstrap[name], -1 - warmup_index, args.messages, args.java_messages, path, scratch
+                )
+                print(f"warm-up {warmup_index + 1} {name:12s} done", flush=True)
+                delete_topics(bootstrap[name], topics)
         for round_index in range(args.rounds):
             for name in BROKERS:
-                topics = measure(name, bootstrap[name], round_index, args.messages, path, results)
+                topics = measure(name, bootstrap[name], round_index, args.messages, args.java_messages, path, results)
                 print(
                     f"round {round_index + 1} {name:12s} "
                     + "  ".join(f"{phase} {values[-1]:12,.0f} msg/s" for phase, values in results[name].items()),
@@ -186,7 +220,8 @@ def main() -> int:
 
     median = statistics.median
     print(
-        f"100-byte messages, {args.messages:,} per run, {PARTITIONS} partitions; median of {args.rounds} "
+        f"100-byte messages, {args.messages:,} per kcat run, {args.java_messages:,} per Java perf tool run, "
+        f"{PARTITIONS} partitions; median of {args.rounds} "
         f"interleaved rounds; ratio = pylog / Apache Kafka (range over rounds)"
     )
     for pair, pylog_name, kafka_name in PAIRS:

@@ -23,7 +23,21 @@ def positive(*rates: str) -> bool:
 
 
 def test_broker_benchmark_pairs_pylog_with_apache_kafka_under_both_flush_policies():
-    out = run("broker_throughput.py", "--messages", "20000", "--rounds", "1", "--kafka-heap", "512m")
+    out = run(
+        "broker_throughput.py",
+        "--messages",
+        "20000",
+        "--java-messages",
+        "20000",
+        "--rounds",
+        "1",
+        "--warmup",
+        "1",
+        "--kafka-heap",
+        "512m",
+    )
+    for name in ("pylog-fsync", "kafka-fsync", "pylog-os", "kafka-os"):
+        assert re.search(rf"^warm-up 1 {name}\s+done$", out, re.MULTILINE), (name, out)
     for pair, phases in (
         ("os-flush", ("produce kcat", "produce java", "consume kcat", "consume java")),
         ("fsync-each", ("produce kcat", "produce java")),
