@@ -72,7 +72,9 @@ def _varied_records(seed: int, count: int):
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_every_record_shape_and_codec_reads_as_confluent_kafka_reads_it(pylog_broker, pylog_topic, codec):
-    topic = pylog_topic(partitions=2)
+    # The records carry fixed 2023 timestamps, older than the default retention.ms (7 days): the
+    # shared broker's retention check (every 5 minutes) may delete them mid-test, as Kafka would.
+    topic = pylog_topic(partitions=2, config={"retention.ms": "-1"})
     bootstrap = pylog_broker.bootstrap_servers
     producer = Producer(
         {"bootstrap.servers": bootstrap, "compression.codec": codec, "linger.ms": 20, "batch.num.messages": 37}
