@@ -90,3 +90,25 @@ def test_time_index_lookup_starts_after_entries_strictly_older(tmp_path: Path) -
     assert index.lookup_before(10_000) == 1040
     index.truncate_to(1040)
     assert index.last_entry == (5_000, 1010)
+
+
+def test_entries_reach_the_file_at_flush_and_close_not_per_append(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000100.index"
+    index = OffsetIndex(path, 100)
+    index.append(105, 4200)
+    index.append(130, 9000)
+    assert path.read_bytes() == b""  # kept in memory, as a memory-mapped index is
+    assert index.lookup(131) == (130, 9000)
+    index.flush()
+    assert path.read_bytes() == struct.pack(">ii", 5, 4200) + struct.pack(">ii", 30, 9000)
+    assert index.lookup(131) == (130, 9000)
+    index.append(140, 9500)
+    index.truncate_to(135)  # the unwritten entry goes; the written ones stay
+    index.append(150, 9600)
+    index.close()
+    entries = [struct.pack(">ii", 5, 4200), struct.pack(">ii", 30, 9000), struct.pack(">ii", 50, 9600)]
+    assert path.read_bytes() == b"".join(entries)
+    index = OffsetIndex(path, 100)
+    index.truncate_to(130)  # cuts into what is on disk
+    index.close()
+    assert path.read_bytes() == entries[0]

@@ -514,3 +514,27 @@ def test_a_failed_flush_takes_the_partition_offline_and_a_reopen_recovers_it(tmp
     assert reopened.failure is None and reopened.log_end_offset == 3
     assert reopened.append(client_batch(1)).base_offset == 3
     reopened.close()
+
+
+def test_a_killed_broker_reopens_with_every_index_entry_of_its_rolled_segments(tmp_path: Path) -> None:
+    """Index entries of the active segment stay in memory until a flush; a segment is flushed,
+    indexes included, before the recovery point passes it. So the files a kill leaves behind
+    (copied here from under an open log: what the page cache holds) reopen with the rolled
+    segments' indexes whole, and the active segment is rebuilt from its data."""
+    import shutil
+
+    batch_size = len(client_batch())
+    log = open_log(tmp_path, index_interval_bytes=batch_size, segment_bytes=batch_size * 4)
+    fill(log, 10)  # segments at 0, 20 (rolled) and 40 (active, two batches)
+    assert log.segment_base_offsets == [0, 20, 40]
+    expected = [log.read(offset, 1) for offset in range(50)]
+    killed = tmp_path / "killed"
+    shutil.copytree(tmp_path / "orders-0", killed / "orders-0")
+    for segment in log._segments[:-1]:
+        on_disk = (killed / "orders-0" / segment.offset_index.path.name).read_bytes()
+        assert len(segment.offset_index) > 0 and len(on_disk) == 8 * len(segment.offset_index), segment
+    assert (killed / "orders-0" / "00000000000000000040.index").read_bytes() == b""  # not flushed yet
+    log.close()
+    reopened = open_log(killed, index_interval_bytes=batch_size, segment_bytes=batch_size * 4)
+    assert reopened.log_end_offset == 50
+    assert [base_offsets(reopened.read(offset, 1)) for offset in range(50)] == [base_offsets(x) for x in expected]

@@ -8,9 +8,14 @@ File formats, as Kafka's (big endian, offsets relative to the segment's base off
 * ``.timeindex``: 12-byte entries ``int64 timestamp, int32 relative_offset``: the largest timestamp
   seen so far in the segment and the last offset of the batch that carried it; timestamps increase.
 
-Both are kept in memory as two parallel ``array``s (binary search with ``bisect``) and appended to
-their file. They are derived data: a missing or inconsistent file is rebuilt from the log
-(``LogSegment.recover``). Not thread-safe: the owning ``Log`` serialises access.
+Both are kept in memory as two parallel ``array``s (binary search with ``bisect``); new entries
+reach their file when the index is flushed or closed (the segment's flush, its roll, the broker's
+shutdown), not one ``pwrite`` per entry: as with Kafka's memory-mapped indexes, no system call per
+append. That is safe because the file is only ever read back without a rebuild for a segment below
+the log's recovery point, and a segment is flushed, indexes included, before the recovery point
+moves past it (``Log._roll``); the active segment is always rebuilt from the log at open. They are
+derived data: a missing or inconsistent file is rebuilt from the log (``LogSegment.recover``).
+Not thread-safe: the owning ``Log`` serialises access.
 """
 
 from __future__ import annotations
@@ -58,33 +63,54 @@ class _SparseIndex:
             self.load_error = str(error)
             self._firsts, self._seconds = array(self._first_type), array(self._second_type)
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._written = len(self._firsts)  # entries in the file; the rest wait for write_pending()
 
     def __len__(self) -> int:
         return len(self._firsts)
 
     def _append(self, first: int, second: int) -> None:
-        os.pwrite(self._fd, self._entry.pack(first, second), len(self._firsts) * self.entry_size)
         self._firsts.append(first)
         self._seconds.append(second)
+
+    def write_pending(self) -> None:
+        """Write the entries appended since the last call to the file (one ``pwrite``)."""
+        count = len(self._firsts)
+        if self._written == count:
+            return
+        pack = self._entry.pack
+        new = zip(self._firsts[self._written :], self._seconds[self._written :], strict=True)
+        data = b"".join(pack(a, b) for a, b in new)
+        written = self._written * self.entry_size
+        while data:  # a regular file takes it whole; resume after a short write all the same
+            done = os.pwrite(self._fd, data, written)
+            data = data[done:]
+            written += done
+        self._written = count
 
     def _truncate_entries(self, keep: int) -> None:
         del self._firsts[keep:]
         del self._seconds[keep:]
-        os.ftruncate(self._fd, keep * self.entry_size)
+        self._written = min(self._written, keep)
+        os.ftruncate(self._fd, self._written * self.entry_size)
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
         self._truncate_entries(0)
 
     def flush(self) -> None:
+        self.write_pending()
         os.fsync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+            try:
+                self.write_pending()
+            finally:
+                os.close(self._fd)
+                self._fd = -1
 
     def delete(self) -> None:
+        self._written = len(self._firsts)  # the file goes: nothing left to write
         self.close()
         self.path.unlink(missing_ok=True)
 

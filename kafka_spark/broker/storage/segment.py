@@ -230,6 +230,9 @@ class LogSegment:
             )
             os.ftruncate(self._fd, valid)
             self._size = valid
+        # Rebuilt files go back to disk now (appends leave theirs to flush, index.py says why).
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
         return truncated
 
     def truncate_to(self, offset: int) -> int:
