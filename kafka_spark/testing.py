@@ -39,10 +39,15 @@ _counter = itertools.count()
 def pylog_broker() -> Iterator[EmbeddedBroker]:
     """A broker for the whole test session, with temporary data. It is not registered for
     discovery, so tests never pick up (or replace) a broker the user runs: give your code
-    ``pylog_broker.bootstrap_servers`` (e.g. the ``kafka.bootstrap.servers`` option)."""
+    ``pylog_broker.bootstrap_servers`` (e.g. the ``kafka.bootstrap.servers`` option).
+
+    Its topics have Kafka's defaults (``retention.ms`` 7 days), but retention never runs on its
+    own: records with fixed timestamps from the past (event-time fixtures) stay for the whole
+    session instead of vanishing when a periodic check fires mid-test. A test of retention calls
+    ``pylog_broker.run_retention()``."""
     from kafka_spark.broker import EmbeddedBroker
 
-    with EmbeddedBroker(register=False) as broker:
+    with EmbeddedBroker(register=False, retention_check_interval_ms=None) as broker:
         yield broker
 
 

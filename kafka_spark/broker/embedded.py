@@ -68,7 +68,7 @@ class EmbeddedBroker:
         num_partitions: int = 1,
         auto_create_topics: bool = True,
         log_config: LogConfig | None = None,
-        retention_check_interval_ms: int = 300_000,
+        retention_check_interval_ms: int | None = 300_000,
         advertised_host: str | None = None,
         register: bool = False,
         **broker_settings: Any,
@@ -78,7 +78,11 @@ class EmbeddedBroker:
 
         ``register=True`` makes this the machine's discovery broker, as ``pylog broker start``
         does: :meth:`start` then raises :class:`~kafka_spark.broker.discovery.BrokerAlreadyRunning`
-        if another live broker is registered."""
+        if another live broker is registered.
+
+        ``retention_check_interval_ms``: how often retention runs (Kafka's
+        ``log.retention.check.interval.ms``); ``None``: never on its own (call
+        ``run_retention()``), as the test fixture's broker does."""
         unknown = set(broker_settings) - _SETTABLE
         if unknown:
             raise TypeError(
@@ -95,7 +99,9 @@ class EmbeddedBroker:
             auto_create_topics_enable=auto_create_topics,
             num_partitions=num_partitions,
             log=log_config or LogConfig(),
-            log_retention_check_interval_ms=retention_check_interval_ms,
+            log_retention_check_interval_ms=300_000
+            if retention_check_interval_ms is None
+            else retention_check_interval_ms,
             **broker_settings,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -103,6 +109,7 @@ class EmbeddedBroker:
         self._broker: Broker | None = None
         self._server: BrokerServer | None = None
         self._retention: asyncio.TimerHandle | None = None
+        self._retention_checks = retention_check_interval_ms is not None
         self._register = register
         self._registered: discovery.BrokerInfo | None = None
         self._cluster_id_given = "cluster_id" in broker_settings
@@ -162,6 +169,8 @@ class EmbeddedBroker:
 
     def _schedule_retention(self) -> None:
         assert self._loop is not None and self._broker is not None
+        if not self._retention_checks:
+            return
         interval = self.config.log_retention_check_interval_ms / 1000
 
         def tick() -> None:

@@ -146,6 +146,41 @@ def test_fetch_at_high_watermark_with_no_data_waits_max_wait_and_returns_empty(p
     assert 0.25 < elapsed < 3
 
 
+def test_the_fixture_broker_keeps_old_records_a_ticking_retention_check_deletes(pylog_broker, pylog_topic):
+    """Records stamped in 2023 are older than the default retention.ms (7 days). A broker with a
+    periodic retention check deletes them at its next tick; the session fixture's broker has no
+    periodic check, so event-time fixtures stay for the whole session (a 5-minute tick firing
+    mid-test once made a suite flaky)."""
+    from kafka_spark.broker import EmbeddedBroker
+
+    old = 1_672_531_200_000  # 2023-01-01
+
+    def produce_old(bootstrap: str, topic: str) -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1})
+        for i in range(40):
+            producer.produce(topic, value=b"." * 200, partition=0, timestamp=old + i)
+            producer.flush(10)  # one batch each: several segments of 4096 bytes
+        assert producer.flush(10) == 0
+
+    config = {"segment.bytes": "4096"}
+    kept = pylog_topic(partitions=1, config=config)
+    produce_old(pylog_broker.bootstrap_servers, kept)
+    with EmbeddedBroker(retention_check_interval_ms=100) as ticking:
+        ticking.create_topic("old", partitions=1, config=config)
+        produce_old(ticking.bootstrap_servers, "old")
+        with WireClient(ticking.bootstrap_servers) as client:
+            deadline = time.monotonic() + 60
+            while list_offset(client, "old", -2) == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert list_offset(client, "old", -2) > 0  # the tick deleted the old segments
+    assert pylog_broker._retention is None  # no periodic check is scheduled on the fixture's broker
+    with WireClient(pylog_broker.bootstrap_servers) as client:
+        assert (list_offset(client, kept, -2), list_offset(client, kept, -1)) == (0, 40)
+    pylog_broker.run_retention()  # asked for, retention applies there too
+    with WireClient(pylog_broker.bootstrap_servers) as client:
+        assert list_offset(client, kept, -2) > 0
+
+
 def test_retention_deletes_old_segments_and_earliest_moves_forward(pylog_broker, pylog_topic):
     topic = pylog_topic(partitions=1, config={"segment.bytes": "4096", "retention.bytes": "8192"})
     produce_batches(pylog_broker.bootstrap_servers, topic, 80)
