@@ -34,8 +34,10 @@ class FrameDecoder:
     arrived of it — here and, if ``pending`` tells, waiting in the socket — or, if the frame
     needs more, up to GROWTH times what is here (capped at the frame). While the pool is less than
     half used, a connection may also have at once as much as the largest frame it has sent whole
-    before. So a client streaming large requests gets its whole frame's buffer after the first
-    chunk (one copy of 64 KiB, as if the declared size had been trusted), while a connection that
+    before, and after handing out frames the next one starts in a buffer that size. So a client
+    streaming large requests gets its whole frame's buffer after its first large request (one copy
+    of 64 KiB), and later ones are read whole into their buffer, with no copy and one read fewer, as
+    if the declared size had been trusted; a connection that
     declares 100 MB and stalls holds at most twice what it sent (or, with memory to spare, what
     it sent in one piece before). Buffers
     above the chunk come from the broker's :class:`~kafka_spark.broker.memory_pool.MemoryPool`
@@ -162,8 +164,13 @@ class FrameDecoder:
         arrived of it (here and in the socket) or GROWTH times what is here (at least a chunk)."""
         wanted = self._frame_bytes()
         here = self._end - self._start
+        tight = self._pool is not None and self._pool.tight
+        if here < 4 and not tight:
+            # The next frame's size is not known yet: make room for one as large as the largest
+            # this connection has sent whole, so that it is read in one piece, without a copy.
+            return max(self._proven, self.CHUNK)
         allowed = self.GROWTH * here
-        if wanted > allowed and self._proven > allowed and not (self._pool is not None and self._pool.tight):
+        if wanted > allowed and self._proven > allowed and not tight:
             allowed = self._proven  # it has sent this much whole before, and memory is plentiful
         if wanted > allowed and wanted > self.CHUNK and self._pending is not None:
             allowed = max(allowed, here + self._pending())
