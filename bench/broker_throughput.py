@@ -16,6 +16,12 @@ as fast):
 Consume (kcat -C with fetch.wait.max.ms=10 so the end-of-log long poll does not dominate, and
 kafka-consumer-perf-test's fetch rate) reads the os-flush topics of both.
 
+Every produce run is followed by a ``sync`` outside its timing, so no run carries the write-back
+of an earlier run's data: Kafka removes a deleted topic's files a minute later
+(``file.delete.delay.ms``), so its data used to be written back ~30 s after its run (Linux's
+``dirty_expire_centisecs``), during another broker's run (1.1 GB measured during one), while
+pylog removes them at once and never had its data written back.
+
 A warm-up round runs first and is not counted (``--warmup``; Kafka's broker compiles its hot
 paths in its first runs, as the sink benchmark found). Rounds are interleaved (each round runs
 every broker back to back, so the machine's drift hits both) and the ratio printed is the median
@@ -142,7 +148,9 @@ def measure(
     create_topic(bootstrap, kcat_topic, config)
     create_topic(bootstrap, java_topic, config)
     results[name]["produce kcat"].append(kcat_produce(bootstrap, kcat_topic, path, messages))
+    os.sync()  # outside the timing: no later run writes this run's data back (see the docstring)
     results[name]["produce java"].append(java_produce(bootstrap, java_topic, java_messages))
+    os.sync()
     if name.endswith("-os"):
         results[name]["consume kcat"].append(kcat_consume(bootstrap, kcat_topic, messages))
         results[name]["consume java"].append(java_consume(bootstrap, java_topic, java_messages))
