@@ -382,6 +382,25 @@ def test_a_connection_that_sent_a_large_frame_whole_gets_the_next_ones_buffer_at
         loop.close()
 
 
+def test_a_connection_idle_after_a_huge_frame_holds_at_most_keep_bytes():
+    """The buffer waiting for the next frame is sized for the largest frame sent whole only up
+    to KEEP_BYTES: a connection that once sent a 17 MiB request does not hold 17 MiB while idle."""
+    import asyncio
+
+    from kafka_spark.broker.memory_pool import MemoryPool
+
+    loop = asyncio.new_event_loop()
+    try:
+        decoder = FrameDecoder(pool=MemoryPool(256 * 1024 * 1024, loop))
+        huge = FrameDecoder.KEEP_BYTES + 1024 * 1024
+        assert len(decoder.feed(frame(b"h" * huge))) == 1
+        assert FrameDecoder.CHUNK < len(decoder.get_buffer().obj) <= FrameDecoder.KEEP_BYTES
+        (second,) = decoder.feed(frame(b"s" * huge))  # still received whole
+        assert len(second) == huge
+    finally:
+        loop.close()
+
+
 def test_frames_are_read_only():
     decoder = FrameDecoder()
     (view,) = decoder.feed(frame(b"request!"))

@@ -34,7 +34,8 @@ class FrameDecoder:
     arrived of it — here and, if ``pending`` tells, waiting in the socket — or, if the frame
     needs more, up to GROWTH times what is here (capped at the frame). While the pool is less than
     half used, a connection may also have at once as much as the largest frame it has sent whole
-    before, and after handing out frames the next one starts in a buffer that size. So a client
+    before, and after handing out frames the next one starts in a buffer that size (up to
+    KEEP_BYTES, what an idle connection may keep). So a client
     streaming large requests gets its whole frame's buffer after its first large request (one copy
     of 64 KiB), and later ones are read whole into their buffer, with no copy and one read fewer, as
     if the declared size had been trusted; a connection that
@@ -168,7 +169,8 @@ class FrameDecoder:
         if here < 4 and not tight:
             # The next frame's size is not known yet: make room for one as large as the largest
             # this connection has sent whole, so that it is read in one piece, without a copy.
-            return max(self._proven, self.CHUNK)
+            # Up to KEEP_BYTES: an idle connection holds this buffer, as it may hold its spares.
+            return max(min(self._proven, self.KEEP_BYTES), self.CHUNK)
         allowed = self.GROWTH * here
         if wanted > allowed and self._proven > allowed and not tight:
             allowed = self._proven  # it has sent this much whole before, and memory is plentiful
