@@ -28,7 +28,8 @@ def pylog_broker_process(
     a file that receives the broker's log (discarded by default)."""
     own_dir = log_dir is None
     log_dir = log_dir or tempfile.mkdtemp(prefix="pylog-bench-")
-    env = dict(os.environ, PYLOG_HOME=tempfile.mkdtemp(prefix="pylog-bench-home-"))
+    home = tempfile.mkdtemp(prefix="pylog-bench-home-")  # its own discovery registry, removed after
+    env = dict(os.environ, PYLOG_HOME=home)
     stderr = open(stderr_path, "ab") if stderr_path else subprocess.DEVNULL
     process = subprocess.Popen(
         [
@@ -74,6 +75,7 @@ def pylog_broker_process(
             process.wait(30)
         if own_dir:
             subprocess.run(["rm", "-rf", log_dir], check=False)
+        subprocess.run(["rm", "-rf", home], check=False)
 
 
 @contextmanager
