@@ -228,9 +228,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._flush()  # answers already decided still go out before the close
                 self._abort(str(error))
                 return
-            future: asyncio.Future[Any] = loop.create_future()
-            self._outbox.append((request, future))
             if request.api_key in SASL_VERSIONS:
+                future: asyncio.Future[Any] = loop.create_future()
+                self._outbox.append((request, future))
                 future.set_result(self._sasl_step(request))
                 if self._close_when_answered:
                     self._flush()  # answers, then closes
@@ -242,6 +242,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 logger.exception("handler for api key %d failed; closing %s", request.api_key, self.peer)
                 self._abort("internal error")
                 return
+            if not self._outbox and (result is None or type(result) is dict):
+                # Nothing waits to be answered before it: an answer decided at once (every Produce
+                # on a single node at Kafka's default flush policy) goes straight out, without a
+                # future and the queue; acks=0 has none.
+                if result is not None:
+                    assert self.transport is not None
+                    for part in encode_response_parts(request, result):
+                        self.transport.write(part)
+                continue
+            future = loop.create_future()
+            self._outbox.append((request, future))
             if isinstance(result, Deferred):
                 self._chain(asyncio.ensure_future(result.response), future)
             elif inspect.isawaitable(result):

@@ -145,6 +145,18 @@ def test_base_offset_and_leader_epoch_are_outside_the_crc() -> None:
     assert [record.offset for record in decoded] == list(range(123_456, 123_466))
 
 
+def test_a_rebased_header_is_the_header_of_the_rewritten_bytes() -> None:
+    """The produce path writes a new 16-byte prefix beside the producer's bytes and keeps the
+    stored header without parsing the bytes again: it must be what parsing them would give."""
+    batch = bytearray(client_batch(1))
+    (produced,) = validate_batches(bytes(batch), MAX)
+    rewrite_base_offset(batch, 0, 9_876_543_210, leader_epoch=7)
+    stored = BatchHeader.parse(batch)
+    assert produced.rebased(9_876_543_210, 7) == stored
+    assert stored != produced and (stored.base_offset, stored.partition_leader_epoch) == (9_876_543_210, 7)
+    assert stored.last_offset == 9_876_543_210 + produced.last_offset_delta and stored.crc == produced.crc
+
+
 def test_truncated_batch_is_corrupt() -> None:
     batch = client_batch(0)
     with pytest.raises(CorruptRecordError, match="truncated"):

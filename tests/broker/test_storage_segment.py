@@ -105,3 +105,78 @@ def test_restart_without_close_keeps_everything_written(tmp_path: Path) -> None:
     assert again.log_end_offset == 10
     assert again.segment_base_offsets == log.segment_base_offsets
     assert again.offset_for_timestamp(TS + 7) == (7, TS + 7)
+
+
+def test_a_write_the_kernel_cuts_short_is_resumed_where_it_stopped(tmp_path: Path, monkeypatch) -> None:
+    """pwritev may write less than asked (a signal, a limit). The append writes in one call when it
+    can and resumes after the bytes written when not. A short count cannot be had from the kernel
+    on demand, so each call here is cut to 1,000 bytes of the real write."""
+    from kafka_spark.broker.storage import segment as segment_module
+
+    real_pwritev = os.pwritev
+    calls: list[int] = []
+
+    def short_pwritev(fd: int, buffers, offset: int) -> int:
+        left, cut = 1000, []
+        for buffer in buffers:
+            view = memoryview(buffer).cast("B")[:left]
+            cut.append(view)
+            left -= len(view)
+            if not left:
+                break
+        calls.append(offset)
+        return real_pwritev(fd, cut, offset)
+
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "cut").mkdir()
+    whole, cut = LogSegment(tmp_path / "whole", 0), LogSegment(tmp_path / "cut", 0)
+    data, headers = stored_batch(0, count=20)  # ~4.5 KB
+    parts = [data[:16], memoryview(data)[16:2500], data[2500:]]  # a prefix and the rest, as produce writes
+    whole.append_parts(parts, headers)
+    monkeypatch.setattr(segment_module.os, "pwritev", short_pwritev)
+    cut.append_parts(parts, headers)
+    monkeypatch.undo()
+    assert len(calls) == -(-len(data) // 1000)  # the first call, then resumed until every byte was written
+    assert calls == [i * 1000 for i in range(len(calls))]
+    assert cut.size == whole.size == len(data)
+    assert cut.read(0, cut.size) == whole.read(0, whole.size) == data
+    assert cut.next_offset == whole.next_offset == 20
+
+
+def test_a_write_stopped_by_the_file_size_limit_leaves_the_segment_as_it_was(tmp_path: Path) -> None:
+    """A real short write: past RLIMIT_FSIZE the kernel writes what fits and then refuses (EFBIG).
+    The append raises and the segment's file, offsets and index are as before it. In a child
+    process, so that the limit binds nothing else."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        import errno, os, resource, signal, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_storage_segment import stored_batch
+        from kafka_spark.broker.storage.segment import LogSegment
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        segment = LogSegment({str(tmp_path)!r}, 0)
+        first, headers = stored_batch(0, count=4)
+        segment.append(first, headers)
+        before = (segment.size, segment.next_offset, segment.read(0, segment.size))
+        second, headers = stored_batch(4, count=20)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (segment.size + 1000, resource.RLIM_INFINITY))
+        try:
+            segment.append_parts([second[:16], second[16:]], headers)
+        except OSError as error:
+            assert error.errno == errno.EFBIG, error
+        else:
+            raise AssertionError("the append past the limit did not fail")
+        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        assert (segment.size, segment.next_offset, segment.read(0, segment.size)) == before
+        assert os.path.getsize(segment.log_path) == before[0]
+        segment.append(second, headers)  # and the next append goes where the failed one would have
+        assert segment.next_offset == 24 and segment.read(before[0], len(second)) == second
+        print("ok")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]

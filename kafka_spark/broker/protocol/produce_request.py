@@ -21,6 +21,7 @@ import functools
 import struct
 import uuid
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kafka_spark.broker.protocol.primitives import read_uvarint, skip_tagged_fields
 
@@ -36,21 +37,21 @@ FIRST_FLEXIBLE = 9
 FIRST_WITH_TOPIC_IDS = 13
 
 
-@dataclass(frozen=True, slots=True)
+# Made for every partition of every produce: a frozen dataclass's __init__ costs twice a plain one's,
+# and a named tuple's ``index`` field would hide tuple.index.
+@dataclass(slots=True)
 class PartitionProduceData:
     index: int
     records: memoryview | None
 
 
-@dataclass(frozen=True, slots=True)
-class TopicProduceData:
+class TopicProduceData(NamedTuple):  # named tuples, for the same reason
     name: str | None  # None from v13, which names topics by id
     partition_data: tuple[PartitionProduceData, ...]
     topic_id: uuid.UUID | None = None  # v13+
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceRequest:
+class ProduceRequest(NamedTuple):
     transactional_id: str | None
     acks: int
     timeout: datetime.timedelta

@@ -9,6 +9,7 @@ broker (``min.insync.replicas``, ...) are accepted and ignored, so tools that al
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -89,12 +90,12 @@ class LogConfig:
                     + (" (or -1, the codec's default)" if name == "compression.gzip.level" else "")
                 )
 
-    @property
+    @functools.cached_property  # asked on every produce; the instance is frozen
     def deletes(self) -> bool:
         """Whether time/size retention applies (cleanup.policy contains "delete")."""
         return "delete" in self.cleanup_policy.split(",")
 
-    @property
+    @functools.cached_property
     def compacts(self) -> bool:
         """Whether the log cleaner compacts this log (cleanup.policy contains "compact")."""
         return "compact" in self.cleanup_policy.split(",")

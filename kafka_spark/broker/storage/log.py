@@ -26,13 +26,14 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from struct import Struct, unpack_from
+from typing import NamedTuple
 
 from kafka_spark.broker.storage import checkpoint
 from kafka_spark.broker.storage.batch import (
-    HEADER_SIZE,
+    LOG_OVERHEAD,
     BatchHeader,
     first_record_at_or_after_timestamp,
     rewrite_base_offset,
@@ -60,6 +61,8 @@ RECOVERY_POINT_FILE = "recovery-point"
 #: What the broker rewrites in a stored batch: base offset and partition leader epoch (0), with the
 #: batch length between them; all three lie before the CRC-covered bytes.
 _BATCH_PREFIX = Struct(">qii")
+_batch_length = attrgetter("batch_length")
+_max_timestamp = attrgetter("max_timestamp")
 
 
 def partition_dir(log_dir: Path, topic: str, partition: int) -> Path:
@@ -71,10 +74,10 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True)
-class AppendResult:
+class AppendResult(NamedTuple):
     """What an append assigned. ``headers`` are the stored batches' headers (offsets assigned);
-    ``log_append_time`` is the broker time stamped on LogAppendTime topics, else -1."""
+    ``log_append_time`` is the broker time stamped on LogAppendTime topics, else -1. A named
+    tuple: one is made for every partition of every produce."""
 
     base_offset: int
     last_offset: int
@@ -240,7 +243,7 @@ class Log:
         view = memoryview(records)
         if headers is None:
             headers = validate_batches(view, self.config.max_message_bytes, allow_control=True)
-        elif sum(header.size for header in headers) != len(view):
+        elif sum(map(_batch_length, headers)) + LOG_OVERHEAD * len(headers) != len(view):
             raise ValueError(
                 f"append to {self.name}: the headers describe {sum(h.size for h in headers)} bytes, "
                 f"the records are {len(view)}"
@@ -265,16 +268,13 @@ class Log:
             else:  # only the 16-byte prefix changes: write it beside the producer's bytes, no copy
                 position = 0
                 for header in headers:
-                    prefix = _BATCH_PREFIX.pack(offset, header.batch_length, epoch)
-                    stored.append(
-                        BatchHeader.parse(prefix + view[position + _BATCH_PREFIX.size : position + HEADER_SIZE])
-                    )
-                    parts.append(prefix)
+                    parts.append(_BATCH_PREFIX.pack(offset, header.batch_length, epoch))
+                    stored.append(header.rebased(offset, epoch))
                     parts.append(view[position + _BATCH_PREFIX.size : position + header.size])
                     offset += header.last_offset_delta + 1
                     position += header.size
             try:
-                incoming_max_timestamp = max(header.max_timestamp for header in stored)
+                incoming_max_timestamp = max(map(_max_timestamp, stored))
                 self._maybe_roll(len(view), offset - 1, incoming_max_timestamp, now)
                 active = self._segments[-1]
                 active.append_parts(parts, stored)

@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -54,8 +55,7 @@ class ProducerStateError(Exception):
         self.error_code = error_code
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):  # a named tuple: one is made for every produced batch
     first_seq: int
     last_seq: int
     base_offset: int
@@ -109,17 +109,18 @@ class PartitionProducerState:
         entry = self.producers.get(header.producer_id)
         if entry is None:
             return None
-        where = f"{self.topic_partition} producer {header.producer_id}"
         if header.producer_epoch < entry.epoch:
             raise ProducerStateError(
                 ErrorCode.invalid_producer_epoch,
-                f"{where}: epoch {header.producer_epoch} is older than the current {entry.epoch} (fenced)",
+                f"{self.topic_partition} producer {header.producer_id}: epoch {header.producer_epoch} "
+                f"is older than the current {entry.epoch} (fenced)",
             )
         if header.producer_epoch > entry.epoch:
             if header.base_sequence != 0:
                 raise ProducerStateError(
                     ErrorCode.out_of_order_sequence_number,
-                    f"{where}: new epoch {header.producer_epoch} must start at sequence 0, got {header.base_sequence}",
+                    f"{self.topic_partition} producer {header.producer_id}: new epoch {header.producer_epoch} "
+                    f"must start at sequence 0, got {header.base_sequence}",
                 )
             return None
         last_seq = _last_seq(header)
@@ -130,7 +131,8 @@ class PartitionProducerState:
         if header.base_sequence != expected:
             raise ProducerStateError(
                 ErrorCode.out_of_order_sequence_number,
-                f"{where}: expected sequence {expected}, got {header.base_sequence}",
+                f"{self.topic_partition} producer {header.producer_id}: "
+                f"expected sequence {expected}, got {header.base_sequence}",
             )
         return None
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import crc32c
@@ -47,6 +48,8 @@ from kafka_spark.broker.storage.errors import (
     InvalidTimestampError,
 )
 from kafka_spark.common.compression import decompress  # the codec table shared with the executors
+
+_max_timestamp = attrgetter("max_timestamp")
 
 if TYPE_CHECKING:
     from kafka_spark.broker.storage.config import LogConfig
@@ -234,13 +237,12 @@ def validate_records(
     the batch header tells. Control batches are not checked (only the broker writes them).
     """
     compacts = config.compacts
-    earliest = (
-        now_ms - config.message_timestamp_before_max_ms if config.message_timestamp_before_max_ms < (1 << 62) else None
-    )
+    before_max_ms = config.message_timestamp_before_max_ms
     latest = now_ms + config.message_timestamp_after_max_ms
-    create_time = config.message_timestamp_type == "CreateTime"
-    if not compacts and earliest is None and all(header.max_timestamp <= latest for header in headers):
+    if not compacts and before_max_ms >= (1 << 62) and max(map(_max_timestamp, headers), default=latest) <= latest:
         return  # the usual case, on every produce: nothing per record to look at
+    earliest = now_ms - before_max_ms if before_max_ms < (1 << 62) else None
+    create_time = config.message_timestamp_type == "CreateTime"
     view = memoryview(records)
     position = 0
     key_errors: list[tuple[int, str]] = []

@@ -156,7 +156,7 @@ class LogSegment:
         )
         index_entries, time_entries = len(self.offset_index), len(self.time_index)
         try:
-            _pwrite_all(self._fd, parts, position)
+            _pwrite_all(self._fd, parts, position, sum([header.size for header in headers]))
             for header in headers:
                 self._index_batch(header, position)
                 position += header.size
@@ -362,10 +362,22 @@ class LogSegment:
 _IOV_MAX = 1024  # Linux's limit on buffers per pwritev
 
 
-def _pwrite_all(fd: int, parts: Sequence[bytes | bytearray | memoryview], position: int) -> None:
-    """Write every byte of ``parts`` at ``position``, resuming after short writes."""
+def _pwrite_all(fd: int, parts: Sequence[bytes | bytearray | memoryview], position: int, size: int) -> None:
+    """Write every byte of ``parts`` (``size`` bytes in all) at ``position``, resuming after short
+    writes."""
+    written = 0
+    if len(parts) <= _IOV_MAX:
+        written = os.pwritev(fd, parts, position)  # the usual case: all of it, in one call
+        if written == size:
+            return
     pending = [memoryview(part).cast("B") for part in parts if len(part)]
     first = 0
+    position += written
+    while first < len(pending) and written >= len(pending[first]):  # what the first call wrote
+        written -= len(pending[first])
+        first += 1
+    if written:
+        pending[first] = pending[first][written:]
     while first < len(pending):
         written = os.pwritev(fd, pending[first : first + _IOV_MAX], position)
         position += written
