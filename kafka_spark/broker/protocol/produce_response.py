@@ -23,7 +23,11 @@ VERSIONS = range(3, 14)
 FIRST_FLEXIBLE = 9
 FIRST_WITH_TOPIC_IDS = 13
 
-_PARTITION = struct.Struct(">ihqqq")
+_PARTITION = struct.Struct(">ihqqq")  # v5+: with the log start offset
+_PARTITION_V3 = struct.Struct(">ihqq")
+# v8+ for a partition without record errors or message: an empty record_errors array and a null
+# error_message (classic, flexible): what nearly every answer carries.
+_NO_RECORD_ERRORS = (b"\x00\x00\x00\x00\xff\xff", b"\x01\x00")
 _I32 = struct.Struct(">i")
 _MILLISECOND = datetime.timedelta(milliseconds=1)
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -37,31 +41,34 @@ def encode(correlation_id: int, version: int, response: dict[str, Any]) -> bytes
         out += NO_TAGS  # response header v1
     topics = response.get("responses", ())
     out += array_length(len(topics), flexible)
-    width = 30 if version >= 5 else 22
+    pack = _PARTITION.pack if version >= 5 else _PARTITION_V3.pack
+    no_record_errors = _NO_RECORD_ERRORS[flexible]
     for topic in topics:
         out += uuid_bytes(topic.get("topic_id")) if by_id else string(topic["name"], flexible)
         partitions = topic.get("partition_responses", ())
         out += array_length(len(partitions), flexible)
         for entry in partitions:
             append_time = entry.get("log_append_time")
-            if isinstance(append_time, datetime.datetime):
+            if append_time is None:
+                append_time = -1
+            elif isinstance(append_time, datetime.datetime):
                 append_time = (append_time - _EPOCH) // _MILLISECOND  # exact, unlike timestamp() * 1000
-            out += _PARTITION.pack(
-                entry["index"],
-                int(entry.get("error_code", ErrorCode.none)),
-                entry["base_offset"],
-                -1 if append_time is None else append_time,
-                entry.get("log_start_offset", -1),
-            )[:width]
+            fields = (entry["index"], int(entry.get("error_code", ErrorCode.none)), entry["base_offset"], append_time)
+            out += pack(*fields, entry.get("log_start_offset", -1)) if version >= 5 else pack(*fields)
             if version >= 8:
-                record_errors = entry.get("record_errors", ())
-                out += array_length(len(record_errors), flexible)
-                for record_error in record_errors:
-                    out += _I32.pack(record_error["batch_index"])
-                    out += nullable_string(record_error.get("batch_index_error_message"), flexible)
-                    if flexible:
-                        out += NO_TAGS
-                out += nullable_string(entry.get("error_message"), flexible)
+                record_errors = entry.get("record_errors")
+                error_message = entry.get("error_message")
+                if not record_errors and error_message is None:
+                    out += no_record_errors
+                else:
+                    record_errors = record_errors or ()
+                    out += array_length(len(record_errors), flexible)
+                    for record_error in record_errors:
+                        out += _I32.pack(record_error["batch_index"])
+                        out += nullable_string(record_error.get("batch_index_error_message"), flexible)
+                        if flexible:
+                            out += NO_TAGS
+                    out += nullable_string(error_message, flexible)
             if flexible:
                 out += NO_TAGS  # partition
         if flexible:
