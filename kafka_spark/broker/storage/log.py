@@ -61,6 +61,8 @@ RECOVERY_POINT_FILE = "recovery-point"
 #: What the broker rewrites in a stored batch: base offset and partition leader epoch (0), with the
 #: batch length between them; all three lie before the CRC-covered bytes.
 _BATCH_PREFIX = Struct(">qii")
+_pack_prefix = _BATCH_PREFIX.pack
+_PREFIX_SIZE = _BATCH_PREFIX.size
 _batch_length = attrgetter("batch_length")
 _max_timestamp = attrgetter("max_timestamp")
 
@@ -103,6 +105,7 @@ class Log:
         self.directory = directory
         self.topic = topic
         self.partition = partition
+        self.name = f"{topic}-{partition}"  # Kafka's spelling, in messages: asked on every produce
         self.config = config
         self._segments = segments
         self._log_start_offset = log_start_offset
@@ -120,10 +123,6 @@ class Log:
         # The single-node broker's leader-epoch cache (LogManager(leader_epochs=True)); None on a
         # cluster's brokers, whose ReplicaManager keeps it.
         self.epochs: LeaderEpochCache | None = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
     # -- opening and recovery ----------------------------------------------------------------------
 
@@ -268,11 +267,12 @@ class Log:
             else:  # only the 16-byte prefix changes: write it beside the producer's bytes, no copy
                 position = 0
                 for header in headers:
-                    parts.append(_BATCH_PREFIX.pack(offset, header.batch_length, epoch))
+                    batch_length = header.batch_length
+                    parts.append(_pack_prefix(offset, batch_length, epoch))
                     stored.append(header.rebased(offset, epoch))
-                    parts.append(view[position + _BATCH_PREFIX.size : position + header.size])
+                    parts.append(view[position + _PREFIX_SIZE : position + batch_length + LOG_OVERHEAD])
                     offset += header.last_offset_delta + 1
-                    position += header.size
+                    position += batch_length + LOG_OVERHEAD
             try:
                 incoming_max_timestamp = max(map(_max_timestamp, stored))
                 self._maybe_roll(len(view), offset - 1, incoming_max_timestamp, now)
@@ -283,13 +283,13 @@ class Log:
             except OSError as error:
                 self.mark_failed(f"append failed: {error}")
                 raise KafkaStorageError(f"append to {self.name} failed: {error}") from error
-            return AppendResult(
-                base_offset=base_offset,
-                last_offset=offset - 1,
-                max_timestamp=incoming_max_timestamp,
-                log_start_offset=self._log_start_offset,
-                headers=tuple(stored),
-                log_append_time=now if stamp else -1,
+            return AppendResult(  # base offset, last offset, max timestamp, log start, headers, append time
+                base_offset,
+                offset - 1,
+                incoming_max_timestamp,
+                self._log_start_offset,
+                tuple(stored),
+                now if stamp else -1,
             )
 
     def _maybe_roll(self, size: int, last_offset: int, max_timestamp: int, now: int) -> None:
