@@ -180,3 +180,75 @@ def test_a_write_stopped_by_the_file_size_limit_leaves_the_segment_as_it_was(tmp
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+def _allocated(path: Path) -> int:
+    return os.stat(path).st_blocks * 512
+
+
+def test_an_active_segment_reserves_blocks_ahead_and_gives_them_back(tmp_path: Path) -> None:
+    """Appends reserve RESERVE_BYTES of disk blocks past the data (cheaper writes than ext4's
+    page-by-page reservation) without changing the file's size; rolling and closing give them
+    back, and a segment recovered after a kill gives back what the killed broker had reserved."""
+    import pytest
+
+    from kafka_spark.broker.storage import segment as segment_module
+
+    probe = os.open(tmp_path / "probe", os.O_RDWR | os.O_CREAT)
+    try:
+        if segment_module._fallocate is None or segment_module._fallocate(probe, 1, 0, 4096) != 0:
+            pytest.skip("this file system reserves no blocks (no fallocate): appends write without")
+    finally:
+        os.close(probe)
+    reserve = segment_module.RESERVE_BYTES
+    (tmp_path / "rolled").mkdir()
+    rolled = LogSegment(tmp_path / "rolled", 0)
+    data, headers = stored_batch(0, count=8)
+    rolled.append(data, headers)
+    assert os.path.getsize(rolled.log_path) == rolled.size == len(data)  # readers see the data only
+    assert _allocated(rolled.log_path) >= len(data) + reserve
+    assert rolled.read(0, rolled.size) == data
+    rolled.on_become_inactive()  # a roll
+    assert _allocated(rolled.log_path) < len(data) + 64 * 1024
+    assert os.path.getsize(rolled.log_path) == len(data)
+
+    (tmp_path / "killed").mkdir()
+    killed = LogSegment(tmp_path / "killed", 0)
+    killed.append(data, headers)
+    assert _allocated(killed.log_path) >= len(data) + reserve
+    # The broker dies here: no roll, no close. The next start recovers the active segment.
+    reopened, truncated = LogSegment.open(tmp_path / "killed", 0, recover=True)
+    assert truncated == 0 and reopened.size == len(data) and reopened.next_offset == 8
+    reopened.close()
+    assert _allocated(reopened.log_path) < len(data) + 64 * 1024
+    assert reopened.log_path.read_bytes() == data
+
+
+def test_appends_go_on_where_the_file_system_reserves_nothing(tmp_path: Path, monkeypatch) -> None:
+    """A file system without fallocate (or out of space for the reservation) is written without:
+    the reservation is an optimisation only. Here fallocate answers EOPNOTSUPP, as on such a file
+    system; the writes and the data are those of any segment."""
+    import errno
+
+    from kafka_spark.broker.storage import segment as segment_module
+
+    refusals: list[int] = []
+
+    def refusing_fallocate(fd: int, mode: int, offset: int, length: int) -> int:
+        refusals.append(offset)
+        import ctypes
+
+        ctypes.set_errno(errno.EOPNOTSUPP)
+        return -1
+
+    monkeypatch.setattr(segment_module, "_fallocate", refusing_fallocate)
+    segment = LogSegment(tmp_path, 0)
+    written = b""
+    for i in range(3):
+        data, headers = stored_batch(8 * i, count=8)
+        segment.append(data, headers)
+        written += data
+    assert refusals == [0]  # asked once, then never again for this segment
+    assert segment.read(0, segment.size) == written and segment.next_offset == 24
+    segment.close()
+    assert segment.log_path.read_bytes() == written
