@@ -49,6 +49,9 @@ def test_broker_benchmark_pairs_pylog_with_apache_kafka_under_both_flush_policie
                 re.MULTILINE,
             )
             assert match and positive(match.group(1), match.group(2)) and float(match.group(3)) > 0, (pair, phase, out)
+    for name in ("pylog-fsync", "kafka-fsync", "pylog-os", "kafka-os"):
+        cpu = re.search(rf"^java produce CPU {name}\s+broker\s+([\d.]+) s\s+client JVM\s+([\d.]+) s", out, re.MULTILINE)
+        assert cpu and float(cpu.group(2)) > 0, (name, out)  # a JVM that ran used CPU; the broker may round to 0.0
     assert re.search(rf"^secondary\s+produce kcat\s+pylog\s+{RATE}\s+librdkafka mock\s+{RATE}", out, re.MULTILINE), out
 
 
