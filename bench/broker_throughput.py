@@ -100,8 +100,13 @@ def kcat_consume(bootstrap: str, topic: str, expected: int, runs: int = 1) -> fl
     return max(expected / timed(command) for _ in range(runs))
 
 
-def java_produce(bootstrap: str, topic: str, messages: int) -> float:
-    """kafka-producer-perf-test (acks=all, the Java producer's default) in a fresh JVM: its rate."""
+#: The Java producer's own figures printed beside each produce run (``--print-metrics``).
+PRODUCER_METRICS = ("request-total", "records-per-request-avg", "request-latency-avg")
+
+
+def java_produce(bootstrap: str, topic: str, messages: int, metrics: dict[str, float] | None = None) -> float:
+    """kafka-producer-perf-test (acks=all, the Java producer's default) in a fresh JVM: its rate.
+    ``metrics`` receives the client's :data:`PRODUCER_METRICS`."""
     result = kafka_tool(
         "kafka-producer-perf-test",
         "--topic",
@@ -115,12 +120,19 @@ def java_produce(bootstrap: str, topic: str, messages: int) -> float:
         "--command-property",
         f"bootstrap.servers={bootstrap}",
         "linger.ms=5",
+        "--print-metrics",
         fast_start=False,
         timeout=900,
     )
     match = re.search(rf"^{messages} records sent, ([\d.]+) records/sec", result.stdout, re.MULTILINE)
     if not match:
         raise RuntimeError(f"kafka-producer-perf-test printed no summary: {result.stdout[-500:]}")
+    if metrics is not None:
+        for name in PRODUCER_METRICS:  # the client-wide line, not the per-node ones
+            found = re.search(rf"^producer-metrics:{name}:\{{client-id=[^,}}]*\}}\s*:\s*([\d.]+)", result.stdout, re.M)
+            if not found:
+                raise RuntimeError(f"kafka-producer-perf-test printed no {name}: {result.stdout[-500:]}")
+            metrics[name] = float(found.group(1))
     return float(match.group(1))
 
 
@@ -160,9 +172,11 @@ def measure(
     path: str,
     results: dict[str, dict[str, list[float]]],
     cpu: dict[str, list[tuple[float, float]]],
+    client: dict[str, list[dict[str, float]]],
 ) -> list[str]:
     """One broker's produce runs (and consume runs for the os-flush ones); returns its topics.
-    Appends the (broker, client) CPU seconds of its Java produce run to ``cpu[name]``."""
+    Appends the (broker, client) CPU seconds of its Java produce run to ``cpu[name]`` and the
+    client's request figures to ``client[name]``."""
     config = {"flush.messages": "1"} if name == "kafka-fsync" else None
     kcat_topic, java_topic = f"kcat-{name}-{round_index}", f"java-{name}-{round_index}"
     create_topic(bootstrap, kcat_topic, config)
@@ -170,8 +184,10 @@ def measure(
     results[name]["produce kcat"].append(kcat_produce(bootstrap, kcat_topic, path, args.messages))
     os.sync()  # outside the timing: no later run writes this run's data back (see the docstring)
     broker_before, client_before = process_cpu_seconds(broker_pid), children_cpu_seconds()
-    results[name]["produce java"].append(java_produce(bootstrap, java_topic, args.java_messages))
+    metrics: dict[str, float] = {}
+    results[name]["produce java"].append(java_produce(bootstrap, java_topic, args.java_messages, metrics))
     cpu[name].append((process_cpu_seconds(broker_pid) - broker_before, children_cpu_seconds() - client_before))
+    client[name].append(metrics)
     os.sync()
     if name.endswith("-os"):
         results[name]["consume kcat"].append(kcat_consume(bootstrap, kcat_topic, args.messages, args.consume_runs))
@@ -224,6 +240,7 @@ def main() -> int:
         pids = {"pylog-fsync": pylog_fsync.pid, "pylog-os": pylog_os.pid}
         pids["kafka-fsync"] = pids["kafka-os"] = kafka.process.pid
         cpu: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
+        client: dict[str, list[dict[str, float]]] = collections.defaultdict(list)
         for warmup_index in range(args.warmup):  # every broker and client path run once, not counted
             scratch: dict[str, dict[str, list[float]]] = {name: collections.defaultdict(list) for name in BROKERS}
             for name in BROKERS:
@@ -236,17 +253,21 @@ def main() -> int:
                     path,
                     scratch,
                     collections.defaultdict(list),
+                    collections.defaultdict(list),
                 )
                 print(f"warm-up {warmup_index + 1} {name:12s} done", flush=True)
                 delete_topics(bootstrap[name], topics)
         for round_index in range(args.rounds):
             for name in BROKERS:
-                topics = measure(name, bootstrap[name], pids[name], round_index, args, path, results, cpu)
+                topics = measure(name, bootstrap[name], pids[name], round_index, args, path, results, cpu, client)
                 broker_cpu, client_cpu = cpu[name][-1]
+                figures = client[name][-1]
                 print(
                     f"round {round_index + 1} {name:12s} "
                     + "  ".join(f"{phase} {values[-1]:12,.0f} msg/s" for phase, values in results[name].items())
-                    + f"  (java produce CPU: broker {broker_cpu:.1f} s, client {client_cpu:.1f} s)",
+                    + f"  (java produce: CPU broker {broker_cpu:.1f} s, client {client_cpu:.1f} s; "
+                    f"{figures['request-total']:,.0f} requests of {figures['records-per-request-avg']:.0f} records, "
+                    f"{figures['request-latency-avg']:.2f} ms each)",
                     flush=True,
                 )
                 delete_topics(bootstrap[name], topics)  # each run starts from an empty disk
@@ -286,7 +307,10 @@ def main() -> int:
     for name in BROKERS:
         print(
             f"java produce CPU {name:12s} broker {median(b for b, _ in cpu[name]):5.1f} s   "
-            f"client JVM {median(c for _, c in cpu[name]):5.1f} s   (median per run of {args.java_messages:,})"
+            f"client JVM {median(c for _, c in cpu[name]):5.1f} s   "
+            f"requests {median(f['request-total'] for f in client[name]):9,.0f}   "
+            f"latency {median(f['request-latency-avg'] for f in client[name]):5.2f} ms   "
+            f"(medians per run of {args.java_messages:,})"
         )
     for phase in ("produce kcat", "consume kcat"):
         pylog_name = "pylog-os"
