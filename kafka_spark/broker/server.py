@@ -46,6 +46,7 @@ from kafka_spark.broker.protocol import (
 from kafka_spark.broker.protocol.codec import ANONYMOUS
 from kafka_spark.broker.protocol.versions import SASL_VERSIONS, ApiKey
 from kafka_spark.broker.sasl import SaslSession, ScramCredentials
+from kafka_spark.common.file_region import FileRegion
 
 logger = logging.getLogger("kafka_spark.broker")
 
@@ -135,6 +136,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.broker = server.broker
         self.decoder = FrameDecoder(self.broker.config.socket_request_max_bytes, server.memory, self._socket_pending)
         self._socket_fd = -1
+        self._sendfile = False  # FileRegions may go out with sendfile (a plain TCP connection)
         self.transport: asyncio.Transport | None = None
         self.peer: Any = None
         self.client_host = ""
@@ -165,6 +167,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._socket_fd = sock.fileno()
+            # sendfile writes the socket itself: only where the transport adds nothing to the bytes
+            self._sendfile = transport.get_extra_info("sslcontext") is None
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -247,9 +251,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 # on a single node at Kafka's default flush policy) goes straight out, without a
                 # future and the queue; acks=0 has none.
                 if result is not None:
-                    assert self.transport is not None
-                    for part in encode_response_parts(request, result):
-                        self.transport.write(part)
+                    self._write(encode_response_parts(request, result))
                 continue
             future = loop.create_future()
             self._outbox.append((request, future))
@@ -331,11 +333,29 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             response = future.result()
             if response is not None:
-                assert self.transport is not None
-                for part in encode_response_parts(request, response):
-                    self.transport.write(part)
+                self._write(encode_response_parts(request, response))
         if self._close_when_answered and not self._outbox:
             self.close()  # after the answer is written: the client learns why
+
+    def _write(self, parts: list[bytes | memoryview | FileRegion]) -> None:
+        """Write a response's parts in order. A FileRegion (a Fetch's records in a segment file)
+        goes to the socket with ``sendfile`` while nothing waits in the transport's buffer ahead
+        of it, on a plain TCP connection; whatever the socket does not take at once, and every
+        region of a TLS connection, is read and queued in the transport like any other part."""
+        transport = self.transport
+        assert transport is not None
+        for part in parts:
+            if not isinstance(part, FileRegion):
+                transport.write(part)
+                continue
+            try:
+                if not (self._sendfile and not transport.get_write_buffer_size() and part.send_to(self._socket_fd)):
+                    transport.write(part.read())  # the rest, after what sendfile sent
+            except OSError as error:  # the file truncated under the fetch, or the peer gone
+                self._abort(f"fetch response not written: {error}")
+                return
+            finally:
+                part.close()
 
     def _memory_available(self) -> None:
         self._waiting_for_memory = False

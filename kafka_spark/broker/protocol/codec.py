@@ -23,6 +23,7 @@ from kio.serial.errors import SerialError
 from kafka_spark.broker.protocol import fetch_response, produce_request, produce_response, schemas
 from kafka_spark.broker.protocol.primitives import skip_tagged_fields
 from kafka_spark.broker.protocol.versions import SASL_VERSIONS, SUPPORTED_VERSIONS, ApiKey
+from kafka_spark.common.file_region import FileRegion, materialize
 
 _HEADER = struct.Struct(">hhi")
 #: Kafka's principal of an unauthenticated connection (PLAINTEXT, or SSL without a client certificate).
@@ -97,13 +98,13 @@ def decode_request(frame: bytes | memoryview, client_host: str = "", principal: 
 
 def encode_response(request: Request, response: Any) -> bytes:
     """Frame a response (a kio dataclass, or a dict to :func:`build`) for ``request``."""
-    return b"".join(encode_response_parts(request, response))
+    return b"".join(map(materialize, encode_response_parts(request, response)))
 
 
-def encode_response_parts(request: Request, response: Any) -> list[bytes | memoryview]:
+def encode_response_parts(request: Request, response: Any) -> list[bytes | memoryview | FileRegion]:
     """:func:`encode_response` as parts to write in order. A Fetch response's record sets are
     parts of their own, exactly as the log returned them: the megabytes of a fetch are not copied
-    into an encoding buffer first."""
+    into an encoding buffer first, and a FileRegion of a segment file is not read at all."""
     if isinstance(response, dict) and not request.unsupported_api_versions:
         if request.api_key == ApiKey.FETCH and request.api_version in fetch_response.VERSIONS:
             return fetch_response.encode(request.correlation_id, request.api_version, response)

@@ -18,6 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.protocol.primitives import NO_TAGS, array_length, string, uuid_bytes, uvarint
+from kafka_spark.common.file_region import FileRegion, materialize
 
 VERSIONS = range(4, 19)
 FIRST_FLEXIBLE = 12
@@ -31,8 +32,9 @@ _NO_ABORTED = {False: _I32.pack(0), True: b"\x01"}  # an empty array, classic an
 _SEPARATE_PART_BYTES = 4096
 
 
-def encode(correlation_id: int, version: int, response: dict[str, Any]) -> list[bytes | memoryview]:
-    """The framed response, as parts to write in order."""
+def encode(correlation_id: int, version: int, response: dict[str, Any]) -> list[bytes | memoryview | FileRegion]:
+    """The framed response, as parts to write in order (a partition's records as the handler gave
+    them: bytes, a memoryview, or a FileRegion of a segment file for the connection to send)."""
     flexible = version >= FIRST_FLEXIBLE
     by_id = version >= FIRST_WITH_TOPIC_IDS
     head = bytearray(struct.pack(">ii", 0, correlation_id))
@@ -41,7 +43,7 @@ def encode(correlation_id: int, version: int, response: dict[str, Any]) -> list[
     head += _I32.pack(response.get("throttle_time", 0))
     if version >= 7:
         head += struct.pack(">hi", response.get("error_code", ErrorCode.none), response.get("session_id", 0))
-    parts: list[bytes | memoryview] = []
+    parts: list[bytes | memoryview | FileRegion] = []
     topics = response.get("responses", ())
     head += array_length(len(topics), flexible)
     partition_width = 30 if version >= 5 else 22
@@ -75,7 +77,7 @@ def encode(correlation_id: int, version: int, response: dict[str, Any]) -> list[
                 parts.append(records)
                 head = bytearray()
             else:
-                head += records
+                head += materialize(records)
             if flexible:
                 head += NO_TAGS  # partition
         if flexible:
@@ -84,7 +86,7 @@ def encode(correlation_id: int, version: int, response: dict[str, Any]) -> list[
         head += NO_TAGS  # response
     parts.append(bytes(head))
     size = sum(len(part) for part in parts) - 4
-    first = bytearray(parts[0])
-    struct.pack_into(">i", first, 0, size)
-    parts[0] = bytes(first)
+    first = parts[0]
+    assert isinstance(first, bytes)  # the head, never records
+    parts[0] = _I32.pack(size) + first[4:]
     return parts

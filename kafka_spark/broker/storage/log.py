@@ -53,6 +53,7 @@ from kafka_spark.broker.storage.segment import (
     LogSegment,
 )
 from kafka_spark.common.durable import fsync_dir
+from kafka_spark.common.file_region import FileRegion
 
 logger = logging.getLogger("kafka_spark.broker.storage")
 
@@ -346,23 +347,43 @@ class Log:
         OffsetOutOfRangeError. Costs an index search, a header hop and one ``pread`` per segment.
         """
         with self._lock:
-            self._check_open()
-            log_start, log_end = self._log_start_offset, self.log_end_offset
-            if fetch_offset < log_start or fetch_offset > log_end:
-                raise OffsetOutOfRangeError(
-                    f"offset {fetch_offset} is out of range for {self.name}: readable offsets are "
-                    f"[{log_start}, {log_end}); reset to earliest or latest",
-                    offset=fetch_offset,
-                    log_start_offset=log_start,
-                    log_end_offset=log_end,
-                )
-            limit = log_end if max_offset is None else min(max_offset, log_end)
+            limit = self._read_limit(fetch_offset, max_offset)
             if fetch_offset >= limit:
                 return b""
             try:
                 return self._read(fetch_offset, max_bytes, limit)
             except OSError as error:
                 raise KafkaStorageError(f"read of {self.name} at offset {fetch_offset} failed: {error}") from error
+
+    def read_to_send(
+        self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None, region_bytes: int = 64 * 1024
+    ) -> memoryview | bytes | FileRegion:
+        """:meth:`read`'s batches for a Fetch response: when they lie in one segment and make at
+        least ``region_bytes``, unread, as a :class:`FileRegion` of the segment file, which the
+        connection sends with ``sendfile`` (Kafka's zero-copy transfer)."""
+        with self._lock:
+            limit = self._read_limit(fetch_offset, max_offset)
+            if fetch_offset >= limit:
+                return b""
+            try:
+                return self._read_region(fetch_offset, max_bytes, limit, region_bytes)
+            except OSError as error:
+                raise KafkaStorageError(f"read of {self.name} at offset {fetch_offset} failed: {error}") from error
+
+    def _read_limit(self, fetch_offset: int, max_offset: int | None) -> int:
+        """The offset reads stop before; raises OffsetOutOfRangeError for ``fetch_offset`` outside
+        the log. Under the lock."""
+        self._check_open()
+        log_start, log_end = self._log_start_offset, self.log_end_offset
+        if fetch_offset < log_start or fetch_offset > log_end:
+            raise OffsetOutOfRangeError(
+                f"offset {fetch_offset} is out of range for {self.name}: readable offsets are "
+                f"[{log_start}, {log_end}); reset to earliest or latest",
+                offset=fetch_offset,
+                log_start_offset=log_start,
+                log_end_offset=log_end,
+            )
+        return log_end if max_offset is None else min(max_offset, log_end)
 
     def _read(self, fetch_offset: int, max_bytes: int, limit: int) -> memoryview | bytes:
         index = bisect_right(self._segments, fetch_offset, key=lambda segment: segment.base_offset) - 1
@@ -397,6 +418,34 @@ class Log:
         if len(chunks) == 1:
             return chunks[0]
         return b"".join(chunks)
+
+    def _read_region(
+        self, fetch_offset: int, max_bytes: int, limit: int, region_bytes: int
+    ) -> memoryview | bytes | FileRegion:
+        """:meth:`_read`'s range, found without reading the data: a region when it lies in one
+        segment and is at least ``region_bytes`` long, else the bytes."""
+        index = bisect_right(self._segments, fetch_offset, key=lambda segment: segment.base_offset) - 1
+        for segment in self._segments[max(index, 0) :]:
+            if segment.base_offset >= limit:
+                return b""
+            found = segment.find_batch(fetch_offset)
+            if found is not None:
+                break
+        else:
+            return b""
+        start, first = found
+        end = segment.position_of_first_batch_at_or_after(limit)
+        if end <= start:
+            return b""
+        if end - start > max_bytes:  # the whole batches that fit; KIP-74: at least the first
+            end = max(segment.end_of_whole_batches(start, start + max_bytes), start + first.size)
+        elif end == segment.size and segment is not self._segments[-1]:
+            # The range runs to this segment's end: the next segments may add to it. Rare (a
+            # fetch that reaches a roll); the general read handles it.
+            return self._read(fetch_offset, max_bytes, limit)
+        if end - start < region_bytes:
+            return segment.read(start, end - start)
+        return FileRegion(segment.fileno(), start, end - start)
 
     # -- ListOffsets by timestamp ------------------------------------------------------------------
 

@@ -354,6 +354,16 @@ class LogSegment:
             yield position, header
             position += header.size
 
+    def end_of_whole_batches(self, start: int, end: int) -> int:
+        """The end of the last whole batch in ``[start, end)`` (``start`` when none fits), ``start``
+        a batch boundary: hops batch headers from the last indexed batch at or before ``end``."""
+        position = max(self.offset_index.position_at_or_before(end), start)
+        for at, header in self.scan_headers(position, end):
+            if at + header.size > end:
+                break
+            position = at + header.size
+        return position
+
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= ``offset`` (the batch
         containing it, or the next one after a gap); None if the segment has none."""
