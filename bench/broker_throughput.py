@@ -175,8 +175,9 @@ def measure(
     client: dict[str, list[dict[str, float]]],
 ) -> list[str]:
     """One broker's produce runs (and consume runs for the os-flush ones); returns its topics.
-    Appends the (broker, client) CPU seconds of its Java produce run to ``cpu[name]`` and the
-    client's request figures to ``client[name]``."""
+    Appends the (broker, client) CPU seconds of its Java produce run to ``cpu[name]`` (of its
+    Java consume run to ``cpu[name + " consume"]``) and the client's request figures to
+    ``client[name]``."""
     config = {"flush.messages": "1"} if name == "kafka-fsync" else None
     kcat_topic, java_topic = f"kcat-{name}-{round_index}", f"java-{name}-{round_index}"
     create_topic(bootstrap, kcat_topic, config)
@@ -191,7 +192,11 @@ def measure(
     os.sync()
     if name.endswith("-os"):
         results[name]["consume kcat"].append(kcat_consume(bootstrap, kcat_topic, args.messages, args.consume_runs))
+        broker_before, client_before = process_cpu_seconds(broker_pid), children_cpu_seconds()
         results[name]["consume java"].append(java_consume(bootstrap, java_topic, args.java_messages))
+        cpu[f"{name} consume"].append(
+            (process_cpu_seconds(broker_pid) - broker_before, children_cpu_seconds() - client_before)
+        )
     return [kcat_topic, java_topic]
 
 
@@ -312,6 +317,13 @@ def main() -> int:
             f"latency {median(f['request-latency-avg'] for f in client[name]):5.2f} ms   "
             f"(medians per run of {args.java_messages:,})"
         )
+    for name in BROKERS:
+        if cpu[f"{name} consume"]:
+            print(
+                f"java consume CPU {name:12s} broker {median(b for b, _ in cpu[f'{name} consume']):5.1f} s   "
+                f"client JVM {median(c for _, c in cpu[f'{name} consume']):5.1f} s   "
+                f"(medians per run of {args.java_messages:,})"
+            )
     for phase in ("produce kcat", "consume kcat"):
         pylog_name = "pylog-os"
         # Rounds where the mock lost records have no figure (None): left out of both medians.

@@ -52,6 +52,9 @@ def test_broker_benchmark_pairs_pylog_with_apache_kafka_under_both_flush_policie
     for name in ("pylog-fsync", "kafka-fsync", "pylog-os", "kafka-os"):
         cpu = re.search(rf"^java produce CPU {name}\s+broker\s+([\d.]+) s\s+client JVM\s+([\d.]+) s", out, re.MULTILINE)
         assert cpu and float(cpu.group(2)) > 0, (name, out)  # a JVM that ran used CPU; the broker may round to 0.0
+    for name in ("pylog-os", "kafka-os"):
+        cpu = re.search(rf"^java consume CPU {name}\s+broker\s+([\d.]+) s\s+client JVM\s+([\d.]+) s", out, re.MULTILINE)
+        assert cpu and float(cpu.group(2)) > 0, (name, out)
     assert re.search(rf"^secondary\s+produce kcat\s+pylog\s+{RATE}\s+librdkafka mock\s+{RATE}", out, re.MULTILINE), out
 
 
