@@ -34,6 +34,7 @@ from typing import Any
 from kafka_spark.broker.authorizer import certificate_principal
 from kafka_spark.broker.broker import Broker
 from kafka_spark.broker.deferred import Deferred
+from kafka_spark.broker.file_region import FileRegion
 from kafka_spark.broker.memory_pool import MemoryPool
 from kafka_spark.broker.protocol import (
     FrameDecoder,
@@ -46,7 +47,6 @@ from kafka_spark.broker.protocol import (
 from kafka_spark.broker.protocol.codec import ANONYMOUS
 from kafka_spark.broker.protocol.versions import SASL_VERSIONS, ApiKey
 from kafka_spark.broker.sasl import SaslSession, ScramCredentials
-from kafka_spark.common.file_region import FileRegion
 
 logger = logging.getLogger("kafka_spark.broker")
 

@@ -1,4 +1,4 @@
-"""Zero-copy fetch (kafka_spark/common/file_region.py): a Fetch's records go out with sendfile as
+"""Zero-copy fetch (kafka_spark/broker/file_region.py): a Fetch's records go out with sendfile as
 FileRegions of the segment file. read_to_send must name exactly the bytes read() returns, for
 every shape of read (budgets, KIP-74's oversized first batch, max_offset inside a segment, ranges
 across segment rolls); a region must survive its segment's deletion, detect a truncated file, and
@@ -16,7 +16,7 @@ from test_storage_log import client_batch, decode, open_log
 from tls_certs import make_pki
 
 from kafka_spark.broker import EmbeddedBroker
-from kafka_spark.common.file_region import FileRegion, RegionTruncatedError, materialize
+from kafka_spark.broker.file_region import FileRegion, RegionTruncatedError, materialize
 
 
 def file_with(tmp_path, data: bytes):

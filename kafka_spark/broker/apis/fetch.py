@@ -26,10 +26,10 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
+from kafka_spark.broker.file_region import FileRegion
 from kafka_spark.broker.storage.epochs import current_epoch_error
 from kafka_spark.broker.storage.errors import OffsetOutOfRangeError, StorageError
 from kafka_spark.broker.storage.txn_index import last_offset_of
-from kafka_spark.common.file_region import FileRegion
 
 _READ_COMMITTED = 1
 #: A partition's records of at least this many bytes are answered as a FileRegion of the segment

@@ -20,10 +20,10 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 from kio.serial.errors import SerialError
 
+from kafka_spark.broker.file_region import FileRegion, materialize
 from kafka_spark.broker.protocol import fetch_response, produce_request, produce_response, schemas
 from kafka_spark.broker.protocol.primitives import skip_tagged_fields
 from kafka_spark.broker.protocol.versions import SASL_VERSIONS, SUPPORTED_VERSIONS, ApiKey
-from kafka_spark.common.file_region import FileRegion, materialize
 
 _HEADER = struct.Struct(">hhi")
 #: Kafka's principal of an unauthenticated connection (PLAINTEXT, or SSL without a client certificate).

@@ -17,8 +17,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kafka_spark.broker.file_region import FileRegion, materialize
 from kafka_spark.broker.protocol.primitives import NO_TAGS, array_length, string, uuid_bytes, uvarint
-from kafka_spark.common.file_region import FileRegion, materialize
 
 VERSIONS = range(4, 19)
 FIRST_FLEXIBLE = 12

@@ -31,6 +31,7 @@ from pathlib import Path
 from struct import Struct, unpack_from
 from typing import NamedTuple
 
+from kafka_spark.broker.file_region import FileRegion
 from kafka_spark.broker.storage import checkpoint
 from kafka_spark.broker.storage.batch import (
     LOG_OVERHEAD,
@@ -53,7 +54,6 @@ from kafka_spark.broker.storage.segment import (
     LogSegment,
 )
 from kafka_spark.common.durable import fsync_dir
-from kafka_spark.common.file_region import FileRegion
 
 logger = logging.getLogger("kafka_spark.broker.storage")
 
