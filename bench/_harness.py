@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -17,6 +19,16 @@ class BrokerAddress(str):
     """Bootstrap servers of a broker process, with its ``pid`` (for its CPU time)."""
 
     pid: int
+
+
+def _end_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the process that started it dies (Linux's
+    PR_SET_PDEATHSIG; elsewhere nothing)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 @contextmanager
@@ -55,6 +67,9 @@ def pylog_broker_process(
         # the CPU between the broker and the benchmark's clients as separate programs, instead of
         # counting the broker's one event-loop thread as one more thread of the client's session.
         start_new_session=True,
+        # A benchmark killed by a signal never reaches the ``finally`` below: the kernel then
+        # ends the broker (SIGTERM when this process dies), instead of leaving it running.
+        preexec_fn=_end_with_parent,
     )
     if stderr_path:
         stderr.close()  # the broker holds its own copy
