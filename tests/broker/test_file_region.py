@@ -190,3 +190,29 @@ def test_large_fetches_arrive_whole_over_tls(tmp_path, monkeypatch):
         values = produce(config, "big", 2, 12_000)
         assert sorted(consume_all(config, "big", 2, len(values))) == sorted(values)
     assert calls.read_only > 0 and calls.whole == calls.partial == 0, vars(calls)  # TLS: never sendfile
+
+
+def test_read_committed_fetches_drop_an_aborted_transaction_from_a_region(tmp_path):
+    """read_committed over records large enough to be regions: the aborted transactions are found
+    from the region's batches (read for their last offset) and the consumer skips them."""
+    with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
+        broker.create_topic("txn", partitions=1)
+        config = {"bootstrap.servers": broker.bootstrap_servers}
+        producer = Producer({**config, "transactional.id": "region-txn", "linger.ms": 20})
+        producer.init_transactions(15)
+        kept: list[bytes] = []
+        for transaction in range(4):  # ~300 KB each: aborted, committed, aborted, committed
+            producer.begin_transaction()
+            values = [b"%d-%06d:" % (transaction, i) + os.urandom(300) for i in range(1_000)]
+            for value in values:
+                producer.produce("txn", value, partition=0)
+            assert producer.flush(15) == 0  # in the log before the end (an abort purges what is queued)
+            if transaction % 2:
+                producer.commit_transaction(15)
+                kept += values
+            else:
+                producer.abort_transaction(15)
+        got = consume_all({**config, "isolation.level": "read_committed"}, "txn", 1, len(kept))
+        assert got == kept
+        everything = consume_all({**config, "isolation.level": "read_uncommitted"}, "txn", 1, 4_000)
+        assert len(everything) == 4_000  # the aborted records are in the log: read_committed dropped them

@@ -356,7 +356,7 @@ class Log:
                 raise KafkaStorageError(f"read of {self.name} at offset {fetch_offset} failed: {error}") from error
 
     def read_to_send(
-        self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None, region_bytes: int = 64 * 1024
+        self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None, region_bytes: int
     ) -> memoryview | bytes | FileRegion:
         """:meth:`read`'s batches for a Fetch response: when they lie in one segment and make at
         least ``region_bytes``, unread, as a :class:`FileRegion` of the segment file, which the
