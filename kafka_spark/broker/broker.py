@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafka_spark.broker.apis import HANDLERS
+from kafka_spark.broker.apis.fetch_session import FetchSessionCache
 from kafka_spark.broker.authorizer import Authorizer
 from kafka_spark.broker.config import BrokerConfig
 from kafka_spark.broker.coordinator.group import DEFAULT_INITIAL_REBALANCE_DELAY_MS, GroupCoordinator
@@ -55,6 +56,7 @@ class Broker:
         # a cluster's ReplicaManager keeps the epochs the controller decides
         self.logs = LogManager(config.log_dir, config.log, leader_epochs=cluster is None)
         self.notifier = DataNotifier(loop)
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.group_commit = GroupCommit(
             loop, ring_entries=config.log_flush_io_uring_entries, flush_timeout_ms=config.log_flush_timeout_ms
         )

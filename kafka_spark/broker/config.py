@@ -49,6 +49,9 @@ class BrokerConfig:
     # instead of joining and being expired between its heartbeats over and over.
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
+    # Kafka's max.incremental.fetch.session.cache.slots: the fetch sessions (KIP-227) kept at
+    # once; a consumer that finds no slot gets full, sessionless fetches (apis/fetch_session.py).
+    max_incremental_fetch_session_cache_slots: int = 1_000
     # Kafka's transactional.id.expiration.ms: an id unused this long with no open transaction is forgotten.
     transactional_id_expiration_ms: int = 7 * 24 * 3_600_000
     # Kafka's producer.id.expiration.ms and its check interval: an idempotent producer's state in

@@ -55,6 +55,7 @@ _BROKER_KEYS = {
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", int),
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", int),
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),
+    "max.incremental.fetch.session.cache.slots": ("max_incremental_fetch_session_cache_slots", int),
     "transactional.id.expiration.ms": ("transactional_id_expiration_ms", int),
     "producer.id.expiration.ms": ("producer_id_expiration_ms", int),
     "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", int),

@@ -160,3 +160,34 @@ def test_transactional_producer_on_a_replicated_cluster(pylog_cluster, java_clie
     assert sorted(value for _, _, value in committed) == sorted(
         [f"v-c-{i}" for i in range(6)] + [f"v-d-{i}" for i in range(6)]
     )
+
+
+def test_java_consumer_fetches_through_fetch_sessions_and_reads_everything_once(
+    pylog_broker, java_clients: JavaClients
+):
+    """Kafka's Java consumer opens a fetch session (KIP-227) with pylog's broker, as with Kafka,
+    and reads through incremental fetches: every record once, in order per partition, while
+    records are still arriving in some partitions and not in others."""
+    from confluent_kafka import Producer
+
+    topic = f"java-sessions-{time.monotonic_ns()}"
+    pylog_broker.create_topic(topic, partitions=3)
+    producer = Producer({"bootstrap.servers": pylog_broker.bootstrap_servers, "linger.ms": 0})
+    expected = []
+    for partition, count in ((0, 2_000), (1, 30), (2, 0)):  # a busy, a quiet and an empty partition
+        for i in range(count):
+            producer.produce(topic, value=f"p{partition}-{i}".encode(), partition=partition)
+            expected.append((partition, f"p{partition}-{i}"))
+            if i % 100 == 99:
+                producer.flush(10)  # many small fetches rather than one large one
+    assert producer.flush(30) == 0
+    sessions = pylog_broker._broker.fetch_sessions
+    created, incremental = sessions.created, sessions.incremental_fetches
+
+    read = records(java_clients.run("read", pylog_broker.bootstrap_servers, topic, "read_uncommitted", "60000"))
+    assert sorted((p, v) for p, _, v in read) == sorted(expected)  # everything, once
+    for partition in (0, 1):
+        offsets = [o for p, o, _ in read if p == partition]
+        assert offsets == list(range(len(offsets)))
+    assert sessions.created > created, "the Java consumer opened no fetch session"
+    assert sessions.incremental_fetches > incremental, "the Java consumer made no incremental fetch"

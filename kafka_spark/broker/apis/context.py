@@ -12,6 +12,7 @@ import asyncio
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from kafka_spark.broker.apis.fetch_session import FetchSessionCache
     from kafka_spark.broker.authorizer import Authorizer
     from kafka_spark.broker.cluster.replica_manager import ReplicaManager
     from kafka_spark.broker.config import BrokerConfig
@@ -40,6 +41,7 @@ class BrokerContext(Protocol):
     port: int  # the bound port once the server listens
     logs: LogManager
     notifier: DataNotifier  # wakes parked fetches
+    fetch_sessions: FetchSessionCache  # incremental fetches (KIP-227)
     group_commit: GroupCommit  # acks=all: fsync before the response
     producer_ids: ProducerIds
     cluster: ReplicaManager | None  # replication on a broker of an EmbeddedCluster; None on a single node

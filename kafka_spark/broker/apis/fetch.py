@@ -3,8 +3,8 @@
 Returns whole batches starting with the one containing ``fetch_offset`` (clients skip the
 records below it), at least one batch per partition even when it exceeds the byte limits
 (KIP-74), and never null ``records`` (librdkafka rejects MessageSetSize -1). Fetch sessions
-(KIP-227) are not granted: session_id 0 and every requested partition echoed, which all clients
-accept as a sessionless full response.
+(KIP-227, fetch_session.py): epoch 0 opens one, a later epoch is an incremental fetch of it
+answered with the partitions that changed only, epoch -1 is a sessionless full fetch.
 
 read_committed (isolation_level 1) reads stop at the last stable offset (LSO: the first offset of
 the oldest open transaction, else the high watermark) and carry ``aborted_transactions``: the
@@ -20,12 +20,24 @@ on each of its partitions, which makes clients refresh their metadata.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
+from kafka_spark.broker.apis.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    FetchSession,
+    Key,
+    SessionPartition,
+    apply_incremental,
+    requested_partitions,
+    session_error,
+)
 from kafka_spark.broker.file_region import FileRegion
 from kafka_spark.broker.storage.epochs import current_epoch_error
 from kafka_spark.broker.storage.errors import OffsetOutOfRangeError, StorageError
@@ -40,51 +52,103 @@ REGION_BYTES = 64 * 1024
 
 async def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
-    if getattr(body, "session_id", 0) not in (0, -1):
-        # We never grant sessions, so a client naming one is confused; make it start over.
-        return {
-            "throttle_time": 0,
-            "error_code": ErrorCode.fetch_session_id_not_found,
-            "session_id": 0,
-            "responses": (),
-        }
+    sessions = broker.fetch_sessions
+    # Fetch v4-6 have no sessions: sessionless, as epoch -1 (FINAL_EPOCH) asks from v7.
+    session_id = getattr(body, "session_id", INVALID_SESSION_ID)
+    epoch = getattr(body, "session_epoch", FINAL_EPOCH)
+    session: FetchSession | None = None
+    if epoch > INITIAL_EPOCH:  # an incremental fetch of an existing session
+        error, session = session_error(body, sessions)
+        if session is None:
+            return {"throttle_time": 0, "error_code": error, "session_id": INVALID_SESSION_ID, "responses": ()}
+        apply_incremental(session, body)
+        partitions = list(session.partitions.values())
+    else:
+        if session_id != INVALID_SESSION_ID:
+            sessions.remove(session_id)  # epoch 0 or -1 closes the session it names
+        partitions = list(requested_partitions(body).values())
     max_wait = body.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait
     while True:
-        responses, total_bytes, has_error = _read(broker, request)
+        entries, total_bytes, has_error = _read(broker, request, partitions)
         remaining = deadline - time.monotonic()
         if total_bytes >= body.min_bytes or has_error or remaining <= 0:
-            return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses}
+            break
         await broker.notifier.wait(remaining)
+    answered_id = INVALID_SESSION_ID
+    if session is not None:
+        session.advance()
+        entries = [(cached, entry) for cached, entry in entries if cached.changed_by(entry)]
+        for cached, entry in entries:  # served now: the others go first next time (max_bytes)
+            if len(entry["records"]):
+                key = (cached.topic_id if cached.topic_id is not None else cached.topic, cached.partition)
+                session.partitions.move_to_end(key)
+        answered_id = session.id
+    elif epoch == INITIAL_EPOCH and partitions:
+        created = sessions.create(_keyed(partitions))
+        if created is not None:
+            for cached, entry in entries:
+                cached.changed_by(entry)  # what the full response tells, for the next incremental one
+            answered_id = created.id
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "session_id": answered_id,
+        "responses": _by_topic(broker, entries),
+    }
 
 
-def _read(broker: BrokerContext, request: Any) -> tuple[list[dict[str, Any]], int, bool]:
+def _keyed(partitions: list[SessionPartition]) -> OrderedDict[Key, SessionPartition]:
+    return OrderedDict(
+        ((cached.topic_id if cached.topic_id is not None else cached.topic, cached.partition), cached)
+        for cached in partitions
+    )
+
+
+def _by_topic(broker: BrokerContext, entries: list[tuple[SessionPartition, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The response's topics: consecutive partitions of one topic in one entry (Kafka's grouping)."""
+    responses: list[dict[str, Any]] = []
+    previous: tuple[Any, Any] | None = None
+    for cached, entry in entries:
+        topic = (cached.topic, cached.topic_id)
+        if topic != previous:
+            name = broker.logs.topic_name(cached.topic_id) if cached.topic_id is not None else cached.topic
+            responses.append({"topic": name, "topic_id": cached.topic_id, "partitions": []})
+            previous = topic
+        responses[-1]["partitions"].append(entry)
+    return responses
+
+
+def _read(
+    broker: BrokerContext, request: Any, partitions: list[SessionPartition]
+) -> tuple[list[tuple[SessionPartition, dict[str, Any]]], int, bool]:
     body = request.body
     read_committed = getattr(body, "isolation_level", 0) == _READ_COMMITTED
     replica_id = getattr(body, "replica_id", -1)  # a follower's fetch in a cluster (Fetch v4-14)
     budget = body.max_bytes
     total = 0
     has_error = False
-    responses = []
-    for topic in body.topics:
-        topic_id = getattr(topic, "topic_id", None)
-        name = broker.logs.topic_name(topic_id) if topic_id is not None else topic.topic
-        denied = broker.authorizer is not None and not access.allowed(
-            broker, request, access.READ, access.TOPIC, name or ""
-        )
-        partitions = []
-        for fetch_partition in topic.partitions:
-            if denied or name is None:
-                entry = _empty_entry(fetch_partition.partition)
-                entry["error_code"] = ErrorCode.topic_authorization_failed if denied else ErrorCode.unknown_topic_id
-            else:
-                entry = _read_partition(broker, name, fetch_partition, read_committed, budget, total, replica_id)
-            if entry["error_code"]:
-                has_error = True
-            total += len(entry["records"])
-            partitions.append(entry)
-        responses.append({"topic": name, "topic_id": topic_id, "partitions": partitions})
-    return responses, total, has_error
+    entries = []
+    topics: dict[tuple[Any, Any], tuple[str | None, bool]] = {}  # (name, id) -> resolved name, denied
+    for cached in partitions:
+        known = topics.get((cached.topic, cached.topic_id))
+        if known is None:
+            name = broker.logs.topic_name(cached.topic_id) if cached.topic_id is not None else cached.topic
+            denied = broker.authorizer is not None and not access.allowed(
+                broker, request, access.READ, access.TOPIC, name or ""
+            )
+            known = topics[(cached.topic, cached.topic_id)] = (name, denied)
+        name, denied = known
+        if denied or name is None:
+            entry = _empty_entry(cached.partition)
+            entry["error_code"] = ErrorCode.topic_authorization_failed if denied else ErrorCode.unknown_topic_id
+        else:
+            entry = _read_partition(broker, name, cached, read_committed, budget, total, replica_id)
+        if entry["error_code"]:
+            has_error = True
+        total += len(entry["records"])
+        entries.append((cached, entry))
+    return entries, total, has_error
 
 
 def _empty_entry(partition: int) -> dict[str, Any]:
