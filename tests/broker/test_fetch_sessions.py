@@ -243,3 +243,45 @@ def test_kafka_python_consumer_reads_through_a_session_while_records_arrive(brok
         consumer.close()
     assert seen == {0: list(range(500)), 1: [0]}
     assert sessions.created > created and sessions.incremental_fetches > incremental
+
+
+def test_a_consumer_reads_on_after_a_broker_restart_forgets_its_session(tmp_path):
+    """Sessions live in the broker's memory, as in Kafka: after a restart the consumer's next
+    incremental fetch is answered FETCH_SESSION_ID_NOT_FOUND, and kafka-python opens a new session
+    and reads on, every record once (the same port and log directory)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    first = EmbeddedBroker(log_dir=tmp_path, register=False).start()
+    port = first.port
+    first.create_topic("restarted", partitions=2)
+    produce(first.bootstrap_servers, "restarted", 0, 50)
+    consumer = KafkaConsumer(bootstrap_servers=first.bootstrap_servers, enable_auto_commit=False, fetch_max_wait_ms=50)
+    partitions = [TopicPartition("restarted", 0), TopicPartition("restarted", 1)]
+    consumer.assign(partitions)
+    consumer.seek_to_beginning(*partitions)
+    seen: list[tuple[int, int]] = []
+
+    def read_until(count: int) -> None:
+        for _ in range(600):
+            if len(seen) >= count:
+                return
+            for batch in consumer.poll(timeout_ms=100).values():
+                seen.extend((record.partition, record.offset) for record in batch)
+
+    try:
+        read_until(50)
+        old_session_ids = {session_id for session_id in first._broker.fetch_sessions._sessions}
+        assert old_session_ids, "kafka-python opened no session before the restart"
+        first.close()
+        with EmbeddedBroker(log_dir=tmp_path, port=port, register=False) as second:
+            with WireClient(second.bootstrap_servers) as client:  # the old session is gone
+                for old in old_session_ids:
+                    gone = fetch(client, "restarted", {}, session_id=old, epoch=5)
+                    assert gone.error_code == FETCH_SESSION_ID_NOT_FOUND
+            produce(second.bootstrap_servers, "restarted", 0, 30)
+            produce(second.bootstrap_servers, "restarted", 1, 20)
+            read_until(100)
+            assert second._broker.fetch_sessions.created >= 1
+    finally:
+        consumer.close()
+    assert sorted(seen) == [(0, offset) for offset in range(80)] + [(1, offset) for offset in range(20)]

@@ -81,8 +81,7 @@ async def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
         entries = [(cached, entry) for cached, entry in entries if cached.changed_by(entry)]
         for cached, entry in entries:  # served now: the others go first next time (max_bytes)
             if len(entry["records"]):
-                key = (cached.topic_id if cached.topic_id is not None else cached.topic, cached.partition)
-                session.partitions.move_to_end(key)
+                session.partitions.move_to_end(cached.key)
         answered_id = session.id
     elif epoch == INITIAL_EPOCH and partitions:
         created = sessions.create(_keyed(partitions))
@@ -99,10 +98,7 @@ async def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
 
 
 def _keyed(partitions: list[SessionPartition]) -> OrderedDict[Key, SessionPartition]:
-    return OrderedDict(
-        ((cached.topic_id if cached.topic_id is not None else cached.topic, cached.partition), cached)
-        for cached in partitions
-    )
+    return OrderedDict((cached.key, cached) for cached in partitions)
 
 
 def _by_topic(broker: BrokerContext, entries: list[tuple[SessionPartition, dict[str, Any]]]) -> list[dict[str, Any]]:

@@ -44,6 +44,8 @@ _MAX_EPOCH = 2**31 - 1
 CACHE_SLOTS = 1000
 EVICTION_MS = 120_000
 
+Key = tuple[Any, int]  # (topic name or id, partition)
+
 
 @dataclass(slots=True)
 class SessionPartition:
@@ -60,6 +62,11 @@ class SessionPartition:
     high_watermark_sent: int | None = None
     last_stable_sent: int | None = None
     log_start_sent: int | None = None
+
+    @property
+    def key(self) -> Key:
+        """The partition's key in its session: (topic id, or name before v13; partition)."""
+        return (self.topic_id if self.topic_id is not None else self.topic, self.partition)
 
     def update(self, request: Any) -> None:
         self.fetch_offset = request.fetch_offset
@@ -79,9 +86,6 @@ class SessionPartition:
         self.last_stable_sent = entry["last_stable_offset"]
         self.log_start_sent = entry["log_start_offset"]
         return bool(moved or entry["error_code"] or len(entry["records"]))
-
-
-Key = tuple[Any, int]  # (topic name or id, partition)
 
 
 class FetchSession:
@@ -148,7 +152,7 @@ def requested_partitions(body: Any) -> OrderedDict[Key, SessionPartition]:
         for request in topic.partitions:
             cached = SessionPartition(name, topic_id, request.partition, request.fetch_offset, 0)
             cached.update(request)
-            partitions[(topic_id if topic_id is not None else name, request.partition)] = cached
+            partitions[cached.key] = cached
     return partitions
 
 
