@@ -157,6 +157,11 @@ class GroupCommit:
             self._schedule(log, state)
         return future
 
+    def durable_offset(self, log: Log) -> int:
+        """The offset below which ``log`` is known fsynced by this group commit (0: nothing yet)."""
+        state = self._partitions.get(log)
+        return 0 if state is None else state.durable_offset
+
     def _schedule(self, log: Log, state: _PartitionSync) -> None:
         self._due[log] = state
         self._start_soon()

@@ -148,6 +148,30 @@ def test_committed_offsets_survive_a_restart_and_deletions_stay_deleted(tmp_path
         assert missing.returncode == 1 and "does not exist" in missing.stderr
 
 
+def test_a_deleted_topics_offset_tombstones_are_fsynced_as_commits_are(tmp_path):
+    """The tombstones a topic's deletion writes for its committed offsets are fsynced like the
+    commits they cancel (the offsets topic flushes on acks=all): a crash of the machine right
+    after the deletion cannot bring the deleted topic's offsets back."""
+    with EmbeddedBroker(log_dir=tmp_path / "data", register=False) as broker:
+        broker.create_topic("scratch", partitions=2)
+        commit(broker.bootstrap_servers, "billing", {("scratch", 0): 3, ("scratch", 1): 5})
+        logs = broker.broker.logs
+        partitions = range(logs.topics()["__consumer_offsets"].partitions)
+        offsets_logs = [logs.get_log("__consumer_offsets", p) for p in partitions]
+        group_log = next(log for log in offsets_logs if log.log_end_offset > 0)  # the group's partition
+        group_commit = broker.broker.group_commit
+        committed_end = group_log.log_end_offset
+        assert on_loop(broker, group_commit.durable_offset, group_log) == committed_end  # the commit was fsynced
+
+        broker.delete_topic("scratch")
+        assert group_log.log_end_offset == committed_end + 2  # a tombstone per committed partition
+        deadline = time.monotonic() + 30
+        while on_loop(broker, group_commit.durable_offset, group_log) < group_log.log_end_offset:
+            assert time.monotonic() < deadline, "the tombstones were not fsynced"
+            time.sleep(0.05)
+        assert on_loop(broker, broker.broker.groups.committed, "billing") == {}
+
+
 def test_describe_shows_the_active_member_and_its_assignment(pylog_broker, pylog_topic):
     bootstrap = pylog_broker.bootstrap_servers
     topic = pylog_topic(partitions=2)

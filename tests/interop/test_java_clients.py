@@ -1,6 +1,7 @@
 """Kafka's Java clients (kafka-clients 4.3) against pylog's broker, and against Apache Kafka as
 the reference: a transactional producer read by read_committed and read_uncommitted consumers,
-and a consumer group of three members with the cooperative-sticky assignor."""
+a consumer group of three members with the cooperative-sticky assignor, and a consumer reading
+through fetch sessions, on one broker and across a partition leader's kill on a pylog cluster."""
 
 from __future__ import annotations
 
@@ -191,3 +192,77 @@ def test_java_consumer_fetches_through_fetch_sessions_and_reads_everything_once(
         assert offsets == list(range(len(offsets)))
     assert sessions.created > created, "the Java consumer opened no fetch session"
     assert sessions.incremental_fetches > incremental, "the Java consumer made no incremental fetch"
+
+
+def test_java_consumer_reads_on_through_a_partition_leader_kill_with_new_fetch_sessions(
+    pylog_cluster, java_clients: JavaClients
+):
+    """Fetch sessions live on one broker: when a partition's leader is killed, Kafka's Java
+    consumer must find the new leader and fetch there (a session with it, opened or extended),
+    and read on from its position: every acknowledged record once, offsets without a gap or a
+    repeat, on a 3-broker pylog cluster."""
+    from confluent_kafka import Producer
+
+    cluster = pylog_cluster
+    topic, per_phase = "java-follow", 300
+    cluster.create_topic(topic, partitions=2, replication_factor=3, config={"min.insync.replicas": "2"})
+    for partition in (0, 1):
+        cluster.wait_for_isr(topic, partition, size=3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "log_level": 0})
+    expected = []
+
+    def produce(phase: str) -> None:
+        for partition in (0, 1):
+            for i in range(per_phase):
+                producer.produce(topic, value=f"{phase}{partition}-{i}".encode(), partition=partition)
+                expected.append((partition, f"{phase}{partition}-{i}"))
+        assert producer.flush(60) == 0
+
+    produce("a")
+    follower = java_clients.start("follow", cluster.bootstrap_servers, topic, str(4 * per_phase), "150000")
+    lines: queue.Queue[str] = queue.Queue()
+    seen: list[str] = []
+
+    def read() -> None:
+        assert follower.stdout is not None
+        for line in follower.stdout:
+            lines.put(line.strip())
+
+    def until(count: int, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while sum(line.startswith("RECORD") for line in seen) < count:
+            if time.monotonic() > deadline or (not reader.is_alive() and lines.empty()):
+                raise AssertionError(f"the Java consumer printed {len(seen)} lines, not {count} records: {seen[-3:]}")
+            try:
+                seen.append(lines.get(timeout=1))
+            except queue.Empty:
+                pass
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        until(2 * per_phase)  # the first phase, read through the old leaders' sessions
+        victim = cluster.leader(topic, 0)
+        cluster.kill_broker(victim)
+        successor = cluster.wait_for_leader(topic, 0, not_on=victim)
+        sessions = cluster.nodes[successor].broker.fetch_sessions
+        incremental = sessions.incremental_fetches
+        produce("b")  # written to the new leader of partition 0
+        until(4 * per_phase)
+        assert follower.wait(60) == 0, follower.stderr.read() if follower.stderr else ""
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait(30)
+    reader.join(30)
+    while not lines.empty():
+        seen.append(lines.get())
+    assert seen[-1] == f"END {4 * per_phase}", seen[-3:]
+    read_records = records(seen)
+    assert sorted((p, v) for p, _, v in read_records) == sorted(expected)  # every record, once
+    for partition in (0, 1):
+        offsets = [o for p, o, _ in read_records if p == partition]
+        assert offsets == list(range(2 * per_phase)), f"partition {partition}: offsets out of order"
+    assert sessions.incremental_fetches > incremental, (
+        f"the Java consumer made no incremental fetch from the new leader (broker {successor})"
+    )

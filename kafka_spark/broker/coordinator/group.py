@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
 import struct
 import time
@@ -794,11 +795,17 @@ class GroupCoordinator:
     def forget_topic(self, topic: str) -> None:
         """A topic was deleted: its committed offsets go too (tombstoned). On a cluster every
         broker is told, and writes the tombstones of the groups it coordinates; they replicate
-        as commits do (nobody waits for them)."""
+        as commits do. On one node they are fsynced as a commit is (where the offsets topic
+        flushes on acks=all), so a crash of the machine cannot bring a deleted topic's offsets
+        back. Nobody waits for either: the deletion is answered at once, as Kafka answers it."""
         cluster = getattr(self._broker, "cluster", None)
-        for log, _ in self.offsets.delete_topic(topic):
+        for log, end_offset in self.offsets.delete_topic(topic):
             if cluster is not None:
                 cluster.appended(log)  # a leader alone in its ISR moves its HW at once
+            elif log.config.flush_on_ack_all:
+                self._broker.group_commit.wait_durable(log, end_offset).add_done_callback(
+                    functools.partial(_report_unstored_tombstones, topic)
+                )
 
     def close(self) -> None:
         for group in self._groups.values():
@@ -815,6 +822,11 @@ class CoordinatorMovedError(StorageError):
     leadership moved, or the wait timed out); the client finds the coordinator again."""
 
     error_code = ErrorCode.not_coordinator
+
+
+def _report_unstored_tombstones(topic: str, stored: asyncio.Future[None]) -> None:
+    if not stored.cancelled() and stored.exception() is not None:
+        logger.error("the offset tombstones of deleted topic %s were not fsynced: %s", topic, stored.exception())
 
 
 def write_error_code(error: StorageError) -> ErrorCode:

@@ -47,6 +47,7 @@ public class InteropClients {
                     Integer.parseInt(args[5]), Integer.parseInt(args[6]));
             case "read" -> read(args[1], args[2], args[3], Long.parseLong(args[4]));
             case "group" -> group(args[1], args[2], args[3], Integer.parseInt(args[4]));
+            case "follow" -> follow(args[1], args[2], Long.parseLong(args[3]), Long.parseLong(args[4]));
             default -> throw new IllegalArgumentException("unknown command " + args[0]);
         }
         System.out.flush();
@@ -106,6 +107,37 @@ public class InteropClients {
                 }
             }
             System.out.println("END " + end.values().stream().mapToLong(Long::longValue).sum());
+        }
+    }
+
+    /** Reads every partition from the beginning as records arrive, printing each at once, until
+     *  {@code expected} records were read (then END n) or {@code timeoutMs} passes (then it fails). */
+    static void follow(String bootstrap, String topic, long expected, long timeoutMs) {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props)) {
+            List<TopicPartition> partitions = new ArrayList<>();
+            for (PartitionInfo info : consumer.partitionsFor(topic, Duration.ofMillis(timeoutMs))) {
+                partitions.add(new TopicPartition(topic, info.partition()));
+            }
+            consumer.assign(partitions);
+            consumer.seekToBeginning(partitions);
+            long deadline = System.currentTimeMillis() + timeoutMs;
+            long read = 0;
+            while (read < expected) {
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException("read " + read + " of " + expected + " records");
+                }
+                for (ConsumerRecord<String, String> record : consumer.poll(Duration.ofMillis(200))) {
+                    System.out.println("RECORD " + record.partition() + " " + record.offset() + " " + record.value());
+                    read++;
+                }
+                System.out.flush();
+            }
+            System.out.println("END " + read);
         }
     }
 
