@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import platform
 import re
 import statistics
 import subprocess
@@ -229,6 +230,9 @@ def main() -> int:
     workdir = tempfile.mkdtemp(prefix="pylog-bench-input-")
     path = os.path.join(workdir, "input.txt")
     make_input(path, args.messages)
+    # pylog's brokers run on this interpreter: its build sets their speed (README, "Which Python
+    # runs the broker").
+    print(f"pylog's brokers run on {os.path.realpath(sys.executable)} (Python {platform.python_version()})", flush=True)
     results: dict[str, dict[str, list[float]]] = {name: collections.defaultdict(list) for name in (*BROKERS, "mock")}
     with (
         pylog_broker_process(partitions=PARTITIONS) as pylog_fsync,

@@ -22,9 +22,33 @@ if [ "${#need[@]}" -gt 0 ]; then
   apt_install "${need[@]}"
 fi
 
+# The interpreter of .venv. pylog's broker is CPU-bound Python, so the interpreter's build matters:
+# the CPython of Linux distributions (Debian, Ubuntu, Fedora), python.org's and the official
+# container images' is built with profile-guided and link-time optimization; pyenv's default build
+# is not (and links a shared libpython), and ran the broker's produce path ~15% slower on the
+# same machine (README, "Which Python runs the broker"). PYLOG_PYTHON names an interpreter;
+# otherwise the system's /usr/bin/python3 when it is 3.11 or later and can make a virtualenv,
+# else python3 on PATH. An existing .venv is kept (`make clean` removes it).
+choose_python() {
+  if [ -n "${PYLOG_PYTHON:-}" ]; then
+    echo "$PYLOG_PYTHON"
+    return
+  fi
+  local candidate
+  for candidate in /usr/bin/python3 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 \
+        && "$candidate" -c 'import ensurepip, sys, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+      echo "$candidate"
+      return
+    fi
+  done
+  echo python3
+}
+
 if [ ! -x .venv/bin/python ]; then
-  echo "bootstrap: creating .venv"
-  python3 -m venv .venv
+  python=$(choose_python)
+  echo "bootstrap: creating .venv with $python ($("$python" -c 'import platform; print("Python", platform.python_version())'))"
+  "$python" -m venv .venv
 fi
 stamp=.venv/.pylog-installed
 # setup.py and the C source: the install builds kafka_spark/cli/_console_values.c (optional) in place.
