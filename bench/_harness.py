@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import glob
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +34,51 @@ def _end_with_parent() -> None:
         pass
 
 
+def scratch_dir(prefix: str) -> str:
+    """A new temporary directory owned by this process, made after removing those that earlier
+    benchmarks left: a run killed by a signal never reaches its cleanup, and its brokers' data (a
+    gigabyte and more a round) would stay in the temporary directory for good. Beside each
+    directory an owner file (``<directory>.owner``) holds its process's pid and start time; a
+    directory whose process is no longer running is removed, one without an owner file is left
+    alone. :func:`remove_scratch_dir` removes one at the end of its run."""
+    for owner in glob.glob(os.path.join(glob.escape(tempfile.gettempdir()), glob.escape(prefix) + "*.owner")):
+        if not _owner_running(owner):
+            remove_scratch_dir(owner.removesuffix(".owner"))
+    path = tempfile.mkdtemp(prefix=prefix)
+    with open(path + ".owner", "w") as out:
+        out.write(_process_identity(os.getpid()) or str(os.getpid()))
+    return path
+
+
+def remove_scratch_dir(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path + ".owner")
+
+
+def _process_identity(pid: int) -> str | None:
+    """``"<pid> <start time>"`` of a running process (its start time tells a reused pid apart), or
+    None when it is not running; None too where there is no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+    return f"{pid} {fields[19]}"  # field 22 of stat: the start time, in clock ticks after boot
+
+
+def _owner_running(owner: str) -> bool:
+    if not os.path.isdir("/proc"):
+        return True  # no way to tell here: never remove what may be in use
+    try:
+        with open(owner) as found:
+            identity = found.read().strip()
+        pid = int(identity.split()[0])
+    except (OSError, ValueError, IndexError):
+        return True  # not an owner file this module wrote: leave it
+    return _process_identity(pid) == identity
+
+
 @contextmanager
 def pylog_broker_process(
     log_dir: str | None = None, partitions: int = 4, overrides: tuple[str, ...] = (), stderr_path: str | None = None
@@ -39,8 +87,8 @@ def pylog_broker_process(
     servers. ``overrides``: broker settings as ``KEY=VALUE`` (``--override``); ``stderr_path``:
     a file that receives the broker's log (discarded by default)."""
     own_dir = log_dir is None
-    log_dir = log_dir or tempfile.mkdtemp(prefix="pylog-bench-")
-    home = tempfile.mkdtemp(prefix="pylog-bench-home-")  # its own discovery registry, removed after
+    log_dir = log_dir or scratch_dir("pylog-bench-")
+    home = scratch_dir("pylog-bench-home-")  # its own discovery registry, removed after
     env = dict(os.environ, PYLOG_HOME=home)
     stderr = open(stderr_path, "ab") if stderr_path else subprocess.DEVNULL
     process = subprocess.Popen(
@@ -89,8 +137,8 @@ def pylog_broker_process(
             process.kill()
             process.wait(30)
         if own_dir:
-            subprocess.run(["rm", "-rf", log_dir], check=False)
-        subprocess.run(["rm", "-rf", home], check=False)
+            remove_scratch_dir(log_dir)
+        remove_scratch_dir(home)
 
 
 @contextmanager

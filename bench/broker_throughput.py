@@ -54,7 +54,7 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -65,6 +65,8 @@ from _harness import (  # noqa: E402
     mock_cluster,
     process_cpu_seconds,
     pylog_broker_process,
+    remove_scratch_dir,
+    scratch_dir,
     timed,
 )
 from interop.references import ApacheKafka, kafka_tool  # noqa: E402
@@ -227,7 +229,8 @@ def main() -> int:
     )
     parser.add_argument("--kafka-heap", default="1g")
     args = parser.parse_args()
-    workdir = tempfile.mkdtemp(prefix="pylog-bench-input-")
+    workdir = scratch_dir("pylog-bench-input-")
+    kafka_dir = scratch_dir("apache-kafka-")  # Kafka's data, which ApacheKafka removes at its end
     path = os.path.join(workdir, "input.txt")
     make_input(path, args.messages)
     # pylog's brokers run on this interpreter: its build sets their speed (README, "Which Python
@@ -237,7 +240,7 @@ def main() -> int:
     with (
         pylog_broker_process(partitions=PARTITIONS) as pylog_fsync,
         pylog_broker_process(partitions=PARTITIONS, overrides=("log.flush.on.ack.all=false",)) as pylog_os,
-        ApacheKafka(heap=args.kafka_heap) as kafka,
+        ApacheKafka(heap=args.kafka_heap, workdir=Path(kafka_dir)) as kafka,
     ):
         bootstrap = {
             "pylog-fsync": pylog_fsync,
@@ -295,7 +298,8 @@ def main() -> int:
                     consumed = None
                 results["mock"]["consume kcat"].append(consumed)  # type: ignore[arg-type]
                 results["mock"]["produce kcat"].append(kcat_produce(mock, f"mock-{round_index}", path, args.messages))
-    subprocess.run(["rm", "-rf", workdir], check=False)
+    remove_scratch_dir(workdir)
+    remove_scratch_dir(kafka_dir)
 
     median = statistics.median
     print(

@@ -24,11 +24,17 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _harness import children_cpu_seconds, make_input, pylog_broker_process, timed  # noqa: E402
+from _harness import (  # noqa: E402
+    children_cpu_seconds,
+    make_input,
+    pylog_broker_process,
+    remove_scratch_dir,
+    scratch_dir,
+    timed,
+)
 
 PARTITIONS = 4
 PHASES = ("produce", "consume", "consume -e")
@@ -82,7 +88,7 @@ def main() -> int:
         "reads through confluent-kafka",
         flush=True,
     )
-    workdir = tempfile.mkdtemp(prefix="pylog-bench-cli-")
+    workdir = scratch_dir("pylog-bench-cli-")
     path = os.path.join(workdir, "input.txt")
     make_input(path, args.messages)
     rates: dict[str, dict[str, list[float]]] = {phase: {"kcat": [], "pylog": []} for phase in PHASES}
@@ -123,7 +129,7 @@ def main() -> int:
                         if count != counts[phase]:
                             raise RuntimeError(f"{phase} by {tool} read {count} records, expected {counts[phase]}")
     finally:
-        subprocess.run(["rm", "-rf", workdir], check=False)
+        remove_scratch_dir(workdir)
 
     median = statistics.median
     print(
