@@ -82,21 +82,28 @@ public class InteropClients {
         }
     }
 
-    static void read(String bootstrap, String topic, String isolation, long timeoutMs) {
+    /** A consumer (no group, no commits) assigned every partition of {@code topic}, at its beginning. */
+    static KafkaConsumer<String, String> fromBeginning(String bootstrap, String topic, String isolation,
+            long timeoutMs) {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props)) {
-            List<TopicPartition> partitions = new ArrayList<>();
-            for (PartitionInfo info : consumer.partitionsFor(topic, Duration.ofMillis(timeoutMs))) {
-                partitions.add(new TopicPartition(topic, info.partition()));
-            }
-            consumer.assign(partitions);
-            consumer.seekToBeginning(partitions);
-            Map<TopicPartition, Long> end = consumer.endOffsets(partitions, Duration.ofMillis(timeoutMs));
+        KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props);
+        List<TopicPartition> partitions = new ArrayList<>();
+        for (PartitionInfo info : consumer.partitionsFor(topic, Duration.ofMillis(timeoutMs))) {
+            partitions.add(new TopicPartition(topic, info.partition()));
+        }
+        consumer.assign(partitions);
+        consumer.seekToBeginning(partitions);
+        return consumer;
+    }
+
+    static void read(String bootstrap, String topic, String isolation, long timeoutMs) {
+        try (KafkaConsumer<String, String> consumer = fromBeginning(bootstrap, topic, isolation, timeoutMs)) {
+            Map<TopicPartition, Long> end = consumer.endOffsets(consumer.assignment(), Duration.ofMillis(timeoutMs));
             long deadline = System.currentTimeMillis() + timeoutMs;
             while (!reached(consumer, end)) {
                 if (System.currentTimeMillis() > deadline) {
@@ -113,18 +120,7 @@ public class InteropClients {
     /** Reads every partition from the beginning as records arrive, printing each at once, until
      *  {@code expected} records were read (then END n) or {@code timeoutMs} passes (then it fails). */
     static void follow(String bootstrap, String topic, long expected, long timeoutMs) {
-        Properties props = new Properties();
-        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
-        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props)) {
-            List<TopicPartition> partitions = new ArrayList<>();
-            for (PartitionInfo info : consumer.partitionsFor(topic, Duration.ofMillis(timeoutMs))) {
-                partitions.add(new TopicPartition(topic, info.partition()));
-            }
-            consumer.assign(partitions);
-            consumer.seekToBeginning(partitions);
+        try (KafkaConsumer<String, String> consumer = fromBeginning(bootstrap, topic, "read_uncommitted", timeoutMs)) {
             long deadline = System.currentTimeMillis() + timeoutMs;
             long read = 0;
             while (read < expected) {
