@@ -151,25 +151,45 @@ def test_committed_offsets_survive_a_restart_and_deletions_stay_deleted(tmp_path
 def test_a_deleted_topics_offset_tombstones_are_fsynced_as_commits_are(tmp_path):
     """The tombstones a topic's deletion writes for its committed offsets are fsynced like the
     commits they cancel (the offsets topic flushes on acks=all): a crash of the machine right
-    after the deletion cannot bring the deleted topic's offsets back."""
+    after the deletion cannot bring the deleted topic's offsets back. Both ways of deleting (the
+    embedded broker's call and a client's DeleteTopics), for every group that committed."""
+    from confluent_kafka.admin import AdminClient
+
     with EmbeddedBroker(log_dir=tmp_path / "data", register=False) as broker:
+        bootstrap = broker.bootstrap_servers
         broker.create_topic("scratch", partitions=2)
-        commit(broker.bootstrap_servers, "billing", {("scratch", 0): 3, ("scratch", 1): 5})
+        broker.create_topic("temp", partitions=1)
+        broker.create_topic("kept", partitions=1)
+        commit(bootstrap, "billing", {("scratch", 0): 3, ("scratch", 1): 5})
+        commit(bootstrap, "audit", {("scratch", 1): 2, ("temp", 0): 1, ("kept", 0): 4})
         logs = broker.broker.logs
         partitions = range(logs.topics()["__consumer_offsets"].partitions)
         offsets_logs = [logs.get_log("__consumer_offsets", p) for p in partitions]
-        group_log = next(log for log in offsets_logs if log.log_end_offset > 0)  # the group's partition
         group_commit = broker.broker.group_commit
-        committed_end = group_log.log_end_offset
-        assert on_loop(broker, group_commit.durable_offset, group_log) == committed_end  # the commit was fsynced
 
+        def durable() -> dict[int, tuple[int, int]]:
+            """(fsynced up to, log end) of every offsets partition holding records."""
+            return {
+                log.partition: (on_loop(broker, group_commit.durable_offset, log), log.log_end_offset)
+                for log in offsets_logs
+                if log.log_end_offset > 0
+            }
+
+        def wait_fsynced(written: int) -> None:
+            deadline = time.monotonic() + 30
+            while any(fsynced < end for fsynced, end in durable().values()):
+                assert time.monotonic() < deadline, f"tombstones not fsynced: {durable()}"
+                time.sleep(0.05)
+            assert sum(end for _, end in durable().values()) == written
+
+        wait_fsynced(5)  # the commits were fsynced (acks=all)
         broker.delete_topic("scratch")
-        assert group_log.log_end_offset == committed_end + 2  # a tombstone per committed partition
-        deadline = time.monotonic() + 30
-        while on_loop(broker, group_commit.durable_offset, group_log) < group_log.log_end_offset:
-            assert time.monotonic() < deadline, "the tombstones were not fsynced"
-            time.sleep(0.05)
+        wait_fsynced(5 + 3)  # a tombstone per committed partition of the topic, in both groups
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.delete_topics(["temp"])["temp"].result(30)
+        wait_fsynced(5 + 3 + 1)
         assert on_loop(broker, broker.broker.groups.committed, "billing") == {}
+        assert set(on_loop(broker, broker.broker.groups.committed, "audit")) == {TP("kept", 0)}
 
 
 def test_describe_shows_the_active_member_and_its_assignment(pylog_broker, pylog_topic):
