@@ -14,13 +14,19 @@ as fast):
 - "fsync-each": a flush before every acknowledgement: Kafka with the topic config
   ``flush.messages=1`` against pylog's default (an acks=all produce is answered once fsynced).
 Consume (kcat -C with fetch.wait.max.ms=10 so the end-of-log long poll does not dominate, and
-kafka-consumer-perf-test's fetch rate) reads the os-flush topics of both. A kcat consume run is
-the best of ``--consume-runs`` (3) back-to-back reads of the same topic: a read of 2,000,000
-messages takes ~0.7 s, in which either broker spends ~0.1-0.2 s of CPU and kcat ~1.1 s, and a
-third to a half of single reads, with either broker, ran ~1.8x slower with kcat itself using
-~0.6 s more CPU and making 11,000-21,000 voluntary context switches instead of 1,000-3,000 (its
-fetch and application threads waking each other): a figure of librdkafka's thread scheduling,
-not of the broker, which one read per round turned into the pairing's median.
+kafka-consumer-perf-test's fetch rate) reads the os-flush topics of both, in a phase of its own
+once both have been written each round: every topic is read once untimed (checking every message
+is there), then the two brokers alternate, A B B A A B (the round's first broker alternates too),
+``--consume-runs`` (3) kcat reads and ``--java-consume-runs`` (3) Java runs of each. One Java
+run a broker a round, each right after its broker's produce runs (the method up to commit
+9dddd9c), left the pairing to the machine's drift and the client's spread: the Java consumer's
+run-to-run spread on either broker is +-10%, more than the difference measured. A broker's Java
+figure for the round is the median of its runs; its kcat figure is its best read. A read of
+2,000,000 messages takes ~0.7 s, in which either broker spends ~0.1-0.2 s of CPU and kcat
+~1.1 s, and a third to a half of single reads, with either broker, ran ~1.8x slower with kcat
+itself using ~0.6 s more CPU and making 11,000-21,000 voluntary context switches instead of
+1,000-3,000 (its fetch and application threads waking each other): a figure of librdkafka's
+thread scheduling, not of the broker.
 
 The Java produce runs also print the CPU seconds of the broker and of the client JVM per run:
 the machine is saturated during them (~95% of both cores), so the client's CPU, which depends on
@@ -41,7 +47,7 @@ of the per-round ratios with their range. The old anchor, librdkafka's in-memory
 kafka-server-start.sh gives it.
 
 Usage: python bench/broker_throughput.py [--messages 2000000] [--java-messages 10000000] [--rounds 3]
-       [--warmup 1]
+       [--warmup 1] [--consume-runs 3] [--java-consume-runs 3]
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ from _harness import (  # noqa: E402
 from interop.references import ApacheKafka, kafka_tool  # noqa: E402
 
 PARTITIONS = 4
+KCAT_CONSUME = ("kcat", "-C", "-e", "-q", "-o", "beginning", "-X", "fetch.wait.max.ms=10")
 
 
 def create_topic(bootstrap: str, topic: str, config: dict[str, str] | None = None) -> None:
@@ -93,14 +100,23 @@ def kcat_produce(bootstrap: str, topic: str, path: str, messages: int) -> float:
     return messages / timed(["kcat", "-P", "-b", bootstrap, "-t", topic, "-X", "linger.ms=5"], stdin_path=path)
 
 
-def kcat_consume(bootstrap: str, topic: str, expected: int, runs: int = 1) -> float:
-    """The best rate of ``runs`` reads of the whole topic (see the docstring), after a read that
-    checks every message is there."""
-    command = ["kcat", "-C", "-b", bootstrap, "-t", topic, "-e", "-q", "-o", "beginning", "-X", "fetch.wait.max.ms=10"]
-    count = subprocess.run(command + ["-f", "x"], check=True, capture_output=True).stdout.count(b"x")
+def kcat_count(bootstrap: str, topic: str, expected: int) -> None:
+    """Reads the whole topic once (untimed) and checks every message is there."""
+    command = [*KCAT_CONSUME, "-b", bootstrap, "-t", topic, "-f", "x"]
+    count = subprocess.run(command, check=True, capture_output=True).stdout.count(b"x")
     if count != expected:
         raise RuntimeError(f"{bootstrap} {topic}: consumed {count}, expected {expected}")
-    return max(expected / timed(command) for _ in range(runs))
+
+
+def kcat_read(bootstrap: str, topic: str, messages: int) -> float:
+    """One timed read of the whole topic: its rate."""
+    return messages / timed([*KCAT_CONSUME, "-b", bootstrap, "-t", topic])
+
+
+def kcat_consume(bootstrap: str, topic: str, expected: int) -> float:
+    """A checked read, then one timed read (the librdkafka mock's line)."""
+    kcat_count(bootstrap, topic, expected)
+    return kcat_read(bootstrap, topic, expected)
 
 
 #: The Java producer's own figures printed beside each produce run (``--print-metrics``).
@@ -163,6 +179,7 @@ def java_consume(bootstrap: str, topic: str, messages: int) -> float:
 
 # (name, what it is) of the brokers measured each round, in the order they run.
 BROKERS = ("pylog-fsync", "kafka-fsync", "pylog-os", "kafka-os")
+PRODUCE = ("produce kcat", "produce java")
 PAIRS = (("os-flush", "pylog-os", "kafka-os"), ("fsync-each", "pylog-fsync", "kafka-fsync"))
 
 
@@ -176,10 +193,9 @@ def measure(
     results: dict[str, dict[str, list[float]]],
     cpu: dict[str, list[tuple[float, float]]],
     client: dict[str, list[dict[str, float]]],
-) -> list[str]:
-    """One broker's produce runs (and consume runs for the os-flush ones); returns its topics.
-    Appends the (broker, client) CPU seconds of its Java produce run to ``cpu[name]`` (of its
-    Java consume run to ``cpu[name + " consume"]``) and the client's request figures to
+) -> tuple[str, str]:
+    """One broker's produce runs; returns its (kcat, Java) topics. Appends the (broker, client) CPU
+    seconds of its Java produce run to ``cpu[name]`` and the client's request figures to
     ``client[name]``."""
     config = {"flush.messages": "1"} if name == "kafka-fsync" else None
     kcat_topic, java_topic = f"kcat-{name}-{round_index}", f"java-{name}-{round_index}"
@@ -193,14 +209,42 @@ def measure(
     cpu[name].append((process_cpu_seconds(broker_pid) - broker_before, children_cpu_seconds() - client_before))
     client[name].append(metrics)
     os.sync()
-    if name.endswith("-os"):
-        results[name]["consume kcat"].append(kcat_consume(bootstrap, kcat_topic, args.messages, args.consume_runs))
-        broker_before, client_before = process_cpu_seconds(broker_pid), children_cpu_seconds()
-        results[name]["consume java"].append(java_consume(bootstrap, java_topic, args.java_messages))
+    return kcat_topic, java_topic
+
+
+def alternating(first: tuple[str, str], runs: int) -> list[str]:
+    """A B B A A B ...: ``runs`` turns of each, the pair's order flipped every turn."""
+    return [name for turn in range(runs) for name in (first if turn % 2 == 0 else first[::-1])]
+
+
+def consume(
+    round_index: int,
+    topics: dict[str, tuple[str, str]],
+    bootstrap: dict[str, str],
+    pids: dict[str, int],
+    args: argparse.Namespace,
+    results: dict[str, dict[str, list[float]]],
+    cpu: dict[str, list[tuple[float, float]]],
+) -> dict[str, dict[str, list[float]]]:
+    """The consume phase of a round over the os-flush brokers (see the docstring): appends each
+    broker's round figure (best kcat read, median Java run) to ``results`` and the (broker, client)
+    CPU seconds of every Java run to ``cpu[name + " consume"]``; returns every run's rate."""
+    first = ("pylog-os", "kafka-os") if round_index % 2 == 0 else ("kafka-os", "pylog-os")
+    runs: dict[str, dict[str, list[float]]] = {name: collections.defaultdict(list) for name in first}
+    for name in first:
+        kcat_count(bootstrap[name], topics[name][0], args.messages)
+    for name in alternating(first, args.consume_runs):
+        runs[name]["kcat"].append(kcat_read(bootstrap[name], topics[name][0], args.messages))
+    for name in alternating(first, args.java_consume_runs):
+        broker_before, client_before = process_cpu_seconds(pids[name]), children_cpu_seconds()
+        runs[name]["java"].append(java_consume(bootstrap[name], topics[name][1], args.java_messages))
         cpu[f"{name} consume"].append(
-            (process_cpu_seconds(broker_pid) - broker_before, children_cpu_seconds() - client_before)
+            (process_cpu_seconds(pids[name]) - broker_before, children_cpu_seconds() - client_before)
         )
-    return [kcat_topic, java_topic]
+    for name in first:
+        results[name]["consume kcat"].append(max(runs[name]["kcat"]))
+        results[name]["consume java"].append(statistics.median(runs[name]["java"]))
+    return runs
 
 
 def main() -> int:
@@ -226,6 +270,12 @@ def main() -> int:
         type=int,
         default=3,
         help="kcat reads of each consume topic per round, the best one counted (default 3; see the docstring)",
+    )
+    parser.add_argument(
+        "--java-consume-runs",
+        type=int,
+        default=3,
+        help="kafka-consumer-perf-test runs on each consume topic per round, their median counted (default 3)",
     )
     parser.add_argument("--kafka-heap", default="1g")
     args = parser.parse_args()
@@ -255,8 +305,9 @@ def main() -> int:
         client: dict[str, list[dict[str, float]]] = collections.defaultdict(list)
         for warmup_index in range(args.warmup):  # every broker and client path run once, not counted
             scratch: dict[str, dict[str, list[float]]] = {name: collections.defaultdict(list) for name in BROKERS}
+            topics: dict[str, tuple[str, str]] = {}
             for name in BROKERS:
-                topics = measure(
+                topics[name] = measure(
                     name,
                     bootstrap[name],
                     pids[name],
@@ -267,22 +318,43 @@ def main() -> int:
                     collections.defaultdict(list),
                     collections.defaultdict(list),
                 )
-                print(f"warm-up {warmup_index + 1} {name:12s} done", flush=True)
-                delete_topics(bootstrap[name], topics)
-        for round_index in range(args.rounds):
+                if not name.endswith("-os"):
+                    delete_topics(bootstrap[name], list(topics[name]))
+            consume(-1 - warmup_index, topics, bootstrap, pids, args, scratch, collections.defaultdict(list))
             for name in BROKERS:
-                topics = measure(name, bootstrap[name], pids[name], round_index, args, path, results, cpu, client)
+                if name.endswith("-os"):
+                    delete_topics(bootstrap[name], list(topics[name]))
+                print(f"warm-up {warmup_index + 1} {name:12s} done", flush=True)
+        for round_index in range(args.rounds):
+            topics = {}
+            for name in BROKERS:
+                topics[name] = measure(name, bootstrap[name], pids[name], round_index, args, path, results, cpu, client)
                 broker_cpu, client_cpu = cpu[name][-1]
                 figures = client[name][-1]
                 print(
                     f"round {round_index + 1} {name:12s} "
-                    + "  ".join(f"{phase} {values[-1]:12,.0f} msg/s" for phase, values in results[name].items())
+                    + "  ".join(f"{phase} {results[name][phase][-1]:12,.0f} msg/s" for phase in PRODUCE)
                     + f"  (java produce: CPU broker {broker_cpu:.1f} s, client {client_cpu:.1f} s; "
                     f"{figures['request-total']:,.0f} requests of {figures['records-per-request-avg']:.0f} records, "
                     f"{figures['request-latency-avg']:.2f} ms each)",
                     flush=True,
                 )
-                delete_topics(bootstrap[name], topics)  # each run starts from an empty disk
+                if not name.endswith("-os"):  # each produce run starts from a disk without its broker's data
+                    delete_topics(bootstrap[name], list(topics[name]))
+            runs = consume(round_index, topics, bootstrap, pids, args, results, cpu)
+            for name, rates in runs.items():
+                print(
+                    f"round {round_index + 1} {name:12s} "
+                    + "  ".join(
+                        f"consume {kind} {results[name]['consume ' + kind][-1]:12,.0f} msg/s "
+                        f"(runs {', '.join(f'{rate:,.0f}' for rate in rates[kind])})"
+                        for kind in ("kcat", "java")
+                    ),
+                    flush=True,
+                )
+            for name in BROKERS:
+                if name.endswith("-os"):
+                    delete_topics(bootstrap[name], list(topics[name]))
             with mock_cluster() as mock:  # the old anchor: kcat only, data within its window
                 # The consume data first, into a mock that holds nothing else (~2.5 MB a
                 # partition, inside the ~5 MB it keeps), then the produce run.

@@ -35,9 +35,22 @@ def test_broker_benchmark_pairs_pylog_with_apache_kafka_under_both_flush_policie
         "1",
         "--kafka-heap",
         "512m",
+        "--consume-runs",
+        "2",
+        "--java-consume-runs",
+        "2",
     )
     for name in ("pylog-fsync", "kafka-fsync", "pylog-os", "kafka-os"):
         assert re.search(rf"^warm-up 1 {name}\s+done$", out, re.MULTILINE), (name, out)
+    for name in ("pylog-os", "kafka-os"):  # a round's figures: the best kcat read, the median Java run
+        line = re.search(rf"^round 1 {name}\s+consume kcat .*$", out, re.MULTILINE)
+        assert line, (name, out)
+        for kind, pick in (("kcat", max), ("java", lambda runs: sum(runs) / len(runs))):
+            found = re.search(rf"consume {kind}\s+{RATE} \(runs ([\d, ]+)\)", line.group(0))
+            assert found, (kind, line.group(0))
+            runs = [int(rate) for rate in found.group(2).replace(",", "").split()]
+            assert len(runs) == 2 and min(runs) > 0, line.group(0)
+            assert abs(int(found.group(1).replace(",", "")) - pick(runs)) <= 1, line.group(0)
     for pair, phases in (
         ("os-flush", ("produce kcat", "produce java", "consume kcat", "consume java")),
         ("fsync-each", ("produce kcat", "produce java")),
@@ -107,3 +120,12 @@ def test_sink_benchmark_compares_pylog_topic_sink_with_spark_kafka_sink():
     assert re.search(r"^\s+Kafka broker CPU a write\s+pylog \d+\.\d\d s, spark \d+\.\d\d s", out, re.MULTILINE), out
     ratio = re.search(r"^\s+ratio pylog/spark\s+([\d.]+)", out, re.MULTILINE)
     assert ratio and float(ratio.group(1)) > 0, out
+
+
+def test_broker_benchmark_alternates_the_brokers_in_its_consume_phase(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    from broker_throughput import alternating
+
+    assert alternating(("a", "b"), 3) == ["a", "b", "b", "a", "a", "b"]
+    assert alternating(("b", "a"), 2) == ["b", "a", "a", "b"]
+    assert alternating(("a", "b"), 1) == ["a", "b"]
