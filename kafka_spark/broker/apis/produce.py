@@ -155,7 +155,7 @@ def _append(
     broker: BrokerContext,
     topic: str,
     partition: int,
-    records: bytes | None,
+    records: bytes | memoryview | None,  # a view into the request frame, as decoded
     acks: int,
     entry: dict[str, Any],
     transactional_id: str | None,
