@@ -25,6 +25,7 @@ import collections
 import fcntl
 import inspect
 import logging
+import os
 import socket
 import ssl
 import struct
@@ -55,6 +56,23 @@ _PENDING_ARG = bytes(_PENDING.size)
 
 #: Responses owed on one connection before it stops reading (back-pressure on pipelining clients).
 MAX_IN_FLIGHT = 64
+
+
+# A connection whose socket is full waits for it to take more on the loop's selector, as the
+# transport itself does while it holds unsent bytes (the transport holds none then: it is idle).
+# asyncio's public add_writer refuses a transport's socket, so the selector loop's own methods
+# are used; on a loop without them regions the socket does not take at once are read and queued
+# in the transport instead (KafkaConnection._write).
+def _can_wait_writable(loop: asyncio.AbstractEventLoop) -> bool:
+    return callable(getattr(loop, "_add_writer", None)) and callable(getattr(loop, "_remove_writer", None))
+
+
+def _wait_writable(loop: asyncio.AbstractEventLoop, fd: int, callback: Any) -> None:
+    loop._add_writer(fd, callback)  # type: ignore[attr-defined]
+
+
+def _stop_waiting_writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    loop._remove_writer(fd)  # type: ignore[attr-defined]
 
 
 class BrokerServer:
@@ -101,7 +119,7 @@ class BrokerServer:
             self._server.close()
         tasks = [task for connection in self.connections for task in connection.tasks]
         for connection in list(self.connections):
-            connection.close()
+            connection.close(flush=False)  # an answer the client is not reading does not hold the stop up
         for task in tasks:
             task.cancel()
         if tasks:
@@ -136,7 +154,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.broker = server.broker
         self.decoder = FrameDecoder(self.broker.config.socket_request_max_bytes, server.memory, self._socket_pending)
         self._socket_fd = -1
-        self._sendfile = False  # FileRegions may go out with sendfile (a plain TCP connection)
+        # A plain TCP connection writes its socket itself (FileRegions with sendfile); a TLS one
+        # hands every byte to its transport (see _write).
+        self._writes_socket = False
+        # Answer parts the socket has not taken yet, in order (_write); written when it can take
+        # more, the regions still with sendfile.
+        self._blocked: collections.deque[bytes | memoryview | FileRegion] = collections.deque()
+        self._close_when_written = False  # close() with answers still blocked: close once they are out
         self.transport: asyncio.Transport | None = None
         self.peer: Any = None
         self.client_host = ""
@@ -167,12 +191,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._socket_fd = sock.fileno()
-            # sendfile writes the socket itself: only where the transport adds nothing to the bytes
-            self._sendfile = transport.get_extra_info("sslcontext") is None
+            # only where the transport adds nothing to the bytes, on a loop that can wait for the
+            # socket to take more (see _write)
+            loop = asyncio.get_running_loop()
+            self._writes_socket = transport.get_extra_info("sslcontext") is None and _can_wait_writable(loop)
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        self._drop_blocked()
         self.server.connections.discard(self)
         for task in list(self.tasks):
             task.cancel()  # a parked Fetch of a gone client has no one to answer
@@ -300,7 +327,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if self.sasl.authenticated:
             self.principal = f"User:{self.sasl.user}"
-        self.transport.write(len(answer).to_bytes(4, "big") + answer)
+        self._write([len(answer).to_bytes(4, "big") + answer])
 
     def _chain(self, task: asyncio.Future[Any], future: asyncio.Future[Any], unmute: bool = False) -> None:
         self.tasks.add(task)
@@ -338,24 +365,98 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close()  # after the answer is written: the client learns why
 
     def _write(self, parts: list[bytes | memoryview | FileRegion]) -> None:
-        """Write a response's parts in order. A FileRegion (a Fetch's records in a segment file)
-        goes to the socket with ``sendfile`` while nothing waits in the transport's buffer ahead
-        of it, on a plain TCP connection; whatever the socket does not take at once, and every
-        region of a TLS connection, is read and queued in the transport like any other part."""
+        """Write a response's parts in order.
+
+        A plain TCP connection writes its socket itself: bytes with ``write``, a FileRegion (a
+        Fetch's records in a segment file) with ``sendfile``, so a region's data is never copied
+        into the broker. What the socket does not take at once (a client reading slower than the
+        broker answers) waits in ``_blocked``, a region as a region, and goes out when the socket
+        can take more, again with sendfile, as Kafka's transferTo does; meanwhile the connection
+        reads no further requests, as Kafka mutes a channel whose answer is being sent. A TLS
+        connection (or a loop that cannot wait for the socket) reads each region and hands every
+        byte to its transport."""
+        if self._blocked:
+            self._blocked.extend(parts)
+            return
+        if not self._writes_socket:
+            self._write_to_transport(parts)
+            return
+        fd = self._socket_fd
+        for index, part in enumerate(parts):
+            try:
+                if isinstance(part, FileRegion):
+                    if part.send_to(fd):
+                        part.close()
+                        continue
+                else:
+                    sent = os.write(fd, part)
+                    if sent == len(part):
+                        continue
+                    part = memoryview(part)[sent:]
+            except BlockingIOError:  # the socket took none of these bytes
+                pass
+            except OSError as error:  # the file truncated under the fetch, or the peer gone
+                self._drop_blocked(parts[index:])
+                self._abort(f"answer not written: {error}")
+                return
+            self._blocked.append(part)
+            self._blocked.extend(parts[index + 1 :])
+            _wait_writable(asyncio.get_running_loop(), fd, self._write_blocked)
+            self._update_reading()
+            return
+
+    def _write_to_transport(self, parts: list[bytes | memoryview | FileRegion]) -> None:
         transport = self.transport
         assert transport is not None
-        for part in parts:
-            if not isinstance(part, FileRegion):
-                transport.write(part)
-                continue
-            try:
-                if not (self._sendfile and not transport.get_write_buffer_size() and part.send_to(self._socket_fd)):
-                    transport.write(part.read())  # the rest, after what sendfile sent
-            except OSError as error:  # the file truncated under the fetch, or the peer gone
-                self._abort(f"fetch response not written: {error}")
-                return
-            finally:
+        for index, part in enumerate(parts):
+            if isinstance(part, FileRegion):
+                try:
+                    data = part.read()
+                except OSError as error:  # the file truncated under the fetch
+                    self._drop_blocked(parts[index:])
+                    self._abort(f"fetch response not written: {error}")
+                    return
                 part.close()
+                transport.write(data)
+            else:
+                transport.write(part)
+
+    def _write_blocked(self) -> None:
+        """The socket can take more: write what waits in ``_blocked``, in order, until it is all
+        out or the socket is full again (then wait once more)."""
+        blocked, fd = self._blocked, self._socket_fd
+        try:
+            while blocked:
+                part = blocked[0]
+                if isinstance(part, FileRegion):
+                    if not part.send_to(fd):
+                        return
+                    part.close()
+                else:
+                    sent = os.write(fd, part)
+                    if sent < len(part):
+                        blocked[0] = memoryview(part)[sent:]
+                        return
+                blocked.popleft()
+        except BlockingIOError:
+            return
+        except OSError as error:  # the file truncated under the fetch, or the peer gone
+            self._abort(f"answer not written: {error}")
+            return
+        _stop_waiting_writable(asyncio.get_running_loop(), fd)
+        if self._close_when_written and self.transport is not None:
+            self.transport.close()
+            return
+        self._update_reading()
+
+    def _drop_blocked(self, parts: list[bytes | memoryview | FileRegion] | None = None) -> None:
+        """Let go of what waits unwritten (the connection is closing), the regions' files too."""
+        if self._blocked:
+            _stop_waiting_writable(asyncio.get_running_loop(), self._socket_fd)
+        for part in (*self._blocked, *(parts or ())):
+            if isinstance(part, FileRegion):
+                part.close()
+        self._blocked.clear()
 
     def _memory_available(self) -> None:
         self._waiting_for_memory = False
@@ -371,7 +472,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._waiting_for_memory = True
             self.server.memory.wait(id(self), self._memory_available)
         should_pause = (
-            starved or self._writing_paused or len(self._outbox) >= MAX_IN_FLIGHT or len(self._inbox) >= MAX_IN_FLIGHT
+            starved
+            or self._writing_paused
+            or bool(self._blocked)  # an answer waits for the socket: read no more until it is out
+            or len(self._outbox) >= MAX_IN_FLIGHT
+            or len(self._inbox) >= MAX_IN_FLIGHT
         )
         if should_pause and not self._reading_paused:
             self.transport.pause_reading()
@@ -385,10 +490,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         logger.warning("closing connection from %s: %s", self.peer, reason)
         self._closed = True
+        self._drop_blocked()
         if self.transport is not None:
             self.transport.abort()
 
-    def close(self) -> None:
+    def close(self, flush: bool = True) -> None:
+        """Close once the answers already written are out (``flush``), or now, dropping them."""
         if self.transport is not None and not self._closed:
             self._closed = True
+            if self._blocked and flush:  # as the transport does with bytes in its own buffer
+                self._close_when_written = True
+                return
+            self._drop_blocked()
             self.transport.close()

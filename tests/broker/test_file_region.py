@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -135,11 +136,12 @@ def produce(config: dict, topic: str, partitions: int, count: int) -> list[bytes
 
 
 class RegionCalls:
-    """Counts, in the embedded broker's thread (same process), how regions went out: sent whole
-    by sendfile, sent in part then read, or read without sendfile."""
+    """Counts, in the embedded broker's thread (same process), how regions went out: sendfile
+    calls that finished a region, sendfile calls that left part of one for later, and regions
+    read into memory (whole, or the rest after sendfile sent part)."""
 
     def __init__(self, monkeypatch) -> None:
-        self.whole = self.partial = self.read_only = 0
+        self.whole = self.partial = self.read_only = self.read_rest = 0
         send_to, read = FileRegion.send_to, FileRegion.read
 
         def counted_send_to(region: FileRegion, fd: int) -> bool:
@@ -150,6 +152,7 @@ class RegionCalls:
 
         def counted_read(region: FileRegion) -> bytes:
             self.read_only += region.sent == 0
+            self.read_rest += region.sent > 0
             return read(region)
 
         monkeypatch.setattr(FileRegion, "send_to", counted_send_to)
@@ -159,7 +162,8 @@ class RegionCalls:
 def test_large_fetches_arrive_whole_over_tcp_with_slow_and_fast_readers(tmp_path, monkeypatch):
     """Megabyte fetches of four partitions: a consumer taking 1 MiB a partition (sendfile takes
     them), and one asking 16 MiB a partition through a 16 KiB receive buffer (the socket fills:
-    sendfile sends part, the rest is read and queued behind it)."""
+    sendfile sends part, and the rest when the socket can take more). No region is ever read
+    into the broker's memory on plain TCP."""
     calls = RegionCalls(monkeypatch)
     with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
         broker.create_topic("big", partitions=4)
@@ -175,6 +179,72 @@ def test_large_fetches_arrive_whole_over_tcp_with_slow_and_fast_readers(tmp_path
         }
         assert sorted(consume_all(slow, "big", 4, len(values))) == sorted(values)
         assert calls.partial > 0, vars(calls)
+    assert calls.read_only == calls.read_rest == 0, vars(calls)
+
+
+def fetch_body(topic: str, max_bytes: int) -> dict:
+    partition = {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1}
+    return {
+        "replica_id": -1,
+        "max_wait": 0,
+        "min_bytes": 1,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [{**partition, "partition_max_bytes": max_bytes}]}],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+def wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + 120  # a liveness bound, far above the milliseconds this takes
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_pipelined_answers_behind_a_full_socket_arrive_whole_and_in_order(tmp_path, monkeypatch):
+    """A client sends four Fetches (~2.5 MB of records each, more in all than a socket's send
+    buffer holds), then an ApiVersions, and reads nothing through a 16 KiB receive buffer until
+    the socket has filled in the middle of a region: every answer after that one waits behind it
+    (bytes and regions), then all go out in order, each region by sendfile. A broker stopping
+    while a client reads nothing does not wait for it."""
+    from kio.serial import entity_reader
+    from wire import WireClient
+
+    from kafka_spark.broker.protocol.schemas import response_class
+
+    calls = RegionCalls(monkeypatch)
+    fetches = 4
+    with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
+        broker.create_topic("big", partitions=1)
+        config = {"bootstrap.servers": broker.bootstrap_servers}
+        values = produce(config, "big", 1, 12_000)
+        with WireClient(broker.bootstrap_servers, timeout=60) as client:
+            client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16_384)
+            for _ in range(fetches):
+                client.send(1, 11, fetch_body("big", 8 << 20))
+            client.send(18, 3, {"client_software_name": "wire-test", "client_software_version": "1"})
+            wait_for(lambda: calls.partial > 0, f"the socket never filled mid-region: {vars(calls)}")
+            frames = [client.read_frame() for _ in range(fetches + 1)]
+        fetch_class = response_class(1, 11)
+        for number, frame in enumerate(frames[:fetches], start=1):
+            assert int.from_bytes(frame[:4], "big") == number
+            body, size = entity_reader(fetch_class)(frame, 4)
+            assert 4 + size == len(frame)
+            records = body.responses[0].partitions[0].records
+            assert sorted(value for _, value in decode(records)) == sorted(values), number
+        assert int.from_bytes(frames[fetches][:4], "big") == fetches + 1  # the ApiVersions answer, last
+        assert calls.read_only == calls.read_rest == 0, vars(calls)
+        stuck = WireClient(broker.bootstrap_servers, timeout=60)
+        stuck.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16_384)
+        before = calls.partial
+        for _ in range(fetches):
+            stuck.send(1, 11, fetch_body("big", 8 << 20))
+        wait_for(lambda: calls.partial > before, f"the stuck client's socket never filled: {vars(calls)}")
+    stuck.close()  # the broker stopped with this client's answers unread
 
 
 def test_large_fetches_arrive_whole_over_tls(tmp_path, monkeypatch):
