@@ -50,6 +50,8 @@ _BROKER_KEYS = {
     "log.retention.check.interval.ms": ("retention_check_interval_ms", int),
     "socket.request.max.bytes": ("socket_request_max_bytes", int),
     "queued.max.request.bytes": ("queued_max_request_bytes", int),
+    "socket.send.buffer.bytes": ("socket_send_buffer_bytes", int),
+    "socket.receive.buffer.bytes": ("socket_receive_buffer_bytes", int),
     "log.flush.timeout.ms": ("log_flush_timeout_ms", int),
     "log.flush.io.uring.entries": ("log_flush_io_uring_entries", int),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", int),
@@ -70,6 +72,12 @@ _BROKER_KEYS = {
 _BOUNDS = {
     "socket.request.max.bytes": (8, None, "the largest request accepted, in bytes"),
     "queued.max.request.bytes": (-1, None, "bytes of requests held in memory, or -1 for no bound"),
+    "socket.send.buffer.bytes": (-1, None, "a connection's socket send buffer in bytes, or -1 for the OS default"),
+    "socket.receive.buffer.bytes": (
+        -1,
+        None,
+        "a connection's socket receive buffer in bytes, or -1 for the OS default",
+    ),
     "log.flush.timeout.ms": (1, None, "milliseconds an fsync may take before its partition goes offline"),
     "log.flush.io.uring.entries": (1, 32768, "entries of the fsync ring (io_uring takes 1 to 32768)"),
 }
@@ -96,7 +104,7 @@ _HANDLED_BELOW = frozenset(
 _LISTENER_JAAS = re.compile(r"listener\.name\.([a-z0-9_]+)\.plain\.sasl\.jaas\.config")
 
 # Kafka broker keys that mean nothing on one pylog node: replication and its quorum, KRaft
-# controllers, thread pools and socket buffers the event loop does not have.
+# controllers, and thread pools the event loop does not have.
 IGNORED = frozenset(
     {
         "process.roles",
@@ -112,8 +120,6 @@ IGNORED = frozenset(
         "background.threads",
         "log.cleaner.threads",
         "log.cleaner.enable",
-        "socket.send.buffer.bytes",
-        "socket.receive.buffer.bytes",
         "queued.max.requests",
         "default.replication.factor",
         "min.insync.replicas",
@@ -394,17 +400,16 @@ def _parse_int(key: str, value: str) -> int:
         raise InvalidConfigError(f"{key}={value!r} is invalid: expected a whole number") from None
 
 
+# Sizes where -1 means "none" (no bound, the OS default) and 0 means nothing.
+_NOT_ZERO = frozenset({"queued.max.request.bytes", "socket.send.buffer.bytes", "socket.receive.buffer.bytes"})
+
+
 def _check_bounds(key: str, value: int) -> None:
     lowest, highest, meaning = _BOUNDS[key]
-    if (
-        value < lowest
-        or (highest is not None and value > highest)
-        or (key == "queued.max.request.bytes" and value == 0)
-    ):
+    if value < lowest or (highest is not None and value > highest) or (key in _NOT_ZERO and value == 0):
         allowed = f"{lowest} to {highest}" if highest is not None else f"at least {lowest}"
         raise InvalidConfigError(
-            f"{key}={value} is invalid: {meaning}; use {allowed}"
-            + (" (not 0)" if key == "queued.max.request.bytes" else "")
+            f"{key}={value} is invalid: {meaning}; use {allowed}" + (" (not 0)" if key in _NOT_ZERO else "")
         )
 
 

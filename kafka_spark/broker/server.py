@@ -190,6 +190,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            # Kafka's socket.send/receive.buffer.bytes (config.py). The send buffer also bounds
+            # how much of a Fetch's data one sendfile call queues (README, "Benchmarks").
+            config = self.broker.config
+            if config.socket_send_buffer_bytes != -1:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, config.socket_send_buffer_bytes)
+            if config.socket_receive_buffer_bytes != -1:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, config.socket_receive_buffer_bytes)
             self._socket_fd = sock.fileno()
             # only where the transport adds nothing to the bytes, on a loop that can wait for the
             # socket to take more (see _write)

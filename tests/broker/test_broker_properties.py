@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -84,6 +85,8 @@ def test_kafka_names_map_to_the_broker_settings():
             "queued.max.request.bytes": "-1",
             "log.flush.timeout.ms": "30000",
             "log.flush.io.uring.entries": "64",
+            "socket.send.buffer.bytes": "-1",
+            "socket.receive.buffer.bytes": "262144",
         }
     )
     settings = options.settings
@@ -101,6 +104,8 @@ def test_kafka_names_map_to_the_broker_settings():
         "queued_max_request_bytes": -1,
         "log_flush_timeout_ms": 30000,
         "log_flush_io_uring_entries": 64,
+        "socket_send_buffer_bytes": -1,
+        "socket_receive_buffer_bytes": 262_144,
     }
     assert log.retention_ms == 90 * 60_000  # the finer unit wins, as in Kafka
     assert log.segment_ms == 2 * 3_600_000 and log.segment_bytes == 1048576
@@ -125,6 +130,8 @@ def test_kafka_names_map_to_the_broker_settings():
         ({"socket.request.max.bytes": "4"}, "socket.request.max.bytes=4 is invalid: the largest request accepted"),
         ({"queued.max.request.bytes": "0"}, "queued.max.request.bytes=0 is invalid"),
         ({"log.flush.timeout.ms": "0"}, "log.flush.timeout.ms=0 is invalid"),
+        ({"socket.send.buffer.bytes": "0"}, "socket.send.buffer.bytes=0 is invalid: a connection's socket send"),
+        ({"socket.receive.buffer.bytes": "-2"}, "socket.receive.buffer.bytes=-2 is invalid: a connection's socket"),
         (
             {"log.flush.io.uring.entries": "65536"},
             "log.flush.io.uring.entries=65536 is invalid: entries of the fsync ring",
@@ -156,6 +163,41 @@ def test_bad_settings_name_the_key_and_the_fix(properties, message):
     with pytest.raises(InvalidConfigError) as error:
         broker_options(properties)
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "settings, expected",
+    [
+        ({}, (102_400, None)),  # Kafka's send buffer; the OS's receive buffer (config.py says why)
+        ({"socket.send.buffer.bytes": "262144", "socket.receive.buffer.bytes": "300000"}, (262_144, 300_000)),
+        ({"socket.send.buffer.bytes": "-1", "socket.receive.buffer.bytes": "102400"}, (None, 102_400)),
+    ],
+)
+def test_socket_buffer_settings_apply_to_every_client_connection(tmp_path, settings, expected):
+    """Kafka's socket.send.buffer.bytes and socket.receive.buffer.bytes set SO_SNDBUF and
+    SO_RCVBUF of the broker's end of each connection (Linux reports twice the size set, its
+    bookkeeping included); -1 (None here) leaves one to the operating system, which starts it at
+    another size and tunes it as data flows."""
+    import socket
+
+    with EmbeddedBroker(log_dir=tmp_path, register=False, **broker_options(settings).settings) as broker:
+        host, port = broker.bootstrap_servers.rsplit(":", 1)
+        with socket.create_connection((host, int(port))):
+            deadline = time.monotonic() + 60  # a liveness bound: the broker accepts within milliseconds
+            while not broker._server.connections:
+                assert time.monotonic() < deadline, "the broker never accepted the connection"
+                time.sleep(0.01)
+            (connection,) = broker._server.connections
+            sock = connection.transport.get_extra_info("socket")
+            sizes = (
+                sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+                sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
+            )
+    for size, wanted in zip(sizes, expected, strict=True):
+        if wanted is None:
+            assert size != 2 * 102_400, sizes  # not Kafka's size: the OS's own
+        else:
+            assert size == 2 * wanted, sizes
 
 
 def test_override_needs_key_and_value():
@@ -227,6 +269,7 @@ def test_kafkas_stock_server_properties_starts_a_broker(tmp_path):
         assert configs["log.retention.ms"] == str(24 * 3_600_000)  # the override wins over the file
         assert configs["log.flush.on.ack.all"] == "false"
         assert configs["log.dirs"] == str(tmp_path / "kraft-logs")
+        assert configs["socket.send.buffer.bytes"] == configs["socket.receive.buffer.bytes"] == "102400"  # the file's
         producer = Producer({"bootstrap.servers": bootstrap})
         producer.produce("auto-created", b"hello")
         assert producer.flush(30) == 0
