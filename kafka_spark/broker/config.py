@@ -36,10 +36,13 @@ class BrokerConfig:
     socket_request_max_bytes: int = MAX_FRAME_BYTES
     # Kafka's socket.send.buffer.bytes and socket.receive.buffer.bytes: SO_SNDBUF and SO_RCVBUF of
     # every client connection; -1 leaves one to the operating system, which tunes it as data
-    # flows. The send buffer is Kafka's default (100 KiB). The receive buffer is the operating
-    # system's, not Kafka's 100 KiB: the broker reads a socket in Python, and a smaller window
-    # means more, smaller reads (Java produce ran up to 25% slower with it; README, "Benchmarks").
-    socket_send_buffer_bytes: int = 102_400
+    # flows. Neither default is Kafka's 100 KiB, for what each costs a broker written in Python
+    # (README, "Benchmarks"). The send buffer is how much of a Fetch answer one sendfile queues:
+    # Linux's autotuned buffer (up to 4 MiB) queued a whole answer at once, 100 KiB had the broker
+    # come back (a Python callback) for every slice of ~100 KiB, and at 512 KiB Kafka's Java
+    # consumer waited least for its answers.
+    # A receive buffer of 100 KiB made the broker's reads of produce requests smaller and more.
+    socket_send_buffer_bytes: int = 524_288
     socket_receive_buffer_bytes: int = -1
     # Kafka's queued.max.request.bytes: what all connections' partly received and queued requests
     # may hold together before the broker stops reading sockets (memory_pool.py); -1 unbounded.

@@ -75,6 +75,12 @@ def _stop_waiting_writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
     loop._remove_writer(fd)  # type: ignore[attr-defined]
 
 
+def _abort_level(error: OSError) -> int:
+    """A client gone while its answer was being written (a consumer closing mid-fetch) is routine,
+    as asyncio's transports treat it; anything else (a segment truncated under a fetch) is not."""
+    return logging.DEBUG if isinstance(error, ConnectionError) else logging.WARNING
+
+
 class BrokerServer:
     """Listens for one broker. Runs on the broker's event loop."""
 
@@ -404,7 +410,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 pass
             except OSError as error:  # the file truncated under the fetch, or the peer gone
                 self._drop_blocked(parts[index:])
-                self._abort(f"answer not written: {error}")
+                self._abort(f"answer not written: {error}", _abort_level(error))
                 return
             self._blocked.append(part)
             self._blocked.extend(parts[index + 1 :])
@@ -448,7 +454,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except BlockingIOError:
             return
         except OSError as error:  # the file truncated under the fetch, or the peer gone
-            self._abort(f"answer not written: {error}")
+            self._abort(f"answer not written: {error}", _abort_level(error))
             return
         _stop_waiting_writable(asyncio.get_running_loop(), fd)
         if self._close_when_written and self.transport is not None:
@@ -492,10 +498,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.transport.resume_reading()
             self._reading_paused = False
 
-    def _abort(self, reason: str) -> None:
+    def _abort(self, reason: str, level: int = logging.WARNING) -> None:
         if self._closed:
             return
-        logger.warning("closing connection from %s: %s", self.peer, reason)
+        logger.log(level, "closing connection from %s: %s", self.peer, reason)
         self._closed = True
         self._drop_blocked()
         if self.transport is not None:

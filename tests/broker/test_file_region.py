@@ -247,6 +247,34 @@ def test_pipelined_answers_behind_a_full_socket_arrive_whole_and_in_order(tmp_pa
     stuck.close()  # the broker stopped with this client's answers unread
 
 
+def test_a_client_gone_while_its_answer_waits_is_let_go_quietly(tmp_path, monkeypatch, caplog):
+    """A consumer that closes in the middle of a Fetch answer (its socket reset) is routine: the
+    broker drops the waiting answer and the connection without a warning, as for any other
+    client that goes away."""
+    import logging
+    import struct
+
+    from wire import WireClient
+
+    calls = RegionCalls(monkeypatch)
+    caplog.set_level(logging.DEBUG, logger="kafka_spark.broker")
+    with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
+        broker.create_topic("big", partitions=1)
+        produce({"bootstrap.servers": broker.bootstrap_servers}, "big", 1, 12_000)
+        client = WireClient(broker.bootstrap_servers, timeout=60)
+        client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16_384)
+        for _ in range(4):
+            client.send(1, 11, fetch_body("big", 8 << 20))
+        wait_for(lambda: calls.partial > 0, f"the socket never filled mid-region: {vars(calls)}")
+        client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()  # a reset, with the answers unread
+        wait_for(lambda: not broker._server.connections, "the broker kept the reset connection")
+    closes = [record for record in caplog.records if "closing connection" in record.getMessage()]
+    assert closes and all(record.levelno == logging.DEBUG for record in closes), [
+        (record.levelname, record.getMessage()) for record in closes
+    ]
+
+
 def test_large_fetches_arrive_whole_over_tls(tmp_path, monkeypatch):
     calls = RegionCalls(monkeypatch)
     pki = make_pki(tmp_path / "pki")
