@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from test_request_memory import wait_until
 from test_storage_log import client_batch, decode, open_log
 from tls_certs import make_pki
 
@@ -198,13 +198,6 @@ def fetch_body(topic: str, max_bytes: int) -> dict:
     }
 
 
-def wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + 120  # a liveness bound, far above the milliseconds this takes
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
-
-
 def test_pipelined_answers_behind_a_full_socket_arrive_whole_and_in_order(tmp_path, monkeypatch):
     """A client sends four Fetches (~2.5 MB of records each, more in all than a socket's send
     buffer holds), then an ApiVersions, and reads nothing through a 16 KiB receive buffer until
@@ -227,7 +220,7 @@ def test_pipelined_answers_behind_a_full_socket_arrive_whole_and_in_order(tmp_pa
             for _ in range(fetches):
                 client.send(1, 11, fetch_body("big", 8 << 20))
             client.send(18, 3, {"client_software_name": "wire-test", "client_software_version": "1"})
-            wait_for(lambda: calls.partial > 0, f"the socket never filled mid-region: {vars(calls)}")
+            wait_until(lambda: calls.partial > 0, f"the socket never filled mid-region: {vars(calls)}")
             frames = [client.read_frame() for _ in range(fetches + 1)]
         fetch_class = response_class(1, 11)
         for number, frame in enumerate(frames[:fetches], start=1):
@@ -243,7 +236,7 @@ def test_pipelined_answers_behind_a_full_socket_arrive_whole_and_in_order(tmp_pa
         before = calls.partial
         for _ in range(fetches):
             stuck.send(1, 11, fetch_body("big", 8 << 20))
-        wait_for(lambda: calls.partial > before, f"the stuck client's socket never filled: {vars(calls)}")
+        wait_until(lambda: calls.partial > before, f"the stuck client's socket never filled: {vars(calls)}")
     stuck.close()  # the broker stopped with this client's answers unread
 
 
@@ -265,10 +258,10 @@ def test_a_client_gone_while_its_answer_waits_is_let_go_quietly(tmp_path, monkey
         client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16_384)
         for _ in range(4):
             client.send(1, 11, fetch_body("big", 8 << 20))
-        wait_for(lambda: calls.partial > 0, f"the socket never filled mid-region: {vars(calls)}")
+        wait_until(lambda: calls.partial > 0, f"the socket never filled mid-region: {vars(calls)}")
         client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         client.close()  # a reset, with the answers unread
-        wait_for(lambda: not broker._server.connections, "the broker kept the reset connection")
+        wait_until(lambda: not broker._server.connections, "the broker kept the reset connection")
     closes = [record for record in caplog.records if "closing connection" in record.getMessage()]
     assert closes and all(record.levelno == logging.DEBUG for record in closes), [
         (record.levelname, record.getMessage()) for record in closes
