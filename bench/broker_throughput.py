@@ -17,16 +17,31 @@ Consume (kcat -C with fetch.wait.max.ms=10 so the end-of-log long poll does not 
 kafka-consumer-perf-test's fetch rate) reads the os-flush topics of both, in a phase of its own
 once both have been written each round: every topic is read once untimed (checking every message
 is there), then the two brokers alternate, A B B A A B (the round's first broker alternates too),
-``--consume-runs`` (3) kcat reads and ``--java-consume-runs`` (3) Java runs of each. One Java
+``--consume-runs`` (7) kcat reads and ``--java-consume-runs`` (3) Java runs of each. One Java
 run a broker a round, each right after its broker's produce runs (the method up to commit
 9dddd9c), left the pairing to the machine's drift and the client's spread: the Java consumer's
-run-to-run spread on either broker is +-10%, more than the difference measured. A broker's Java
-figure for the round is the median of its runs; its kcat figure is its best read. A read of
-2,000,000 messages takes ~0.7 s, in which either broker spends ~0.1-0.2 s of CPU and kcat
-~1.1 s, and a third to a half of single reads, with either broker, ran ~1.8x slower with kcat
-itself using ~0.6 s more CPU and making 11,000-21,000 voluntary context switches instead of
-1,000-3,000 (its fetch and application threads waking each other): a figure of librdkafka's
-thread scheduling, not of the broker.
+run-to-run spread on either broker is +-10%, more than the difference measured. A broker's
+figures for the round are the median of its kcat reads and the median of its Java runs.
+
+kcat's rate is set by kcat: librdkafka allocates every message in its fetch thread and frees it
+in the application thread, so the two contend on the fetch thread's glibc malloc arena (under
+``perf trace``, ~18,000 futex calls of each thread a read, all on one address, the mutex at the
+start of a glibc thread heap; with jemalloc preloaded, kcat read ~1.6x faster from either
+broker, still level). A read of 2,000,000 messages takes ~0.75 s, in which pylog's broker spends
+~0.1 s of CPU, Kafka's 0.15-0.5 s and kcat ~1.1 s, and up to a third of reads, with either
+broker and in spells of several seconds, run ~1.8x slower with kcat making 11,000-24,000
+voluntary context switches instead of 1,500-4,000. Over 63 interleaved reads of each broker (commit 178bd05) the
+fast reads averaged 2.666M msg/s from both. The median of 7 reads replaced the best of 3: in
+blocks of that data, the median's per-block ratio varied less (sd 0.039 against 0.050 for the best).
+
+The broker's own part of a fetch is printed beside it ("fetch answer"): one connection sends a
+Fetch of 1 MiB from each partition at offsets stepping through the kcat topic and reads the
+whole answer into memory, nothing parsed but the error codes and sizes; the median time from
+request to last byte over ``--fetch-requests`` (200) requests, two runs of each broker a round.
+Kafka's answers are ~5% larger: it sends each partition's full 1 MiB, the last batch cut where
+the limit falls; pylog sends whole batches. kcat's rate did not move when this time doubled
+(pylog with a 100 KiB send buffer against 512 KiB; a likely reason: while kcat's fetch thread
+waits for an answer, its application thread frees without contention).
 
 The Java produce runs also print the CPU seconds of the broker and of the client JVM per run:
 the machine is saturated during them (~95% of both cores), so the client's CPU, which depends on
@@ -47,7 +62,7 @@ of the per-round ratios with their range. The old anchor, librdkafka's in-memory
 kafka-server-start.sh gives it.
 
 Usage: python bench/broker_throughput.py [--messages 2000000] [--java-messages 10000000] [--rounds 3]
-       [--warmup 1] [--consume-runs 3] [--java-consume-runs 3]
+       [--warmup 1] [--consume-runs 7] [--java-consume-runs 3] [--fetch-requests 200]
 """
 
 from __future__ import annotations
@@ -57,9 +72,12 @@ import collections
 import os
 import platform
 import re
+import socket
 import statistics
+import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -177,6 +195,91 @@ def java_consume(bootstrap: str, topic: str, messages: int) -> float:
     return float(stats["fetch.nMsg.sec"])
 
 
+def _fetch_request(correlation_id: int, topic: str, offsets: list[int]) -> bytes:
+    """A Fetch v4 request (every version a Kafka 4 broker and pylog's answer) for ``offsets[p]``
+    of each partition p, 1 MiB a partition (the Java and librdkafka consumers' default), no wait."""
+    name = topic.encode()
+    body = struct.pack(">iiiibi", -1, 0, 1, 52_428_800, 0, 1) + struct.pack(">h", len(name)) + name
+    body += struct.pack(">i", len(offsets))
+    for partition, offset in enumerate(offsets):
+        body += struct.pack(">iqi", partition, offset, 1_048_576)
+    request = struct.pack(">hhih", 1, 4, correlation_id, 5) + b"bench" + body
+    return struct.pack(">i", len(request)) + request
+
+
+def _records_bytes(answer: memoryview, correlation_id: int, partitions: int) -> list[int]:
+    """The record bytes of each partition in a Fetch v4 answer; raises on any error code."""
+    (got,) = struct.unpack_from(">i", answer, 0)
+    if got != correlation_id:
+        raise RuntimeError(f"fetch answer for correlation id {got}, expected {correlation_id}")
+    position = 4 + 4 + 4  # correlation id, throttle time, one topic
+    (length,) = struct.unpack_from(">h", answer, position)
+    position += 2 + length
+    (count,) = struct.unpack_from(">i", answer, position)
+    position += 4
+    sizes = []
+    for _ in range(count):
+        partition, error = struct.unpack_from(">ih", answer, position)
+        if error:
+            raise RuntimeError(f"fetch answer: partition {partition} error code {error}")
+        position += 4 + 2 + 8 + 8  # partition, error, high watermark, last stable offset
+        (aborted,) = struct.unpack_from(">i", answer, position)
+        position += 4 + max(aborted, 0) * 16
+        (size,) = struct.unpack_from(">i", answer, position)
+        position += 4 + max(size, 0)  # -1: no records
+        sizes.append(size)
+    if len(sizes) != partitions:
+        raise RuntimeError(f"fetch answer for {len(sizes)} partitions, expected {partitions}")
+    return sizes
+
+
+def fetch_answer_seconds(bootstrap: str, topic: str, requests: int = 200, warmup: int = 20) -> tuple[float, float]:
+    """The broker's own part of a consumer's fetch, without a client's parsing: one connection
+    sends a Fetch for every partition (1 MiB each, at offsets stepping through the topic) and
+    reads the whole answer into memory, one request at a time. Returns the median seconds from
+    sending a request to the last byte of its answer, and the median answer size in bytes. Every
+    answer is checked: no error code, records for every partition that has some past the offset."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-fetch-answer"})
+    try:
+        ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(PARTITIONS)]
+    finally:
+        consumer.close()
+    steps = 8
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    buffer = bytearray(PARTITIONS * 1_048_576 + (1 << 20))
+    view = memoryview(buffer)
+    times, sizes = [], []
+    with socket.create_connection((host, int(port)), timeout=60) as connection:
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for index in range(warmup + requests):
+            offsets = [(index % steps) * (end // steps) for end in ends]
+            request = _fetch_request(index, topic, offsets)
+            start = time.perf_counter()
+            connection.sendall(request)
+            got = 0
+            while got < 4:
+                got += connection.recv_into(view[got:4]) or _closed()
+            total = 4 + struct.unpack_from(">i", buffer, 0)[0]
+            if total > len(buffer):
+                raise RuntimeError(f"fetch answer of {total} bytes, more than {PARTITIONS} partitions of 1 MiB")
+            while got < total:
+                got += connection.recv_into(view[got:total]) or _closed()
+            elapsed = time.perf_counter() - start
+            sizes_now = _records_bytes(view[4:total], index, PARTITIONS)
+            if any(size <= 0 for size, offset, end in zip(sizes_now, offsets, ends, strict=True) if offset < end):
+                raise RuntimeError(f"fetch answer at offsets {offsets} (ends {ends}): a partition without records")
+            if index >= warmup:
+                times.append(elapsed)
+                sizes.append(total)
+    return statistics.median(times), statistics.median(sizes)
+
+
+def _closed() -> int:
+    raise RuntimeError("the broker closed the connection during a fetch answer")
+
+
 # (name, what it is) of the brokers measured each round, in the order they run.
 BROKERS = ("pylog-fsync", "kafka-fsync", "pylog-os", "kafka-os")
 PRODUCE = ("produce kcat", "produce java")
@@ -227,12 +330,17 @@ def consume(
     cpu: dict[str, list[tuple[float, float]]],
 ) -> dict[str, dict[str, list[float]]]:
     """The consume phase of a round over the os-flush brokers (see the docstring): appends each
-    broker's round figure (best kcat read, median Java run) to ``results`` and the (broker, client)
+    broker's round figures (the median kcat read, the median Java run, the median fetch answer
+    time and size) to ``results`` and the (broker, client)
     CPU seconds of every Java run to ``cpu[name + " consume"]``; returns every run's rate."""
     first = ("pylog-os", "kafka-os") if round_index % 2 == 0 else ("kafka-os", "pylog-os")
     runs: dict[str, dict[str, list[float]]] = {name: collections.defaultdict(list) for name in first}
     for name in first:
         kcat_count(bootstrap[name], topics[name][0], args.messages)
+    for name in alternating(first, 2):
+        seconds, size = fetch_answer_seconds(bootstrap[name], topics[name][0], args.fetch_requests)
+        runs[name]["fetch"].append(seconds)
+        runs[name]["fetch size"].append(size)
     for name in alternating(first, args.consume_runs):
         runs[name]["kcat"].append(kcat_read(bootstrap[name], topics[name][0], args.messages))
     for name in alternating(first, args.java_consume_runs):
@@ -242,7 +350,9 @@ def consume(
             (process_cpu_seconds(pids[name]) - broker_before, children_cpu_seconds() - client_before)
         )
     for name in first:
-        results[name]["consume kcat"].append(max(runs[name]["kcat"]))
+        results[name]["consume kcat"].append(statistics.median(runs[name]["kcat"]))
+        results[name]["fetch answer"].append(statistics.median(runs[name]["fetch"]))
+        results[name]["fetch size"].append(statistics.median(runs[name]["fetch size"]))
         results[name]["consume java"].append(statistics.median(runs[name]["java"]))
     return runs
 
@@ -268,8 +378,14 @@ def main() -> int:
     parser.add_argument(
         "--consume-runs",
         type=int,
-        default=3,
-        help="kcat reads of each consume topic per round, the best one counted (default 3; see the docstring)",
+        default=7,
+        help="kcat reads of each consume topic per round, their median counted (default 7; see the docstring)",
+    )
+    parser.add_argument(
+        "--fetch-requests",
+        type=int,
+        default=200,
+        help="timed Fetch requests of each of the 2 fetch-answer runs per broker per round (default 200)",
     )
     parser.add_argument(
         "--java-consume-runs",
@@ -349,7 +465,10 @@ def main() -> int:
                         f"consume {kind} {results[name]['consume ' + kind][-1]:12,.0f} msg/s "
                         f"(runs {', '.join(f'{rate:,.0f}' for rate in rates[kind])})"
                         for kind in ("kcat", "java")
-                    ),
+                    )
+                    + f"  fetch answer {results[name]['fetch answer'][-1] * 1000:.3f} ms "
+                    f"(runs {', '.join(f'{seconds * 1000:.3f}' for seconds in rates['fetch'])}; "
+                    f"{results[name]['fetch size'][-1]:,.0f} bytes)",
                     flush=True,
                 )
             for name in BROKERS:
@@ -389,6 +508,14 @@ def main() -> int:
                 f"kafka {median(results[kafka_name][phase]):12,.0f} msg/s   ratio pylog/kafka "
                 f"{median(ratios):5.2f}   (rounds {min(ratios):.2f} to {max(ratios):.2f})"
             )
+    answer = results["pylog-os"]["fetch answer"], results["kafka-os"]["fetch answer"]
+    speed = [k / p for p, k in zip(*answer, strict=False)]
+    sizes = median(results["pylog-os"]["fetch size"]), median(results["kafka-os"]["fetch size"])
+    print(
+        f"os-flush   fetch answer pylog {median(answer[0]) * 1000:6.3f} ms ({sizes[0]:,.0f} bytes)   "
+        f"kafka {median(answer[1]) * 1000:6.3f} ms ({sizes[1]:,.0f} bytes)   "
+        f"ratio kafka/pylog time {median(speed):5.2f}   (rounds {min(speed):.2f} to {max(speed):.2f})"
+    )
     for name in BROKERS:
         print(
             f"java produce CPU {name:12s} broker {median(b for b, _ in cpu[name]):5.1f} s   "

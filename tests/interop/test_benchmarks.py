@@ -39,18 +39,26 @@ def test_broker_benchmark_pairs_pylog_with_apache_kafka_under_both_flush_policie
         "2",
         "--java-consume-runs",
         "2",
+        "--fetch-requests",
+        "5",
     )
     for name in ("pylog-fsync", "kafka-fsync", "pylog-os", "kafka-os"):
         assert re.search(rf"^warm-up 1 {name}\s+done$", out, re.MULTILINE), (name, out)
-    for name in ("pylog-os", "kafka-os"):  # a round's figures: the best kcat read, the median Java run
+    for name in ("pylog-os", "kafka-os"):  # a round's figures: the median kcat read and Java run
         line = re.search(rf"^round 1 {name}\s+consume kcat .*$", out, re.MULTILINE)
         assert line, (name, out)
-        for kind, pick in (("kcat", max), ("java", lambda runs: sum(runs) / len(runs))):
+        for kind in ("kcat", "java"):
             found = re.search(rf"consume {kind}\s+{RATE} \(runs ([\d, ]+)\)", line.group(0))
             assert found, (kind, line.group(0))
             runs = [int(rate) for rate in found.group(2).replace(",", "").split()]
             assert len(runs) == 2 and min(runs) > 0, line.group(0)
-            assert abs(int(found.group(1).replace(",", "")) - pick(runs)) <= 1, line.group(0)
+            assert abs(int(found.group(1).replace(",", "")) - sum(runs) / 2) <= 1, line.group(0)  # median of 2
+        # The fetch answer: the median of its 2 runs, each a median over 5 checked answers.
+        found = re.search(r"fetch answer ([\d.]+) ms \(runs ([\d.]+), ([\d.]+); ([\d,]+) bytes\)", line.group(0))
+        assert found, line.group(0)
+        first, second = float(found.group(2)), float(found.group(3))
+        assert min(first, second) > 0 and abs(float(found.group(1)) - (first + second) / 2) <= 0.0015, line.group(0)
+        assert int(found.group(4).replace(",", "")) > 20_000 * 100 // 8, line.group(0)  # an eighth of the data
     for pair, phases in (
         ("os-flush", ("produce kcat", "produce java", "consume kcat", "consume java")),
         ("fsync-each", ("produce kcat", "produce java")),
@@ -62,6 +70,12 @@ def test_broker_benchmark_pairs_pylog_with_apache_kafka_under_both_flush_policie
                 re.MULTILINE,
             )
             assert match and positive(match.group(1), match.group(2)) and float(match.group(3)) > 0, (pair, phase, out)
+    answer = re.search(
+        r"^os-flush\s+fetch answer pylog\s+([\d.]+) ms .* kafka\s+([\d.]+) ms .* ratio kafka/pylog time\s+([\d.]+)",
+        out,
+        re.M,
+    )
+    assert answer and min(float(answer.group(i)) for i in (1, 2, 3)) > 0, out
     for name in ("pylog-fsync", "kafka-fsync", "pylog-os", "kafka-os"):
         cpu = re.search(rf"^java produce CPU {name}\s+broker\s+([\d.]+) s\s+client JVM\s+([\d.]+) s", out, re.MULTILINE)
         assert cpu and float(cpu.group(2)) > 0, (name, out)  # a JVM that ran used CPU; the broker may round to 0.0
