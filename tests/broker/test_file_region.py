@@ -116,11 +116,14 @@ def consume_all(config: dict, topic: str, partitions: int, count: int) -> list[b
     values: list[bytes] = []
     try:
         while len(values) < count:
-            messages = consumer.consume(10_000, timeout=10)
+            # consume() waits for all it asks for (or its timeout): ask only for what is missing
+            messages = consumer.consume(min(10_000, count - len(values)), timeout=10)
             assert messages, f"stalled after {len(values)} of {count} records"
             for message in messages:
                 assert message.error() is None, message.error()
                 values.append(message.value())
+        extra = consumer.consume(1, timeout=1)  # and nothing past them
+        assert not extra, f"a record past the {count} expected: {extra[0].value()[:40]!r}"
     finally:
         consumer.close()
     return values
