@@ -69,6 +69,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import datetime
+import io
 import os
 import platform
 import re
@@ -94,6 +96,9 @@ from _harness import (  # noqa: E402
     timed,
 )
 from interop.references import ApacheKafka, kafka_tool  # noqa: E402
+from kio.schema.types import BrokerId, TopicName  # noqa: E402
+from kio.serial import entity_reader, entity_writer  # noqa: E402
+from kio.static.primitive import i8, i32, i64  # noqa: E402
 
 PARTITIONS = 4
 KCAT_CONSUME = ("kcat", "-C", "-e", "-q", "-o", "beginning", "-X", "fetch.wait.max.ms=10")
@@ -196,41 +201,50 @@ def java_consume(bootstrap: str, topic: str, messages: int) -> float:
 
 
 def _fetch_request(correlation_id: int, topic: str, offsets: list[int]) -> bytes:
-    """A Fetch v4 request (every version a Kafka 4 broker and pylog's answer) for ``offsets[p]``
-    of each partition p, 1 MiB a partition (the Java and librdkafka consumers' default), no wait."""
-    name = topic.encode()
-    body = struct.pack(">iiiibi", -1, 0, 1, 52_428_800, 0, 1) + struct.pack(">h", len(name)) + name
-    body += struct.pack(">i", len(offsets))
-    for partition, offset in enumerate(offsets):
-        body += struct.pack(">iqi", partition, offset, 1_048_576)
-    request = struct.pack(">hhih", 1, 4, correlation_id, 5) + b"bench" + body
-    return struct.pack(">i", len(request)) + request
+    """A Fetch v4 request frame (a version both a Kafka 4 broker and pylog's answer) for
+    ``offsets[p]`` of each partition p, 1 MiB a partition (the Java and librdkafka consumers'
+    default), no wait; written with kio, as bench/protocol_versions.py writes its frames."""
+    from kio.schema.fetch.v4 import request as fetch
+
+    body = fetch.FetchRequest(
+        replica_id=BrokerId(-1),
+        max_wait=datetime.timedelta(0),
+        min_bytes=i32(1),
+        max_bytes=i32(52_428_800),
+        isolation_level=i8(0),
+        topics=(
+            fetch.FetchTopic(
+                topic=TopicName(topic),
+                partitions=tuple(
+                    fetch.FetchPartition(partition=i32(p), fetch_offset=i64(offset), partition_max_bytes=i32(1_048_576))
+                    for p, offset in enumerate(offsets)
+                ),
+            ),
+        ),
+    )
+    out = io.BytesIO()
+    out.write(struct.pack(">hhih", 1, 4, correlation_id, 5) + b"bench")  # request header v1
+    entity_writer(fetch.FetchRequest)(out, body)
+    return struct.pack(">i", out.tell()) + out.getvalue()
 
 
 def _records_bytes(answer: memoryview, correlation_id: int, partitions: int) -> list[int]:
-    """The record bytes of each partition in a Fetch v4 answer; raises on any error code."""
+    """The record bytes of each partition in a Fetch v4 answer (read with kio); raises on any
+    error code."""
+    from kio.schema.errors import ErrorCode
+    from kio.schema.fetch.v4.response import FetchResponse
+
     (got,) = struct.unpack_from(">i", answer, 0)
     if got != correlation_id:
         raise RuntimeError(f"fetch answer for correlation id {got}, expected {correlation_id}")
-    position = 4 + 4 + 4  # correlation id, throttle time, one topic
-    (length,) = struct.unpack_from(">h", answer, position)
-    position += 2 + length
-    (count,) = struct.unpack_from(">i", answer, position)
-    position += 4
-    sizes = []
-    for _ in range(count):
-        partition, error = struct.unpack_from(">ih", answer, position)
-        if error:
-            raise RuntimeError(f"fetch answer: partition {partition} error code {error}")
-        position += 4 + 2 + 8 + 8  # partition, error, high watermark, last stable offset
-        (aborted,) = struct.unpack_from(">i", answer, position)
-        position += 4 + max(aborted, 0) * 16
-        (size,) = struct.unpack_from(">i", answer, position)
-        position += 4 + max(size, 0)  # -1: no records
-        sizes.append(size)
-    if len(sizes) != partitions:
-        raise RuntimeError(f"fetch answer for {len(sizes)} partitions, expected {partitions}")
-    return sizes
+    response, _ = entity_reader(FetchResponse)(answer.toreadonly(), 4)
+    data = [partition for topic in response.responses for partition in topic.partitions]
+    for partition in data:
+        if partition.error_code != ErrorCode.none:
+            raise RuntimeError(f"fetch answer: partition {partition.partition_index} {partition.error_code.name}")
+    if len(data) != partitions:
+        raise RuntimeError(f"fetch answer for {len(data)} partitions, expected {partitions}")
+    return [len(partition.records or b"") for partition in sorted(data, key=lambda d: d.partition_index)]
 
 
 def fetch_answer_seconds(bootstrap: str, topic: str, requests: int = 200, warmup: int = 20) -> tuple[float, float]:
