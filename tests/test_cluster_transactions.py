@@ -323,3 +323,47 @@ def test_coordinator_state_survives_a_restart_of_the_whole_cluster(tmp_path: Pat
         assert after is not None and (after.producer_id, after.producer_epoch) == (producer_id, epoch + 1)
         _transaction(producer, ["again"], commit=True)
         assert sorted(_read_committed(cluster)) == sorted([f"kept-{i}" for i in range(3)] + ["again"])
+
+
+def test_leader_and_follower_describe_a_partitions_producers_and_its_open_transaction(
+    pylog_cluster: EmbeddedCluster,
+) -> None:
+    """DescribeProducers (kafka-transactions describe-producers, find-hanging): the leader answers
+    from its producer state, a follower from its own copy of the log, and a broker without a
+    replica says NOT_LEADER_OR_FOLLOWER, as in Kafka."""
+    pylog_cluster.create_topic("ledger", partitions=1, replication_factor=2)
+    replicas = pylog_cluster.wait_for_isr("ledger", 0)
+    leader = pylog_cluster.leader("ledger", 0)
+    (follower,) = [node for node in replicas if node != leader]
+    (outsider,) = [node for node in pylog_cluster.nodes if node not in replicas]
+    producer = _producer(pylog_cluster, "ledger-writer")
+    producer.begin_transaction()
+    for index in range(4):
+        producer.produce("ledger", f"entry-{index}".encode(), partition=0)
+    assert producer.flush(60) == 0  # acks=all: the follower has the records
+
+    def describe(node_id: int) -> tuple[int, list[tuple[int, int, int, int]]]:
+        with WireClient(pylog_cluster.nodes[node_id].bootstrap_servers) as client:
+            answer = client.call(61, 0, {"topics": [{"name": "ledger", "partition_indexes": [0]}]})
+        (partition,) = answer.topics[0].partitions
+        return int(partition.error_code), [
+            (p.producer_epoch, p.last_sequence, p.coordinator_epoch, p.current_txn_start_offset)
+            for p in partition.active_producers
+        ]
+
+    open_transaction = (0, [(0, 3, -1, 0)])  # epoch 0, sequences 0-3, no marker yet, open from offset 0
+    assert describe(leader) == open_transaction
+    assert describe(follower) == open_transaction
+    assert describe(outsider) == (6, [])  # NOT_LEADER_OR_FOLLOWER
+    producer.commit_transaction(60)
+    deadline = time.monotonic() + 60
+    while True:  # the marker reaches the follower with its next fetch
+        answers = {node: describe(node) for node in (leader, follower)}
+        if all(producers and producers[0][3] == -1 for _, producers in answers.values()):
+            break
+        assert time.monotonic() < deadline, answers
+        time.sleep(0.1)
+    for code, producers in answers.values():
+        (epoch, last_sequence, coordinator_epoch, start) = producers[0]
+        assert (code, epoch, last_sequence, start) == (0, 0, 3, -1)
+        assert coordinator_epoch >= 0  # read from the COMMIT marker

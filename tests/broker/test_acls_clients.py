@@ -450,6 +450,13 @@ def test_bad_scram_credentials_are_refused_with_kafkas_errors(secured):
     admin = admin_of(secured, "admin")
     too_few = UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 1000), b"pw")
     assert code_of(admin.alter_user_scram_credentials([too_few])["dave"]) == KafkaError.UNACCEPTABLE_CREDENTIAL
+    # Two credentials of one user in one request: refused as a whole, as Kafka refuses it.
+    twice = [
+        UserScramCredentialUpsertion("erin", ScramCredentialInfo(mechanism, 4096), b"pw")
+        for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
+    ]
+    assert code_of(admin.alter_user_scram_credentials(twice)["erin"]) == KafkaError.DUPLICATE_RESOURCE
+    assert code_of(admin.describe_user_scram_credentials(["erin"])["erin"]) == KafkaError.RESOURCE_NOT_FOUND
     missing = UserScramCredentialDeletion("nobody", ScramMechanism.SCRAM_SHA_512)
     assert code_of(admin.alter_user_scram_credentials([missing])["nobody"]) == KafkaError.RESOURCE_NOT_FOUND
     assert code_of(admin.describe_user_scram_credentials(["nobody"])["nobody"]) == KafkaError.RESOURCE_NOT_FOUND

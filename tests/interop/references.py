@@ -58,6 +58,7 @@ TOOLS = {
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
 }
 
 # A tool is a short-lived client: the client JIT tier starts it in a fraction of the time (the

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from interop.harness import BASE_TS, Cluster, table
 
 
@@ -127,6 +127,43 @@ def test_configs_add_describe_and_delete_topic_configs(cluster: Cluster):
     assert "cleanup.policy" not in described and "retention.ms=86400000" in described
     bad = cluster.tool("kafka-configs", *entity, "--alter", "--add-config", "retention.ms=soon", check=False)
     assert bad.returncode != 0 and "retention.ms" in bad.stdout + bad.stderr
+
+
+def test_configs_manage_scram_users_and_describe_client_quotas(cluster: Cluster):
+    """kafka-configs on users: SCRAM credentials are added, shown with the user's quotas (none
+    here) and deleted; a user's two credentials in one request are refused, as Kafka refuses them."""
+    user = f"user-{cluster.topic()}"
+    users = ("--entity-type", "users", "--entity-name", user)
+    added = cluster.tool(
+        "kafka-configs", *users, "--alter", "--add-config", "SCRAM-SHA-256=[iterations=8192,password=secret-1]"
+    )
+    assert added.stdout.strip() == f"Completed updating config for user {user}."
+    shown = f"SCRAM credential configs for user-principal '{user}' are SCRAM-SHA-256=iterations=8192"
+    assert cluster.tool("kafka-configs", *users, "--describe").stdout.strip() == shown
+    assert shown in cluster.tool("kafka-configs", "--entity-type", "users", "--describe").stdout.splitlines()
+    for entity in (
+        ("--entity-type", "clients", "--entity-name", "app"),
+        ("--entity-type", "users", "--entity-default"),
+    ):
+        described = cluster.tool("kafka-configs", *entity, "--describe")  # no quota is set
+        assert described.stdout.strip() == "", described.stdout
+    both = cluster.tool(
+        "kafka-configs",
+        *users,
+        "--alter",
+        "--add-config",
+        "SCRAM-SHA-256=[password=secret-2],SCRAM-SHA-512=[password=secret-2]",
+        check=False,
+    )
+    assert both.returncode != 0 and "DuplicateResourceException" in both.stdout + both.stderr
+    assert cluster.tool("kafka-configs", *users, "--describe").stdout.strip() == shown  # nothing changed
+    cluster.tool("kafka-configs", *users, "--alter", "--delete-config", "SCRAM-SHA-256")
+    assert cluster.tool("kafka-configs", *users, "--describe").stdout.strip() == ""
+
+
+def test_reassign_partitions_lists_no_reassignment_in_progress(cluster: Cluster):
+    listed = cluster.tool("kafka-reassign-partitions", "--list")
+    assert listed.stdout.strip() == "No partition reassignments found."
 
 
 def test_consumer_groups_describe_reset_offsets_and_delete(cluster: Cluster):
@@ -291,6 +328,71 @@ def test_transactions_list_and_describe(cluster: Cluster):
         and f"transactionalId `none-{topic}` failed because the ID could not be found"
         in unknown.stdout + unknown.stderr
     )
+
+
+def read_committed(cluster: Cluster, topic: str) -> list[bytes]:
+    """Every value a read_committed consumer gets from partition 0 of ``topic``, up to its end."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": f"committed-{topic}",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is None:
+                continue
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                return values
+            values.append(message.value())
+        raise AssertionError(f"no end of partition within 60 s; read {values}")
+    finally:
+        consumer.close()
+
+
+def test_transactions_describe_producers_find_hanging_and_abort(cluster: Cluster):
+    """describe-producers shows each producer of a partition and the start of its open
+    transaction; find-hanging does not report a transaction its coordinator knows; abort ends an
+    open transaction with an ABORT marker, after which read_committed readers move past it."""
+    topic = cluster.topic(partitions=1)
+    plain = Producer({"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True})
+    for index in range(3):
+        plain.produce(topic, f"plain-{index}".encode(), partition=0)
+    assert plain.flush(30) == 0
+    transactional = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": f"hang-{topic}"})
+    transactional.init_transactions(60)
+    transactional.begin_transaction()
+    for index in range(5):
+        transactional.produce(topic, f"open-{index}".encode(), partition=0)
+    assert transactional.flush(30) == 0
+
+    def producers() -> list[tuple[str, str, str]]:
+        output = cluster.tool("kafka-transactions", "describe-producers", "--topic", topic, "--partition", "0").stdout
+        rows = tab_rows(output)
+        assert all(int(row["LastTimestamp"]) > 0 and row["ProducerEpoch"] == "0" for row in rows), output
+        return sorted(
+            (row["LastSequence"], row["CurrentTransactionStartOffset"], row["LatestCoordinatorEpoch"]) for row in rows
+        )
+
+    # The idempotent producer wrote sequences 0-2, the transactional one 0-4 from offset 3, still open.
+    assert producers() == [("2", "None", "-1"), ("4", "3", "-1")]
+    hanging = cluster.tool("kafka-transactions", "find-hanging", "--topic", topic, "--max-transaction-timeout", "0")
+    assert tab_rows(hanging.stdout) == [], hanging.stdout
+    assert read_committed(cluster, topic) == [b"plain-0", b"plain-1", b"plain-2"]  # stops at the open transaction
+
+    cluster.tool("kafka-transactions", "abort", "--topic", topic, "--partition", "0", "--start-offset", "3")
+    assert producers() == [("2", "None", "-1"), ("4", "None", "0")]  # the ABORT marker carries epoch 0
+    transactional.produce(topic, b"after", partition=0)
+    transactional.commit_transaction(60)  # the coordinator's COMMIT marker comes after the ABORT
+    assert read_committed(cluster, topic) == [b"plain-0", b"plain-1", b"plain-2", b"after"]
 
 
 def test_producer_and_consumer_perf_tests_move_every_record(cluster: Cluster):

@@ -16,7 +16,6 @@ from kio.schema.errors import ErrorCode
 from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.protocol.versions import (
     CLUSTER_FINALIZED,
-    CLUSTER_ONLY,
     FEATURES,
     SASL_VERSIONS,
     SUPPORTED_VERSIONS,
@@ -31,9 +30,7 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     return {
         "error_code": _wrong_node(broker.config, request.body),
         "api_keys": [
-            {"api_key": key, "min_version": low, "max_version": high}
-            for key, (low, high) in sorted(served.items())
-            if key not in CLUSTER_ONLY or broker.cluster is not None
+            {"api_key": key, "min_version": low, "max_version": high} for key, (low, high) in sorted(served.items())
         ],
         "throttle_time": 0,
         # v3 answers omit features whose minimum is 0: older clients cannot parse them (KAFKA-17492).

@@ -5,7 +5,8 @@ credentials kept in the broker's metadata (credentials.py).
 
 Describing needs DESCRIBE on the cluster, altering ALTER (31 CLUSTER_AUTHORIZATION_FAILED); without
 an authorizer both are allowed. Per user, as Kafka answers: RESOURCE_NOT_FOUND (91) for a user or
-credential that does not exist, DUPLICATE_RESOURCE (92) for one named twice in a request,
+credential that does not exist, DUPLICATE_RESOURCE (92) for a user named twice in a request (even
+for two mechanisms: Kafka alters one credential of a user per request),
 UNSUPPORTED_SASL_MECHANISM (33) for a mechanism other than SCRAM-SHA-256/512,
 UNACCEPTABLE_CREDENTIAL (93) for iterations outside 4096-16384 or an empty salt or user name. A
 user's changes apply together or not at all.
@@ -96,9 +97,11 @@ def _check(broker: BrokerContext, user: str, changes: list[tuple[int, Any]]) -> 
     """The error of a user's changes, checked before any of them applies."""
     if not user:
         return ErrorCode.unacceptable_credential, "a SCRAM credential needs a user name"
-    codes = [code for code, _ in changes]
-    if len(codes) != len(set(codes)):
-        return ErrorCode.duplicate_resource, f"a mechanism of user {user} is named more than once in the request"
+    if len(changes) > 1:  # Kafka's rule, even for two different mechanisms
+        return ErrorCode.duplicate_resource, (
+            f"user {user} is named {len(changes)} times in the request; a request may alter one "
+            "credential of a user: send one request per mechanism"
+        )
     for code, upsert in changes:
         mechanism = MECHANISM_NAMES.get(code)
         if mechanism is None:

@@ -663,6 +663,17 @@ class ReplicaManager:
             return ErrorCode.coordinator_not_available, None
         return ErrorCode.none, {"node_id": registration.node_id, "host": registration.host, "port": registration.port}
 
+    def hosted_replica(self, topic: str, partition: int) -> tuple[int, Log | None, bool]:
+        """``(error code, log, leads)`` of this broker's replica of a partition: UNKNOWN_TOPIC_OR_PARTITION
+        when the cluster has no such partition, NOT_LEADER_OR_FOLLOWER when this broker holds no
+        replica of it (DescribeProducers, which followers answer too, as in Kafka)."""
+        tp = TopicPartition(topic, partition)
+        replica = self.partitions.get(tp)
+        if replica is None or replica.role not in (LEADER, FOLLOWER):
+            exists = self.image is not None and tp in self.image.partitions
+            return (ErrorCode.not_leader_or_follower if exists else ErrorCode.unknown_topic_or_partition), None, False
+        return ErrorCode.none, replica.log, replica.role == LEADER
+
     def leads(self, topic: str, partition: int) -> bool:
         replica = self.partitions.get(TopicPartition(topic, partition))
         return replica is not None and replica.role == LEADER

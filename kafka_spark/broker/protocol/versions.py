@@ -52,10 +52,13 @@ class ApiKey(enum.IntEnum):
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
@@ -79,7 +82,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     ApiKey.END_TXN: (0, 5),
     ApiKey.TXN_OFFSET_COMMIT: (0, 6),
-    ApiKey.WRITE_TXN_MARKERS: (1, 1),  # broker to broker (Kafka 4 dropped v0)
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),  # broker to broker, and kafka-transactions abort (Kafka 4 dropped v0)
     ApiKey.FIND_COORDINATOR: (0, 6),
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),
@@ -97,6 +100,8 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_LOG_DIRS: (1, 5),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     ApiKey.ELECT_LEADERS: (0, 2),
@@ -105,15 +110,11 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_ACLS: (1, 3),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 2),
 }
 
-#: Served by every broker but advertised by the brokers of a cluster only (broker.cluster set):
-#: WriteTxnMarkers is how a transaction coordinator writes its markers to the partitions other
-#: brokers lead. (OffsetForLeaderEpoch is advertised by the single node too, which bumps its leader
-#: epochs at every start and serves it from its leader-epoch caches.)
-CLUSTER_ONLY: frozenset[int] = frozenset({ApiKey.WRITE_TXN_MARKERS})
 
 #: Finalized feature levels of the brokers of a cluster where they differ from FEATURES: transaction
 #: protocol v2 lets a producer skip AddPartitionsToTxn and the partition's leader then adds the

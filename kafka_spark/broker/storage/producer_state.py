@@ -67,6 +67,8 @@ class ProducerStateEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     last_timestamp: int = -1  # max timestamp of the producer's last batch (Kafka's lastTimestamp)
+    last_marker_offset: int = -1  # offset of its last COMMIT/ABORT marker here (-1: none); DescribeProducers
+    # reads the coordinator epoch from that marker's value
 
     @property
     def last_seq(self) -> int:
@@ -152,6 +154,8 @@ class PartitionProducerState:
             entry = ProducerStateEntry(header.producer_epoch)
             self.producers[header.producer_id] = entry
         entry.last_timestamp = header.max_timestamp
+        if header.is_control:
+            entry.last_marker_offset = header.base_offset
         if header.base_sequence < 0:
             return  # control batches move the epoch, not the sequence
         entry.batches.append(

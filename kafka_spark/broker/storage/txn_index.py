@@ -42,19 +42,35 @@ class AbortedTxn:
     last_offset: int
 
 
-def control_type(batch: bytes | memoryview) -> int:
-    """The marker type (0 ABORT, 1 COMMIT) of a control batch, from its one record's key
-    (``version:int16, type:int16``). Control batches are never compressed."""
+def _key_position(batch: bytes | memoryview) -> tuple[int, int]:
+    """``(key length, key position)`` of a control batch's one record (never compressed)."""
     position = HEADER_SIZE
     _length, position = read_varint(batch, position)
     position += 1  # record attributes
     _timestamp_delta, position = read_varint(batch, position)
     _offset_delta, position = read_varint(batch, position)
-    key_length, position = read_varint(batch, position)
+    return read_varint(batch, position)
+
+
+def control_type(batch: bytes | memoryview) -> int:
+    """The marker type (0 ABORT, 1 COMMIT) of a control batch, from its one record's key
+    (``version:int16, type:int16``)."""
+    key_length, position = _key_position(batch)
     if key_length < 4:
         raise ValueError(f"control record key of {key_length} bytes; a marker key has 4")
     _version, kind = struct.unpack_from(">hh", batch, position)
     return kind
+
+
+def marker_coordinator_epoch(batch: bytes | memoryview) -> int:
+    """The coordinator epoch a transaction marker carries, from its one record's value
+    (``version:int16, coordinator_epoch:int32``)."""
+    key_length, position = _key_position(batch)
+    value_length, position = read_varint(batch, position + max(key_length, 0))
+    if value_length < 6:
+        raise ValueError(f"control record value of {value_length} bytes; a marker value has 6")
+    _version, epoch = struct.unpack_from(">hi", batch, position)
+    return epoch
 
 
 class PartitionTxnIndex:
@@ -64,6 +80,10 @@ class PartitionTxnIndex:
         self._log = log
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.aborted: list[AbortedTxn] = []  # ordered by last_offset (markers are appended in order)
+
+    @property
+    def log(self) -> Log:
+        return self._log
 
     @property
     def first_unstable_offset(self) -> int | None:
