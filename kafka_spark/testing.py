@@ -47,7 +47,11 @@ def pylog_broker() -> Iterator[EmbeddedBroker]:
     ``pylog_broker.run_retention()``."""
     from kafka_spark.broker import EmbeddedBroker
 
-    with EmbeddedBroker(register=False, retention_check_interval_ms=None) as broker:
+    # Members of consumer-protocol groups (KIP-848) heartbeat every second instead of Kafka's 5 s:
+    # a group settles in a few heartbeats, and tests should not wait for them.
+    with EmbeddedBroker(
+        register=False, retention_check_interval_ms=None, group_consumer_heartbeat_interval_ms=1_000
+    ) as broker:
         yield broker
 
 
@@ -72,6 +76,9 @@ def pylog_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded
     from kafka_spark.broker import EmbeddedCluster
 
     with EmbeddedCluster(
-        brokers=3, log_dir=tmp_path_factory.mktemp("pylog-cluster"), broker_session_timeout_ms=2_000
+        brokers=3,
+        log_dir=tmp_path_factory.mktemp("pylog-cluster"),
+        broker_session_timeout_ms=2_000,
+        group_consumer_heartbeat_interval_ms=1_000,  # as pylog_broker's
     ) as cluster:
         yield cluster

@@ -5,12 +5,15 @@ the group coordinator's broker (``__consumer_offsets`` is replicated too)."""
 
 from __future__ import annotations
 
+import collections
+import logging
 import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
 import confluent_kafka
+import pytest
 from wire import WireClient
 
 from kafka_spark.broker.cluster import EmbeddedCluster
@@ -191,6 +194,32 @@ def test_committed_group_offsets_survive_the_kill_of_the_group_coordinator(pylog
         second.close()
 
 
+def test_an_offset_commit_wakes_the_followers_fetches_instead_of_waiting_them_out(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A commit waits for the in-sync replicas of its __consumer_offsets partition, whose followers'
+    fetches are parked at the leader until something is appended: the commit must wake them, as a
+    produce does. (It did not: every commit took replica.fetch.wait.max.ms, 500 ms by default.) With
+    that wait set to a minute here, a commit that does not wake them runs into the coordinator's
+    10 s replication timeout, which the coordinator logs."""
+    with EmbeddedCluster(
+        brokers=3, log_dir=tmp_path, broker_session_timeout_ms=2_000, replica_fetch_wait_max_ms=60_000
+    ) as cluster:
+        # One replica: no follower fetches it, so the only fetches are those of __consumer_offsets,
+        # which its followers start once the first commit's FindCoordinator creates it.
+        cluster.create_topic("orders", partitions=1, replication_factor=1)
+        consumer = confluent_kafka.Consumer(
+            {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "clerks", "log_level": 0}
+        )
+        with caplog.at_level(logging.WARNING, logger="kafka_spark.broker.coordinator.group"):
+            for offset in (1, 2, 3):
+                consumer.commit(offsets=[confluent_kafka.TopicPartition("orders", 0, offset)], asynchronous=False)
+        assert [record.getMessage() for record in caplog.records if "not stored" in record.getMessage()] == []
+        (position,) = consumer.committed([confluent_kafka.TopicPartition("orders", 0)], timeout=30)
+        assert position.offset == 3
+        consumer.close()
+
+
 def test_transactional_consumer_offsets_commit_with_the_transaction_only(pylog_cluster: EmbeddedCluster) -> None:
     """send_offsets_to_transaction: the group's coordinator stages the offsets; they count once the
     transaction commits (an aborted one leaves them as they were), also after that coordinator's
@@ -367,3 +396,56 @@ def test_leader_and_follower_describe_a_partitions_producers_and_its_open_transa
         (epoch, last_sequence, coordinator_epoch, start) = producers[0]
         assert (code, epoch, last_sequence, start) == (0, 0, 3, -1)
         assert coordinator_epoch >= 0  # read from the COMMIT marker
+
+
+def test_consumer_protocol_members_join_the_next_coordinator_after_a_kill(pylog_cluster: EmbeddedCluster) -> None:
+    """KIP-848 groups on a cluster: the members of a group.protocol=consumer group find the next
+    coordinator when the broker leading the group's offsets partition is killed, join it again
+    (membership is not replicated: UNKNOWN_MEMBER_ID, then epoch 0) and go on from the committed
+    offsets, reading every record once."""
+    pylog_cluster.create_topic("events", partitions=6, replication_factor=3)
+    producer = confluent_kafka.Producer({"bootstrap.servers": pylog_cluster.bootstrap_servers, "log_level": 0})
+
+    def produce(first: int, last: int) -> None:
+        for index in range(first, last):
+            producer.produce("events", b"%d" % index, partition=index % 6)
+        assert producer.flush(60) == 0
+
+    consumers = [
+        confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": pylog_cluster.bootstrap_servers,
+                "group.id": "watchers",
+                "group.protocol": "consumer",
+                "client.id": f"watcher-{index}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "topic.metadata.refresh.interval.ms": 500,
+                "log_level": 0,
+            }
+        )
+        for index in range(2)
+    ]
+    for consumer in consumers:
+        consumer.subscribe(["events"])
+    read: collections.Counter[bytes] = collections.Counter()
+
+    def read_until(count: int) -> None:
+        deadline = time.monotonic() + 90
+        while len(read) < count:
+            assert time.monotonic() < deadline, f"read {len(read)} of {count}"
+            for consumer in consumers:
+                message = consumer.poll(0.05)
+                if message is not None and message.error() is None:
+                    read[message.value()] += 1
+                    consumer.commit(message, asynchronous=False)
+
+    produce(0, 300)
+    read_until(300)
+    coordinator = _coordinator(pylog_cluster, OFFSETS_TOPIC, "watchers")
+    pylog_cluster.kill_broker(coordinator)
+    produce(300, 360)
+    read_until(360)
+    assert set(read.values()) == {1}, [value for value, count in read.items() if count > 1]
+    for consumer in consumers:
+        consumer.close()

@@ -88,6 +88,8 @@ class Broker:
             ),
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
+            consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
         )
         self.transactions = TransactionCoordinator(  # replays __transaction_state
             self, transactional_id_expiration_ms=config.transactional_id_expiration_ms

@@ -59,6 +59,10 @@ class BrokerConfig:
     # instead of joining and being expired between its heartbeats over and over.
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
+    # Kafka's group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms: the
+    # session of a member of a consumer-protocol group (KIP-848), and how often it heartbeats.
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
     # Kafka's max.incremental.fetch.session.cache.slots: the fetch sessions (KIP-227) kept at
     # once; a consumer that finds no slot gets full, sessionless fetches (apis/fetch_session.py).
     max_incremental_fetch_session_cache_slots: int = 1_000

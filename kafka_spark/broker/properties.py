@@ -56,6 +56,8 @@ _BROKER_KEYS = {
     "log.flush.io.uring.entries": ("log_flush_io_uring_entries", int),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", int),
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", int),
+    "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", int),
+    "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", int),
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),
     "max.incremental.fetch.session.cache.slots": ("max_incremental_fetch_session_cache_slots", int),
     "transactional.id.expiration.ms": ("transactional_id_expiration_ms", int),

@@ -27,6 +27,7 @@ from kafka_spark.broker.protocol.versions import ApiKey
 #: below (confluent-kafka 2.16 / librdkafka 2.16, kafka-python 3.0.12, aiokafka 0.14).
 WITH_APACHE_KAFKA = {
     "rdk-admin": {
+        "ConsumerGroupDescribe": 0,  # describe_consumer_groups asks it first, then DescribeGroups
         "ListOffsets": 7,
         "Metadata": 13,
         "FindCoordinator": 2,
@@ -116,10 +117,9 @@ WITH_APACHE_KAFKA = {
         "ApiVersions": 0,
     },
 }
-#: librdkafka's describe_consumer_groups first asks Kafka for ConsumerGroupDescribe (68/69, the
-#: KIP-848 group protocol), which this broker does not have; it then falls back to DescribeGroups,
-#: which is what it sends here straight away.
-NOT_SERVED = {"ConsumerGroupDescribe"}
+#: APIs a client sends to Apache Kafka that this broker does not serve (none since it serves
+#: ConsumerGroupDescribe).
+NOT_SERVED: set[str] = set()
 
 _NAMES = {int(key): "".join(part.capitalize() for part in key.name.split("_")) for key in ApiKey}
 _NAMES.update(

@@ -345,6 +345,10 @@ class ApacheKafka:
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
+            # Consumer-protocol groups (KIP-848) move one heartbeat at a time: the tests' brokers
+            # both heartbeat every second (Kafka's default and minimum are 5 s).
+            "group.consumer.heartbeat.interval.ms": "1000",
+            "group.consumer.min.heartbeat.interval.ms": "1000",
             "num.io.threads": "4",
             "num.network.threads": "2",
             **self.overrides,

@@ -6,6 +6,7 @@ through fetch sessions, on one broker and across a partition leader's kill on a 
 from __future__ import annotations
 
 import collections
+import itertools
 import queue
 import threading
 import time
@@ -36,8 +37,10 @@ def test_transactional_producer_is_read_once_by_read_committed_and_aborts_are_sk
 class GroupProcess:
     """InteropClients group: three members in one JVM, their rebalance events as they come."""
 
-    def __init__(self, java_clients: JavaClients, bootstrap: str, topic: str, group: str) -> None:
-        self.process = java_clients.start("group", bootstrap, topic, group, "3")
+    def __init__(
+        self, java_clients: JavaClients, bootstrap: str, topic: str, group: str, protocol: str = "classic"
+    ) -> None:
+        self.process = java_clients.start("group", bootstrap, topic, group, "3", protocol)
         self.events: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -89,6 +92,42 @@ class GroupProcess:
                 self.process.wait(30)
 
 
+def produce_round_robin(cluster: Cluster, topic: str, prefix: str, count: int) -> None:
+    """``count`` records spread over every partition, with Kafka's console producer."""
+    cluster.tool(
+        "kafka-console-producer",
+        "--topic",
+        topic,
+        "--command-property",
+        "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
+        input="".join(f"{prefix}{i}\n" for i in range(count)),
+    )
+
+
+def balanced(g: GroupProcess) -> bool:
+    """Three members own two of the six partitions each."""
+    owned = g.owned()
+    return sorted(len(owned[m]) for m in range(3)) == [2, 2, 2] and set().union(*owned.values()) == set(range(6))
+
+
+def stop_one_and_read_on(cluster: Cluster, members: GroupProcess, topic: str, before: dict[int, set[int]]) -> None:
+    """Member 1 stops: members 0 and 2 keep what they had and take over only its partitions (no
+    revocation, nothing lost), and every record, before and after, is read once."""
+    stopped_at = len(members.seen)
+    members.send("stop 1")
+    members.until(lambda g: "STOPPED 1" in g.seen and len(g.owned()[0] | g.owned()[2]) == 6)
+    after = members.owned()
+    assert before[0] <= after[0] and before[2] <= after[2], members.seen
+    assert after[0] | after[2] == set(range(6)) and not after[0] & after[2]
+    since = members.seen[stopped_at:]
+    revoked_from_survivors = [e for e in since if e.startswith(("REVOKED 0", "REVOKED 2", "LOST"))]
+    assert revoked_from_survivors == [], members.seen
+    produce_round_robin(cluster, topic, "n", 60)
+    members.until(lambda g: sum(g.consumed().values()) >= 120)
+    consumed = members.consumed()
+    assert len(consumed) == 120 and set(consumed.values()) == {1}, consumed  # each record once
+
+
 def test_cooperative_sticky_group_of_three_shares_partitions_and_moves_only_a_leavers(
     cluster: Cluster, java_clients: JavaClients
 ):
@@ -96,13 +135,6 @@ def test_cooperative_sticky_group_of_three_shares_partitions_and_moves_only_a_le
     group = f"coop-{topic}"
     members = GroupProcess(java_clients, cluster.bootstrap_servers, topic, group)
     try:
-
-        def balanced(g: GroupProcess) -> bool:
-            owned = g.owned()
-            return sorted(len(owned[m]) for m in range(3)) == [2, 2, 2] and set().union(*owned.values()) == set(
-                range(6)
-            )
-
         members.until(balanced)
         before = {m: set(p) for m, p in members.owned().items()}
 
@@ -113,39 +145,48 @@ def test_cooperative_sticky_group_of_three_shares_partitions_and_moves_only_a_le
         assert [(row["ASSIGNMENT-STRATEGY"], row["STATE"], row["#MEMBERS"]) for row in state] == [
             ("cooperative-sticky", "Stable", "3")
         ]
-
-        cluster.tool(
-            "kafka-console-producer",
-            "--topic",
-            topic,
-            "--command-property",
-            "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
-            input="".join(f"m{i}\n" for i in range(60)),
-        )
+        produce_round_robin(cluster, topic, "m", 60)
         members.until(lambda g: sum(g.consumed().values()) >= 60)
-
-        members.send("stop 1")
-        members.until(lambda g: "STOPPED 1" in g.seen and len(g.owned()[0] | g.owned()[2]) == 6)
-        after = members.owned()
-        # Cooperative: the survivors keep what they had and only take over member 1's partitions.
-        assert before[0] <= after[0] and before[2] <= after[2], members.seen
-        assert after[0] | after[2] == set(range(6)) and not after[0] & after[2]
-        revoked_from_survivors = [e for e in members.seen if e.startswith(("REVOKED 0", "REVOKED 2", "LOST"))]
-        assert revoked_from_survivors == [], members.seen
-
-        cluster.tool(
-            "kafka-console-producer",
-            "--topic",
-            topic,
-            "--command-property",
-            "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
-            input="".join(f"n{i}\n" for i in range(60)),
-        )
-        members.until(lambda g: sum(g.consumed().values()) >= 120)
-        consumed = members.consumed()
-        assert len(consumed) == 120 and set(consumed.values()) == {1}, consumed  # each record once
+        stop_one_and_read_on(cluster, members, topic, before)
     finally:
         members.close()
+
+
+def test_consumer_protocol_group_of_three_shares_partitions_and_moves_only_a_leavers(
+    cluster: Cluster, java_clients: JavaClients
+):
+    """KIP-848 (group.protocol=consumer): the broker assigns; a leaver's partitions go to the
+    others without taking any from them, every record is read once, and the tools describe the
+    group (ConsumerGroupDescribe) as Kafka does."""
+    topic = cluster.topic(partitions=6)
+    group = f"kip848-{topic}"
+    members = GroupProcess(java_clients, cluster.bootstrap_servers, topic, group, "consumer")
+    try:
+        members.until(balanced)
+        before = {m: set(p) for m, p in members.owned().items()}
+        assert not any(a & b for a, b in itertools.combinations(before.values(), 2))
+
+        def described() -> list[dict[str, str]]:
+            return table(cluster.tool("kafka-consumer-groups", "--describe", "--group", group).stdout)
+
+        deadline = time.monotonic() + 60
+        while len(rows := described()) != 6 and time.monotonic() < deadline:
+            time.sleep(0.5)  # the tool shows a partition once its member has committed it
+        assert {row["CLIENT-ID"] for row in rows} == {"member-0", "member-1", "member-2"}, rows
+        assert {row["HOST"] for row in rows} == {"/127.0.0.1"}, rows
+        state = table(cluster.tool("kafka-consumer-groups", "--describe", "--group", group, "--state").stdout)
+        assert [(row["ASSIGNMENT-STRATEGY"], row["STATE"], row["#MEMBERS"]) for row in state] == [
+            ("uniform", "Stable", "3")
+        ], state
+        listed = table(cluster.tool("kafka-consumer-groups", "--list", "--type").stdout)
+        assert {"GROUP": group, "TYPE": "Consumer"} in listed, listed
+        produce_round_robin(cluster, topic, "m", 60)
+        members.until(lambda g: sum(g.consumed().values()) >= 60)
+        stop_one_and_read_on(cluster, members, topic, before)
+    finally:
+        members.close()
+    deleted = cluster.tool("kafka-consumer-groups", "--delete", "--group", group)
+    assert f"Deletion of requested consumer groups ('{group}') was successful." in deleted.stdout
 
 
 def test_transactional_producer_on_a_replicated_cluster(pylog_cluster, java_clients: JavaClients):

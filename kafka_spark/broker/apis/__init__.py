@@ -12,6 +12,8 @@ from kafka_spark.broker.apis import (
     api_versions,
     client_quotas,
     configs,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     delete_groups,
     delete_records,
     describe_cluster,
@@ -90,6 +92,8 @@ HANDLERS: dict[int, Callable[[BrokerContext, Any], Any]] = {
     ApiKey.DESCRIBE_GROUPS: describe_groups.handle,
     ApiKey.DELETE_GROUPS: delete_groups.handle,
     ApiKey.OFFSET_DELETE: offset_delete.handle,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat.handle,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_describe.handle,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments.handle,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle,
 }

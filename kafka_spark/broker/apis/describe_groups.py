@@ -1,7 +1,8 @@
 """DescribeGroups (15): state, protocol and members (with metadata and assignment) per group.
 
-An unknown group is described as Dead with no members and error 0, as Kafka does; from v6
-(KIP-1043) it is GROUP_ID_NOT_FOUND (69) with a message instead. With an authorizer: DESCRIBE on
+An unknown group, or a KIP-848 consumer group (ConsumerGroupDescribe describes those), is
+described as Dead with no members and error 0, as Kafka does; from v6 (KIP-1043) it is
+GROUP_ID_NOT_FOUND (69) with a message instead. With an authorizer: DESCRIBE on
 the group (30), and ``include_authorized_operations`` (v3+) answered.
 """
 
@@ -56,6 +57,13 @@ def _describe(coordinator: Any, group_id: str, version: int) -> dict[str, Any]:
         "protocol_data": "",
         "members": [],
     }
+    if coordinator.group_type(group_id) == "consumer":  # described by ConsumerGroupDescribe
+        described["group_state"] = GroupState.DEAD.value
+        if version >= 6:
+            described.update(
+                error_code=ErrorCode.group_id_not_found, error_message=f"Group {group_id} is not a classic group."
+            )
+        return described
     if state is GroupState.DEAD and version >= 6:
         described.update(error_code=ErrorCode.group_id_not_found, error_message=f"Group {group_id} not found.")
         return described

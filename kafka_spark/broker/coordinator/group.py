@@ -43,12 +43,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from kafka_spark.broker.coordinator.consumer_group import (
+    DEFAULT_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_SESSION_TIMEOUT_MS,
+    ConsumerGroups,
+)
 from kafka_spark.broker.coordinator.group_offsets import OFFSETS_TOPIC, CommittedOffset, GroupOffsetStore
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from kafka_spark.broker.durability import GroupCommit
+    from kafka_spark.broker.notifier import DataNotifier
     from kafka_spark.broker.storage.log import Log
     from kafka_spark.broker.storage.log_manager import LogManager
 
@@ -138,6 +144,7 @@ class _Broker(Protocol):
     loop: asyncio.AbstractEventLoop
     logs: LogManager
     group_commit: GroupCommit
+    notifier: DataNotifier
 
 
 class GroupCoordinator:
@@ -154,6 +161,8 @@ class GroupCoordinator:
         initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS,
         min_session_timeout_ms: int = 6_000,
         max_session_timeout_ms: int = 1_800_000,
+        consumer_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        consumer_heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
     ) -> None:
         self._broker = broker
         self._loop: asyncio.AbstractEventLoop = broker.loop
@@ -172,6 +181,28 @@ class GroupCoordinator:
                     "replayed %d committed offset record(s) of %d group(s)", replayed, len(self.offsets.groups())
                 )
         self._groups: dict[str, Group] = {}
+        # Groups of KIP-848's consumer protocol (ConsumerGroupHeartbeat); the same id space.
+        self.consumer = ConsumerGroups(
+            self._loop,
+            self._topic_ids,
+            self._classic_members,
+            session_timeout_ms=consumer_session_timeout_ms,
+            heartbeat_interval_ms=consumer_heartbeat_interval_ms,
+        )
+
+    def _topic_ids(self) -> dict[str, tuple[uuid.UUID, int]]:
+        cluster = getattr(self._broker, "cluster", None)
+        topics = cluster.topics() if cluster is not None else self._broker.logs.topics()
+        return {name: (info.topic_id, info.partitions) for name, info in topics.items()}
+
+    def _classic_members(self, group_id: str) -> str | None:
+        group = self._groups.get(group_id)
+        if group is None or not group.members:
+            return None
+        return (
+            f"group {group_id} has members of the classic protocol; a consumer with group.protocol=consumer "
+            "can join it once they have left"
+        )
 
     # -- on a cluster: the partitions of __consumer_offsets this broker leads --------------------------
 
@@ -196,6 +227,7 @@ class GroupCoordinator:
             return
         self._owned.discard(partition)
         self.offsets.unload_partition(partition)
+        self.consumer.forget([g for g in self.consumer.group_ids() if self.offsets.partition_of(g) == partition])
         for group_id in [g for g in self._groups if self.offsets.partition_of(g) == partition]:
             group = self._groups.pop(group_id)
             _cancel(group.rebalance_timer)
@@ -223,6 +255,7 @@ class GroupCoordinator:
             return None
         log, end = written
         cluster.appended(log)
+        self._broker.notifier.notify()  # the followers' fetches parked here take the records now
         outcome: dict[str, Any] = {"error_code": ErrorCode.none}
         wait = cluster.wait_replicated(log, outcome, end, OFFSETS_REPLICATION_TIMEOUT_MS)
         return _check_replicated(wait, outcome, log.name)
@@ -233,8 +266,15 @@ class GroupCoordinator:
         return self._groups.get(group_id)
 
     def group_ids(self) -> list[str]:
-        """Groups with members or committed offsets (what ListGroups reports)."""
-        return sorted(set(self._groups) | set(self.offsets.groups()))
+        """Groups with members or committed offsets (what ListGroups reports), of either protocol."""
+        return sorted(set(self._groups) | set(self.offsets.groups()) | set(self.consumer.group_ids()))
+
+    def group_type(self, group_id: str) -> str:
+        """``consumer`` for a group of KIP-848's protocol (unless classic members hold the id),
+        else ``classic`` (ListGroups v5's group type)."""
+        if self.consumer.group(group_id) is not None and self._classic_members(group_id) is None:
+            return "consumer"
+        return "classic"
 
     def state_of(self, group_id: str) -> GroupState:
         group = self._groups.get(group_id)
@@ -274,6 +314,8 @@ class GroupCoordinator:
             )
             return _join_error(ErrorCode.invalid_session_timeout, member_id)
         if not protocol_type or not protocols:
+            return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
+        if self.consumer.has_members(group_id):  # members of the consumer protocol hold the id
             return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
         group = self._groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
@@ -677,6 +719,11 @@ class GroupCoordinator:
         owner = self.owner_error(group_id)
         if owner:
             return owner
+        consumer = self.consumer.validate_offsets(group_id, member_id, generation_id)
+        if consumer is not None:  # a group of the consumer protocol: its member and epoch
+            if consumer is ErrorCode.none:
+                self.consumer.touch(group_id, member_id)
+            return consumer
         group = self._groups.get(group_id)
         standalone = generation_id < 0 and not member_id
         if group is None or group.state is GroupState.DEAD:
@@ -759,10 +806,11 @@ class GroupCoordinator:
         if self.owner_error(group_id):
             return ErrorCode.not_coordinator, None
         group = self._groups.get(group_id)
-        if group is not None and group.members:
+        if (group is not None and group.members) or self.consumer.has_members(group_id):
             return ErrorCode.non_empty_group, None
-        if group is None and group_id not in self.offsets.groups():
+        if group is None and self.consumer.group(group_id) is None and group_id not in self.offsets.groups():
             return ErrorCode.group_id_not_found, None
+        self.consumer.delete(group_id)
         written = self.offsets.delete(group_id)
         if group is not None:
             self._transition(group, GroupState.DEAD)
@@ -781,8 +829,11 @@ class GroupCoordinator:
             return ErrorCode.not_coordinator, {}, None
         group = self._groups.get(group_id)
         if (group is None or not group.members) and group_id not in self.offsets.groups():
-            return ErrorCode.group_id_not_found, {}, None
-        subscribed = _subscribed_topics(group) if group is not None else set()
+            if not self.consumer.has_members(group_id):
+                return ErrorCode.group_id_not_found, {}, None
+        subscribed = (_subscribed_topics(group) if group is not None else set()) | self.consumer.subscribed_topics(
+            group_id
+        )
         errors: dict[TopicPartition, ErrorCode] = {}
         for tp in partitions:
             if tp.topic in subscribed:
@@ -802,12 +853,14 @@ class GroupCoordinator:
         for log, end_offset in self.offsets.delete_topic(topic):
             if cluster is not None:
                 cluster.appended(log)  # a leader alone in its ISR moves its HW at once
+                self._broker.notifier.notify()
             elif log.config.flush_on_ack_all:
                 self._broker.group_commit.wait_durable(log, end_offset).add_done_callback(
                     functools.partial(_report_unstored_tombstones, topic)
                 )
 
     def close(self) -> None:
+        self.consumer.close()
         for group in self._groups.values():
             _cancel(group.rebalance_timer)
             for member in group.members.values():

@@ -8,9 +8,10 @@
 //   read BOOTSTRAP TOPIC ISOLATION TIMEOUT_MS
 //       reads every partition from the beginning up to its end offset (the last stable offset
 //       under read_committed) and prints "RECORD <partition> <offset> <value>" for each record.
-//   group BOOTSTRAP TOPIC GROUP MEMBERS
-//       MEMBERS consumers in one group with the cooperative-sticky assignor, each on its own
-//       thread; prints "ASSIGNED <member> <p,p>" / "REVOKED <member> <p,p>" / "LOST ..." from
+//   group BOOTSTRAP TOPIC GROUP MEMBERS [PROTOCOL]
+//       MEMBERS consumers in one group, each on its own thread: with PROTOCOL "classic" (the
+//       default) the cooperative-sticky assignor, with "consumer" KIP-848's protocol
+//       (group.protocol=consumer, the broker's assignor); prints "ASSIGNED <member> <p,p>" / "REVOKED <member> <p,p>" / "LOST ..." from
 //       the rebalance listener and "RECORD <member> <partition> <offset>" for each record.
 //       Reads commands on stdin: "stop <member>" closes that member, "quit" closes all.
 
@@ -46,7 +47,8 @@ public class InteropClients {
             case "txn-produce" -> txnProduce(args[1], args[2], args[3], args[4],
                     Integer.parseInt(args[5]), Integer.parseInt(args[6]));
             case "read" -> read(args[1], args[2], args[3], Long.parseLong(args[4]));
-            case "group" -> group(args[1], args[2], args[3], Integer.parseInt(args[4]));
+            case "group" -> group(args[1], args[2], args[3], Integer.parseInt(args[4]),
+                    args.length > 5 ? args[5] : "classic");
             case "follow" -> follow(args[1], args[2], Long.parseLong(args[3]), Long.parseLong(args[4]));
             default -> throw new IllegalArgumentException("unknown command " + args[0]);
         }
@@ -146,7 +148,8 @@ public class InteropClients {
         return true;
     }
 
-    static void group(String bootstrap, String topic, String groupId, int members) throws Exception {
+    static void group(String bootstrap, String topic, String groupId, int members, String protocol)
+            throws Exception {
         Map<Integer, AtomicBoolean> running = new HashMap<>();
         List<Thread> threads = new ArrayList<>();
         for (int m = 0; m < members; m++) {
@@ -155,7 +158,7 @@ public class InteropClients {
             int member = m;
             Thread thread = new Thread(() -> {
                 try {
-                    member(bootstrap, topic, groupId, member, flag);
+                    member(bootstrap, topic, groupId, member, protocol, flag);
                 } catch (RuntimeException e) {
                     say("FAILED " + member + " " + e);  // the test's events name why a member stopped
                     throw e;
@@ -197,12 +200,16 @@ public class InteropClients {
         return text.toString();
     }
 
-    static void member(String bootstrap, String topic, String groupId, int member, AtomicBoolean running) {
+    static void member(String bootstrap, String topic, String groupId, int member, String protocol,
+                       AtomicBoolean running) {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ConsumerConfig.GROUP_ID_CONFIG, groupId);
         props.put(ConsumerConfig.CLIENT_ID_CONFIG, "member-" + member);
-        props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, CooperativeStickyAssignor.class.getName());
+        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+        if (protocol.equals("classic")) {
+            props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, CooperativeStickyAssignor.class.getName());
+        }
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());

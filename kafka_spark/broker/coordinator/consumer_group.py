@@ -1,0 +1,694 @@
+"""Consumer groups of KIP-848's protocol (``group.protocol=consumer``): ConsumerGroupHeartbeat
+and ConsumerGroupDescribe, with the assignment computed by the coordinator.
+
+A member joins with member epoch 0 and its subscription (topic names, or a regular expression),
+then heartbeats with its epoch. The group has an epoch, bumped when a member joins, leaves or
+changes its subscription, or when a subscribed topic appears, goes or grows; when the group epoch
+passes the assignment epoch, the coordinator computes a new **target assignment** for every
+member with the group's assignor (``uniform``, the default, or ``range``), and moves to it
+member by member, as Kafka's ``CurrentAssignmentBuilder`` does:
+
+* a member that owns partitions its target no longer has is told to give them up and keeps its
+  epoch (``unrevoked_partitions``) until a heartbeat no longer lists them among its owned
+  partitions; one that does not give them up within its rebalance timeout is removed;
+* then it moves to the assignment epoch and gets the partitions of its target that no other
+  member still owns (``unreleased_partitions`` while some are still owned elsewhere: they come
+  with a later heartbeat, once released);
+* a partition is never owned by two members at once.
+
+Epochs fence zombies: a heartbeat, OffsetCommit or OffsetFetch with an epoch other than the
+member's current one is refused (FENCED_MEMBER_EPOCH for heartbeats, STALE_MEMBER_EPOCH for
+offsets), except a heartbeat with the previous epoch whose owned partitions are still the
+member's (its last response was lost). A member that sends no heartbeat within the session
+timeout (``group.consumer.session.timeout.ms``) is removed. Leaving is member epoch -1; a static
+member (``group.instance.id``) leaving with -2 keeps its assignment until its session expires,
+for the same instance to take back when it rejoins.
+
+Group ids are shared with classic groups (group.py): a consumer heartbeat for a classic group
+that has members, or a JoinGroup for a consumer group that has members, is refused with
+INCONSISTENT_GROUP_PROTOCOL; an empty group (committed offsets only) can be taken up by either
+protocol, keeping its offsets.
+
+Membership lives in memory, as the classic groups' does: after a restart of the broker, or a
+move of the coordinator on a cluster, a member's heartbeat gets UNKNOWN_MEMBER_ID and the member
+joins again with epoch 0 (Kafka keeps the membership in ``__consumer_offsets`` and would not make
+it rejoin). Committed offsets are kept as ever.
+
+Thread-safety: none; everything runs on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+logger = logging.getLogger("kafka_spark.broker.coordinator.group")
+
+#: Kafka's group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms defaults.
+DEFAULT_SESSION_TIMEOUT_MS = 45_000
+DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000
+#: The assignors this coordinator has (group.consumer.assignors), the default first.
+ASSIGNORS = ("uniform", "range")
+
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+STABLE = "stable"
+UNREVOKED = "unrevoked_partitions"
+UNRELEASED = "unreleased_partitions"
+
+Assignment = dict[str, frozenset[int]]  # topic name -> partitions
+
+
+class HeartbeatError(Exception):
+    """A heartbeat refused with ``error_code``, and the reason."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+@dataclass
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    subscribed_names: tuple[str, ...] = ()
+    subscribed_regex: str | None = None
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: str = STABLE
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+    session_timer: asyncio.TimerHandle | None = None
+    revocation_timer: asyncio.TimerHandle | None = None
+
+
+@dataclass
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)  # member id -> its target assignment
+    subscribed_partitions: dict[str, int] = field(default_factory=dict)  # subscribed topic -> partitions
+    owners: dict[tuple[str, int], str] = field(default_factory=dict)  # partition -> member owning it
+    assignor: str = ASSIGNORS[0]
+
+    @property
+    def state(self) -> str:
+        """Kafka's names, as ListGroups and ConsumerGroupDescribe report them."""
+        active = [member for member in self.members.values() if member.member_epoch != STATIC_LEAVE_EPOCH]
+        if not self.members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        if any(m.member_epoch != self.assignment_epoch or m.state != STABLE for m in active):
+            return "Reconciling"
+        return "Stable"
+
+
+class ConsumerGroups:
+    """The consumer groups of one coordinator.
+
+    ``topics()`` gives the topics that exist (name -> (topic id, partition count)); ``blocked(group_id)``
+    says why the group id is taken by a classic group with members (None when it is not).
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        topics: Callable[[], Mapping[str, tuple[uuid.UUID, int]]],
+        blocked: Callable[[str], str | None],
+        *,
+        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+    ) -> None:
+        self._loop = loop
+        self._topics = topics
+        self._blocked = blocked
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self._groups: dict[str, ConsumerGroup] = {}
+
+    # -- lookups -----------------------------------------------------------------------------------
+
+    def group(self, group_id: str) -> ConsumerGroup | None:
+        return self._groups.get(group_id)
+
+    def group_ids(self) -> list[str]:
+        return list(self._groups)
+
+    def has_members(self, group_id: str) -> bool:
+        group = self._groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """Topics the group's members subscribe to (OffsetDelete refuses their partitions)."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return set()
+        topics = self._topics()
+        return {topic for member in group.members.values() for topic in self._subscription(member, topics)}
+
+    # -- ConsumerGroupHeartbeat --------------------------------------------------------------------
+
+    def heartbeat(
+        self, body: Any, client_id: str, client_host: str, allowed_topic: Callable[[str], bool]
+    ) -> dict[str, Any]:
+        """One ConsumerGroupHeartbeat; the response body (errors included)."""
+        try:
+            return self._heartbeat(body, client_id, client_host, allowed_topic)
+        except HeartbeatError as error:
+            return _heartbeat_response(error.error_code, str(error), body.member_id or None, body.member_epoch)
+
+    def _heartbeat(
+        self, body: Any, client_id: str, client_host: str, allowed_topic: Callable[[str], bool]
+    ) -> dict[str, Any]:
+        group_id, member_id, epoch = body.group_id, body.member_id, body.member_epoch
+        _validate(body)
+        if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(group_id, member_id, body.instance_id, epoch)
+        for name in body.subscribed_topic_names or ():
+            if not allowed_topic(name):
+                raise HeartbeatError(
+                    ErrorCode.topic_authorization_failed, f"not authorized to DESCRIBE topic {name!r} it subscribes to"
+                )
+        reason = self._blocked(group_id)
+        if reason is not None and not self.has_members(group_id):
+            raise HeartbeatError(ErrorCode.inconsistent_group_protocol, reason)
+        group = self._groups.get(group_id)
+        if epoch == 0:
+            if group is None:
+                group = self._groups[group_id] = ConsumerGroup(group_id)
+            member = self._join(group, body, client_id, client_host)
+            bump = True
+        else:
+            known = group.members.get(member_id) if group is not None else None
+            if group is None or known is None or known.member_epoch == STATIC_LEAVE_EPOCH:
+                raise HeartbeatError(
+                    ErrorCode.unknown_member_id,
+                    f"member {member_id} is not in group {group_id} (its session expired, it left, or the "
+                    "coordinator restarted): join again with member epoch 0",
+                )
+            member = known
+            _check_epoch(member, epoch, _owned(body, self._topics()))
+            bump = self._update(member, body)
+        topics = self._topics()
+        subscribed = self._subscribed_partitions(group, topics, allowed_topic)
+        if subscribed != group.subscribed_partitions:
+            group.subscribed_partitions = subscribed
+            bump = True
+        if bump:
+            group.group_epoch += 1
+        if group.group_epoch > group.assignment_epoch:
+            self._assign(group, topics, allowed_topic)
+        before = (member.member_epoch, dict(member.assigned))
+        self._reconcile(group, member, _owned(body, topics))
+        self._reset_session(group, member)
+        full = epoch == 0 or (
+            body.rebalance_timeout.total_seconds() >= 0
+            and (body.subscribed_topic_names is not None or body.subscribed_topic_regex is not None)
+            and body.topic_partitions is not None
+        )
+        response = _heartbeat_response(ErrorCode.none, None, member.member_id, member.member_epoch)
+        response["heartbeat_interval"] = self.heartbeat_interval_ms
+        if full or before != (member.member_epoch, member.assigned):
+            response["assignment"] = {"topic_partitions": _by_topic_id(member.assigned, topics)}
+        return response
+
+    def _join(self, group: ConsumerGroup, body: Any, client_id: str, client_host: str) -> ConsumerMember:
+        member_id = body.member_id or uuid.uuid4().hex  # v0: the coordinator names the member
+        old = group.members.get(member_id)
+        if old is not None:  # rejoining under its id (after an error): it starts over with nothing
+            self._remove(group, old)
+        member = ConsumerMember(
+            member_id=member_id,
+            instance_id=body.instance_id,
+            rack_id=body.rack_id,
+            client_id=client_id,
+            client_host=client_host,
+            rebalance_timeout_ms=int(body.rebalance_timeout.total_seconds() * 1000),
+        )
+        if body.instance_id is not None:
+            static = next((m for m in group.members.values() if m.instance_id == body.instance_id), None)
+            if static is not None and static.member_epoch != STATIC_LEAVE_EPOCH:
+                raise HeartbeatError(
+                    ErrorCode.unreleased_instance_id,
+                    f"instance id {body.instance_id!r} is held by member {static.member_id} of group {group.group_id}",
+                )
+            if static is not None:  # the same instance is back: it takes its assignment over
+                self._take_over(group, static, member)
+        self._update(member, body)
+        group.members[member.member_id] = member
+        logger.info("group %s: member %s joins (consumer protocol)", group.group_id, member.member_id)
+        return member
+
+    def _take_over(self, group: ConsumerGroup, old: ConsumerMember, new: ConsumerMember) -> None:
+        _cancel(old.session_timer)
+        del group.members[old.member_id]
+        new.member_epoch, new.previous_member_epoch = old.previous_member_epoch, old.previous_member_epoch
+        new.assigned, new.pending_revocation = old.assigned, old.pending_revocation
+        if old.member_id in group.target:
+            group.target[new.member_id] = group.target.pop(old.member_id)
+        for key, owner in list(group.owners.items()):
+            if owner == old.member_id:
+                group.owners[key] = new.member_id
+
+    @staticmethod
+    def _update(member: ConsumerMember, body: Any) -> bool:
+        """Apply a heartbeat's optional fields; True when the subscription changed."""
+        if body.rebalance_timeout.total_seconds() >= 0:
+            member.rebalance_timeout_ms = int(body.rebalance_timeout.total_seconds() * 1000)
+        if body.rack_id is not None:
+            member.rack_id = body.rack_id
+        changed = False
+        if (
+            body.subscribed_topic_names is not None
+            and tuple(sorted(body.subscribed_topic_names)) != member.subscribed_names
+        ):
+            member.subscribed_names, changed = tuple(sorted(body.subscribed_topic_names)), True
+        if body.subscribed_topic_regex is not None:
+            regex = body.subscribed_topic_regex or None  # an empty string clears it
+            if regex != member.subscribed_regex:
+                member.subscribed_regex, changed = regex, True
+        if body.server_assignor is not None and body.server_assignor != member.server_assignor:
+            member.server_assignor, changed = body.server_assignor, True
+        return changed
+
+    def _leave(self, group_id: str, member_id: str, instance_id: str | None, epoch: int) -> dict[str, Any]:
+        group = self._groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None:
+            raise HeartbeatError(ErrorCode.unknown_member_id, f"member {member_id} is not in group {group_id}")
+        if epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            logger.info("group %s: static member %s leaves for now", group_id, member_id)
+            member.previous_member_epoch = member.member_epoch
+            member.member_epoch = STATIC_LEAVE_EPOCH  # its session timer still runs
+            _cancel(member.revocation_timer)
+        else:
+            logger.info("group %s: member %s leaves", group_id, member_id)
+            self._remove(group, member)
+            group.group_epoch += 1
+        return _heartbeat_response(ErrorCode.none, None, member_id, epoch)
+
+    # -- the target assignment ---------------------------------------------------------------------
+
+    def _subscription(self, member: ConsumerMember, topics: Mapping[str, Any]) -> set[str]:
+        names = {name for name in member.subscribed_names if name in topics}
+        if member.subscribed_regex is not None:
+            pattern = re.compile(member.subscribed_regex)
+            names |= {name for name in topics if not name.startswith("__") and pattern.fullmatch(name)}
+        return names
+
+    def _subscribed_partitions(
+        self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]], allowed: Callable[[str], bool]
+    ) -> dict[str, int]:
+        names = {name for member in group.members.values() for name in self._subscription(member, topics)}
+        return {name: topics[name][1] for name in sorted(names) if allowed(name)}
+
+    def _assign(
+        self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]], allowed: Callable[[str], bool]
+    ) -> None:
+        chosen = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
+        group.assignor = chosen.most_common(1)[0][0] if chosen else ASSIGNORS[0]
+        subscriptions = {
+            member_id: {t for t in self._subscription(member, topics) if t in group.subscribed_partitions}
+            for member_id, member in sorted(group.members.items())
+        }
+        assign = range_assignment if group.assignor == "range" else uniform_assignment
+        group.target = assign(subscriptions, group.subscribed_partitions, group.target)
+        group.assignment_epoch = group.group_epoch
+        logger.info(
+            "group %s: epoch %d, %s assignment of %d partition(s) to %d member(s)",
+            group.group_id,
+            group.group_epoch,
+            group.assignor,
+            sum(group.subscribed_partitions.values()),
+            len(subscriptions),
+        )
+
+    # -- reconciliation ----------------------------------------------------------------------------
+
+    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> None:
+        if member.state == UNREVOKED:
+            if owned is None or _overlap(owned, member.pending_revocation):
+                return  # still owns partitions it must give up
+            self._release(group, member, member.pending_revocation)
+            member.pending_revocation = {}
+            _cancel(member.revocation_timer)
+            member.state = STABLE
+        if member.state == STABLE and member.member_epoch == group.assignment_epoch:
+            return
+        target = group.target.get(member.member_id, {})
+        keep: Assignment = {}
+        revoke: Assignment = {}
+        for topic in set(member.assigned) | set(target):
+            current, wanted = member.assigned.get(topic, frozenset()), target.get(topic, frozenset())
+            if current & wanted:
+                keep[topic] = current & wanted
+            if current - wanted:
+                revoke[topic] = current - wanted
+        if revoke and (owned is None or _overlap(owned, revoke)):
+            member.assigned, member.pending_revocation, member.state = keep, revoke, UNREVOKED
+            _cancel(member.revocation_timer)
+            member.revocation_timer = self._loop.call_later(
+                member.rebalance_timeout_ms / 1000, self._on_revocation_timeout, group, member
+            )
+            return
+        if revoke:  # the member says it no longer owns them
+            self._release(group, member, revoke)
+        assigned = {topic: set(partitions) for topic, partitions in keep.items()}
+        unreleased = False
+        for topic, partitions in target.items():
+            for partition in partitions - member.assigned.get(topic, frozenset()):
+                owner = group.owners.get((topic, partition))
+                if owner is None or owner == member.member_id:
+                    group.owners[(topic, partition)] = member.member_id
+                    assigned.setdefault(topic, set()).add(partition)
+                else:
+                    unreleased = True
+        member.assigned = {topic: frozenset(partitions) for topic, partitions in assigned.items() if partitions}
+        if member.member_epoch != group.assignment_epoch:
+            member.previous_member_epoch, member.member_epoch = member.member_epoch, group.assignment_epoch
+        member.state = UNRELEASED if unreleased else STABLE
+
+    def _release(self, group: ConsumerGroup, member: ConsumerMember, partitions: Assignment) -> None:
+        for topic, indexes in partitions.items():
+            for index in indexes:
+                if group.owners.get((topic, index)) == member.member_id:
+                    del group.owners[(topic, index)]
+
+    def _on_revocation_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        if group.members.get(member.member_id) is not member or member.state != UNREVOKED:
+            return
+        logger.warning(
+            "group %s: member %s did not give up %s within its rebalance timeout (%d ms); it is removed",
+            group.group_id,
+            member.member_id,
+            _describe(member.pending_revocation),
+            member.rebalance_timeout_ms,
+        )
+        self._remove(group, member)
+        group.group_epoch += 1
+
+    # -- sessions and removal ----------------------------------------------------------------------
+
+    def _reset_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        _cancel(member.session_timer)
+        member.session_timer = self._loop.call_later(
+            self.session_timeout_ms / 1000, self._on_session_expired, group, member
+        )
+
+    def _on_session_expired(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        if group.members.get(member.member_id) is not member:
+            return
+        logger.info(
+            "group %s: member %s expired after %d ms without a heartbeat",
+            group.group_id,
+            member.member_id,
+            self.session_timeout_ms,
+        )
+        self._remove(group, member)
+        group.group_epoch += 1
+
+    def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        _cancel(member.session_timer)
+        _cancel(member.revocation_timer)
+        group.members.pop(member.member_id, None)
+        group.target.pop(member.member_id, None)
+        for key in [key for key, owner in group.owners.items() if owner == member.member_id]:
+            del group.owners[key]
+
+    def touch(self, group_id: str, member_id: str) -> None:
+        """An offset commit counts as a sign of life, as a heartbeat does."""
+        group = self._groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is not None and member is not None:
+            self._reset_session(group, member)
+
+    # -- offsets, deletion -------------------------------------------------------------------------
+
+    def validate_offsets(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None:
+        """OffsetCommit and OffsetFetch of a consumer group (None: not a consumer group with
+        members, the classic rules apply). A commit without a member (epoch -1, no member id: an
+        admin tool or a consumer without a group) is allowed only while the group has no members."""
+        group = self._groups.get(group_id)
+        if group is None or not group.members:
+            return None
+        if member_epoch < 0 and not member_id:
+            return ErrorCode.unknown_member_id
+        member = group.members.get(member_id)
+        if member is None or member.member_epoch == STATIC_LEAVE_EPOCH:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return ErrorCode.none
+
+    def delete(self, group_id: str) -> bool:
+        """Forget an empty consumer group (DeleteGroups); False when it has members."""
+        group = self._groups.get(group_id)
+        if group is not None and group.members:
+            return False
+        self._groups.pop(group_id, None)
+        return True
+
+    def forget(self, group_ids: Iterable[str]) -> None:
+        """This broker no longer coordinates these groups (their members find the new coordinator
+        and join it again)."""
+        for group_id in group_ids:
+            group = self._groups.pop(group_id, None)
+            if group is not None:
+                for member in group.members.values():
+                    _cancel(member.session_timer)
+                    _cancel(member.revocation_timer)
+
+    def close(self) -> None:
+        self.forget(list(self._groups))
+
+    # -- ConsumerGroupDescribe ---------------------------------------------------------------------
+
+    def describe(self, group_id: str) -> dict[str, Any]:
+        """One DescribedGroup (without its error and authorized operations)."""
+        group = self._groups[group_id]
+        topics = self._topics()
+
+        def assignment(partitions: Assignment) -> dict[str, Any]:
+            return {
+                "topic_partitions": [
+                    {"topic_id": topics[topic][0], "topic_name": topic, "partitions": sorted(indexes)}
+                    for topic, indexes in sorted(partitions.items())
+                    if topic in topics
+                ]
+            }
+
+        return {
+            "group_id": group_id,
+            "group_state": group.state,
+            "group_epoch": group.group_epoch,
+            "assignment_epoch": group.assignment_epoch,
+            "assignor_name": group.assignor,
+            "members": [
+                {
+                    "member_id": member.member_id,
+                    "instance_id": member.instance_id,
+                    "rack_id": member.rack_id,
+                    "member_epoch": member.member_epoch,
+                    "client_id": member.client_id,
+                    "client_host": member.client_host,
+                    "subscribed_topic_names": list(member.subscribed_names),
+                    "subscribed_topic_regex": member.subscribed_regex,
+                    "assignment": assignment(member.assigned),
+                    "target_assignment": assignment(group.target.get(member.member_id, {})),
+                    "member_type": 1,  # the consumer protocol (0: a classic member of a consumer group)
+                }
+                for member in group.members.values()
+            ],
+        }
+
+
+# -- assignors -------------------------------------------------------------------------------------
+
+
+def uniform_assignment(
+    subscriptions: Mapping[str, set[str]], partitions: Mapping[str, int], previous: Mapping[str, Assignment]
+) -> dict[str, Assignment]:
+    """Every partition of a subscribed topic to one member subscribing to it, balanced (counts
+    differ by at most one between members that could swap a partition) and sticky: a member keeps
+    the partitions of its previous target that it still may have, except what balancing moves."""
+    owned: dict[str, set[tuple[str, int]]] = {member: set() for member in subscriptions}
+    taken: set[tuple[str, int]] = set()
+    for member, assignment in previous.items():
+        if member not in subscriptions:
+            continue
+        for topic, indexes in assignment.items():
+            if topic in subscriptions[member] and topic in partitions:
+                for index in indexes:
+                    if index < partitions[topic] and (topic, index) not in taken:
+                        owned[member].add((topic, index))
+                        taken.add((topic, index))
+    eligible = {
+        (topic, index): sorted(m for m, topics in subscriptions.items() if topic in topics)
+        for topic, count in partitions.items()
+        for index in range(count)
+    }
+    for key in sorted(eligible):
+        if key not in taken and eligible[key]:
+            member = min(eligible[key], key=lambda m: (len(owned[m]), m))
+            owned[member].add(key)
+            taken.add(key)
+    # Balance: move a partition from a member with more to an eligible one with at least two fewer.
+    moved = True
+    while moved:
+        moved = False
+        for giver in sorted(owned, key=lambda m: (-len(owned[m]), m)):
+            for key in sorted(owned[giver]):
+                taker = min(eligible[key], key=lambda m: (len(owned[m]), m))
+                if len(owned[taker]) + 1 < len(owned[giver]):
+                    owned[giver].remove(key)
+                    owned[taker].add(key)
+                    moved = True
+                    break
+            if moved:
+                break
+    return {member: _grouped(keys) for member, keys in owned.items()}
+
+
+def range_assignment(
+    subscriptions: Mapping[str, set[str]], partitions: Mapping[str, int], previous: Mapping[str, Assignment]
+) -> dict[str, Assignment]:
+    """Per topic, its partitions in contiguous ranges over the members subscribing to it, in
+    member id order (the first ones get one more when they do not divide evenly)."""
+    owned: dict[str, set[tuple[str, int]]] = {member: set() for member in subscriptions}
+    for topic, count in sorted(partitions.items()):
+        members = sorted(m for m, topics in subscriptions.items() if topic in topics)
+        if not members:
+            continue
+        share, extra = divmod(count, len(members))
+        start = 0
+        for position, member in enumerate(members):
+            size = share + (1 if position < extra else 0)
+            owned[member].update((topic, index) for index in range(start, start + size))
+            start += size
+    return {member: _grouped(keys) for member, keys in owned.items()}
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _validate(body: Any) -> None:
+    """Kafka's checks of a heartbeat's fields (INVALID_REQUEST with the reason)."""
+    if not body.group_id:
+        raise HeartbeatError(ErrorCode.invalid_request, "GroupId can't be empty.")
+    epoch = body.member_epoch
+    if epoch == 0:
+        if body.rebalance_timeout.total_seconds() < 0:
+            raise HeartbeatError(ErrorCode.invalid_request, "RebalanceTimeoutMs must be provided in first request.")
+        if body.topic_partitions is None or any(topic.partitions for topic in body.topic_partitions):
+            raise HeartbeatError(ErrorCode.invalid_request, "TopicPartitions must be empty when (re-)joining.")
+        if body.subscribed_topic_names is None and body.subscribed_topic_regex is None:
+            raise HeartbeatError(
+                ErrorCode.invalid_request, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+            )
+    elif epoch == STATIC_LEAVE_EPOCH:
+        if body.instance_id is None:
+            raise HeartbeatError(ErrorCode.invalid_request, "InstanceId can't be null when leaving with epoch -2.")
+    elif epoch != LEAVE_EPOCH and epoch < 0:
+        raise HeartbeatError(ErrorCode.invalid_request, f"MemberEpoch {epoch} is not valid.")
+    if epoch != 0 and not body.member_id:
+        raise HeartbeatError(ErrorCode.invalid_request, "MemberId can't be empty.")
+    if body.server_assignor is not None and body.server_assignor not in ASSIGNORS:
+        raise HeartbeatError(
+            ErrorCode.unsupported_assignor,
+            f"ServerAssignor {body.server_assignor!r} is not supported; supported assignors: {', '.join(ASSIGNORS)}",
+        )
+    if body.subscribed_topic_regex:
+        try:
+            re.compile(body.subscribed_topic_regex)
+        except re.error as error:
+            raise HeartbeatError(
+                ErrorCode.invalid_regular_expression,
+                f"SubscribedTopicRegex {body.subscribed_topic_regex!r} is not a valid regular expression: {error}",
+            ) from None
+
+
+def _check_epoch(member: ConsumerMember, epoch: int, owned: Assignment | None) -> None:
+    if epoch == member.member_epoch:
+        return
+    lost_response = (
+        epoch == member.previous_member_epoch
+        and owned is not None
+        and all(indexes <= member.assigned.get(topic, frozenset()) for topic, indexes in owned.items())
+    )
+    if epoch > member.member_epoch or not lost_response:
+        raise HeartbeatError(
+            ErrorCode.fenced_member_epoch,
+            f"member {member.member_id} sent epoch {epoch}; its epoch is {member.member_epoch}: "
+            "join again with epoch 0",
+        )
+
+
+def _owned(body: Any, topics: Mapping[str, tuple[uuid.UUID, int]]) -> Assignment | None:
+    """The partitions a heartbeat says the member owns (None: not given), by topic name; topics
+    whose id no topic has any more are left out (they are gone)."""
+    if body.topic_partitions is None:
+        return None
+    names = {topic_id: name for name, (topic_id, _) in topics.items()}
+    owned: Assignment = {}
+    for entry in body.topic_partitions:
+        name = names.get(entry.topic_id)
+        if name is not None and entry.partitions:
+            owned[name] = frozenset(entry.partitions)
+    return owned
+
+
+def _overlap(first: Assignment, second: Assignment) -> bool:
+    return any(first.get(topic, frozenset()) & indexes for topic, indexes in second.items())
+
+
+def _grouped(keys: Iterable[tuple[str, int]]) -> Assignment:
+    grouped: dict[str, set[int]] = {}
+    for topic, index in keys:
+        grouped.setdefault(topic, set()).add(index)
+    return {topic: frozenset(indexes) for topic, indexes in grouped.items()}
+
+
+def _by_topic_id(assignment: Assignment, topics: Mapping[str, tuple[uuid.UUID, int]]) -> list[dict[str, Any]]:
+    return [
+        {"topic_id": topics[topic][0], "partitions": sorted(indexes)}
+        for topic, indexes in sorted(assignment.items())
+        if topic in topics
+    ]
+
+
+def _describe(assignment: Assignment) -> str:
+    return ", ".join(f"{topic}-{index}" for topic, indexes in sorted(assignment.items()) for index in sorted(indexes))
+
+
+def _heartbeat_response(code: ErrorCode, message: str | None, member_id: str | None, epoch: int) -> dict[str, Any]:
+    return {
+        "throttle_time": 0,
+        "error_code": code,
+        "error_message": message,
+        "member_id": member_id,
+        "member_epoch": epoch,
+        "heartbeat_interval": 0,
+        "assignment": None,
+    }
+
+
+def _cancel(timer: asyncio.TimerHandle | None) -> None:
+    if timer is not None:
+        timer.cancel()
