@@ -234,10 +234,33 @@ def test_offsets_need_the_members_current_epoch(broker):
         )
         return int(answer.topics[0].partitions[0].error_code)
 
+    def fetch(member_id: str | None, epoch: int) -> tuple[int, list[int]]:
+        answer = member.client.call(
+            9,
+            9,
+            {
+                "groups": [
+                    {
+                        "group_id": "g",
+                        "member_id": member_id,
+                        "member_epoch": epoch,
+                        "topics": [{"name": TOPIC, "partition_indexes": [0]}],
+                    }
+                ],
+                "require_stable": False,
+            },
+        )
+        (group,) = answer.groups
+        return int(group.error_code), [p.committed_offset for t in group.topics for p in t.partitions]
+
     assert commit(0, "m") == 113  # STALE_MEMBER_EPOCH
     assert commit(-1, "") == 25  # no member while the group has members: UNKNOWN_MEMBER_ID
     assert commit(1, "someone") == 25
     assert commit(1, "m") == 0
+    assert fetch("m", 1) == (0, [5])
+    assert fetch("m", 0) == (113, [])
+    assert fetch("someone", 1) == (25, [])
+    assert fetch(None, -1) == (0, [5])  # an admin tool names no member
     member.heartbeat(member_epoch=-1)
     assert commit(-1, "") == 0  # an empty group takes commits from tools
     member.close()

@@ -4,7 +4,9 @@ A partition with no commit answers offset -1, metadata "" and error 0. From v8 o
 for many groups and is answered per group; v10 names topics by id (an id no topic has is
 UNKNOWN_TOPIC_ID). ``require_stable`` (v7+, KIP-447): a partition whose offset is staged by an
 open transaction (TxnOffsetCommit, not yet committed) answers UNSTABLE_OFFSET_COMMIT (88), which
-the client retries, instead of an offset that may be about to change. With an authorizer:
+the client retries, instead of an offset that may be about to change. From v9 a member of a
+KIP-848 consumer group names itself and its epoch: an unknown member is UNKNOWN_MEMBER_ID, another
+epoch than its current one STALE_MEMBER_EPOCH (the group's error). With an authorizer:
 DESCRIBE on the group (30) and on each topic (29; topics left out of an all-topics answer).
 """
 
@@ -45,6 +47,10 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
             groups.append(
                 {"group_id": group.group_id, "error_code": broker.groups.owner_error(group.group_id), "topics": []}
             )
+        elif member := broker.groups.consumer.validate_fetch(
+            group.group_id, getattr(group, "member_id", None), getattr(group, "member_epoch", -1)
+        ):
+            groups.append({"group_id": group.group_id, "error_code": member, "topics": []})
         else:
             groups.append(
                 {

@@ -457,6 +457,17 @@ class ConsumerGroups:
             return ErrorCode.stale_member_epoch
         return ErrorCode.none
 
+    def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """OffsetFetch v9+: a member of a consumer group names itself and its epoch, which must be
+        current (as for commits); a request without them (an admin tool) is answered."""
+        group = self._groups.get(group_id)
+        if group is None or (member_id is None and member_epoch < 0):
+            return ErrorCode.none
+        member = group.members.get(member_id or "")
+        if member is None or member.member_epoch == STATIC_LEAVE_EPOCH:
+            return ErrorCode.unknown_member_id
+        return ErrorCode.none if member_epoch == member.member_epoch else ErrorCode.stale_member_epoch
+
     def delete(self, group_id: str) -> bool:
         """Forget an empty consumer group (DeleteGroups); False when it has members."""
         group = self._groups.get(group_id)
