@@ -289,11 +289,11 @@ def test_the_protocols_share_group_ids_but_not_members(broker):
     with WireClient(broker.bootstrap_servers) as client:
         listed = client.call(16, 5, {"states_filter": [], "types_filter": ["consumer"]})
         assert [(g.group_id, g.group_state, g.group_type) for g in listed.groups] == [("shared", "Stable", "consumer")]
-        described = client.call(15, 6, {"groups": ["shared"], "include_authorized_operations": False})
-        assert (int(described.groups[0].error_code), described.groups[0].error_message) == (
-            69,
-            "Group shared is not a classic group.",
-        )
+        described = client.call(15, 6, {"groups": ["shared", "nobody"], "include_authorized_operations": True})
+        assert [(int(g.error_code), g.error_message, g.authorized_operations) for g in described.groups] == [
+            (69, "Group shared is not a classic group.", -(2**31)),  # no operations with an error, as Kafka
+            (69, "Group nobody not found.", -(2**31)),
+        ]
         assert int(client.call(42, 2, {"groups_names": ["shared"]}).results[0].error_code) == 68  # NON_EMPTY_GROUP
         member.heartbeat(member_epoch=-1)
         assert int(client.call(42, 2, {"groups_names": ["shared"]}).results[0].error_code) == 0

@@ -38,8 +38,9 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
         described = _describe(broker.groups, group_id, request.api_version)
         if broker.groups.owner_error(group_id):  # on a cluster: another broker coordinates it
             described.update(error_code=broker.groups.owner_error(group_id), error_message=None, group_state="")
+        # A group described with an error (not found, not classic) carries none, as Kafka's.
         described["authorized_operations"] = access.authorized_operations(
-            broker, request, access.GROUP, group_id, with_operations
+            broker, request, access.GROUP, group_id, with_operations and not described["error_code"]
         )
         groups.append(described)
     return {"throttle_time": 0, "groups": groups}
