@@ -339,3 +339,56 @@ def test_uniform_assignment_is_balanced_and_sticky_and_range_is_contiguous():
         "b": {"t": frozenset({3, 4})},
         "c": {"t": frozenset({5, 6})},
     }
+
+
+def test_a_static_member_that_leaves_for_a_while_gets_its_partitions_back(broker):
+    """group.instance.id: leaving with epoch -2 keeps the member's partitions for the same instance,
+    which takes them back under a new member id; a second live member with that instance id is
+    refused; a member that leaves with -1 gives its partitions up at once."""
+    first, second = Member(broker, "first"), Member(broker, "second")
+    first.join(instance_id="host-a")
+    second.join(instance_id="host-b")
+    for _ in range(3):  # settle: first gives up three, second takes them
+        first.heartbeat(owned=first.owned, instance_id="host-a")
+        second.heartbeat(owned=second.owned, instance_id="host-b")
+    assert len(first.owned) == len(second.owned) == 3 and not first.owned & second.owned
+    kept, epoch = set(first.owned), first.epoch
+
+    impostor = Member(broker, "impostor")
+    assert impostor.join(instance_id="host-a").error_code == 111  # UNRELEASED_INSTANCE_ID
+
+    assert first.heartbeat(member_epoch=-2, instance_id="host-a").member_epoch == -2
+    assert second.heartbeat(owned=second.owned, instance_id="host-b").error_code == 0
+    assert second.owned.isdisjoint(kept)  # held for host-a while it is away
+    back = Member(broker, "first-again")
+    answer = back.join(instance_id="host-a")
+    assert (answer.error_code, back.owned) == (0, kept) and answer.member_epoch >= epoch
+
+    assert back.heartbeat(member_epoch=-1).member_epoch == -1  # a real leave: second takes all
+    deadline = time.monotonic() + 10
+    while second.owned != set(range(6)):
+        assert time.monotonic() < deadline, second.owned
+        second.heartbeat(owned=second.owned, instance_id="host-b")
+    for member in (first, second, impostor, back):
+        member.close()
+
+
+def test_version_0_members_are_named_by_the_coordinator(broker):
+    with WireClient(broker.bootstrap_servers) as client:
+        answer = client.call(
+            68,
+            0,
+            {
+                "group_id": "v0",
+                "member_id": "",
+                "member_epoch": 0,
+                "instance_id": None,
+                "rack_id": None,
+                "rebalance_timeout": datetime.timedelta(seconds=30),
+                "subscribed_topic_names": [TOPIC],
+                "server_assignor": "range",
+                "topic_partitions": [],
+            },
+        )
+    assert answer.error_code == 0 and answer.member_id and answer.member_epoch == 1
+    assert sorted(p for tp in answer.assignment.topic_partitions for p in tp.partitions) == list(range(6))

@@ -220,7 +220,7 @@ class ConsumerGroups:
         self._reset_session(group, member)
         full = epoch == 0 or (
             body.rebalance_timeout.total_seconds() >= 0
-            and (body.subscribed_topic_names is not None or body.subscribed_topic_regex is not None)
+            and (body.subscribed_topic_names is not None or _regex(body) is not None)
             and body.topic_partitions is not None
         )
         response = _heartbeat_response(ErrorCode.none, None, member.member_id, member.member_epoch)
@@ -280,8 +280,8 @@ class ConsumerGroups:
             and tuple(sorted(body.subscribed_topic_names)) != member.subscribed_names
         ):
             member.subscribed_names, changed = tuple(sorted(body.subscribed_topic_names)), True
-        if body.subscribed_topic_regex is not None:
-            regex = body.subscribed_topic_regex or None  # an empty string clears it
+        if (given := _regex(body)) is not None:
+            regex = given or None  # an empty string clears it
             if regex != member.subscribed_regex:
                 member.subscribed_regex, changed = regex, True
         if body.server_assignor is not None and body.server_assignor != member.server_assignor:
@@ -609,7 +609,7 @@ def _validate(body: Any) -> None:
             raise HeartbeatError(ErrorCode.invalid_request, "RebalanceTimeoutMs must be provided in first request.")
         if body.topic_partitions is None or any(topic.partitions for topic in body.topic_partitions):
             raise HeartbeatError(ErrorCode.invalid_request, "TopicPartitions must be empty when (re-)joining.")
-        if body.subscribed_topic_names is None and body.subscribed_topic_regex is None:
+        if body.subscribed_topic_names is None and _regex(body) is None:
             raise HeartbeatError(
                 ErrorCode.invalid_request, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
             )
@@ -625,14 +625,20 @@ def _validate(body: Any) -> None:
             ErrorCode.unsupported_assignor,
             f"ServerAssignor {body.server_assignor!r} is not supported; supported assignors: {', '.join(ASSIGNORS)}",
         )
-    if body.subscribed_topic_regex:
+    regex = _regex(body)
+    if regex:
         try:
-            re.compile(body.subscribed_topic_regex)
+            re.compile(regex)
         except re.error as error:
             raise HeartbeatError(
                 ErrorCode.invalid_regular_expression,
-                f"SubscribedTopicRegex {body.subscribed_topic_regex!r} is not a valid regular expression: {error}",
+                f"SubscribedTopicRegex {regex!r} is not a valid regular expression: {error}",
             ) from None
+
+
+def _regex(body: Any) -> str | None:
+    """A heartbeat's SubscribedTopicRegex (v0 has no such field: None)."""
+    return getattr(body, "subscribed_topic_regex", None)
 
 
 def _check_epoch(member: ConsumerMember, epoch: int, owned: Assignment | None) -> None:
