@@ -48,10 +48,13 @@ Keyed records go to the partition Kafka's Java clients would choose (murmur2, li
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -82,30 +85,133 @@ class TopicSinkCommitMessage(WriterCommitMessage):
     skipped: bool
 
 
+#: An idle pooled producer is closed after this long (Spark's spark.kafka.producer.cache.timeout, 10m).
+PRODUCER_IDLE_TIMEOUT_S = 600.0
+#: How often the evictor looks for idle producers (spark.kafka.producer.cache.evictorThreadRunInterval, 1m).
+PRODUCER_EVICT_INTERVAL_S = 60.0
+
+
+@dataclass(eq=False)
+class _PooledProducer:
+    key: tuple[tuple[str, Any], ...]
+    producer: Any
+    borrowed: int = 0
+    idle_since: float = 0.0
+
+
 class _ProducerPool:
     """Idempotent (at-least-once) producers kept in the Python worker across micro-batches,
     keyed by their config: PySpark reuses Python workers, so batch N+1 finds batch N's producer
-    connected, as Spark's own Kafka sink caches its producers."""
+    connected. As in Spark's own Kafka sink (``InternalKafkaProducerPool``):
 
-    def __init__(self) -> None:
+    - a producer is borrowed by :meth:`acquire` and given back by :meth:`release`;
+    - one that nobody has borrowed for ``idle_timeout_s`` is closed by an evictor thread that looks
+      every ``evict_interval_s``. Without it, a worker that outlives its query (Spark keeps Python
+      workers) kept the query's producers, their threads and connections for good, reconnecting
+      every few seconds once that cluster was gone.
+
+    Unlike Spark's pool, a producer given back by a failed task is closed rather than reused: a
+    librdkafka producer with a fatal error (e.g. an idempotence sequence gap) fails every later
+    produce, so every retry of the task in this worker would fail the same way. Thread-safe.
+    """
+
+    def __init__(
+        self, idle_timeout_s: float = PRODUCER_IDLE_TIMEOUT_S, evict_interval_s: float = PRODUCER_EVICT_INTERVAL_S
+    ) -> None:
+        self.idle_timeout_s = idle_timeout_s
+        self.evict_interval_s = evict_interval_s
         self._lock = threading.Lock()
-        self._producers: dict[tuple[tuple[str, Any], ...], Any] = {}
+        self._pooled: dict[tuple[tuple[str, Any], ...], _PooledProducer] = {}
+        self._evictor_pid: int | None = None  # the process whose evictor runs (workers are forked)
 
-    def get(self, config: dict[str, Any]) -> tuple[Any, bool]:
-        """(producer, is_new)."""
+    def acquire(self, config: dict[str, Any]) -> Any:
+        """A producer for ``config``: the pooled one if this worker has it, else a new one."""
         from confluent_kafka import Producer
 
         key = tuple(sorted(config.items()))
         with self._lock:
-            producer = self._producers.get(key)
-            if producer is not None:
-                return producer, False
-            producer = Producer(routed(config))
-            self._producers[key] = producer
-            return producer, True
+            self._start_evictor_locked()
+            entry = self._pooled.get(key)
+            if entry is None:
+                entry = self._pooled[key] = _PooledProducer(key, Producer(routed(config)))
+            entry.borrowed += 1
+            return entry.producer
+
+    def release(self, producer: Any, *, reusable: bool) -> None:
+        """Give ``producer`` back; ``reusable=False`` (its task failed) takes it out of the pool,
+        and its unsent records are dropped once nobody borrows it."""
+        with self._lock:
+            entry = next((e for e in self._pooled.values() if e.producer is producer), None)
+            if entry is None:
+                return
+            entry.borrowed -= 1
+            entry.idle_since = time.monotonic()
+            if reusable:
+                return
+            del self._pooled[entry.key]
+            closing = entry.borrowed == 0
+        if closing:
+            _discard(producer)
+
+    def evict_idle(self) -> int:
+        """Close the producers nobody has borrowed for ``idle_timeout_s``; how many were closed."""
+        now = time.monotonic()
+        with self._lock:
+            idle = [e for e in self._pooled.values() if e.borrowed == 0 and now - e.idle_since > self.idle_timeout_s]
+            for entry in idle:
+                del self._pooled[entry.key]
+        for entry in idle:
+            _discard(entry.producer)
+        return len(idle)
+
+    def close_all(self) -> None:
+        """Close every producer nobody borrows (at the worker's exit)."""
+        with self._lock:
+            idle = [e for e in self._pooled.values() if e.borrowed == 0]
+            for entry in idle:
+                del self._pooled[entry.key]
+        for entry in idle:
+            _discard(entry.producer)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._pooled)
+
+    def _start_evictor_locked(self) -> None:
+        if self._evictor_pid == os.getpid():
+            return
+        self._evictor_pid = os.getpid()
+        evictor = threading.Thread(
+            target=_evict_forever, args=(weakref.ref(self), self.evict_interval_s), name="pylog-producer-evictor"
+        )
+        evictor.daemon = True
+        evictor.start()
+
+
+def _evict_forever(pool_ref: weakref.ref[_ProducerPool], interval_s: float) -> None:
+    """The evictor thread: every ``interval_s``, until its pool is gone."""
+    while True:
+        time.sleep(interval_s)
+        pool = pool_ref()
+        if pool is None:
+            return
+        try:
+            pool.evict_idle()
+        except Exception:  # never let the evictor die; the next round tries again
+            log.exception("pylog topic sink: closing idle producers failed")
+        del pool
+
+
+def _discard(producer: Any) -> None:
+    """Drop what ``producer`` still holds and let it go (its threads end when the last reference
+    does; ``close()`` would wait to flush records to a cluster that may be gone)."""
+    producer.purge()
+    producer.flush(0)
 
 
 _PRODUCERS = _ProducerPool()
+# A worker exiting closes its idle producers instead of leaving librdkafka threads to die mid-request.
+atexit.register(_PRODUCERS.close_all)
 
 
 def _task_ids() -> tuple[str | None, int | None, int, int]:
@@ -305,19 +411,24 @@ class _RoundRobin:
 
 def write_at_least_once(options: TopicSinkOptions, batches: Iterator[Any]) -> TopicSinkCommitMessage:
     _, _, partition_id, _ = _task_ids()
-    producer, _ = _PRODUCERS.get(options.producer_config())
+    producer = _PRODUCERS.acquire(options.producer_config())
     errors: list[Any] = []
 
     def on_delivery(error: Any, _message: Any) -> None:  # called for failed records only
         if error is not None:
             errors.append(error)
 
-    count = _produce_all(producer, _columns(options, batches), on_delivery, options)
-    remaining = producer.flush(options.transaction_timeout_ms / 1000)
-    if errors or remaining:
-        raise TopicSinkDeliveryError(
-            f"pylog topic sink: {len(errors) + remaining} of {count} records not delivered: {errors[:3]}"
-        )
+    delivered = False
+    try:
+        count = _produce_all(producer, _columns(options, batches), on_delivery, options)
+        remaining = producer.flush(options.transaction_timeout_ms / 1000)
+        if errors or remaining:
+            raise TopicSinkDeliveryError(
+                f"pylog topic sink: {len(errors) + remaining} of {count} records not delivered: {errors[:3]}"
+            )
+        delivered = True
+    finally:
+        _PRODUCERS.release(producer, reusable=delivered)
     return TopicSinkCommitMessage(partition_id, count, skipped=False)
 
 

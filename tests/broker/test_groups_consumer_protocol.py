@@ -89,17 +89,33 @@ def test_librdkafka_consumers_share_a_topic_and_take_over_a_leavers_partitions(b
             }
         )
 
+    def hand_over(member: Consumer, partitions: list) -> None:
+        """Commit what was read of partitions being revoked, so that their next owner goes on from there."""
+        positions = [tp for tp in member.position(partitions) if tp.offset >= 0]
+        if positions:
+            member.commit(offsets=positions, asynchronous=False)
+
     first, second = consumer("first"), consumer("second")
-    first.subscribe([TOPIC])
-    second.subscribe([TOPIC])
     read: dict[bytes, list[str]] = {}
+    partitions_read: set[int] = set()
+
+    def poll(name: str, member: Consumer) -> None:
+        message = member.poll(0.05)
+        if message is not None and message.error() is None:
+            read.setdefault(message.value(), []).append(name)
+            partitions_read.add(message.partition())
+
+    first.subscribe([TOPIC], on_revoke=hand_over)
     deadline = time.monotonic() + 60
+    while len(partitions_read) < 6:  # first owns all six partitions and has read from each
+        assert time.monotonic() < deadline, (partitions_read, first.assignment())
+        poll("first", first)
+    assert len(first.assignment()) == 6
+    second.subscribe([TOPIC], on_revoke=hand_over)
     while len(read) < 600 or not (first.assignment() and second.assignment()):
         assert time.monotonic() < deadline, (len(read), first.assignment(), second.assignment())
-        for name, member in (("first", first), ("second", second)):
-            message = member.poll(0.05)
-            if message is not None and message.error() is None:
-                read.setdefault(message.value(), []).append(name)
+        poll("first", first)
+        poll("second", second)
     assert all(len(readers) == 1 for readers in read.values())  # every record once
     mine = {tp.partition for tp in first.assignment()}
     theirs = {tp.partition for tp in second.assignment()}
