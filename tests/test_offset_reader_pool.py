@@ -59,3 +59,20 @@ def test_a_pooled_reader_checks_the_cluster_again_at_each_use(tmp_path):
     with pytest.raises(OffsetFetchError, match=r"listing topics failed: .*Check that the broker runs") as failed:
         reader.topic_partitions()
     assert bootstrap in str(failed.value)
+
+
+def test_a_reader_not_handed_out_for_the_idle_timeout_is_closed_by_the_evictor(tmp_path, monkeypatch):
+    from kafka_spark.client import offset_reader
+
+    with EmbeddedBroker(log_dir=str(tmp_path / "b")) as broker:
+        broker.create_topic("pooled", partitions=1)
+        reader = pooled_offset_reader(_options(broker.bootstrap_servers), broker.bootstrap_servers)
+        assert reader.latest_offsets([TP("pooled", 0)]) == {TP("pooled", 0): 0}
+        assert offset_reader._EVICTOR.running()
+        pooled = offset_reader.pooled_offset_reader_count()
+        assert offset_reader.evict_idle_offset_readers() == 0  # just handed out: kept
+        monkeypatch.setattr(offset_reader, "READER_IDLE_TIMEOUT_S", 0.0)
+        assert offset_reader.evict_idle_offset_readers() == pooled  # every pooled reader is idle now
+        assert reader._admin is None and offset_reader.pooled_offset_reader_count() == 0
+        fresh = pooled_offset_reader(_options(broker.bootstrap_servers), broker.bootstrap_servers)
+        assert fresh is not reader and fresh.latest_offsets([TP("pooled", 0)]) == {TP("pooled", 0): 0}

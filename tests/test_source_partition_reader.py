@@ -195,6 +195,17 @@ def test_idle_consumers_are_evicted(kafka_cluster, monkeypatch):
     release_consumer(pooled, reusable=False)
 
 
+def test_the_evictor_closes_consumers_idle_past_the_timeout_without_a_next_read(kafka_cluster, monkeypatch):
+    topic = kafka_cluster.new_topic("evicted")
+    kafka_cluster.produce_values(topic, 0, 1)
+    close_pooled_consumers()
+    _read(_partition(kafka_cluster, OffsetRange(TP(topic, 0), 0, 1)))
+    assert client._EVICTOR.running()  # started by the read's acquire
+    assert client.evict_idle_consumers() == 0 and client.pooled_consumer_count() == 1
+    monkeypatch.setattr(client, "IDLE_TIMEOUT_S", 0.0)
+    assert client.evict_idle_consumers() == 1 and client.pooled_consumer_count() == 0
+
+
 @FETCHERS
 def test_unreachable_broker_times_out_naming_the_poll_timeout_option(fetcher):
     import socket

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kafka_spark.client.evictor import Evictor
 from kafka_spark.client.librdkafka_log import routed
 from kafka_spark.common.topic_partition import TopicPartition
 
@@ -29,6 +30,7 @@ __all__ = [
     "acquire_consumer",
     "attempt_number",
     "close_pooled_consumers",
+    "evict_idle_consumers",
     "pooled_consumer_count",
     "release_consumer",
 ]
@@ -78,6 +80,8 @@ class PooledConsumer:
 
 _lock = threading.Lock()
 
+_EVICTOR = Evictor("pylog-consumer-evictor")
+
 _idle: dict[tuple[ConfigKey, TopicPartition], list[PooledConsumer]] = {}
 
 
@@ -99,6 +103,16 @@ def _evict_idle_locked(now: float) -> list[PooledConsumer]:
     return evicted
 
 
+def evict_idle_consumers() -> int:
+    """Close the pooled consumers idle for over :data:`IDLE_TIMEOUT_S`, and the oldest past
+    :data:`CAPACITY`; how many were closed. The pool's evictor thread calls it every minute."""
+    with _lock:
+        stale = _evict_idle_locked(time.monotonic())
+    for c in stale:
+        c.close()
+    return len(stale)
+
+
 def attempt_number() -> int:
     from pyspark import TaskContext
 
@@ -111,8 +125,10 @@ def acquire_consumer(config: ConfigKey, tp: TopicPartition) -> PooledConsumer:
 
     A task retry (``TaskContext.attemptNumber() > 0``) closes every pooled consumer of the key
     first, "for safety", as Spark does: whatever failed the first attempt may live in it.
-    Idle consumers older than :data:`IDLE_TIMEOUT_S` are closed on the way. Thread-safe.
+    Idle consumers older than :data:`IDLE_TIMEOUT_S` are closed on the way, and by the pool's
+    evictor thread (kafka_spark.client.evictor) in a worker that no longer reads. Thread-safe.
     """
+    _EVICTOR.ensure_running(lambda: evict_idle_consumers)
     key = (config, tp)
     retry = attempt_number() > 0
     with _lock:

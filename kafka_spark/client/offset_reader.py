@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kafka_spark.client.config import admin_config, consumer_config, isolation_level
+from kafka_spark.client.evictor import Evictor
 from kafka_spark.client.librdkafka_log import routed
 from kafka_spark.client.refusal import CredentialsRefused, RefusalWatch, list_topics_watching
 from kafka_spark.common.topic_partition import TopicPartition
@@ -351,8 +352,12 @@ def api_timeout_s(options: SourceOptions) -> float:
     return (options.default_api_timeout_ms or DEFAULT_API_TIMEOUT_MS) / 1000.0
 
 
+#: A pooled reader unused for this long is closed by the pool's evictor thread.
+READER_IDLE_TIMEOUT_S = 600.0
+
 _pool_lock = threading.Lock()
-_pool: dict[tuple, OffsetReader] = {}
+_pool: dict[tuple, tuple[OffsetReader, float]] = {}  # key -> (reader, when it was last handed out)
+_EVICTOR = Evictor("pylog-offset-reader-evictor")
 
 
 def pooled_offset_reader(options: SourceOptions, bootstrap_servers: str) -> OffsetReader:
@@ -364,17 +369,36 @@ def pooled_offset_reader(options: SourceOptions, bootstrap_servers: str) -> Offs
     reader takes each use's options (the same client settings; that read's retries and API
     timeout) and checks again that the cluster answers before its first call, so a broker that
     went away fails as a new client would. Not for concurrent use: a worker runs one task or one
-    plan at a time.
+    plan at a time. A reader not handed out for :data:`READER_IDLE_TIMEOUT_S` is closed by the
+    pool's evictor thread (kafka_spark.client.evictor).
     """
+    _EVICTOR.ensure_running(lambda: evict_idle_offset_readers)
     key = (bootstrap_servers, options.kafka_params)
     with _pool_lock:
-        reader = _pool.get(key)
-        if reader is None:
-            reader = _pool[key] = OffsetReader(options, bootstrap_servers)
+        pooled = _pool.get(key)
+        reader = pooled[0] if pooled is not None else OffsetReader(options, bootstrap_servers)
+        _pool[key] = (reader, time.monotonic())
     reader.options = options
     reader.timeout_s = api_timeout_s(options)
     reader._reached = False
     return reader
+
+
+def evict_idle_offset_readers() -> int:
+    """Close the pooled readers not handed out for :data:`READER_IDLE_TIMEOUT_S`; how many."""
+    now = time.monotonic()
+    with _pool_lock:
+        idle = [key for key, (_, used) in _pool.items() if now - used > READER_IDLE_TIMEOUT_S]
+        readers = [_pool.pop(key)[0] for key in idle]
+    for reader in readers:
+        reader.close()
+    return len(readers)
+
+
+def pooled_offset_reader_count() -> int:
+    """How many readers this process pools (for tests and diagnostics)."""
+    with _pool_lock:
+        return len(_pool)
 
 
 def check_specified_partitions(

@@ -51,7 +51,6 @@ from __future__ import annotations
 import atexit
 import json
 import logging
-import os
 import threading
 import time
 import weakref
@@ -63,6 +62,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from kafka_spark.client.evictor import INTERVAL_S, Evictor
 from kafka_spark.client.librdkafka_log import routed
 from kafka_spark.errors import PylogError
 from kafka_spark.topics.options import TopicSinkError, TopicSinkOptions, _security
@@ -87,8 +87,6 @@ class TopicSinkCommitMessage(WriterCommitMessage):
 
 #: An idle pooled producer is closed after this long (Spark's spark.kafka.producer.cache.timeout, 10m).
 PRODUCER_IDLE_TIMEOUT_S = 600.0
-#: How often the evictor looks for idle producers (spark.kafka.producer.cache.evictorThreadRunInterval, 1m).
-PRODUCER_EVICT_INTERVAL_S = 60.0
 
 
 @dataclass(eq=False)
@@ -105,32 +103,28 @@ class _ProducerPool:
     connected. As in Spark's own Kafka sink (``InternalKafkaProducerPool``):
 
     - a producer is borrowed by :meth:`acquire` and given back by :meth:`release`;
-    - one that nobody has borrowed for ``idle_timeout_s`` is closed by an evictor thread that looks
-      every ``evict_interval_s``. Without it, a worker that outlives its query (Spark keeps Python
-      workers) kept the query's producers, their threads and connections for good, reconnecting
-      every few seconds once that cluster was gone.
+    - one that nobody has borrowed for ``idle_timeout_s`` is closed by the pool's evictor thread
+      (kafka_spark.client.evictor), which looks every ``evict_interval_s``.
 
     Unlike Spark's pool, a producer given back by a failed task is closed rather than reused: a
     librdkafka producer with a fatal error (e.g. an idempotence sequence gap) fails every later
     produce, so every retry of the task in this worker would fail the same way. Thread-safe.
     """
 
-    def __init__(
-        self, idle_timeout_s: float = PRODUCER_IDLE_TIMEOUT_S, evict_interval_s: float = PRODUCER_EVICT_INTERVAL_S
-    ) -> None:
+    def __init__(self, idle_timeout_s: float = PRODUCER_IDLE_TIMEOUT_S, evict_interval_s: float = INTERVAL_S) -> None:
         self.idle_timeout_s = idle_timeout_s
         self.evict_interval_s = evict_interval_s
         self._lock = threading.Lock()
         self._pooled: dict[tuple[tuple[str, Any], ...], _PooledProducer] = {}
-        self._evictor_pid: int | None = None  # the process whose evictor runs (workers are forked)
+        self.evictor = Evictor("pylog-producer-evictor")
 
     def acquire(self, config: dict[str, Any]) -> Any:
         """A producer for ``config``: the pooled one if this worker has it, else a new one."""
         from confluent_kafka import Producer
 
         key = tuple(sorted(config.items()))
+        self.evictor.ensure_running(weakref.WeakMethod(self.evict_idle), self.evict_interval_s)
         with self._lock:
-            self._start_evictor_locked()
             entry = self._pooled.get(key)
             if entry is None:
                 entry = self._pooled[key] = _PooledProducer(key, Producer(routed(config)))
@@ -176,30 +170,6 @@ class _ProducerPool:
     def __len__(self) -> int:
         with self._lock:
             return len(self._pooled)
-
-    def _start_evictor_locked(self) -> None:
-        if self._evictor_pid == os.getpid():
-            return
-        self._evictor_pid = os.getpid()
-        evictor = threading.Thread(
-            target=_evict_forever, args=(weakref.ref(self), self.evict_interval_s), name="pylog-producer-evictor"
-        )
-        evictor.daemon = True
-        evictor.start()
-
-
-def _evict_forever(pool_ref: weakref.ref[_ProducerPool], interval_s: float) -> None:
-    """The evictor thread: every ``interval_s``, until its pool is gone."""
-    while True:
-        time.sleep(interval_s)
-        pool = pool_ref()
-        if pool is None:
-            return
-        try:
-            pool.evict_idle()
-        except Exception:  # never let the evictor die; the next round tries again
-            log.exception("pylog topic sink: closing idle producers failed")
-        del pool
 
 
 def _discard(producer: Any) -> None:
