@@ -120,8 +120,8 @@ def test_librdkafka_consumers_share_a_topic_and_take_over_a_leavers_partitions(b
     mine = {tp.partition for tp in first.assignment()}
     theirs = {tp.partition for tp in second.assignment()}
     assert mine | theirs == set(range(6)) and not mine & theirs and len(mine) == len(theirs) == 3
-    first.commit(asynchronous=False)
-    second.commit(asynchronous=False)
+    hand_over(first, first.assignment())
+    hand_over(second, second.assignment())  # (nothing, if first had read all of second's share)
     second.close()
     deadline = time.monotonic() + 30
     while len(first.assignment()) < 6:
@@ -378,7 +378,14 @@ def test_a_static_member_that_leaves_for_a_while_gets_its_partitions_back(broker
     assert second.owned.isdisjoint(kept)  # held for host-a while it is away
     back = Member(broker, "first-again")
     answer = back.join(instance_id="host-a")
-    assert (answer.error_code, back.owned) == (0, kept) and answer.member_epoch >= epoch
+    # Same subscription: no new group epoch, so nobody rebalances (as Kafka's coordinator).
+    assert (answer.error_code, back.owned, answer.member_epoch) == (0, kept, epoch)
+    assert second.heartbeat(owned=second.owned, instance_id="host-b").member_epoch == epoch
+    assert back.heartbeat(member_epoch=-2, instance_id="host-a").member_epoch == -2
+    changed = Member(broker, "first-changed")
+    answer = changed.join(topics=[TOPIC, "other"], instance_id="host-a")  # back, subscribed to more
+    assert answer.error_code == 0 and answer.member_epoch == epoch + 1
+    back = changed
 
     assert back.heartbeat(member_epoch=-1).member_epoch == -1  # a real leave: second takes all
     deadline = time.monotonic() + 10

@@ -193,8 +193,7 @@ class ConsumerGroups:
         if epoch == 0:
             if group is None:
                 group = self._groups[group_id] = ConsumerGroup(group_id)
-            member = self._join(group, body, client_id, client_host)
-            bump = True
+            member, bump = self._join(group, body, client_id, client_host)
         else:
             known = group.members.get(member_id) if group is not None else None
             if group is None or known is None or known.member_epoch == STATIC_LEAVE_EPOCH:
@@ -229,7 +228,9 @@ class ConsumerGroups:
             response["assignment"] = {"topic_partitions": _by_topic_id(member.assigned, topics)}
         return response
 
-    def _join(self, group: ConsumerGroup, body: Any, client_id: str, client_host: str) -> ConsumerMember:
+    def _join(self, group: ConsumerGroup, body: Any, client_id: str, client_host: str) -> tuple[ConsumerMember, bool]:
+        """The joining member, and whether the group's epoch moves: always for a new member; for a
+        static member back under its instance id, only if its subscription changed (as Kafka)."""
         member_id = body.member_id or uuid.uuid4().hex  # v0: the coordinator names the member
         old = group.members.get(member_id)
         if old is not None:  # rejoining under its id (after an error): it starts over with nothing
@@ -242,6 +243,7 @@ class ConsumerGroups:
             client_host=client_host,
             rebalance_timeout_ms=int(body.rebalance_timeout.total_seconds() * 1000),
         )
+        static: ConsumerMember | None = None
         if body.instance_id is not None:
             static = next((m for m in group.members.values() if m.instance_id == body.instance_id), None)
             if static is not None and static.member_epoch != STATIC_LEAVE_EPOCH:
@@ -251,16 +253,18 @@ class ConsumerGroups:
                 )
             if static is not None:  # the same instance is back: it takes its assignment over
                 self._take_over(group, static, member)
-        self._update(member, body)
+        changed = self._update(member, body)
         group.members[member.member_id] = member
         logger.info("group %s: member %s joins (consumer protocol)", group.group_id, member.member_id)
-        return member
+        return member, changed or static is None
 
     def _take_over(self, group: ConsumerGroup, old: ConsumerMember, new: ConsumerMember) -> None:
         _cancel(old.session_timer)
         del group.members[old.member_id]
         new.member_epoch, new.previous_member_epoch = old.previous_member_epoch, old.previous_member_epoch
         new.assigned, new.pending_revocation = old.assigned, old.pending_revocation
+        new.subscribed_names, new.subscribed_regex = old.subscribed_names, old.subscribed_regex
+        new.server_assignor = old.server_assignor
         if old.member_id in group.target:
             group.target[new.member_id] = group.target.pop(old.member_id)
         for key, owner in list(group.owners.items()):
