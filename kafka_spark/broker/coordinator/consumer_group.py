@@ -631,13 +631,55 @@ def _validate(body: Any) -> None:
         )
     regex = _regex(body)
     if regex:
-        try:
-            re.compile(regex)
-        except re.error as error:
+        refusal = re2_refusal(regex)
+        if refusal is not None:
             raise HeartbeatError(
                 ErrorCode.invalid_regular_expression,
-                f"SubscribedTopicRegex {regex!r} is not a valid regular expression: {error}",
-            ) from None
+                f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {refusal}.",
+            )
+
+
+#: Python ``re`` constructs that RE2 (Kafka compiles subscription regexes with RE2/J) does not have,
+#: by the parser's opcode name.
+_NOT_RE2 = {
+    "GROUPREF": "backreferences are not supported",
+    "GROUPREF_EXISTS": "conditional groups are not supported",
+    "ASSERT": "lookahead and lookbehind are not supported",
+    "ASSERT_NOT": "lookahead and lookbehind are not supported",
+    "ATOMIC_GROUP": "atomic groups are not supported",
+    "POSSESSIVE_REPEAT": "possessive quantifiers are not supported",
+}
+
+_NOT_RE2_FLAGS = re.VERBOSE | re.ASCII | re.LOCALE
+
+
+def re2_refusal(pattern: str) -> str | None:
+    """Why RE2/J would refuse ``pattern`` (None: it compiles there too, as far as Python's parser
+    shows). Kafka's coordinator compiles a SubscribedTopicRegex with RE2/J and refuses what does not
+    compile; Python's ``re`` accepts more (backreferences, lookaround, atomic groups, possessive
+    quantifiers, ``\\Z``), so those are refused here as Kafka refuses them."""
+    from re import _parser  # type: ignore[attr-defined]
+
+    try:
+        parsed = _parser.parse(pattern)
+    except re.error as error:
+        return str(error)
+    if parsed.state.flags & _NOT_RE2_FLAGS:
+        return "the flags x, a and L are not supported (RE2 has i, m, s and U)"
+    pending: list[Any] = [parsed]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, _parser.SubPattern):
+            pending.extend(item.data)
+        elif isinstance(item, (list, tuple)):
+            if len(item) == 2 and str(item[0]) in _NOT_RE2:
+                return _NOT_RE2[str(item[0])]
+            if len(item) == 2 and str(item[0]) == "SUBPATTERN" and item[1][1] & _NOT_RE2_FLAGS:
+                return "the flags x, a and L are not supported (RE2 has i, m, s and U)"
+            if len(item) == 2 and str(item[0]) == "AT" and str(item[1]) == "AT_END_STRING":
+                return "\\Z is not supported (RE2 writes the end of the text \\z)"
+            pending.extend(item)
+    return None
 
 
 def _regex(body: Any) -> str | None:
