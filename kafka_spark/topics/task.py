@@ -149,23 +149,25 @@ class _ProducerPool:
 
     def evict_idle(self) -> int:
         """Close the producers nobody has borrowed for ``idle_timeout_s``; how many were closed."""
+        return self._close_unborrowed(idle_for_s=self.idle_timeout_s)
+
+    def close_all(self) -> None:
+        """Close every producer nobody borrows (at the worker's exit)."""
+        self._close_unborrowed(idle_for_s=None)
+
+    def _close_unborrowed(self, idle_for_s: float | None) -> int:
         now = time.monotonic()
         with self._lock:
-            idle = [e for e in self._pooled.values() if e.borrowed == 0 and now - e.idle_since > self.idle_timeout_s]
+            idle = [
+                e
+                for e in self._pooled.values()
+                if e.borrowed == 0 and (idle_for_s is None or now - e.idle_since > idle_for_s)
+            ]
             for entry in idle:
                 del self._pooled[entry.key]
         for entry in idle:
             _discard(entry.producer)
         return len(idle)
-
-    def close_all(self) -> None:
-        """Close every producer nobody borrows (at the worker's exit)."""
-        with self._lock:
-            idle = [e for e in self._pooled.values() if e.borrowed == 0]
-            for entry in idle:
-                del self._pooled[entry.key]
-        for entry in idle:
-            _discard(entry.producer)
 
     def __len__(self) -> int:
         with self._lock:
