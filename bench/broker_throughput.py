@@ -84,7 +84,7 @@ from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, os.path.join(HERE, ".."))
 from _harness import (  # noqa: E402
     children_cpu_seconds,
     make_input,
@@ -95,10 +95,11 @@ from _harness import (  # noqa: E402
     scratch_dir,
     timed,
 )
-from interop.references import ApacheKafka, kafka_tool  # noqa: E402
 from kio.schema.types import BrokerId, TopicName  # noqa: E402
 from kio.serial import entity_reader, entity_writer  # noqa: E402
 from kio.static.primitive import i8, i32, i64  # noqa: E402
+
+from tests.interop.references import ApacheKafka, kafka_tool  # noqa: E402
 
 PARTITIONS = 4
 KCAT_CONSUME = ("kcat", "-C", "-e", "-q", "-o", "beginning", "-X", "fetch.wait.max.ms=10")

@@ -188,8 +188,8 @@ def bench_kafka_sink(spark: SparkSession, rows: int, repeats: int, warmup: int) 
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-    from interop.references import ApacheKafka
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from tests.interop.references import ApacheKafka
 
     df = (
         spark.range(0, rows, numPartitions=2)
@@ -253,8 +253,8 @@ def main() -> None:
         .config("spark.driver.memory", "2g")
     )
     if "kafka" in parts:
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-        from interop.references import spark_kafka_jars
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        from tests.interop.references import spark_kafka_jars
 
         builder = builder.config("spark.jars", ",".join(spark_kafka_jars()))
     spark = builder.getOrCreate()

@@ -38,7 +38,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -233,7 +233,7 @@ def interleaved(
 
 
 def kafka_parts(spark, args, parts: set[str]) -> None:  # noqa: ANN001
-    from interop.references import ApacheKafka
+    from tests.interop.references import ApacheKafka
 
     median = statistics.median
     with ApacheKafka(heap="1g") as kafka:
@@ -380,7 +380,7 @@ def main() -> int:
         .config("spark.ui.showConsoleProgress", "false")
     )
     if parts & {"kafka", "sweep"}:
-        from interop.references import spark_kafka_jars
+        from tests.interop.references import spark_kafka_jars
 
         builder = builder.config("spark.jars", ",".join(spark_kafka_jars()))
     spark = builder.getOrCreate()

@@ -13,7 +13,7 @@ fast), then, from a directory outside the clone:
 ``--pyspark 4.2.0`` checks the lowest release setup.cfg declares.
 
     python scripts/check_install.py                                  # the wheel, newest deps
-    python scripts/check_install.py --pyspark 4.2.0 -- tests/test_source_streaming.py
+    python scripts/check_install.py --pyspark 4.2.0 -- tests/read/test_stream.py
 """
 
 from __future__ import annotations

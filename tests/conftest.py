@@ -8,7 +8,8 @@ import sys
 import tempfile
 
 import pytest
-from client_threads import free_clients_left_behind, librdkafka_threads
+
+from tests.support.client_threads import free_clients_left_behind, librdkafka_threads
 
 # Python workers must run this interpreter (the venv), not `python3` on PATH.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -78,7 +79,7 @@ def _spark_kafka_jars() -> str:
     """Spark's own Kafka connector (format("kafka"), resolved by scripts/fetch_references.sh),
     for the interop tests that run it beside format("pylog") in this session. Only on the
     classpath, it costs nothing until used; without it those tests fail and name the script."""
-    from interop.references import ReferencesMissing, spark_kafka_jars
+    from tests.interop.references import ReferencesMissing, spark_kafka_jars
 
     try:
         return ",".join(spark_kafka_jars())

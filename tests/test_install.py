@@ -59,7 +59,7 @@ def test_lowest_declared_pyspark_runs_the_source_and_the_file_sink(tmp_path):
             "--pyspark",
             LOWEST_PYSPARK,
             "--",
-            "tests/test_source_streaming.py",
+            "tests/read/test_stream.py",
             "-k",
             "read_limit or per_trigger or trigger_delay or exactly_once",
         ],

@@ -20,7 +20,7 @@ from kafka.partitioner.default import murmur2
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
-from tests.test_topic_sink import read_topic
+from tests.topics.test_sink import read_topic
 
 JAVA_CONSUMER = {
     "kafka.default.api.timeout.ms": "20000",

@@ -9,7 +9,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
 import kafka_spark
-from tests.test_topic_sink import read_topic
+from tests.topics.test_sink import read_topic
 
 
 def counts_per_key(spark, bootstrap: str, topic: str):

@@ -4,7 +4,7 @@ The broker spells Kafka's error codes as kio's generated ``kio.schema.errors.Err
 connector does not import it: these clients run in Spark's Python workers, where kio would add
 36 modules and some 15 ms per worker, and 250 modules and 0.2 s where hypothesis is installed
 (kio.static imports it when present), for a handful of numbers. So this module repeats the
-codes the connector needs, with kio's names and values; tests/test_kafka_error_codes.py fails if
+codes the connector needs, with kio's names and values; tests/common/test_kafka_errors.py fails if
 one of them ever disagrees with kio's, so there is still one spelling.
 """
 

@@ -137,8 +137,7 @@ def test_a_batch_cut_in_half_is_truncated_and_writes_continue_at_the_right_offse
         broker.wait(30)
 
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from wire import WireClient  # noqa: E402
+from tests.support.wire import WireClient  # noqa: E402
 
 BATCH = build_record_batch([(b"k", b"v", [], 1_700_000_000_000)])
 

@@ -12,12 +12,12 @@ import socket
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from test_request_memory import wait_until
-from test_storage_log import client_batch, decode, open_log
-from tls_certs import make_pki
 
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.file_region import FileRegion, RegionTruncatedError, materialize
+from tests.broker.storage.test_log import client_batch, decode, open_log
+from tests.broker.test_request_memory import wait_until
+from tests.support.tls_certs import make_pki
 
 
 def file_with(tmp_path, data: bytes):
@@ -208,9 +208,9 @@ def test_pipelined_answers_behind_a_full_socket_arrive_whole_and_in_order(tmp_pa
     (bytes and regions), then all go out in order, each region by sendfile. A broker stopping
     while a client reads nothing does not wait for it."""
     from kio.serial import entity_reader
-    from wire import WireClient
 
     from kafka_spark.broker.protocol.schemas import response_class
+    from tests.support.wire import WireClient
 
     calls = RegionCalls(monkeypatch)
     fetches = 4
@@ -250,7 +250,7 @@ def test_a_client_gone_while_its_answer_waits_is_let_go_quietly(tmp_path, monkey
     import logging
     import struct
 
-    from wire import WireClient
+    from tests.support.wire import WireClient
 
     calls = RegionCalls(monkeypatch)
     caplog.set_level(logging.DEBUG, logger="kafka_spark.broker")

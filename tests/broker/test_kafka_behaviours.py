@@ -19,11 +19,11 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
 )
-from wire import WireClient
 
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.protocol.versions import ApiKey
 from kafka_spark.broker.storage.batch import build_record_batch, iter_batches
+from tests.support.wire import WireClient
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 

@@ -7,11 +7,9 @@ import asyncio
 import logging
 import socket
 import struct
-import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
@@ -19,9 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.protocol.frames import FrameDecoder
 from kafka_spark.broker.storage.batch import build_record_batch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from wire import WireClient  # noqa: E402
+from tests.support.wire import WireClient  # noqa: E402
 
 MiB = 1024 * 1024
 

@@ -8,7 +8,8 @@ import struct
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from wire import WireClient
+
+from tests.support.wire import WireClient
 
 API_VERSIONS, METADATA = 18, 3
 

@@ -9,10 +9,10 @@ import ssl
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from tls_certs import Pki, make_pki
 
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.properties import broker_options
+from tests.support.tls_certs import Pki, make_pki
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from interop.harness import SCRAM_PASSWORD, SCRAM_USER, Cluster, JavaClients
-from interop.references import SPARK_CONNECTOR_VERSION, ApacheKafka, ReferencesMissing, ToolRunner, kafka_clients_jar
+
+from tests.interop.harness import SCRAM_PASSWORD, SCRAM_USER, Cluster, JavaClients
+from tests.interop.references import (
+    SPARK_CONNECTOR_VERSION,
+    ApacheKafka,
+    ReferencesMissing,
+    ToolRunner,
+    kafka_clients_jar,
+)
 
 _report: list[str] = []
 

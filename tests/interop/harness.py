@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Producer
-from interop.references import ToolRunner, java_command, kafka_tool
 from pyspark.sql import DataFrame
+
+from tests.interop.references import ToolRunner, java_command, kafka_tool
 
 SCRAM_USER, SCRAM_PASSWORD = "alice", "alice-secret"
 

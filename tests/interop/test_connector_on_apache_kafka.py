@@ -14,8 +14,20 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from interop.harness import BASE_TS, SCRAM_PASSWORD, SCRAM_USER, Cluster, JavaClients, fill, read, records, rows, table
 from pyspark.sql import functions as F
+
+from tests.interop.harness import (
+    BASE_TS,
+    SCRAM_PASSWORD,
+    SCRAM_USER,
+    Cluster,
+    JavaClients,
+    fill,
+    read,
+    records,
+    rows,
+    table,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,6 @@
 """`pylog consume` against Apache Kafka as against pylog's broker: its own Fetch client
 (--fetcher wire) prints the same bytes as confluent-kafka's consumer (--fetcher librdkafka) over
-the record matrix of tests/test_console_fetch.py, plus batches compressed by Kafka's Java
+the record matrix of tests/cli/test_console_fetch.py, plus batches compressed by Kafka's Java
 producer (snappy in its xerial framing, lz4)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import time
 
-from interop.harness import Cluster
-from test_console_fetch import OUTPUTS, both, processed, produce_matrix
+from tests.cli.test_console_fetch import OUTPUTS, both, processed, produce_matrix
+from tests.interop.harness import Cluster
 
 
 def test_wire_and_librdkafka_fetchers_print_the_same_bytes(cluster: Cluster, tmp_path):
@@ -31,7 +31,7 @@ def test_wire_and_librdkafka_fetchers_print_the_same_bytes(cluster: Cluster, tmp
         assert time.monotonic() < deadline, f"{count} records never became readable"
         time.sleep(0.2)
     printed = {}
-    for output in OUTPUTS[:3]:  # --print-key: tests/test_console_fetch.py
+    for output in OUTPUTS[:3]:  # --print-key: tests/cli/test_console_fetch.py
         wire, librdkafka = both(cluster.bootstrap_servers, env, topic, "--from-beginning", "-e", *output)
         assert wire.stdout == librdkafka.stdout, output
         assert processed(wire) == processed(librdkafka) == str(count).encode(), output

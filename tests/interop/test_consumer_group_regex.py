@@ -11,8 +11,9 @@ import uuid
 from typing import Any
 
 import pytest
-from interop.harness import Cluster
-from wire import WireClient
+
+from tests.interop.harness import Cluster
+from tests.support.wire import WireClient
 
 INVALID_REGULAR_EXPRESSION = 128
 # The coordinator is still being elected or loaded (Kafka's first group after it starts).

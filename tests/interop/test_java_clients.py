@@ -11,7 +11,7 @@ import queue
 import threading
 import time
 
-from interop.harness import Cluster, JavaClients, records, table
+from tests.interop.harness import Cluster, JavaClients, records, table
 
 
 def test_transactional_producer_is_read_once_by_read_committed_and_aborts_are_skipped(

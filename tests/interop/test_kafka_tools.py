@@ -9,7 +9,8 @@ import re
 import time
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from interop.harness import BASE_TS, Cluster, table
+
+from tests.interop.harness import BASE_TS, Cluster, table
 
 
 def consume(cluster: Cluster, topic: str, count: int, *args: str) -> list[str]:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import time
 
-from interop.harness import Cluster, JavaClients, fill, read, records, rows
 from pyspark.sql import functions as F
+
+from tests.interop.harness import Cluster, JavaClients, fill, read, records, rows
 
 
 def test_spark_kafka_source_and_pylog_source_read_the_same_rows(spark_kafka, cluster: Cluster):
