@@ -10,6 +10,18 @@ Installed with pylog (entry point ``pytest11``), so these fixtures are available
 ``pylog_broker`` is one EmbeddedBroker per test session (temporary data, removed at the end);
 ``pylog_topic(partitions=1, name=None, config=None)`` creates a topic and returns its name.
 
+``pylog_oauth_broker`` is a second session broker whose listener takes SASL/OAUTHBEARER only
+(SASL_PLAINTEXT), validating unsecured JWTs as Kafka's default OAUTHBEARER validator does: any
+client can name its principal, which is what a test of a login path needs. librdkafka logs in
+with::
+
+    {"bootstrap.servers": pylog_oauth_broker.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+     "sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True,
+     "sasl.oauthbearer.config": "principal=alice"}
+
+and kafka-python or aiokafka with a token provider returning
+``kafka_spark.broker.oauthbearer.unsecured_token("alice")``.
+
 ``pylog_cluster`` is a fresh three-broker EmbeddedCluster per test (replication factor 3, a
 two-second broker session timeout so a killed broker is noticed fast), for testing a pipeline
 through a broker failure:
@@ -51,6 +63,22 @@ def pylog_broker() -> Iterator[EmbeddedBroker]:
     # a group settles in a few heartbeats, and tests should not wait for them.
     with EmbeddedBroker(
         register=False, retention_check_interval_ms=None, group_consumer_heartbeat_interval_ms=1_000
+    ) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def pylog_oauth_broker() -> Iterator[EmbeddedBroker]:
+    """A broker for the whole session whose listener is SASL_PLAINTEXT with OAUTHBEARER only,
+    validating unsecured JWTs (alg none; the principal is the ``sub`` claim), as Kafka's
+    ``OAuthBearerUnsecuredValidatorCallbackHandler``. Not registered for discovery."""
+    from kafka_spark.broker import EmbeddedBroker
+
+    with EmbeddedBroker(
+        register=False,
+        retention_check_interval_ms=None,
+        group_consumer_heartbeat_interval_ms=1_000,  # as pylog_broker's
+        sasl_mechanisms=("OAUTHBEARER",),
     ) as broker:
         yield broker
 

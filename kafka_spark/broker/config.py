@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kafka_spark.broker.durability import DEFAULT_FLUSH_TIMEOUT_MS, DEFAULT_RING_ENTRIES
 from kafka_spark.broker.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
@@ -77,6 +78,14 @@ class BrokerConfig:
     # never written to disk.
     sasl_users: Mapping[str, str] | None = field(default=None, repr=False)
     sasl_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # sasl.enabled.mechanisms
+    # OAUTHBEARER among sasl_mechanisms makes the listener SASL too, with or without users: tokens
+    # are checked by this validator (oauthbearer/validator.py; Kafka's
+    # listener.name.<l>.oauthbearer.sasl.server.callback.handler.class), by default an unsecured
+    # JWS validator as Kafka's. connections_max_reauth_ms is Kafka's connections.max.reauth.ms
+    # (KIP-368): the longest a session lasts before the client must re-authenticate; 0: only a
+    # token's expiry bounds it.
+    sasl_oauthbearer_validator: Any = None
+    connections_max_reauth_ms: int = 0
     # TLS: with a certificate (PEM chain; the key in it or in ssl_keyfile) the listener is SSL, or
     # SASL_SSL with users. ssl_client_auth is Kafka's ssl.client.auth: none, requested or
     # required, client certificates chaining to ssl_cafile.
@@ -121,15 +130,54 @@ class BrokerConfig:
                 f"authorizer.class.name={self.authorizer_class_name!r}: pylog's authorizer is the ACL "
                 f"authorizer; set it to {' or '.join(sorted(AUTHORIZER_CLASSES))}, or leave it out"
             )
+        self._check_sasl()
         if self.ssl_client_auth not in ("none", "requested", "required"):
             raise ValueError(f"ssl_client_auth={self.ssl_client_auth!r}: use none, requested or required")
         if self.ssl_client_auth != "none" and not self.ssl_cafile:
             raise ValueError("ssl_client_auth needs ssl_cafile: the CAs that client certificates must chain to")
 
+    def _check_sasl(self) -> None:
+        from kafka_spark.broker.oauthbearer.unsecured import UnsecuredJwsValidator
+        from kafka_spark.broker.sasl import MECHANISMS, OAUTHBEARER
+
+        unknown = [mechanism for mechanism in self.sasl_mechanisms if mechanism not in MECHANISMS]
+        if unknown or not self.sasl_mechanisms:
+            raise ValueError(
+                f"sasl_mechanisms={','.join(self.sasl_mechanisms)}: pylog authenticates with {', '.join(MECHANISMS)}"
+            )
+        oauthbearer = OAUTHBEARER in self.sasl_mechanisms
+        if self.sasl_oauthbearer_validator is not None and not oauthbearer:
+            raise ValueError(
+                "sasl_oauthbearer_validator is given but OAUTHBEARER is not in sasl_mechanisms; add it, e.g. "
+                'sasl_mechanisms=("OAUTHBEARER",)'
+            )
+        if oauthbearer and self.sasl_oauthbearer_validator is None:
+            # Kafka's default server callback handler for OAUTHBEARER
+            object.__setattr__(self, "sasl_oauthbearer_validator", UnsecuredJwsValidator())
+        if oauthbearer and "PLAIN" in self.sasl_mechanisms and not self.sasl_users:
+            raise ValueError("sasl_mechanisms holds PLAIN but no sasl_users are given: give the users, or drop PLAIN")
+        if self.sasl_oauthbearer_validator is not None and not callable(
+            getattr(self.sasl_oauthbearer_validator, "validate", None)
+        ):
+            raise ValueError(
+                f"sasl_oauthbearer_validator={type(self.sasl_oauthbearer_validator).__name__} has no validate(token, "
+                "extensions) method (see kafka_spark.broker.oauthbearer.OAuthBearerValidator)"
+            )
+        if self.connections_max_reauth_ms < 0:
+            raise ValueError(
+                f"connections_max_reauth_ms={self.connections_max_reauth_ms}: give a positive number of "
+                "milliseconds, or 0 for no bound but the credential's"
+            )
+
+    @property
+    def sasl_enabled(self) -> bool:
+        """The listener authenticates clients with SASL: users are given, or OAUTHBEARER is enabled."""
+        return bool(self.sasl_users) or "OAUTHBEARER" in self.sasl_mechanisms
+
     @property
     def security_protocol(self) -> str:
         tls = bool(self.ssl_certfile)
-        if self.sasl_users:
+        if self.sasl_enabled:
             return "SASL_SSL" if tls else "SASL_PLAINTEXT"
         return "SSL" if tls else "PLAINTEXT"
 

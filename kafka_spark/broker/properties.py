@@ -7,9 +7,11 @@ pools) are accepted and reported as ignored; any other key is an error naming it
 passes silently.
 
 A SASL_PLAINTEXT listener authenticates clients with the ``sasl.enabled.mechanisms`` among PLAIN,
-SCRAM-SHA-256 and SCRAM-SHA-512, its users given as Kafka gives PLAIN's:
+SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER, its users given as Kafka gives PLAIN's:
 ``listener.name.sasl_plaintext.plain.sasl.jaas.config`` with ``user_NAME="password"`` options
-(pylog derives the SCRAM credentials from them; Kafka keeps those in its metadata instead). An
+(pylog derives the SCRAM credentials from them; Kafka keeps those in its metadata instead), its
+token validation by the ``listener.name.<l>.oauthbearer.*`` and ``sasl.oauthbearer.*`` keys
+(oauthbearer/settings.py), and ``connections.max.reauth.ms`` bounding its sessions (KIP-368). An
 SSL or SASL_SSL listener takes its key and certificates as PEM files (``ssl.keystore.type=PEM``,
 ``ssl.keystore.location``, ``ssl.key.password``; ``ssl.truststore.*`` and ``ssl.client.auth`` for
 client certificates).
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_spark.broker.apis.configs import BROKER_NAMES, FLUSH_ON_ACK_ALL
+from kafka_spark.broker.oauthbearer.settings import is_oauthbearer_key
 from kafka_spark.broker.storage.config import LogConfig
 from kafka_spark.broker.storage.errors import InvalidConfigError
 
@@ -68,6 +71,7 @@ _BROKER_KEYS = {
     "authorizer.class.name": ("authorizer_class_name", str),
     "super.users": ("super_users", "principals"),
     "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", "bool"),
+    "connections.max.reauth.ms": ("connections_max_reauth_ms", int),
 }
 
 # The broker keys with a range: (lowest, highest or None, what the value means).
@@ -82,6 +86,7 @@ _BOUNDS = {
     ),
     "log.flush.timeout.ms": (1, None, "milliseconds an fsync may take before its partition goes offline"),
     "log.flush.io.uring.entries": (1, 32768, "entries of the fsync ring (io_uring takes 1 to 32768)"),
+    "connections.max.reauth.ms": (0, None, "the longest SASL session before re-authentication, or 0 for no bound"),
 }
 
 _TLS_KEYS = frozenset(
@@ -102,8 +107,9 @@ _HANDLED_BELOW = frozenset(
     | _TLS_KEYS
 )
 
-# Kafka's per-listener SASL/PLAIN users: user_NAME="password" options of PlainLoginModule.
-_LISTENER_JAAS = re.compile(r"listener\.name\.([a-z0-9_]+)\.plain\.sasl\.jaas\.config")
+# Kafka's per-listener SASL/PLAIN users (user_NAME="password" options of PlainLoginModule), and
+# mechanisms.
+_LISTENER_JAAS = re.compile(r"listener\.name\.([a-z0-9_]+)\.(plain\.sasl\.jaas\.config|sasl\.enabled\.mechanisms)")
 
 # Kafka broker keys that mean nothing on one pylog node: replication and its quorum, KRaft
 # controllers, and thread pools the event loop does not have.
@@ -213,7 +219,7 @@ def broker_options(properties: Mapping[str, str]) -> BrokerOptions:
                 _check_bounds(key, options.settings[name])
         elif key in _LOG_DEFAULTS:
             log_changes[_LOG_DEFAULTS[key]] = value
-        elif key in _HANDLED_BELOW or _LISTENER_JAAS.fullmatch(key):
+        elif key in _HANDLED_BELOW or _LISTENER_JAAS.fullmatch(key) or is_oauthbearer_key(key):
             continue
         elif key == FLUSH_ON_ACK_ALL:
             flush_on_ack_all = _parse_bool(key, value)
@@ -290,10 +296,7 @@ def _apply_listeners(properties: Mapping[str, str], options: BrokerOptions) -> N
                     "to PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
                 )
             if key == "listeners" and protocol.startswith("SASL_"):
-                options.settings["sasl_users"] = _sasl_users(properties, name)
-                options.settings["sasl_mechanisms"] = tuple(
-                    m.strip().upper() for m in properties["sasl.enabled.mechanisms"].split(",") if m.strip()
-                )
+                options.settings.update(_sasl_settings(properties, name))
             if key == "listeners" and protocol.endswith("SSL"):
                 options.settings.update(_tls_settings(properties, name))
             host, sep, port_text = address.rpartition(":")
@@ -351,19 +354,47 @@ def _tls_settings(properties: Mapping[str, str], listener: str) -> dict[str, Any
     return settings
 
 
-def _sasl_users(properties: Mapping[str, str], listener: str) -> dict[str, str]:
-    """The users of a SASL_PLAINTEXT listener, from its PlainLoginModule's user_NAME options."""
-    from kafka_spark.broker.sasl import MECHANISMS
-    from kafka_spark.common.jaas import JaasConfigError, parse_jaas
+def _sasl_settings(properties: Mapping[str, str], listener: str) -> dict[str, Any]:
+    """A SASL listener's mechanisms, its PLAIN users (for PLAIN and SCRAM) and its OAUTHBEARER
+    validator."""
+    from kafka_spark.broker.oauthbearer.settings import (
+        OAuthBearerConfigError,
+        listener_configs,
+        validator_from_configs,
+    )
+    from kafka_spark.broker.sasl import MECHANISMS, OAUTHBEARER
 
-    mechanisms = [
-        m.strip().upper() for m in properties.get("sasl.enabled.mechanisms", "GSSAPI").split(",") if m.strip()
-    ]
+    key = f"listener.name.{listener.lower()}.sasl.enabled.mechanisms"
+    enabled = properties.get(key, properties.get("sasl.enabled.mechanisms", "GSSAPI"))
+    mechanisms = tuple(m.strip().upper() for m in enabled.split(",") if m.strip())
     if not mechanisms or set(mechanisms) - set(MECHANISMS):
         raise InvalidConfigError(
             f"sasl.enabled.mechanisms={','.join(mechanisms)}: pylog authenticates with {', '.join(MECHANISMS)}; "
-            "set sasl.enabled.mechanisms to those you want, e.g. PLAIN,SCRAM-SHA-512"
+            "set sasl.enabled.mechanisms to those you want, e.g. PLAIN,SCRAM-SHA-512 or OAUTHBEARER"
         )
+    settings: dict[str, Any] = {"sasl_mechanisms": mechanisms}
+    if set(mechanisms) - {OAUTHBEARER}:
+        settings["sasl_users"] = _sasl_users(properties, listener)
+    if OAUTHBEARER in mechanisms:
+        prefix = f"listener.name.{listener.lower()}.oauthbearer."
+        try:
+            configs = listener_configs(properties, listener)
+            settings["sasl_oauthbearer_validator"] = validator_from_configs(
+                configs, f"{prefix}sasl.server.callback.handler.class"
+            )
+        except OAuthBearerConfigError as error:
+            raise InvalidConfigError(str(error)) from None
+        if "connections.max.reauth.ms" in configs:  # Kafka's per-mechanism override of the broker's
+            settings["connections_max_reauth_ms"] = _parse(
+                f"{prefix}connections.max.reauth.ms", configs["connections.max.reauth.ms"], int
+            )
+    return settings
+
+
+def _sasl_users(properties: Mapping[str, str], listener: str) -> dict[str, str]:
+    """The users of a SASL_PLAINTEXT listener, from its PlainLoginModule's user_NAME options."""
+    from kafka_spark.common.jaas import JaasConfigError, parse_jaas
+
     key = f"listener.name.{listener.lower()}.plain.sasl.jaas.config"
     if key not in properties:
         raise InvalidConfigError(

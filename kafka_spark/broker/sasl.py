@@ -1,5 +1,5 @@
 """SASL authentication of a connection (a SASL_PLAINTEXT listener), as Kafka does it: PLAIN,
-SCRAM-SHA-256 and SCRAM-SHA-512.
+SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER.
 
 A broker given users (``EmbeddedBroker(sasl_users={"alice": "alice-secret"})``, or Kafka's
 ``listener.name.sasl_plaintext.plain.sasl.jaas.config`` with ``user_alice="alice-secret"``)
@@ -20,6 +20,16 @@ tell it from a wrong password. A failed authentication is answered with
 SASL_AUTHENTICATION_FAILED, then the connection is closed. Passwords are compared in constant
 time and never logged. PLAIN sends the password in clear text: over anything but loopback, put TLS
 in front of the broker.
+
+OAUTHBEARER (``sasl_mechanisms`` holding it) takes a bearer token (RFC 7628,
+oauthbearer/exchange.py) and has the listener's validator check it (oauthbearer/validator.py: an
+unsecured JWS by default, signed JWTs against a JWKS, or any pluggable one); the principal is the
+token's subject. Tokens expire, and so do sessions (KIP-368): a successful SaslAuthenticate v1+
+tells the client its session lifetime, the token's remaining life capped by
+``connections.max.reauth.ms`` (which bounds PLAIN and SCRAM sessions too). A client re-authenticates
+over the same connection (SaslHandshake and SaslAuthenticate again, the same mechanism and
+principal) and keeps it; a connection that sends any other request after its session ended is
+closed, as Kafka closes it.
 """
 
 from __future__ import annotations
@@ -28,14 +38,23 @@ import base64
 import datetime
 import hashlib
 import hmac
+import inspect
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+from kafka_spark.broker.oauthbearer.exchange import OAuthBearerExchange, SaslAuthenticationFailed
+from kafka_spark.broker.protocol.versions import ApiKey
+
+OAUTHBEARER = "OAUTHBEARER"
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", OAUTHBEARER)
+DEFAULT_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_LONGEST_SESSION_MS = 10**15  # ~31,700 years: a token "never" expiring still fits the response's timedelta
+_EMPTY_ANSWER = {"auth_bytes": b"", "session_lifetime": datetime.timedelta(0)}
 SCRAM_ITERATIONS = 4096
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 
@@ -92,63 +111,105 @@ def derive(hash_name: str, password: str, salt: bytes, iterations: int = SCRAM_I
 
 @dataclass
 class SaslSession:
-    """The authentication state of one connection."""
+    """The authentication state of one connection, and its re-authentications (KIP-368)."""
 
     users: Mapping[str, str]
     mechanisms: tuple[str, ...] = MECHANISMS
     scram: ScramCredentials | None = None
+    oauthbearer_validator: Any = None  # OAUTHBEARER's (oauthbearer/validator.py)
+    connections_max_reauth_ms: int = 0  # Kafka's connections.max.reauth.ms; 0: only a token's expiry bounds
     mechanism: str | None = None  # chosen by SaslHandshake
     legacy: bool = False  # SaslHandshake v0: the tokens come as bare frames
-    user: str | None = None  # set once authenticated
+    user: str | None = None  # set once authenticated (kept while re-authenticating)
     failed: bool = False
+    failure: str | None = None  # the error message of a failed exchange (no secrets in it)
+    refusal: str | None = None  # why a token was refused (the log says it as soon as it is known)
+    exchanging: bool = False  # a SaslHandshake began an exchange that is not over
+    session_lifetime_ms: int = 0  # what the last successful SaslAuthenticate (v1+) told the client
+    expires_at: float | None = None  # time.monotonic() after which the session is over (KIP-368)
+    _previous_mechanism: str | None = None  # a re-authentication's: it may not change
     _scram_state: dict = field(default_factory=dict)
+    _oauthbearer: OAuthBearerExchange | None = None
 
     @property
     def authenticated(self) -> bool:
         return self.user is not None
 
+    @property
+    def reauthenticating(self) -> bool:
+        return self.exchanging and self.authenticated
+
     def handshake(self, mechanism: str, version: int) -> dict:
-        """The SaslHandshake response; a mechanism this broker lacks fails the connection."""
-        if self.authenticated or self.mechanism is not None:
+        """The SaslHandshake response; a mechanism this broker lacks fails the connection. On an
+        authenticated connection it begins a re-authentication (KIP-368), which must keep the
+        mechanism and the principal."""
+        if self.exchanging or self.failed or (self.authenticated and version == 0):
             self.failed = True
+            self.failure = "SaslHandshake in the middle of an exchange, or v0 for re-authentication"
             return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": list(self.mechanisms)}
         if mechanism not in self.mechanisms:
             self.failed = True
+            self.failure = f"unsupported SASL mechanism {mechanism!r}"
             return {"error_code": ErrorCode.unsupported_sasl_mechanism, "mechanisms": list(self.mechanisms)}
+        self._previous_mechanism = self.mechanism if self.authenticated else None
         self.mechanism = mechanism
         self.legacy = version == 0
+        self.exchanging = True
+        self._scram_state = {}
+        self._oauthbearer = OAuthBearerExchange(self.oauthbearer_validator) if mechanism == OAUTHBEARER else None
         return {"error_code": ErrorCode.none, "mechanisms": list(self.mechanisms)}
 
-    def authenticate(self, token: bytes) -> dict:
-        """The SaslAuthenticate response to the next token of the exchange."""
-        response = {"auth_bytes": b"", "session_lifetime": datetime.timedelta(0)}
-        if self.mechanism is None or self.authenticated:
+    def authenticate(self, token: bytes) -> dict | Awaitable[dict]:
+        """The SaslAuthenticate response to the next token of the exchange (an awaitable of it
+        while an OAUTHBEARER token is validated)."""
+        if not self.exchanging:
             self.failed = True
-            return {
-                **response,
-                "error_code": ErrorCode.illegal_sasl_state,
-                "error_message": "SaslAuthenticate without a SaslHandshake, or after authentication",
-            }
+            self.failure = "SaslAuthenticate without a SaslHandshake, or after authentication"
+            return {**_EMPTY_ANSWER, "error_code": ErrorCode.illegal_sasl_state, "error_message": self.failure}
         answer = self.step(bytes(token))
-        if self.failed:
-            return {
-                **response,
-                "error_code": ErrorCode.sasl_authentication_failed,
-                "error_message": f"Authentication failed: Invalid username or password ({self.mechanism})",
-            }
-        return {**response, "auth_bytes": answer, "error_code": ErrorCode.none, "error_message": None}
+        if inspect.isawaitable(answer):
+            return self._response_later(answer)
+        return self._response(answer)
 
-    def step(self, token: bytes) -> bytes:
-        """The server's answer to one client token; sets ``user`` when done, ``failed`` on a
-        refusal (the answer is then meaningless)."""
+    async def _response_later(self, answer: Awaitable[bytes]) -> dict:
+        return self._response(await answer)
+
+    def _response(self, answer: bytes) -> dict:
+        if self.failed:
+            return {**_EMPTY_ANSWER, "error_code": ErrorCode.sasl_authentication_failed, "error_message": self.failure}
+        lifetime = datetime.timedelta(milliseconds=0 if self.exchanging else self.session_lifetime_ms)
+        return {"auth_bytes": answer, "session_lifetime": lifetime, "error_code": ErrorCode.none, "error_message": None}
+
+    def step(self, token: bytes) -> bytes | Awaitable[bytes]:
+        """The server's answer to one client token (an awaitable of it for OAUTHBEARER); sets
+        ``user`` when done, ``failed`` and ``failure`` on a refusal (the answer is then meaningless)."""
+        if self._previous_mechanism is not None and self.mechanism != self._previous_mechanism:
+            return self._fail(
+                f"SASL mechanism '{self.mechanism}' requested by client is not supported for re-authentication "
+                f"of mechanism '{self._previous_mechanism}'"
+            )
+        if self.mechanism == OAUTHBEARER:
+            return self._oauthbearer_step(token)
         if self.mechanism == "PLAIN":
             self.check_plain(token)
             return b""
         try:
             return self._scram_step(token)
         except (ValueError, KeyError, UnicodeDecodeError):  # a malformed message: refused
-            self.failed = True
-            return b""
+            return self._fail(self._invalid_credentials())
+
+    async def _oauthbearer_step(self, token: bytes) -> bytes:
+        exchange = self._oauthbearer
+        assert exchange is not None
+        try:
+            answer = await exchange.evaluate(token)
+        except SaslAuthenticationFailed as error:
+            return self._fail(str(error))
+        finally:
+            self.refusal = exchange.refusal
+        if exchange.token is not None:
+            self._complete(exchange.token.principal_name, exchange.token.lifetime_ms)
+        return answer
 
     def check_plain(self, token: bytes) -> str | None:
         """The authenticated user name, or None (this session then counts as failed)."""
@@ -162,9 +223,53 @@ class SaslSession:
             if expected is not None and matches and authzid in ("", username):
                 user = username
         if user is None:
-            self.failed = True
+            self._fail(self._invalid_credentials())
+            return None
+        self._complete(user)
+        return user if not self.failed else None
+
+    def _invalid_credentials(self) -> str:
+        return f"Authentication failed: Invalid username or password ({self.mechanism})"
+
+    def _fail(self, message: str) -> bytes:
+        self.failed = True
+        self.failure = message
+        self.exchanging = False
+        return b""
+
+    def _complete(self, user: str, credential_expiry_ms: int | None = None) -> None:
+        """The exchange succeeded for ``user``: the session's lifetime, as Kafka computes it (the
+        credential's remaining life, capped by connections.max.reauth.ms; neither: no bound)."""
+        if self.authenticated and user != self.user:
+            self._fail(f"Cannot change principals during re-authentication from User.{self.user}: User.{user}")
+            return
         self.user = user
-        return user
+        self.exchanging = False
+        self._previous_mechanism = None
+        max_reauth = self.connections_max_reauth_ms if self.connections_max_reauth_ms > 0 else None
+        if credential_expiry_ms is None and max_reauth is None:
+            self.session_lifetime_ms, self.expires_at = 0, None
+            return
+        lifetimes = [max_reauth] if max_reauth is not None else []
+        if credential_expiry_ms is not None:
+            lifetimes.append(credential_expiry_ms - int(time.time() * 1000))
+        self.session_lifetime_ms = max(0, min(*lifetimes, _LONGEST_SESSION_MS))
+        self.expires_at = time.monotonic() + self.session_lifetime_ms / 1000
+
+    def refuses(self, api_key: int) -> str | None:
+        """Why a request with ``api_key`` on this authenticated connection closes it, or None: only
+        the SASL requests may come while re-authenticating, and nothing else once the session has
+        expired (KIP-368: a client re-authenticates before then, or is disconnected)."""
+        if api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            return None
+        if self.exchanging:
+            return f"api key {api_key} during SASL re-authentication"
+        if self.expires_at is not None and time.monotonic() > self.expires_at:
+            return (
+                f"the SASL session of User:{self.user} expired {self.session_lifetime_ms} ms after it began and "
+                "the client did not re-authenticate"
+            )
+        return None
 
     def _scram_step(self, token: bytes) -> bytes:
         assert self.mechanism is not None and self.scram is not None
@@ -211,9 +316,10 @@ class SaslSession:
             and len(proof) == len(client_signature)
             and hmac.compare_digest(hashlib.new(hash_name, client_key).digest(), credential.stored_key)
         ):
-            self.failed = True
+            return self._fail(self._invalid_credentials())
+        self._complete(state["user"])
+        if self.failed:
             return b""
-        self.user = state["user"]
         server_signature = hmac.new(credential.server_key, auth_message, hash_name).digest()
         return b"v=" + base64.b64encode(server_signature)
 

@@ -30,6 +30,7 @@ import socket
 import ssl
 import struct
 import termios
+from collections.abc import Awaitable
 from typing import Any
 
 from kafka_spark.broker.authorizer import certificate_principal
@@ -89,8 +90,9 @@ class BrokerServer:
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[KafkaConnection] = set()
         self.memory = MemoryPool(broker.config.queued_max_request_bytes, broker.loop)
-        users = broker.config.sasl_users
-        self.scram = ScramCredentials(users, broker.credentials) if users else None  # shared: derived once per user
+        config = broker.config
+        # shared: derived once per user
+        self.scram = ScramCredentials(config.sasl_users or {}, broker.credentials) if config.sasl_enabled else None
 
     async def start(self, serve: bool = True) -> int:
         """Bind, and listen unless ``serve`` is false (then :meth:`start_serving` does, once the
@@ -182,8 +184,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.tasks: set[asyncio.Future[Any]] = set()  # handlers still running (parked fetches)
         config = self.broker.config
         self.sasl: SaslSession | None = (
-            SaslSession(config.sasl_users, config.sasl_mechanisms, server.scram) if config.sasl_users else None
+            SaslSession(
+                config.sasl_users or {},
+                config.sasl_mechanisms,
+                server.scram,
+                config.sasl_oauthbearer_validator,
+                config.connections_max_reauth_ms,
+            )
+            if config.sasl_enabled
+            else None
         )
+        self._refusal_logged = False
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -257,12 +268,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         loop = asyncio.get_running_loop()
         while self._inbox and not self._muted and not self._closed:
             frame = self._inbox.popleft()
-            if self.sasl is not None and self.sasl.legacy and not self.sasl.authenticated:
+            if self.sasl is not None and self.sasl.legacy and self.sasl.exchanging:
                 self._legacy_sasl_token(frame)
                 continue
             try:
-                if self.sasl is not None and not self.sasl.authenticated:
-                    self._check_unauthenticated(frame)
+                if self.sasl is not None:
+                    self._check_sasl_session(frame)
                 request = decode_request(frame, self.client_host, self.principal)
                 if self.sasl is None and request.api_key in SASL_VERSIONS:
                     raise UnsupportedRequest(
@@ -275,7 +286,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if request.api_key in SASL_VERSIONS:
                 future: asyncio.Future[Any] = loop.create_future()
                 self._outbox.append((request, future))
-                future.set_result(self._sasl_step(request))
+                answer = self._sasl_step(request)
+                if inspect.isawaitable(answer):  # an OAUTHBEARER token being validated
+                    self._muted = True
+                    self._chain(asyncio.ensure_future(answer), future, unmute=True)
+                    continue
+                future.set_result(answer)
                 if self._close_when_answered:
                     self._flush()  # answers, then closes
                     return
@@ -307,34 +323,82 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # -- SASL (sasl.py) ------------------------------------------------------------------------
 
-    @staticmethod
-    def _check_unauthenticated(frame: memoryview) -> None:
-        """Before authentication a connection may send only ApiVersions and the SASL requests
-        (checked on the raw header, before anything else of the frame is read)."""
+    def _check_sasl_session(self, frame: memoryview) -> None:
+        """Before authentication a connection may send only ApiVersions and the SASL requests;
+        while it re-authenticates only the SASL requests, and once its session has expired
+        (KIP-368) nothing but a re-authentication (checked on the raw header, before anything else
+        of the frame is read)."""
+        assert self.sasl is not None
         if len(frame) < 2:
             return  # decode_request names the problem
         api_key = int.from_bytes(frame[:2], "big", signed=True)
-        if api_key not in SASL_VERSIONS and api_key != ApiKey.API_VERSIONS:
-            raise UnsupportedRequest(f"api key {api_key} before SASL authentication")
+        if not self.sasl.authenticated:
+            if api_key not in SASL_VERSIONS and api_key != ApiKey.API_VERSIONS:
+                raise UnsupportedRequest(f"api key {api_key} before SASL authentication")
+            return
+        refusal = self.sasl.refuses(api_key)
+        if refusal is not None:
+            raise UnsupportedRequest(refusal)
 
-    def _sasl_step(self, request: Request) -> dict[str, Any]:
+    def _sasl_step(self, request: Request) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         assert self.sasl is not None
         if request.api_key == ApiKey.SASL_HANDSHAKE:
-            response = self.sasl.handshake(request.body.mechanism, request.api_version)
-        else:
-            response = self.sasl.authenticate(request.body.auth_bytes)
+            return self._sasl_stepped(self.sasl.handshake(request.body.mechanism, request.api_version))
+        response = self.sasl.authenticate(request.body.auth_bytes)
+        if inspect.isawaitable(response):
+            return self._sasl_stepped_later(response)
+        return self._sasl_stepped(response)
+
+    async def _sasl_stepped_later(self, response: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+        return self._sasl_stepped(await response)
+
+    def _sasl_stepped(self, response: dict[str, Any]) -> dict[str, Any]:
+        """After a SASL step: log a refusal once, close after answering a failure, take the
+        principal of a success."""
+        assert self.sasl is not None
+        self._log_sasl_refusal()
         if self.sasl.failed:
-            logger.warning("SASL authentication of %s failed", self.peer)
             self._close_when_answered = True
-        elif self.sasl.authenticated:
+        elif self.sasl.authenticated and not self.sasl.exchanging:
             self.principal = f"User:{self.sasl.user}"
         return response
+
+    def _log_sasl_refusal(self) -> None:
+        """The reason an exchange failed, once per connection (a refused token is logged when its
+        challenge goes out: a client may hang up rather than answer it). Never the credentials."""
+        assert self.sasl is not None
+        if self._refusal_logged or not (self.sasl.failed or self.sasl.refusal):
+            return
+        self._refusal_logged = True
+        reason = self.sasl.refusal or self.sasl.failure or "refused"
+        phase = "re-authentication" if self.sasl.authenticated else "authentication"
+        logger.warning("SASL %s %s of %s failed: %s", self.sasl.mechanism, phase, self.peer, reason)
 
     def _legacy_sasl_token(self, frame: memoryview) -> None:
         """SaslHandshake v0's flow: the tokens as bare frames, answered by bare frames."""
         assert self.sasl is not None and self.transport is not None
         self._flush()  # the handshake's answer goes first
         answer = self.sasl.step(bytes(frame))
+        if not inspect.isawaitable(answer):
+            self._legacy_sasl_answer(answer)
+            return
+        self._muted = True  # an OAUTHBEARER token being validated
+        task = asyncio.ensure_future(answer)
+        self.tasks.add(task)
+
+        def done(finished: asyncio.Future[bytes]) -> None:
+            self.tasks.discard(task)
+            self._muted = False
+            if self._closed or finished.cancelled():
+                return
+            self._legacy_sasl_answer(finished.result())
+            self._dispatch()
+
+        task.add_done_callback(done)
+
+    def _legacy_sasl_answer(self, answer: bytes) -> None:
+        assert self.sasl is not None
+        self._log_sasl_refusal()
         if self.sasl.failed:
             self._abort("SASL authentication failed")
             return

@@ -58,7 +58,7 @@ def _broker_start(args: argparse.Namespace) -> int:
     print(f"log.dirs={log_dir}", file=sys.stderr, flush=True)
     config = broker.config
     if config.security_protocol != "PLAINTEXT":
-        mechanisms = f" sasl.enabled.mechanisms={','.join(config.sasl_mechanisms)}" if config.sasl_users else ""
+        mechanisms = f" sasl.enabled.mechanisms={','.join(config.sasl_mechanisms)}" if config.sasl_enabled else ""
         print(f"security.protocol={config.security_protocol}{mechanisms}", file=sys.stderr, flush=True)
     try:
         while not stop.wait(0.5):

@@ -26,7 +26,7 @@ _FEATURES_EPOCH = 0
 
 
 def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
-    served = {**SUPPORTED_VERSIONS, **(SASL_VERSIONS if broker.config.sasl_users else {})}
+    served = {**SUPPORTED_VERSIONS, **(SASL_VERSIONS if broker.config.sasl_enabled else {})}
     return {
         "error_code": _wrong_node(broker.config, request.body),
         "api_keys": [
