@@ -22,6 +22,16 @@ with::
 and kafka-python or aiokafka with a token provider returning
 ``kafka_spark.broker.oauthbearer.unsecured_token("alice")``.
 
+``pylog_oidc`` is a local OpenID Connect provider (kafka_spark.testing_oidc: a client-credentials
+token endpoint and a JWKS on loopback, with a client ``pylog_oidc.client_id`` /
+``pylog_oidc.client_secret``), and ``pylog_oidc_broker`` a broker whose OAUTHBEARER listener
+accepts only tokens signed by it (audience ``kafka``, its issuer), as a managed Kafka's would::
+
+    {"bootstrap.servers": pylog_oidc_broker.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+     "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+     "sasl.oauthbearer.token.endpoint.url": pylog_oidc.token_endpoint_url,
+     "sasl.oauthbearer.client.id": pylog_oidc.client_id, "sasl.oauthbearer.client.secret": pylog_oidc.client_secret}
+
 ``pylog_cluster`` is a fresh three-broker EmbeddedCluster per test (replication factor 3, a
 two-second broker session timeout so a killed broker is noticed fast), for testing a pipeline
 through a broker failure:
@@ -43,6 +53,7 @@ import pytest
 
 if TYPE_CHECKING:  # imported lazily: loading this plugin must not start importing the broker
     from kafka_spark.broker import EmbeddedBroker, EmbeddedCluster
+    from kafka_spark.testing_oidc import OidcProvider
 
 _counter = itertools.count()
 
@@ -79,6 +90,35 @@ def pylog_oauth_broker() -> Iterator[EmbeddedBroker]:
         retention_check_interval_ms=None,
         group_consumer_heartbeat_interval_ms=1_000,  # as pylog_broker's
         sasl_mechanisms=("OAUTHBEARER",),
+    ) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def pylog_oidc() -> Iterator[OidcProvider]:
+    """A local OpenID Connect provider for the session (client-credentials grant, JWKS), with one
+    client registered: ``pylog_oidc.client_id`` (the subject of its tokens, scope ``kafka``) and
+    ``pylog_oidc.client_secret``. Register more with ``pylog_oidc.add_client(...)``."""
+    from kafka_spark.testing_oidc import OidcProvider
+
+    with OidcProvider() as provider:
+        provider.add_client("pylog-client", scope="kafka")
+        yield provider
+
+
+@pytest.fixture(scope="session")
+def pylog_oidc_broker(pylog_oidc: OidcProvider) -> Iterator[EmbeddedBroker]:
+    """A broker for the session whose SASL_PLAINTEXT listener takes OAUTHBEARER tokens signed by
+    ``pylog_oidc`` (checked against its JWKS, with its issuer and the audience ``kafka``), as
+    Kafka's ``OAuthBearerValidatorCallbackHandler`` checks them. Not registered for discovery."""
+    from kafka_spark.broker import EmbeddedBroker
+
+    with EmbeddedBroker(
+        register=False,
+        retention_check_interval_ms=None,
+        group_consumer_heartbeat_interval_ms=1_000,  # as pylog_broker's
+        sasl_mechanisms=("OAUTHBEARER",),
+        sasl_oauthbearer_validator=pylog_oidc.validator(),
     ) as broker:
         yield broker
 

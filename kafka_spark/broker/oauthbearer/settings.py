@@ -131,7 +131,12 @@ def validator_from_configs(configs: Mapping[str, str], setting: str) -> Any:
         except ValueError as error:
             raise OAuthBearerConfigError(str(error)) from None
     if handler.removeprefix("kafkashaded.").startswith("org.apache.kafka.") and simple_name == JWKS_HANDLER:
-        raise OAuthBearerConfigError(f"{setting}={handler}: signed-token validation is not there yet")
+        from kafka_spark.broker.oauthbearer.jwks import JwksValidator
+
+        try:
+            return JwksValidator.from_configs(configs)
+        except (ValueError, ImportError) as error:
+            raise OAuthBearerConfigError(str(error)) from None
     if handler.startswith(("org.apache.kafka.", "kafkashaded.")):
         raise OAuthBearerConfigError(
             f"{setting}={handler}: pylog validates tokens with Kafka's {UNSECURED_HANDLER} or {JWKS_HANDLER}, "
