@@ -195,6 +195,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             else None
         )
         self._refusal_logged = False
+        self.sasl_logins = 0  # successful SASL exchanges: the first, then re-authentications (KIP-368)
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -359,8 +360,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._log_sasl_refusal()
         if self.sasl.failed:
             self._close_when_answered = True
-        elif self.sasl.authenticated and not self.sasl.exchanging:
+        elif self.sasl.authenticated and not self.sasl.exchanging:  # an exchange just succeeded
             self.principal = f"User:{self.sasl.user}"
+            self.sasl_logins += 1
+            logger.debug(
+                "SASL %s %s of %s as %s; session lifetime %d ms",
+                self.sasl.mechanism,
+                "re-authentication" if self.sasl_logins > 1 else "authentication",
+                self.peer,
+                self.principal,
+                self.sasl.session_lifetime_ms,
+            )
         return response
 
     def _log_sasl_refusal(self) -> None:
@@ -402,8 +412,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.sasl.failed:
             self._abort("SASL authentication failed")
             return
-        if self.sasl.authenticated:
+        if self.sasl.authenticated and not self.sasl.exchanging:
             self.principal = f"User:{self.sasl.user}"
+            self.sasl_logins += 1
         self._write([len(answer).to_bytes(4, "big") + answer])
 
     def _chain(self, task: asyncio.Future[Any], future: asyncio.Future[Any], unmute: bool = False) -> None:
