@@ -39,7 +39,9 @@ import secrets
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,6 +217,24 @@ class OidcProvider:
             **{"jwks_url": self.jwks_url, "expected_audience": (self.audience,), "expected_issuer": self.issuer}
             | settings
         )
+
+    def token_provider(self, client_id: str, secret: str, scope: str = "") -> Callable[[], str]:
+        """A callable fetching a token for ``client_id`` from the token endpoint (a real HTTP
+        client-credentials grant each call): e.g. a cluster's ``sasl_oauthbearer_token_provider``."""
+        endpoint = self.token_endpoint_url
+
+        def fetch() -> str:
+            form = {"grant_type": "client_credentials", **({"scope": scope} if scope else {})}
+            credentials = f"{urllib.parse.quote_plus(client_id)}:{urllib.parse.quote_plus(secret)}"
+            request = urllib.request.Request(
+                endpoint,
+                data=urllib.parse.urlencode(form).encode(),
+                headers={"Authorization": "Basic " + base64.b64encode(credentials.encode()).decode()},
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - the provider's own URL
+                return str(json.loads(response.read())["access_token"])
+
+        return fetch
 
     # -- clients and keys ------------------------------------------------------------------------
 

@@ -86,6 +86,10 @@ class BrokerConfig:
     # token's expiry bounds it.
     sasl_oauthbearer_validator: Any = None
     connections_max_reauth_ms: int = 0
+    # A cluster's brokers log in to each other with OAUTHBEARER: a callable returning the token
+    # this broker presents (oauthbearer/login.py; run in a worker thread). None: an unsecured
+    # token for User:broker when the validator takes those. Never logged.
+    sasl_oauthbearer_token_provider: Any = field(default=None, repr=False)
     # TLS: with a certificate (PEM chain; the key in it or in ssl_keyfile) the listener is SSL, or
     # SASL_SSL with users. ssl_client_auth is Kafka's ssl.client.auth: none, requested or
     # required, client certificates chaining to ssl_cafile.

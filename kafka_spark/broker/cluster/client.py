@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import struct
+import time
 from typing import Any
 
 from kio.serial import entity_reader, entity_writer
@@ -18,22 +20,50 @@ from kafka_spark.broker.protocol.codec import build
 from kafka_spark.broker.protocol.schemas import request_class, response_class
 
 _SIZE = struct.Struct(">i")
+_SASL_HANDSHAKE, _SASL_AUTHENTICATE = 17, 36
+logger = logging.getLogger("kafka_spark.broker.cluster")
 
 
 class BrokerConnection:
     """Requests one at a time over one connection; ``request`` raises OSError-family errors
     (ConnectionError, asyncio.IncompleteReadError) when the other broker goes away."""
 
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(self, host: str, port: int, client_id: str, login: Any = None) -> None:
         self.host, self.port = host, port
         self.client_id = client_id.encode("utf-8")
+        self.login = login  # on a SASL listener: how this broker logs in (oauthbearer/login.py)
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation_id = 0
+        self._reauthenticate_at: float | None = None  # time.monotonic(); KIP-368
 
     async def request(self, api_key: int, version: int, body: dict[str, Any], timeout: float = 30.0) -> Any:
         if self._writer is None:
             self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), timeout)
+            if self.login is not None:
+                await self._authenticate(timeout)
+        elif self._reauthenticate_at is not None and time.monotonic() >= self._reauthenticate_at:
+            await self._authenticate(timeout)
+        return await self._exchange(api_key, version, body, timeout)
+
+    async def _authenticate(self, timeout: float) -> None:
+        """SaslHandshake and SaslAuthenticate, and again before the session the other broker
+        grants ends (KIP-368: at 85% of it), as Kafka's clients re-authenticate."""
+        mechanism = self.login.mechanism
+        handshake = await self._exchange(_SASL_HANDSHAKE, 1, {"mechanism": mechanism}, timeout)
+        answer = None
+        if handshake.error_code == 0:
+            auth_bytes = await self.login.initial_response()
+            answer = await self._exchange(_SASL_AUTHENTICATE, 2, {"auth_bytes": auth_bytes}, timeout)
+        if answer is None or answer.error_code != 0 or answer.auth_bytes:
+            why = (answer.error_message or bytes(answer.auth_bytes).decode()) if answer else f"{mechanism} not enabled"
+            logger.warning("broker %s:%d refused this broker's SASL %s login: %s", self.host, self.port, mechanism, why)
+            self.close()
+            raise ConnectionError(f"broker {self.host}:{self.port} refused the SASL {mechanism} login: {why}")
+        lifetime_s = answer.session_lifetime.total_seconds()
+        self._reauthenticate_at = time.monotonic() + 0.85 * lifetime_s if lifetime_s > 0 else None
+
+    async def _exchange(self, api_key: int, version: int, body: dict[str, Any], timeout: float) -> Any:
         reader, writer = self._reader, self._writer  # close() may drop them while this request waits
         assert reader is not None and writer is not None
         cls = request_class(api_key, version)

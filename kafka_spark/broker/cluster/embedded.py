@@ -41,6 +41,7 @@ from kafka_spark.broker.broker import Broker
 from kafka_spark.broker.cluster.controller import NO_LEADER, Controller, PartitionState
 from kafka_spark.broker.cluster.replica_manager import ReplicaManager
 from kafka_spark.broker.embedded import EmbeddedBroker
+from kafka_spark.broker.oauthbearer.login import broker_login
 from kafka_spark.common.topic_partition import TopicPartition
 
 logger = logging.getLogger("kafka_spark.broker.cluster")
@@ -62,6 +63,7 @@ class ClusterNode(EmbeddedBroker):
 
     def __init__(self, controller: Controller, cluster_size: int, replication: dict[str, int], **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        broker_login(self.config)  # a SASL listener the brokers cannot log in to each other on fails here
         self._controller = controller
         self._cluster_size = cluster_size
         self._replication = replication

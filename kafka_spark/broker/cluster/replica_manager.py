@@ -55,6 +55,7 @@ from kafka_spark.broker.coordinator.transaction_log import (
     TRANSACTION_STATE_CONFIGS,
     TRANSACTION_STATE_TOPIC,
 )
+from kafka_spark.broker.oauthbearer.login import broker_login
 from kafka_spark.broker.protocol.versions import ApiKey
 from kafka_spark.broker.storage.batch import validate_batches
 from kafka_spark.broker.storage.epochs import LeaderEpochCache, current_epoch_error
@@ -600,7 +601,9 @@ class ReplicaManager:
         if known is None or (known[0].host, known[0].port) != (registration.host, registration.port):
             if known is not None:
                 known[0].close()
-            connection = BrokerConnection(registration.host, registration.port, f"pylog-broker-{self.node_id}")
+            connection = BrokerConnection(
+                registration.host, registration.port, f"pylog-broker-{self.node_id}", broker_login(self.broker.config)
+            )
             known = (connection, asyncio.Lock())
             self._connections[node] = known
         connection, lock = known
@@ -798,7 +801,9 @@ class _Fetcher:
             if self._connection is None or self._address != address:
                 if self._connection is not None:
                     self._connection.close()
-                self._connection = BrokerConnection(address[0], address[1], f"pylog-replica-{manager.node_id}")
+                self._connection = BrokerConnection(
+                    address[0], address[1], f"pylog-replica-{manager.node_id}", broker_login(manager.broker.config)
+                )
                 self._address = address
             try:
                 truncating = [replica for replica in replicas if replica.needs_truncation]
