@@ -35,6 +35,7 @@ import base64
 import http.server
 import itertools
 import json
+import math
 import secrets
 import threading
 import time
@@ -301,7 +302,7 @@ class OidcProvider:
             "sub": subject,
             "aud": audience if audience is not None else self.audience,
             "iat": int(now),
-            "exp": int(now + (self.token_lifetime_s if lifetime_s is None else lifetime_s)),
+            "exp": math.ceil(now + (self.token_lifetime_s if lifetime_s is None else lifetime_s)),
             "jti": secrets.token_hex(8),
         }
         if scope:

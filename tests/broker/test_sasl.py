@@ -18,6 +18,7 @@ from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.properties import broker_options
 from kafka_spark.broker.storage.errors import InvalidConfigError
 from kafka_spark.common.jaas import JaasConfigError, librdkafka_config, parse_jaas
+from tests.support.cli_run import broker_process
 
 SECRET = "s3cret-Pa55"
 JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="{SECRET}";'
@@ -316,15 +317,7 @@ def test_broker_start_and_client_commands_over_sasl(tmp_path):
     client_config = tmp_path / "client.properties"
     client_config.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config={JAAS}\n")
     env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", str(server), "--log-dir", str(tmp_path / "data")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        bootstrap = process.stdout.readline().strip().split("=", 1)[1]
+    with broker_process(server, tmp_path) as (process, bootstrap):
 
         def pylog(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
             return subprocess.run(
@@ -343,9 +336,6 @@ def test_broker_start_and_client_commands_over_sasl(tmp_path):
         assert consumed.stdout.split() == ["one", "two"], consumed.stderr
         refused = pylog("groups", "delete-offsets", "g", "--topic", "secure", *secured)
         assert refused.returncode == 1 and "plaintext connections only" in refused.stderr
-    finally:
-        process.terminate()
-        process.wait(30)
     log = process.stderr.read()
     assert "security.protocol=SASL_PLAINTEXT" in log and SECRET not in log
 

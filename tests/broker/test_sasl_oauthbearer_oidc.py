@@ -26,6 +26,7 @@ from kafka_spark.testing_oidc import OidcProvider
 from tests.broker.test_request_memory import wait_until
 from tests.broker.test_sasl import read_all
 from tests.broker.test_sasl_oauthbearer import METADATA, SASL_AUTHENTICATE, login
+from tests.support.cli_run import broker_process
 from tests.support.wire import WireClient
 
 
@@ -210,3 +211,42 @@ def test_authenticated_is_not_authorized(tmp_path, pylog_oidc):
         allowed = Producer(etl)
         allowed.produce("payments", b"paid")
         assert allowed.flush(10) == 0
+
+
+def test_pylog_broker_start_serves_an_oidc_listener_from_server_properties(pylog_oidc, tmp_path):
+    """`pylog broker start server.properties` with a Kafka broker's OAUTHBEARER settings."""
+    server = tmp_path / "server.properties"
+    properties = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", **pylog_oidc.broker_properties()}
+    server.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
+    with broker_process(server, tmp_path) as (process, bootstrap):
+        producer = Producer(oidc_client(bootstrap, pylog_oidc, pylog_oidc.client_id, pylog_oidc.client_secret))
+        producer.produce("from-cli-broker", b"hello")
+        assert producer.flush(20) == 0
+        with WireClient(bootstrap) as client:  # an unsigned token is refused there
+            assert login(client, unsecured_token("mallory")).auth_bytes == b'{"status":"invalid_token"}'
+    log = process.stderr.read()
+    assert "security.protocol=SASL_PLAINTEXT sasl.enabled.mechanisms=OAUTHBEARER" in log
+    assert "algorithm 'none' is not accepted" in log
+    assert pylog_oidc.client_secret not in log
+
+
+def test_no_token_or_secret_reaches_any_log_at_any_level(pylog_oidc, pylog_oidc_broker, pylog_oauth_broker, caplog):
+    """Every logger at DEBUG while clients log in, succeed, fail and re-authenticate: neither a
+    token (accepted or refused) nor the client secret appears."""
+    caplog.set_level(logging.DEBUG)
+    tokens = [pylog_oidc.issue("alice"), pylog_oidc.issue("alice", audience="billing"), unsecured_token("bob")]
+    for broker in (pylog_oidc_broker, pylog_oauth_broker):
+        for token in tokens:
+            with WireClient(broker.bootstrap_servers) as client:
+                if login(client, token).auth_bytes:
+                    client.call(SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x01"})
+                else:
+                    assert login(client, token).error_code == 0  # a re-authentication
+    producer = Producer(
+        oidc_client(pylog_oidc_broker.bootstrap_servers, pylog_oidc, pylog_oidc.client_id, pylog_oidc.client_secret)
+    )
+    producer.produce("secrets-check", b"x")
+    assert producer.flush(20) == 0
+    assert sum("authentication of" in record.getMessage() for record in caplog.records) >= 6  # the logins were logged
+    for secret in [*tokens, pylog_oidc.client_secret, *(token.split(".")[2] for token in tokens[:2])]:
+        assert secret not in caplog.text
