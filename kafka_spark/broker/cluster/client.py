@@ -14,6 +14,7 @@ import struct
 import time
 from typing import Any
 
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from kafka_spark.broker.protocol.codec import build
@@ -52,10 +53,10 @@ class BrokerConnection:
         mechanism = self.login.mechanism
         handshake = await self._exchange(_SASL_HANDSHAKE, 1, {"mechanism": mechanism}, timeout)
         answer = None
-        if handshake.error_code == 0:
+        if handshake.error_code == ErrorCode.none:
             auth_bytes = await self.login.initial_response()
             answer = await self._exchange(_SASL_AUTHENTICATE, 2, {"auth_bytes": auth_bytes}, timeout)
-        if answer is None or answer.error_code != 0 or answer.auth_bytes:
+        if answer is None or answer.error_code != ErrorCode.none or answer.auth_bytes:
             why = (answer.error_message or bytes(answer.auth_bytes).decode()) if answer else f"{mechanism} not enabled"
             logger.warning("broker %s:%d refused this broker's SASL %s login: %s", self.host, self.port, mechanism, why)
             self.close()
