@@ -5,13 +5,13 @@ up to (KafkaMicroBatchSourceSuite's "test custom metrics" scenarios)."""
 from __future__ import annotations
 
 import json
-import time
 
 from confluent_kafka import Producer
 from pyspark.sql import functions as F
 
 import kafka_spark
 from kafka_spark.lag import lag_metrics
+from tests.support.waiting import wait_until
 
 
 def produce(bootstrap: str, topic: str, per_partition: list[int]) -> None:
@@ -95,9 +95,11 @@ def test_lag_listener_reports_every_batch(spark, pylog_broker, pylog_topic, tmp_
     spark.streams.addListener(listener)
     try:
         query, _ = run(spark, bootstrap, topic, tmp_path, maxOffsetsPerTrigger=8)
-        deadline = time.monotonic() + 60
-        while len(published) < len(query.recentProgress) and time.monotonic() < deadline:
-            time.sleep(0.1)  # listener events arrive asynchronously
+        # listener events arrive asynchronously
+        wait_until(
+            lambda: len(published) >= len(query.recentProgress),
+            lambda: f"the listener's event of every batch: {len(published)} of {len(query.recentProgress)}",
+        )
     finally:
         spark.streams.removeListener(listener)
     expected = {p["batchId"]: lag_metrics(p) for p in query.recentProgress if lag_metrics(p)}

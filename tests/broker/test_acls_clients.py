@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
@@ -33,6 +32,7 @@ from confluent_kafka.admin import (
 )
 
 from kafka_spark.broker import EmbeddedBroker
+from tests.support.waiting import wait_until
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -105,14 +105,17 @@ def deliveries(broker, user: str, topic: str, **config) -> list:
 
 
 def first_error(consumer: Consumer, seconds: float = 20):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    """The first message or error (partition EOF aside) the consumer gets."""
+    found: list = []  # a Message is falsy when its value is empty: judged by the list instead
+
+    def delivered() -> bool:
         message = consumer.poll(0.5)
-        if message is not None and message.error() and message.error().code() != KafkaError._PARTITION_EOF:
-            return message.error()
-        if message is not None and not message.error():
-            return message
-    return None
+        if message is not None and not (message.error() and message.error().code() == KafkaError._PARTITION_EOF):
+            found.append(message.error() or message)
+        return bool(found)
+
+    wait_until(delivered, "a message or an error for the consumer", seconds, interval=0)
+    return found[0]
 
 
 # -- confluent-kafka ----------------------------------------------------------------------------

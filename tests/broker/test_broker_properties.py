@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 from confluent_kafka import Producer
@@ -16,6 +15,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.properties import broker_options, parse_override, read_properties
 from kafka_spark.broker.storage.errors import InvalidConfigError
+from tests.support.waiting import wait_until
 
 # Kafka's KRaft config/server.properties, as shipped (comments trimmed), with a test's log dir.
 STOCK_KRAFT = """\
@@ -183,10 +183,7 @@ def test_socket_buffer_settings_apply_to_every_client_connection(tmp_path, setti
     with EmbeddedBroker(log_dir=tmp_path, register=False, **broker_options(settings).settings) as broker:
         host, port = broker.bootstrap_servers.rsplit(":", 1)
         with socket.create_connection((host, int(port))):
-            deadline = time.monotonic() + 60  # a liveness bound: the broker accepts within milliseconds
-            while not broker._server.connections:
-                assert time.monotonic() < deadline, "the broker never accepted the connection"
-                time.sleep(0.01)
+            wait_until(lambda: broker._server.connections, "the broker to accept the connection", interval=0.01)
             (connection,) = broker._server.connections
             sock = connection.transport.get_extra_info("socket")
             sizes = (

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.partition_reads import read_partitions_to_end
 
 N = 100_000
 BASE_TS = 1_700_000_000_000
@@ -19,38 +20,10 @@ def expected(i: int) -> tuple[bytes, bytes, list[tuple[str, bytes]], int]:
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, count: int, timeout_s: float = 120) -> list:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "compat-reader",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    messages = []
-    eof: set[int] = set()
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(eof) < partitions and time.monotonic() < deadline:
-            for message in consumer.consume(10_000, timeout=1.0):
-                if message.error():
-                    assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                    eof.add(message.partition())
-                    continue
-                eof.discard(message.partition())
-                messages.append(
-                    (
-                        message.partition(),
-                        message.offset(),
-                        message.key(),
-                        message.value(),
-                        message.headers() or [],
-                        message.timestamp()[1],
-                    )
-                )
-    finally:
-        consumer.close()
+    messages = [
+        (m.partition(), m.offset(), m.key(), m.value(), m.headers() or [], m.timestamp()[1])
+        for m in read_partitions_to_end(bootstrap, topic, range(partitions), timeout_s, **{"group.id": "compat-reader"})
+    ]
     assert len(messages) == count, f"read {len(messages)} of {count}"
     return messages
 

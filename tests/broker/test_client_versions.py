@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
@@ -22,6 +21,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetS
 import kafka_spark.broker.server as server
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.protocol.versions import ApiKey
+from tests.support.waiting import wait_until
 
 #: client id -> API -> highest version the client sent to Apache Kafka 4.3.1 for the workloads
 #: below (confluent-kafka 2.16 / librdkafka 2.16, kafka-python 3.0.12, aiokafka 0.14).
@@ -172,10 +172,15 @@ def _confluent(bootstrap: str) -> None:
         }
     )
     consumer.subscribe(["t"])
-    received, deadline = 0, time.monotonic() + 60
-    while received < 20 and time.monotonic() < deadline:
+    received = 0
+
+    def received_20() -> bool:
+        nonlocal received
         message = consumer.poll(0.5)
         received += bool(message and not message.error())
+        return received >= 20
+
+    wait_until(received_20, lambda: f"20 records, {received} received", interval=0)
     consumer.commit(asynchronous=False)
     txn.send_offsets_to_transaction([TopicPartition("t", 0, 1)], consumer.consumer_group_metadata(), 30)
     txn.commit_transaction(30)

@@ -14,12 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.storage.batch import build_record_batch
 from kafka_spark.broker.uring import FsyncRing
+from tests.support.partition_reads import read_partitions_to_end
+from tests.support.waiting import wait_until
 
 
 def start_broker(log_dir: Path, home: Path) -> tuple[subprocess.Popen, str]:
@@ -36,27 +38,9 @@ def start_broker(log_dir: Path, home: Path) -> tuple[subprocess.Popen, str]:
 
 
 def read_values(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "durability",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     values: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
-    eof: set[int] = set()
-    deadline = time.monotonic() + 60
-    while len(eof) < partitions and time.monotonic() < deadline:
-        for message in consumer.consume(1000, timeout=0.5):
-            if message.error():
-                assert message.error().code() == KafkaError._PARTITION_EOF
-                eof.add(message.partition())
-            else:
-                values[message.partition()].append(message.value())
-    consumer.close()
-    assert len(eof) == partitions, "did not reach the end of every partition"
+    for message in read_partitions_to_end(bootstrap, topic, range(partitions), **{"group.id": "durability"}):
+        values[message.partition()].append(message.value())
     return values
 
 
@@ -335,9 +319,7 @@ def test_an_fsync_that_never_completes_takes_its_partition_offline_and_answers_t
                 return ring.submit_fsyncs(held)
 
             assert asyncio.run_coroutine_threadsafe(submit_held(), broker.broker.loop).result(30) == len(held) == 1
-        deadline = time.monotonic() + 60
-        while commit.stats.fsyncs < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: commit.stats.fsyncs >= 3, lambda: f"3 fsyncs, {commit.stats.fsyncs} done")
         assert commit.stats.fsyncs == 3  # partition 0 twice, and the one given up on
         assert fetch_errors(broker.bootstrap_servers, "hang") == {0: 0, 1: 56}
 
@@ -370,10 +352,7 @@ def test_closing_with_an_fsync_in_flight_works_when_the_ring_descriptor_is_above
 
             producer = threading.Thread(target=produce_until_closed, daemon=True)
             producer.start()
-            deadline = time.monotonic() + 60
-            while not held and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert held, "the produce never reached its fsync"
+            wait_until(lambda: held, "the produce to reach its fsync", interval=0.02)
         finally:
             with caplog.at_level(logging.ERROR, logger="kafka_spark.broker"):
                 broker.close()

@@ -16,8 +16,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.file_region import FileRegion, RegionTruncatedError, materialize
 from tests.broker.storage.test_log import client_batch, decode, open_log
-from tests.broker.test_request_memory import wait_until
 from tests.support.tls_certs import make_pki
+from tests.support.waiting import wait_until
 
 
 def file_with(tmp_path, data: bytes):

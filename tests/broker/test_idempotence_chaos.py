@@ -19,9 +19,10 @@ import time
 from collections import defaultdict
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from kafka_spark.broker import EmbeddedBroker
+from tests.support.partition_reads import read_partitions_to_end
 
 MESSAGES = 50_000
 PARTITIONS = 3
@@ -187,30 +188,12 @@ def test_idempotent_producer_survives_connection_cuts_without_duplicates_or_gaps
 
 def _read_everything(broker: EmbeddedBroker, topic: str = "chaos") -> dict[int, list[int]]:
     """Every value of the topic per partition, in offset order (through the proxy, no more cuts)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": f"{PROXY_HOST}:{broker.port}",
-            "group.id": "chaos-check",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        values: dict[int, list[int]] = defaultdict(list)
-        eof: set[int] = set()
-        deadline = time.monotonic() + 60
-        while len(eof) < PARTITIONS and time.monotonic() < deadline:
-            for message in consumer.consume(10_000, timeout=0.5):
-                if message.error():
-                    assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                    eof.add(message.partition())
-                    continue
-                eof.discard(message.partition())
-                values[message.partition()].append(int(message.value()))
-        return values
-    finally:
-        consumer.close()
+    values: dict[int, list[int]] = defaultdict(list)
+    for message in read_partitions_to_end(
+        f"{PROXY_HOST}:{broker.port}", topic, range(PARTITIONS), **{"group.id": "chaos-check"}
+    ):
+        values[message.partition()].append(int(message.value()))
+    return values
 
 
 def test_transactional_producer_survives_connection_cuts_with_exactly_once_output(proxied_broker):

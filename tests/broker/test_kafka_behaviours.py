@@ -23,6 +23,7 @@ from confluent_kafka.admin import (
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.protocol.versions import ApiKey
 from kafka_spark.broker.storage.batch import build_record_batch, iter_batches
+from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
@@ -63,12 +64,17 @@ def _values(broker, topic: str, count: int) -> list[bytes]:
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
     values: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(values) < count and time.monotonic() < deadline:
+
+    def read_all() -> bool:
         message = consumer.poll(0.5)
         if message is not None and not message.error():
             values.append(message.value())
-    consumer.close()
+        return len(values) >= count
+
+    try:
+        wait_until(read_all, lambda: f"{count} records of {topic}, read {len(values)}", 30, interval=0)
+    finally:
+        consumer.close()
     return values
 
 
@@ -139,12 +145,12 @@ def test_join_group_refuses_a_session_timeout_below_the_broker_minimum(pylog_bro
     )
     consumer.subscribe([topic])
     try:
-        error = None
-        deadline = time.monotonic() + 30
-        while error is None and time.monotonic() < deadline:
+
+        def first_error() -> KafkaError | None:
             message = consumer.poll(0.5)
-            if message is not None and message.error():
-                error = message.error()
+            return message.error() if message is not None else None
+
+        error = wait_until(first_error, "an error for the consumer", 30, interval=0)
     finally:
         consumer.close()
     assert error is not None and error.code() == KafkaError.INVALID_SESSION_TIMEOUT
@@ -216,11 +222,14 @@ def test_a_static_member_that_comes_back_keeps_its_assignment_without_a_rebalanc
         return consumer
 
     def poll_until(consumers: list[Consumer], condition) -> None:
-        deadline = time.monotonic() + 60
-        while not condition() and time.monotonic() < deadline:
+        def polled() -> bool:
+            if condition():
+                return True
             for consumer in consumers:
                 consumer.poll(0.1)
-        assert condition()
+            return False
+
+        wait_until(polled, lambda: f"the assignments to settle: {assignments}", interval=0)
 
     a, b = member("a"), member("b")
     coordinator = pylog_broker._broker.groups
@@ -314,9 +323,14 @@ def test_internal_topics_are_listed_to_clients_that_ask_for_them(pylog_broker, p
             exclude_internal_topics=exclude,
         )
         consumer.subscribe(pattern=f"^(__consumer_offsets|{topic})$")
-        deadline = time.monotonic() + 30
-        while topic not in (consumer.subscription() or ()) and time.monotonic() < deadline:
+
+        def subscribed_to_topic(consumer=consumer) -> bool:
+            if topic in (consumer.subscription() or ()):
+                return True
             consumer.poll(timeout_ms=200)
+            return False
+
+        wait_until(subscribed_to_topic, f"the pattern to match {topic}", 30, interval=0)
         subscribed[exclude] = set(consumer.subscription() or ())
         consumer.close()
     assert subscribed == {False: {"__consumer_offsets", topic}, True: {topic}}

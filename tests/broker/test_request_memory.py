@@ -8,7 +8,6 @@ import logging
 import socket
 import struct
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.protocol.frames import FrameDecoder
 from kafka_spark.broker.storage.batch import build_record_batch
+from tests.support.waiting import wait_until
 from tests.support.wire import WireClient  # noqa: E402
 
 MiB = 1024 * 1024
@@ -29,13 +29,6 @@ def on_loop(broker: EmbeddedBroker, read: Callable[[], Any]) -> Any:
         return read()
 
     return asyncio.run_coroutine_threadsafe(call(), broker.broker.loop).result(30)
-
-
-def wait_until(condition: Callable[[], bool], what: str, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
-        time.sleep(0.05)
 
 
 def rss_bytes() -> int:
@@ -67,18 +60,19 @@ def produce_and_read_back(bootstrap: str, topic: str, count: int) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     values: list[bytes] = []
-    deadline = time.monotonic() + 60
+
+    def read_to_end() -> bool:
+        message = consumer.poll(0.5)
+        if message is None:
+            return False
+        if message.error():
+            assert message.error().code() == KafkaError._PARTITION_EOF
+            return len(values) >= count
+        values.append(message.value())
+        return False
+
     try:
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error():
-                assert message.error().code() == KafkaError._PARTITION_EOF
-                if len(values) >= count:
-                    break
-                continue
-            values.append(message.value())
+        wait_until(read_to_end, lambda: f"the end of {topic} after {count} records, read {len(values)}", interval=0)
     finally:
         consumer.close()
     assert values[-count:] == [b"%d" % i for i in range(count)]

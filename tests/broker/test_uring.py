@@ -18,6 +18,7 @@ from kafka_spark.broker.durability import GroupCommit
 from kafka_spark.broker.storage.batch import build_record_batch
 from kafka_spark.broker.storage.log_manager import LogManager
 from kafka_spark.broker.uring import FsyncRing
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -33,13 +34,16 @@ def ring_results():
 def wait_for(ring: FsyncRing, results: list, count: int) -> None:
     poller = select.epoll()
     poller.register(ring.eventfd, select.EPOLLIN)
+
+    def completed() -> bool:
+        if len(results) >= count:
+            return True
+        poller.poll(0.01)
+        ring.on_readable()
+        return False
+
     try:
-        for _ in range(500):
-            if len(results) >= count:
-                return
-            poller.poll(0.01)
-            ring.on_readable()
-        raise AssertionError(f"{len(results)} of {count} completions after 5 s")
+        wait_until(completed, lambda: f"{count} completions, {len(results)} reaped", 5, interval=0)
     finally:
         poller.close()
 
@@ -89,14 +93,16 @@ def test_completions_beyond_the_completion_queue_are_reaped_from_the_kernels_ove
         for fd in files:
             os.write(fd, b"z" * 4096)
         assert ring.submit_fsyncs([(fd, 500 + i) for i, fd in enumerate(files)]) == 40  # 2 per system call
-        deadline = time.monotonic() + 60
-        while not ring.overflowing:
-            assert time.monotonic() < deadline, "no completion reached the overflow list in 60 s"
-            time.sleep(0.01)
-        while len(results) < 40:
-            assert time.monotonic() < deadline, f"{len(results)} of 40 completions reaped in 60 s"
+        deadline = time.monotonic() + 60  # one bound for both waits
+        wait_until(lambda: ring.overflowing, "a completion on the overflow list", 60, interval=0.01)
+
+        def reaped() -> bool:
+            if len(results) >= 40:
+                return True
             ring.reap()
-            time.sleep(0.01)
+            return False
+
+        wait_until(reaped, lambda: f"40 completions reaped, {len(results)} are", deadline - time.monotonic(), 0.01)
         assert sorted(user_data for user_data, _ in results) == list(range(500, 540))
         assert all(error is None for _, error in results)
         assert ring.overflows >= 1 and ring.overflow_completions >= 1

@@ -9,12 +9,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 
 from confluent_kafka import Consumer
 
 from tests.support.cli_run import pylog
+from tests.support.waiting import wait_until
 
 
 def test_consume_prints_every_field_through_a_kcat_format_string(running_broker):
@@ -136,9 +136,14 @@ def test_exit_at_end_with_a_group_exits_when_this_member_is_assigned_no_partitio
         }
     )
     holder.subscribe(["crowded"])
-    deadline = time.monotonic() + 60
-    while not holder.assignment() and time.monotonic() < deadline:
+
+    def assigned() -> bool:
+        if holder.assignment():
+            return True
         holder.poll(0.1)
+        return False
+
+    wait_until(assigned, "an assignment for the holder", interval=0)
     assert [tp.partition for tp in holder.assignment()] == [0]
     stop = threading.Event()
 

@@ -20,6 +20,7 @@ from kafka_spark.broker.cluster.controller import NO_LEADER
 from kafka_spark.client.offset_reader import OffsetFetchError, OffsetReader
 from kafka_spark.common.topic_partition import TopicPartition
 from kafka_spark.options import parse_source_options
+from tests.support.waiting import wait_until
 
 
 def _raw_latest(admin: AdminClient) -> int | str:
@@ -44,14 +45,16 @@ def test_latest_offsets_of_a_partition_without_a_leader_fail_naming_it_instead_o
             assert _raw_latest(witness) == 0
             victim = cluster.leader("alone", 0)
             cluster.kill_broker(victim)  # its only replica: the partition is offline until it returns
-            deadline = time.monotonic() + 60
-            while cluster.leader("alone", 0) != NO_LEADER:  # the controller notices the missed heartbeats
-                assert time.monotonic() < deadline, "the partition never went offline"
-                time.sleep(0.05)
-            answers = []
-            while -1001 not in answers:  # until a warm client gets the answer without an error
-                assert time.monotonic() < deadline, f"librdkafka never answered -1001: {answers}"
-                answers.append(_raw_latest(witness))
+            deadline = time.monotonic() + 60  # one bound for both waits
+            # the controller notices the missed heartbeats
+            wait_until(lambda: cluster.leader("alone", 0) == NO_LEADER, "the partition to go offline")
+            answers: list[int] = []
+            wait_until(  # until a warm client gets the answer without an error
+                lambda: answers.append(_raw_latest(witness)) or -1001 in answers,
+                lambda: f"librdkafka to answer -1001: {answers}",
+                deadline - time.monotonic(),
+                interval=0,
+            )
             with pytest.raises(OffsetFetchError, match=r"alone-0"):
                 reader.latest_offsets([tp])
             cluster.restart_broker(victim)
@@ -119,7 +122,7 @@ def test_a_leader_whose_high_watermark_lags_its_epoch_start_answers_latest_offse
     leader = cluster.leader("lagging", 0)
     node = cluster.nodes[leader]
     replica = node.replicas.partitions[TopicPartition("lagging", 0)]
-    wait_until_true(lambda: replica.log.high_watermark == 5)
+    wait_until(lambda: replica.log.high_watermark == 5, "the follower to replicate and the HW to reach 5", timeout=30)
     address = f"127.0.0.1:{node.port}"
     assert _wire_list_offsets(address, "lagging", -1) == (0, 5)
     future = int(time.time() * 1000) + 86_400_000  # after every record's timestamp
@@ -138,10 +141,15 @@ def test_a_leader_whose_high_watermark_lags_its_epoch_start_answers_latest_offse
         assert _wire_list_offsets(address, "lagging", -1, replica_id=follower) == (0, 5)
         assert _wire_list_offsets(address, "lagging", future, replica_id=follower) == (0, -1)
         consumer, lines = _consumer_at_latest(cluster.bootstrap_servers, "lagging")
-        deadline = time.monotonic() + 30
-        while not any("not caught up" in line for line in lines):  # librdkafka was told to wait
-            assert time.monotonic() < deadline, "the consumer never asked for the latest offset"
+
+        def told(words: str) -> bool:
+            if any(words in line for line in lines):
+                return True
             assert consumer.poll(0.05) is None
+            return False
+
+        # librdkafka was told to wait
+        wait_until(lambda: told("not caught up"), "the consumer to ask for the latest offset", 30, interval=0)
         options = parse_source_options({"subscribe": "lagging", "fetchOffset.numRetries": "0"})
         reader = OffsetReader(options, cluster.bootstrap_servers, timeout_s=5.0)
         try:
@@ -153,17 +161,24 @@ def test_a_leader_whose_high_watermark_lags_its_epoch_start_answers_latest_offse
         replica.epoch_start_offset = 0
     assert _wire_list_offsets(address, "lagging", -1) == (0, 5)
     try:  # the consumer retried: it starts at the latest offset, 5, and reads what comes next
-        deadline = time.monotonic() + 30
-        while not any("lagging [0] at offset 5" in line for line in lines):
-            assert time.monotonic() < deadline, "the consumer never asked again: " + "\n".join(lines[-20:])
-            assert consumer.poll(0.05) is None
+        wait_until(
+            lambda: told("lagging [0] at offset 5"),
+            lambda: "the consumer to ask again: " + "\n".join(lines[-20:]),
+            30,
+            interval=0,
+        )
         producer.produce("lagging", value=b"after", partition=0)
         assert producer.flush(30) == 0
-        message = None
-        deadline = time.monotonic() + 30
-        while message is None or message.error():
-            assert time.monotonic() < deadline, "the consumer never started reading"
+        polled: list = []  # a Message is falsy when its value is empty: judged by the list
+
+        def read_one() -> bool:
             message = consumer.poll(0.1)
+            if message is not None and not message.error():
+                polled.append(message)
+            return bool(polled)
+
+        wait_until(read_one, "the consumer to start reading", 30, interval=0)
+        (message,) = polled
         assert (message.offset(), message.value()) == (5, b"after")
     finally:
         consumer.close()
@@ -186,13 +201,6 @@ def _consumer_at_latest(bootstrap: str, topic: str) -> tuple[Consumer, list[str]
     )
     consumer.assign([KafkaTopicPartition(topic, 0, OFFSET_END)])
     return consumer, lines
-
-
-def wait_until_true(condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never held"
-        time.sleep(0.01)
 
 
 def _on_loop(node, action):
@@ -232,7 +240,7 @@ def test_latest_offsets_the_source_observes_never_go_backwards_through_a_leader_
     b, c = [node for node in state.replicas if node != a]  # b: the next leader (first in replica order)
     for node in state.replicas:
         log = cluster.nodes[node].replicas.partitions[tp].log
-        wait_until_true(lambda log=log: log.high_watermark == count)
+        wait_until(lambda log=log: log.high_watermark == count, f"the high watermark to reach {count}", timeout=30)
     replica_b = cluster.nodes[b].replicas.partitions[tp]
 
     def lose_the_last_high_watermark() -> None:
@@ -257,29 +265,41 @@ def test_latest_offsets_the_source_observes_never_go_backwards_through_a_leader_
         cluster.kill_broker(a)
         cluster.wait_for_leader("monotonic", 0, not_on=a, timeout=60)
         assert cluster.leader("monotonic", 0) == b
-        wait_until_true(lambda: _read_on_loop(cluster.nodes[b], lambda: replica_b.followers != {}))
+        wait_until(
+            lambda: _read_on_loop(cluster.nodes[b], lambda: replica_b.followers != {}),
+            "the leader to see its follower",
+            timeout=30,
+        )
         high_watermark, epoch_start = _read_on_loop(
             cluster.nodes[b], lambda: (replica_b.log.high_watermark, replica_b.epoch_start_offset)
         )
         assert (high_watermark, epoch_start) == (count - 5, count)  # the KIP-207 moment
-        deadline = time.monotonic() + 60
-        while True:  # until the new leader itself refused to answer
+        deadline = time.monotonic() + 60  # one bound for both waits
+
+        def refused() -> bool:  # until the new leader itself refused to answer
+            nonlocal seen
             try:
                 latest = reader.latest_offsets([tp])[tp]
             except OffsetFetchError as error:
-                if "OFFSET_NOT_AVAILABLE" in str(error):
-                    break
-            else:
-                assert latest >= seen, f"the latest offset went from {seen} back to {latest}"
-                seen = latest
-            assert time.monotonic() < deadline, "the new leader never answered"
+                return "OFFSET_NOT_AVAILABLE" in str(error)
+            assert latest >= seen, f"the latest offset went from {seen} back to {latest}"
+            seen = latest
+            return False
+
+        wait_until(refused, "the new leader to refuse with OFFSET_NOT_AVAILABLE", interval=0)
         del manager_c.apply  # C hears of the new leader, fetches from it, and B's HW moves on
         _on_loop(cluster.nodes[c], lambda: manager_c.apply(cluster.controller.image))
-        while seen < count or replica_b.log.high_watermark < count:
+
+        def back_to_count() -> bool:
+            nonlocal seen
+            if seen >= count and replica_b.log.high_watermark >= count:
+                return True
             latest = retrying.latest_offsets([tp])[tp]
             assert latest >= seen, f"the latest offset went from {seen} back to {latest}"
             seen = latest
-            assert time.monotonic() < deadline, f"the latest offset never came back to {count}"
+            return False
+
+        wait_until(back_to_count, f"the latest offset back at {count}", deadline - time.monotonic(), interval=0)
         assert retrying.latest_offsets([tp])[tp] == count
     finally:
         reader.close()

@@ -16,6 +16,7 @@ from pyarrow.fs import LocalFileSystem
 from kafka_spark.files.metadata_log import MetadataLog
 from kafka_spark.files.table import committed_source_offsets, vacuum
 from tests.support.paths import ROOT
+from tests.support.waiting import wait_until
 
 # 20 micro-batches: the kill lands within 1.5 s of the second commit, long before the last one
 # even when batches take a tenth of a second.
@@ -91,9 +92,11 @@ def test_sigkill_mid_stream_then_restart_is_exactly_once(spark, tmp_path):
     metadata = os.path.join(out, "_spark_metadata")
 
     driver = start_query(str(script), out, checkpoint)
-    deadline = time.time() + 120
-    while time.time() < deadline and not (os.path.isdir(metadata) and len(os.listdir(metadata)) >= 2):
-        time.sleep(0.05)
+    wait_until(
+        lambda: os.path.isdir(metadata) and len(os.listdir(metadata)) >= 2 or driver.poll() is not None,
+        "the query's first two manifests",
+        timeout=120,
+    )
     kill_within_a_later_batch(driver, out)
 
     restarted = start_query(str(script), out, checkpoint)

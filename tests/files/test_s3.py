@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import boto3
 import pyarrow.parquet as pq
@@ -23,6 +22,7 @@ from kafka_spark.files.metadata_log import MetadataLog
 from kafka_spark.files.table import committed_source_offsets, vacuum
 from tests.files.test_kill import END, QUERY, STEP, kill_within_a_later_batch  # the same query, on S3
 from tests.support.paths import ROOT
+from tests.support.waiting import wait_until
 
 BUCKET = "lake"
 
@@ -78,9 +78,11 @@ def test_sigkill_mid_stream_on_s3_then_restart_is_exactly_once(s3, tmp_path):
     out, checkpoint = f"s3://{BUCKET}/out", str(tmp_path / "ck")
 
     driver = start_query(str(script), out, checkpoint, s3)
-    deadline = time.time() + 120
-    while time.time() < deadline and len(manifests("out")) < 2 and driver.poll() is None:
-        time.sleep(0.05)
+    wait_until(
+        lambda: len(manifests("out")) >= 2 or driver.poll() is not None,
+        "the query's first two manifests",
+        timeout=120,
+    )
     kill_within_a_later_batch(driver, out)
 
     restarted = start_query(str(script), out, checkpoint, s3)

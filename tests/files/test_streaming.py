@@ -26,6 +26,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from kafka_spark.files.metadata_log import MetadataLog, SinkFileStatus
 from kafka_spark.files.table import committed_source_offsets, vacuum
 from kafka_spark.files.writers import FileSinkCommitMessage, FileSinkOptions, FileStreamWriter
+from tests.support.waiting import wait_until
 
 # Spark ships the source class to Python workers, which cannot import this test module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -290,9 +291,7 @@ def test_rate_source_restart_from_checkpoint_has_no_duplicates_or_gaps(spark, tm
             .trigger(processingTime="100 milliseconds")
             .start(out)
         )
-        deadline = time.time() + 60
-        while time.time() < deadline and len(query.recentProgress) < count:
-            time.sleep(0.2)
+        wait_until(lambda: len(query.recentProgress) >= count, f"{count} batches of the query", interval=0.2)
         query.stop()  # may interrupt a running batch: it must leave nothing visible
 
     run_batches(2)

@@ -28,6 +28,7 @@ from tests.interop.harness import (
     rows,
     table,
 )
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -150,11 +151,12 @@ def test_streaming_query_restarted_three_times_while_a_producer_writes_keeps_eve
     try:
         for _ in range(3):
             query = start(processingTime="200 milliseconds")
-            deadline = time.monotonic() + 120
-            while sum(1 for progress in query.recentProgress if progress["numInputRows"] > 0) < 2:
-                # two batches with data, then stop mid-stream
-                assert time.monotonic() < deadline and query.exception() is None, query.exception()
-                time.sleep(0.2)
+
+            def two_batches_with_data(query=query) -> bool:  # then stop mid-stream
+                assert query.exception() is None, query.exception()
+                return sum(1 for progress in query.recentProgress if progress["numInputRows"] > 0) >= 2
+
+            wait_until(two_batches_with_data, "two batches with data", 120, interval=0.2)
             query.stop()
     finally:
         acknowledged = producer.stop()
@@ -280,10 +282,11 @@ def test_commit_offsets_to_group_shows_in_kafka_consumer_groups_with_the_lag(spa
         return {row["PARTITION"]: (row["CURRENT-OFFSET"], row["LOG-END-OFFSET"], row["LAG"]) for row in table(output)}
 
     def wait_for(condition, what: str) -> None:
-        deadline = time.monotonic() + 120
-        while not condition():
-            assert time.monotonic() < deadline and query.exception() is None, (what, query.exception(), described())
-            time.sleep(0.3)
+        def running_until() -> bool:
+            assert query.exception() is None, (what, query.exception(), described())
+            return condition()
+
+        wait_until(running_until, lambda: (what, described()), 120, interval=0.3)
 
     def processed() -> int:
         return sum(progress["numInputRows"] for progress in query.recentProgress)

@@ -6,10 +6,10 @@ producer (snappy in its xerial framing, lz4)."""
 from __future__ import annotations
 
 import os
-import time
 
 from tests.cli.test_console_fetch import OUTPUTS, both, processed, produce_matrix
 from tests.interop.harness import Cluster
+from tests.support.waiting import wait_until
 
 
 def test_wire_and_librdkafka_fetchers_print_the_same_bytes(cluster: Cluster, tmp_path):
@@ -26,10 +26,13 @@ def test_wire_and_librdkafka_fetchers_print_the_same_bytes(cluster: Cluster, tmp
         )
     count += 100
     env = dict(os.environ, PYLOG_HOME=str(tmp_path))
-    deadline = time.monotonic() + 60  # the tool's producer may return before its records are readable
-    while processed(both(cluster.bootstrap_servers, env, topic, "--from-beginning", "-e")[1]) != str(count).encode():
-        assert time.monotonic() < deadline, f"{count} records never became readable"
-        time.sleep(0.2)
+    wait_until(  # the tool's producer may return before its records are readable
+        lambda: (
+            processed(both(cluster.bootstrap_servers, env, topic, "--from-beginning", "-e")[1]) == str(count).encode()
+        ),
+        f"{count} records readable",
+        interval=0.2,
+    )
     printed = {}
     for output in OUTPUTS[:3]:  # --print-key: tests/cli/test_console_fetch.py
         wire, librdkafka = both(cluster.bootstrap_servers, env, topic, "--from-beginning", "-e", *output)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.interop.harness import Cluster
+from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
 INVALID_REGULAR_EXPRESSION = 128
@@ -36,19 +37,19 @@ def _join(client: WireClient, group: str, regex: str) -> Any:
         "server_assignor": None,
         "topic_partitions": [],
     }
-    deadline = time.monotonic() + 60
-    while True:  # FindCoordinator first: Kafka creates __consumer_offsets when a client looks
-        found = client.call(10, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators[0]
-        if found.error_code == 0:
-            break
-        assert time.monotonic() < deadline, found
-        time.sleep(0.2)
-    while True:
-        answer = client.call(68, 1, body)
-        if answer.error_code not in COORDINATOR_BUSY:
-            return answer
-        assert time.monotonic() < deadline, answer
-        time.sleep(0.2)
+    deadline = time.monotonic() + 60  # one bound for both waits
+    wait_until(  # FindCoordinator first: Kafka creates __consumer_offsets when a client looks
+        lambda: client.call(10, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators[0].error_code == 0,
+        f"a coordinator for {group}",
+        interval=0.2,
+    )
+    answers = []
+
+    def answered() -> Any:
+        answers.append(client.call(68, 1, body))
+        return answers[-1] if answers[-1].error_code not in COORDINATOR_BUSY else None
+
+    return wait_until(answered, lambda: f"an answer other than busy: {answers[-1:]}", deadline - time.monotonic(), 0.2)
 
 
 @pytest.mark.parametrize("regex", REFUSED + ACCEPTED)

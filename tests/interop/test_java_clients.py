@@ -6,12 +6,14 @@ through fetch sessions, on one broker and across a partition leader's kill on a 
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import queue
 import threading
 import time
 
 from tests.interop.harness import Cluster, JavaClients, records, table
+from tests.support.waiting import wait_until
 
 
 def test_transactional_producer_is_read_once_by_read_committed_and_aborts_are_skipped(
@@ -52,14 +54,15 @@ class GroupProcess:
 
     def until(self, condition, timeout: float = 120) -> None:
         """Collect events until ``condition(self)`` holds."""
-        deadline = time.monotonic() + timeout
-        while not condition(self):
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, f"group did not get there; events: {self.seen}"
-            try:
-                self.seen.append(self.events.get(timeout=min(remaining, 1)))
-            except queue.Empty:
-                pass
+
+        def reached() -> bool:
+            if condition(self):
+                return True
+            with contextlib.suppress(queue.Empty):
+                self.seen.append(self.events.get(timeout=1))
+            return False
+
+        wait_until(reached, lambda: f"the group to get there; events: {self.seen}", timeout, interval=0)
 
     def owned(self) -> dict[int, set[int]]:
         """Each member's partitions, from the assign/revoke events so far."""
@@ -169,9 +172,12 @@ def test_consumer_protocol_group_of_three_shares_partitions_and_moves_only_a_lea
         def described() -> list[dict[str, str]]:
             return table(cluster.tool("kafka-consumer-groups", "--describe", "--group", group).stdout)
 
-        deadline = time.monotonic() + 60
-        while len(rows := described()) != 6 and time.monotonic() < deadline:
-            time.sleep(0.5)  # the tool shows a partition once its member has committed it
+        def six_rows() -> list[dict[str, str]] | None:
+            rows = described()
+            return rows if len(rows) == 6 else None
+
+        # the tool shows a partition once its member has committed it
+        rows = wait_until(six_rows, "six rows", interval=0.5)
         assert {row["CLIENT-ID"] for row in rows} == {"member-0", "member-1", "member-2"}, rows
         assert {row["HOST"] for row in rows} == {"/127.0.0.1"}, rows
         state = table(cluster.tool("kafka-consumer-groups", "--describe", "--group", group, "--state").stdout)
@@ -270,14 +276,21 @@ def test_java_consumer_reads_on_through_a_partition_leader_kill_with_new_fetch_s
             lines.put(line.strip())
 
     def until(count: int, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while sum(line.startswith("RECORD") for line in seen) < count:
-            if time.monotonic() > deadline or (not reader.is_alive() and lines.empty()):
-                raise AssertionError(f"the Java consumer printed {len(seen)} lines, not {count} records: {seen[-3:]}")
-            try:
+
+        def printed() -> bool:
+            if sum(line.startswith("RECORD") for line in seen) >= count:
+                return True
+            assert reader.is_alive() or not lines.empty(), f"the Java consumer ended: {seen[-3:]}"
+            with contextlib.suppress(queue.Empty):
                 seen.append(lines.get(timeout=1))
-            except queue.Empty:
-                pass
+            return False
+
+        wait_until(
+            printed,
+            lambda: f"the Java consumer printed {len(seen)} lines, not {count} records: {seen[-3:]}",
+            timeout,
+            0,
+        )
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()

@@ -8,9 +8,11 @@ from __future__ import annotations
 import re
 import time
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from tests.interop.harness import BASE_TS, Cluster, table
+from tests.support.partition_reads import read_to_end
+from tests.support.waiting import wait_until
 
 
 def consume(cluster: Cluster, topic: str, count: int, *args: str) -> list[str]:
@@ -94,10 +96,9 @@ def test_topics_create_describe_alter_list_and_delete(cluster: Cluster):
 
     assert topic in cluster.tool("kafka-topics", "--list").stdout.split()
     cluster.tool("kafka-topics", "--delete", "--topic", topic)
-    deadline = time.monotonic() + 60  # Kafka deletes asynchronously
-    while topic in cluster.tool("kafka-topics", "--list").stdout.split():
-        assert time.monotonic() < deadline, f"{topic} still listed after --delete"
-        time.sleep(0.5)
+    wait_until(  # Kafka deletes asynchronously
+        lambda: topic not in cluster.tool("kafka-topics", "--list").stdout.split(), f"{topic} unlisted", interval=0.5
+    )
     missing = cluster.tool("kafka-topics", "--describe", "--topic", topic, check=False)
     assert missing.returncode != 0 and "does not exist" in missing.stdout + missing.stderr
     assert cluster.tool("kafka-topics", "--describe", "--topic", topic, "--if-exists").returncode == 0
@@ -315,13 +316,13 @@ def test_transactions_list_and_describe(cluster: Cluster):
     ongoing.abort_transaction(60)
     # EndTxn returns once PrepareAbort is logged; Apache Kafka writes the markers and moves to
     # CompleteAbort after that, so the state is read until it leaves PrepareAbort.
-    deadline = time.monotonic() + 60
-    while True:
+
+    def past_prepare_abort() -> list[tuple[str, str]] | None:
         described = tab_rows(cluster.tool("kafka-transactions", "describe", "--transactional-id", open_id).stdout)
         states = [(row["TransactionState"], row["TopicPartitions"]) for row in described]
-        if states != [("PrepareAbort", f"{topic}-1")] or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+        return states if states != [("PrepareAbort", f"{topic}-1")] else None
+
+    states = wait_until(past_prepare_abort, "the transaction to leave PrepareAbort", interval=0.2)
     assert states == [("CompleteAbort", "")]
     unknown = cluster.tool("kafka-transactions", "describe", "--transactional-id", f"none-{topic}", check=False)
     assert (
@@ -333,30 +334,14 @@ def test_transactions_list_and_describe(cluster: Cluster):
 
 def read_committed(cluster: Cluster, topic: str) -> list[bytes]:
     """Every value a read_committed consumer gets from partition 0 of ``topic``, up to its end."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap_servers,
-            "group.id": f"committed-{topic}",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
+    messages = read_to_end(
+        cluster.bootstrap_servers,
+        topic,
+        0,
+        60,
+        **{"group.id": f"committed-{topic}", "isolation.level": "read_committed"},
     )
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        values: list[bytes] = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            message = consumer.poll(1)
-            if message is None:
-                continue
-            if message.error() is not None:
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                return values
-            values.append(message.value())
-        raise AssertionError(f"no end of partition within 60 s; read {values}")
-    finally:
-        consumer.close()
+    return [message.value() for message in messages]
 
 
 def test_transactions_describe_producers_find_hanging_and_abort(cluster: Cluster):

@@ -4,13 +4,13 @@ broker."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 from pyspark.errors import PySparkException
+
+from tests.support.waiting import wait_until
 
 
 def send(bootstrap: str, topic: str, values, partition: int | None = None, timestamp: int | None = None) -> None:
@@ -109,9 +109,7 @@ def test_partitions_and_topics_that_appear_later_are_read_by_the_next_execution(
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while len(admin.list_topics(topic, timeout=10).topics[topic].partitions) < 3 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: len(admin.list_topics(topic, timeout=10).topics[topic].partitions) >= 3, "3 partitions", 30, 0.1)
     send(bootstrap, topic, range(5, 8), 2)
     assert values(df) == list(range(8))
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import uuid
 from dataclasses import dataclass
 
@@ -33,6 +32,7 @@ from kafka_spark.read.stream import (
     PylogStreamReader,
 )
 from tests.support.source_fixtures import embedded_kafka  # noqa: F401
+from tests.support.waiting import wait_until
 
 # Spark ships the test sink to Python workers, which cannot import this test module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -148,15 +148,17 @@ def _recreate(bootstrap: str, topic: str) -> None:
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.delete_topics([topic])[topic].result(30)
-    deadline = time.monotonic() + 60
-    while True:
+    refusals: list[Exception] = []
+
+    def created() -> bool:
         try:
             admin.create_topics([NewTopic(topic, num_partitions=4)])[topic].result(30)
-            break
-        except Exception:  # noqa: BLE001 - the deletion may still be under way
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+        except Exception as refusal:  # noqa: BLE001 - the deletion may still be under way
+            refusals.append(refusal)
+            return False
+        return True
+
+    wait_until(created, lambda: f"{topic} created again, last refused with {refusals[-1:]}", interval=0.2)
     producer = Producer({"bootstrap.servers": bootstrap})
     for i in range(2):
         producer.produce(topic, value=b"new-%d" % i, partition=0)

@@ -17,13 +17,14 @@ from __future__ import annotations
 import itertools
 import logging
 import re
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pytest
 from confluent_kafka import Producer
+
+from tests.support.waiting import wait_until
 
 MOCK_PARTITIONS = 4
 
@@ -59,13 +60,16 @@ class KafkaCluster:
         name = f"{prefix}-{next(_names)}-{uuid.uuid4().hex[:6]}"
         if self.broker is not None:
             self.broker.create_topic(name, partitions=self.partitions_per_topic, config=config)
-        metadata = self.producer.list_topics(topic=name, timeout=10)
-        deadline = time.monotonic() + 10
-        while len(metadata.topics[name].partitions) != self.partitions_per_topic:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"topic {name} was not auto-created: {metadata.topics[name]}")
-            time.sleep(0.05)
+
+        def created() -> bool:
             metadata = self.producer.list_topics(topic=name, timeout=10)
+            return len(metadata.topics[name].partitions) == self.partitions_per_topic
+
+        wait_until(
+            created,
+            lambda: f"topic {name} auto-created: {self.producer.list_topics(topic=name, timeout=10).topics[name]}",
+            10,
+        )
         return name
 
     def produce(self, topic: str, records: Sequence[Record]) -> list[Record]:
@@ -136,16 +140,13 @@ def mock_kafka() -> Iterator[KafkaCluster]:
             "linger.ms": 5,
         }
     )
-    address = None
-    deadline = time.monotonic() + 10
-    while address is None:
+
+    def logged_address() -> str | None:
         producer.poll(0.1)  # delivers queued log lines
-        for line in lines.lines:
-            match = re.search(r"replaced with (\S+)", line)
-            if match:
-                address = match.group(1)
-        if address is None and time.monotonic() > deadline:
-            raise RuntimeError(f"mock cluster address not logged: {lines.lines}")
+        found = (re.search(r"replaced with (\S+)", line) for line in lines.lines)
+        return next((match.group(1) for match in found if match), None)
+
+    address = wait_until(logged_address, lambda: f"the mock cluster's address logged: {lines.lines}", 10, 0)
     # Keep librdkafka's mock debug lines (debug=mock stays on) out of the test log from now on.
     logger.removeHandler(lines)
     logger.setLevel(logging.WARNING)

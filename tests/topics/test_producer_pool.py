@@ -8,13 +8,7 @@ import time
 
 from kafka_spark.topics.task import _ProducerPool
 from tests.support.client_threads import librdkafka_threads
-
-
-def _wait_for(condition, what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
+from tests.support.waiting import wait_until
 
 
 def test_a_pooled_producer_is_reused_then_closed_by_the_evictor_once_idle(pylog_broker, pylog_topic):
@@ -32,8 +26,8 @@ def test_a_pooled_producer_is_reused_then_closed_by_the_evictor_once_idle(pylog_
     assert len(pool) == 1
     pool.release(again, reusable=True)
     del producer, again
-    _wait_for(lambda: len(pool) == 0, "the idle producer was never evicted")
-    _wait_for(lambda: librdkafka_threads() == before, "the evicted producer's threads still run")
+    wait_until(lambda: len(pool) == 0, "the idle producer was never evicted", timeout=30)
+    wait_until(lambda: librdkafka_threads() == before, "the evicted producer's threads still run", timeout=30)
 
 
 def test_a_producer_given_back_by_a_failed_task_is_not_reused(pylog_broker):
@@ -51,4 +45,4 @@ def test_a_producer_given_back_by_a_failed_task_is_not_reused(pylog_broker):
     pool.close_all()
     assert len(pool) == 0
     del fresh
-    _wait_for(lambda: librdkafka_threads() == before, "the producers' threads still run")
+    wait_until(lambda: librdkafka_threads() == before, "the producers' threads still run", timeout=30)

@@ -6,36 +6,16 @@ import socket
 import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
+from tests.support.partition_reads import read_partitions_to_end
+
 
 def read_topic(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed") -> list:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{time.monotonic_ns()}",
-            "enable.partition.eof": True,
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    rows, eof = [], set()
-    deadline = time.monotonic() + 60
-    while len(eof) < partitions and time.monotonic() < deadline:
-        for message in consumer.consume(1000, timeout=0.5):
-            if message.error():
-                assert message.error().code() == KafkaError._PARTITION_EOF
-                eof.add(message.partition())
-            else:
-                rows.append(
-                    (message.key(), message.value(), message.headers(), message.timestamp()[1], message.partition())
-                )
-    consumer.close()
-    assert len(eof) == partitions
-    return rows
+    messages = read_partitions_to_end(bootstrap, topic, range(partitions), **{"isolation.level": isolation})
+    return [(m.key(), m.value(), m.headers(), m.timestamp()[1], m.partition()) for m in messages]
 
 
 def produce(bootstrap: str, topic: str, count: int, start: int = 0) -> None:

@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Producer
 
 from kafka_spark.broker import EmbeddedBroker
+from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
 FETCH = 1
@@ -233,12 +234,16 @@ def test_kafka_python_consumer_reads_through_a_session_while_records_arrive(brok
             for batch in consumer.poll(timeout_ms=200).values():
                 for record in batch:
                     seen[record.partition].append(record.offset)
-        deadline = 200
-        while (len(seen[0]) < 500 or len(seen[1]) < 1) and deadline:
-            deadline -= 1
+
+        def seen_all() -> bool:
+            if len(seen[0]) >= 500 and len(seen[1]) >= 1:
+                return True
             for batch in consumer.poll(timeout_ms=100).values():
                 for record in batch:
                     seen[record.partition].append(record.offset)
+            return False
+
+        wait_until(seen_all, lambda: f"500 + 1 records, seen {len(seen[0])} + {len(seen[1])}", 20, interval=0)
     finally:
         consumer.close()
     assert seen == {0: list(range(500)), 1: [0]}

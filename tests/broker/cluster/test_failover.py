@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import confluent_kafka
@@ -15,6 +14,7 @@ import kafka
 import pytest
 
 from kafka_spark import EmbeddedCluster
+from tests.support.waiting import wait_until
 
 TOPIC = "events"
 
@@ -86,13 +86,6 @@ class Consumer(threading.Thread):
                 await consumer.stop()
 
         asyncio.run(consume())
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
-        time.sleep(0.02)
 
 
 def confluent_producer(bootstrap: str, acked: list, failed: list, stop: threading.Event) -> threading.Thread:
@@ -207,19 +200,19 @@ def test_acks_all_producer_and_consumer_ride_through_a_leader_kill(tmp_path: Pat
         producer = make(cluster.bootstrap_servers, acked, failed, stop)
         producer.start()
         try:
-            wait_until(lambda: len(acked) >= 100, 60, "the first acknowledgements")
+            wait_until(lambda: len(acked) >= 100, "the first acknowledgements", timeout=60)
             victim = cluster.leader(TOPIC, 0)
             cluster.kill_broker(victim)
             at_kill = len(acked)
             assert cluster.wait_for_leader(TOPIC, 0, not_on=victim) != victim
             wait_until(
                 lambda: sum(partition == 0 for partition, _ in acked[at_kill:]) >= 50,
-                60,
                 "acknowledgements from the new leader of partition 0",
+                timeout=60,
             )
             cluster.restart_broker(victim)
             cluster.wait_for_isr(TOPIC, 0, size=3)
-            wait_until(lambda: len(acked) >= at_kill + 200, 60, "acknowledgements after the restart")
+            wait_until(lambda: len(acked) >= at_kill + 200, "acknowledgements after the restart", timeout=60)
         finally:
             stop.set()
             producer.join(150)
@@ -227,8 +220,8 @@ def test_acks_all_producer_and_consumer_ride_through_a_leader_kill(tmp_path: Pat
         assert failed == [], f"{len(failed)} records failed, e.g. {failed[:3]}"
         wait_until(
             lambda: set(acked) <= consumer.seen,
-            60,
             f"the consumer to see every acknowledged record ({len(set(acked) - consumer.seen)} missing)",
+            timeout=60,
         )
         consumer.stop.set()
         consumer.join(30)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka
 import confluent_kafka.admin
@@ -22,19 +23,14 @@ from kafka_spark.broker.storage.log import partition_dir
 from kafka_spark.broker.storage.records import decode_records
 from kafka_spark.common.topic_partition import TopicPartition
 from tests.broker.coordinator.test_group_protocol import commit
+from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
-
-
-def wait_until(condition, timeout: float = 30.0, what: str = "the condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
-        time.sleep(0.01)
+EOF = confluent_kafka.KafkaError._PARTITION_EOF
 
 
 def produce_confluent(
@@ -187,18 +183,16 @@ def read_all(bootstrap: str, topic: str, partition: int = 0) -> list[bytes]:
     )
     consumer.assign([confluent_kafka.TopicPartition(topic, partition, confluent_kafka.OFFSET_BEGINNING)])
     values = []
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            message = consumer.poll(1)
-            if message is None:
-                continue
-            if message.error():
-                if message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
-                    return values
-                continue
+
+    def at_end() -> bool:  # errors other than the end are retried by the client: read on
+        message = consumer.poll(1)
+        if message is not None and not message.error():
             values.append(message.value())
-        raise AssertionError(f"no end of partition seen in 30 s ({len(values)} records read)")
+        return message is not None and message.error() is not None and message.error().code() == EOF
+
+    try:
+        wait_until(at_end, lambda: f"the end of the partition ({len(values)} records read)", 30, interval=0)
+        return values
     finally:
         consumer.close()
 
@@ -220,7 +214,8 @@ def test_produced_records_reach_every_replica_with_leader_epochs_checkpointed(tm
                 lambda partition=partition, expected=expected: all(
                     values_of(cluster, node, "orders", partition) == expected for node in range(3)
                 ),
-                what=f"orders-{partition} on every replica",
+                f"orders-{partition} on every replica",
+                timeout=30,
             )
             for node in range(3):
                 epochs = (tmp_path / f"broker-{node}" / f"orders-{partition}" / CHECKPOINT_FILE).read_text().split()
@@ -247,7 +242,7 @@ def test_consumers_see_records_only_below_the_high_watermark(tmp_path: Path) -> 
         assert read_all(address(cluster, leader), "gated") == [b"a", b"b"]
 
         cluster.restart_broker(follower)
-        wait_until(lambda: log.high_watermark == 5, what="the follower to catch up and the HW to advance")
+        wait_until(lambda: log.high_watermark == 5, "the follower to catch up and the HW to advance", timeout=30)
         assert read_all(cluster.bootstrap_servers, "gated") == [b"a", b"b", b"c", b"d", b"e"]
 
 
@@ -286,7 +281,8 @@ def test_acks_all_needs_min_insync_replicas_and_lagging_followers_leave_and_rejo
         for node in range(3):
             wait_until(
                 lambda node=node: values_of(cluster, node, "safe") == [b"one", b"two", b"three", b"four"],
-                what=f"broker {node} to hold every record",
+                f"broker {node} to hold every record",
+                timeout=30,
             )
 
 
@@ -319,7 +315,8 @@ def test_killed_leader_loses_no_acknowledged_record_and_is_fenced(tmp_path: Path
         assert wire_produce(address(cluster, old), "payments", [b"x"], acks=1)[0] == NOT_LEADER_OR_FOLLOWER
         wait_until(
             lambda: values_of(cluster, old, "payments") == [b"%d" % i for i in range(200)],
-            what="the restarted broker to catch up",
+            "the restarted broker to catch up",
+            timeout=30,
         )
 
         # Preferred-replica election (ElectLeaders) gives the partition back to its first replica.
@@ -351,12 +348,12 @@ def test_follower_truncates_its_divergent_tail_after_an_unclean_election(tmp_pat
         a = cluster.leader("diverge")
         b = 1 - a
         assert produce_confluent(cluster.bootstrap_servers, "diverge", [b"shared-0", b"shared-1"]) == []
-        wait_until(lambda: log_of(cluster, b, "diverge").log_end_offset == 2, what="the follower to copy")
+        wait_until(lambda: log_of(cluster, b, "diverge").log_end_offset == 2, "the follower to copy", timeout=30)
         cluster.kill_broker(b)
         cluster.wait_for_isr("diverge", size=1)
         assert wire_produce(address(cluster, a), "diverge", [b"lost-2", b"lost-3", b"lost-4"], acks=1) == (0, 2)
         cluster.kill_broker(a)
-        wait_until(lambda: cluster.leader("diverge") == -1, what="the partition to go offline")
+        wait_until(lambda: cluster.leader("diverge") == -1, "the partition to go offline", timeout=30)
 
         cluster.restart_broker(b)  # out of sync, but unclean.leader.election.enable lets it lead
         assert cluster.wait_for_leader("diverge") == b
@@ -366,7 +363,8 @@ def test_follower_truncates_its_divergent_tail_after_an_unclean_election(tmp_pat
         cluster.wait_for_isr("diverge", size=2)
         wait_until(
             lambda: values_of(cluster, a, "diverge") == [b"shared-0", b"shared-1", b"new-2"],
-            what="the old leader to truncate its divergent tail and copy the new one",
+            "the old leader to truncate its divergent tail and copy the new one",
+            timeout=30,
         )
         epochs = cluster.nodes[a].replicas.partitions[TopicPartition("diverge", 0)].epochs.entries
         new_epoch = cluster.partition("diverge").leader_epoch
@@ -458,13 +456,17 @@ def test_group_members_bootstrapped_on_different_brokers_share_one_coordinator()
             member.subscribe(["shared"])
         seen: list[bytes] = []
         try:
-            deadline = time.monotonic() + 30
-            while len(seen) < 10 or any(not member.assignment() for member in members):
-                assert time.monotonic() < deadline, f"{len(seen)} records read"
+
+            def read_by_both() -> bool:
+                if len(seen) >= 10 and all(member.assignment() for member in members):
+                    return True
                 for member in members:
                     message = member.poll(0.1)
                     if message is not None and not message.error():
                         seen.append(message.value())
+                return False
+
+            wait_until(read_by_both, lambda: f"10 records and both members assigned, {len(seen)} read", 30, 0)
             assignments = [{tp.partition for tp in member.assignment()} for member in members]
         finally:
             for member in members:
@@ -492,7 +494,8 @@ def test_follower_behind_the_leaders_log_start_starts_over_there(tmp_path: Path)
         cluster.wait_for_isr("trimmed", size=2)
         wait_until(
             lambda: values_of(cluster, follower, "trimmed") == values_of(cluster, leader, "trimmed"),
-            what="the follower to copy from the leader's log start",
+            "the follower to copy from the leader's log start",
+            timeout=30,
         )
         assert log_of(cluster, follower, "trimmed").log_start_offset >= 40
 
@@ -525,7 +528,8 @@ def test_topic_configs_altered_on_any_broker_reach_every_replica_and_the_leaders
         for node in range(3):
             wait_until(
                 lambda node=node: described(node) == {"min.insync.replicas": "3", "retention.ms": "3600000"},
-                what=f"broker {node} to describe the altered configs",
+                f"broker {node} to describe the altered configs",
+                timeout=30,
             )
         bootstrap = address(cluster, leader)
         assert wire_produce(bootstrap, "tuned", [b"all three"], acks=-1) == (0, 0)
@@ -541,15 +545,15 @@ def test_topic_configs_altered_on_any_broker_reach_every_replica_and_the_leaders
 def _wire_committed(bootstrap: str, group: str, timeout: float = 30.0) -> dict[tuple[str, int], int]:
     """Every committed offset of ``group`` (OffsetFetch v5, all topics), asked of ``bootstrap``
     until it coordinates the group (a broker that just took the partition over may still load it)."""
-    deadline = time.monotonic() + timeout
     with WireClient(bootstrap) as client:
-        while True:
+
+        def answered() -> Any:
             response = client.call(9, 5, {"group_id": group, "topics": None})
-            if response.error_code == 0:
-                return {(t.name, p.partition_index): p.committed_offset for t in response.topics for p in t.partitions}
-            assert response.error_code in (14, 15, 16), response  # loading, not available, not coordinator
-            assert time.monotonic() < deadline, f"{bootstrap} never answered for {group}: {response}"
-            time.sleep(0.05)
+            assert response.error_code in (0, 14, 15, 16), response  # loading, not available, not coordinator
+            return response if response.error_code == 0 else None
+
+        response = wait_until(answered, f"{bootstrap} to answer for {group}", timeout)
+        return {(t.name, p.partition_index): p.committed_offset for t in response.topics for p in t.partitions}
 
 
 def test_a_deleted_topics_committed_offsets_go_on_every_coordinator_also_those_not_hosting_it(
@@ -566,7 +570,8 @@ def test_a_deleted_topics_committed_offsets_go_on_every_coordinator_also_those_n
     with WireClient(address(cluster, host)) as client:  # the first FindCoordinator creates __consumer_offsets
         wait_until(
             lambda: client.call(10, 4, {"key_type": 0, "coordinator_keys": ["probe"]}).coordinators[0].error_code == 0,
-            what="__consumer_offsets",
+            "__consumer_offsets",
+            timeout=30,
         )
     cluster.wait_for_metadata()
     partitions = cluster.controller.image.topics[OFFSETS_TOPIC].partitions
@@ -591,7 +596,9 @@ def test_a_deleted_topics_committed_offsets_go_on_every_coordinator_also_those_n
     # The tombstones are in the partition's log and its replicas': through a move of the partition
     # to a follower and back to the restarted coordinator, which loads it from its own log again.
     replica = cluster.nodes[coordinator].replicas.partitions[TopicPartition(OFFSETS_TOPIC, offsets_partition)]
-    wait_until(lambda: replica.log.high_watermark == replica.log.log_end_offset, what="the tombstones to replicate")
+    wait_until(
+        lambda: replica.log.high_watermark == replica.log.log_end_offset, "the tombstones to replicate", timeout=30
+    )
     cluster.stop_broker(coordinator)
     successor = cluster.wait_for_leader(OFFSETS_TOPIC, offsets_partition, not_on=coordinator)
     assert _wire_committed(address(cluster, successor), group) == {("kept", 0): 4}

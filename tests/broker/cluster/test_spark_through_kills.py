@@ -5,12 +5,13 @@ restarted. Every acknowledged record lands in the output exactly once, with no m
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import confluent_kafka
 
 from kafka_spark import EmbeddedCluster
+from tests.support.partition_reads import read_partitions_to_end
+from tests.support.waiting import wait_until
 
 TOPIC = "clicks"
 
@@ -62,25 +63,21 @@ def test_streaming_query_reads_a_replicated_topic_through_leader_kills(spark, tm
         producer = threading.Thread(target=produce, daemon=True)
         producer.start()
         try:
-            deadline = time.monotonic() + 120
-            while not (query.lastProgress or {}).get("numInputRows"):  # the query runs before the first kill
-                assert time.monotonic() < deadline and query.exception() is None, "the query read nothing"
-                time.sleep(0.1)
+
+            def read_something() -> bool:  # the query runs before the first kill
+                assert query.exception() is None, query.exception()
+                return bool((query.lastProgress or {}).get("numInputRows"))
+
+            wait_until(read_something, "the query to read something", 120, interval=0.1)
             for partition in (0, 1):  # kill each partition's leader in turn, and bring it back
-                deadline = time.monotonic() + 60
-                while len(acked) < 100 * (partition + 1):
-                    assert time.monotonic() < deadline, "no acknowledgements"
-                    time.sleep(0.05)
+                wait_until(lambda partition=partition: len(acked) >= 100 * (partition + 1), "acknowledgements")
                 victim = cluster.leader(TOPIC, partition)
                 cluster.kill_broker(victim)
                 cluster.wait_for_leader(TOPIC, partition, not_on=victim)
                 cluster.restart_broker(victim)
                 cluster.wait_for_isr(TOPIC, partition, size=3)
             at_end = len(acked)
-            deadline = time.monotonic() + 60
-            while len(acked) < at_end + 50:
-                assert time.monotonic() < deadline, "no acknowledgements after the restarts"
-                time.sleep(0.05)
+            wait_until(lambda: len(acked) >= at_end + 50, "acknowledgements after the restarts")
         finally:
             stop.set()
             producer.join(150)
@@ -102,8 +99,6 @@ def test_topic_sink_writes_exactly_once_through_the_kill_of_a_coordinator(spark,
     by several brokers and commits the sink's batch marker as group offsets. Between two runs of the
     query the broker leading most coordinator partitions is killed; a batch replayed after Spark's
     commit log lost its entry is skipped through those offsets, now served by the new coordinator."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError
-    from confluent_kafka import TopicPartition as KafkaTopicPartition
 
     with EmbeddedCluster(brokers=3, log_dir=tmp_path / "cluster", broker_session_timeout_ms=2_000) as cluster:
         cluster.create_topic("orders", partitions=3, replication_factor=3)
@@ -143,26 +138,13 @@ def test_topic_sink_writes_exactly_once_through_the_kill_of_a_coordinator(spark,
         commits[-1].unlink()  # the last batch is replayed: the sink must skip what it committed
         (commits[-1].parent / f".{commits[-1].name}.crc").unlink(missing_ok=True)
         run()
-        consumer = Consumer(
-            {
-                "bootstrap.servers": cluster.bootstrap_servers,
-                "group.id": "checker",
-                "isolation.level": "read_committed",
-                "enable.partition.eof": True,
-                "enable.auto.commit": False,
-                "log_level": 0,
-            }
-        )
-        consumer.assign([KafkaTopicPartition("copies", p, OFFSET_BEGINNING) for p in range(3)])
-        values, ended = [], set()
-        deadline = time.monotonic() + 60
-        while len(ended) < 3:
-            assert time.monotonic() < deadline, f"read_committed stopped with {len(values)} values"
-            for message in consumer.consume(1000, timeout=0.5):
-                if message.error():
-                    assert message.error().code() == KafkaError._PARTITION_EOF
-                    ended.add(message.partition())
-                else:
-                    values.append(int(message.value()))
-        consumer.close()
+        values = [
+            int(message.value())
+            for message in read_partitions_to_end(
+                cluster.bootstrap_servers,
+                "copies",
+                range(3),
+                **{"group.id": "checker", "isolation.level": "read_committed", "log_level": 0},
+            )
+        ]
         assert sorted(values) == list(range(120)), "every input exactly once for read_committed consumers"

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka
 import pytest
@@ -19,6 +20,7 @@ from kafka_spark.broker.cluster import EmbeddedCluster
 from kafka_spark.broker.coordinator.group_offsets import OFFSETS_TOPIC, offsets_partition_for
 from kafka_spark.broker.coordinator.transaction import TxnState
 from kafka_spark.broker.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
+from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
 TOPIC = "payments"
@@ -71,16 +73,26 @@ def _read_committed(cluster: EmbeddedCluster, timeout: float = 60.0) -> list[str
     try:
         ends = {p: consumer.get_watermark_offsets(partitions[p], timeout=30)[1] for p in range(PARTITIONS)}
         positions = dict.fromkeys(range(PARTITIONS), 0)
-        while any(positions[p] < ends[p] for p in range(PARTITIONS)):
-            assert time.monotonic() < deadline, f"read_committed stopped at {positions}, ends {ends}: {seen}"
+
+        def at_the_ends() -> bool:
+            if all(positions[p] >= ends[p] for p in range(PARTITIONS)):
+                return True
             message = consumer.poll(0.2)
             if message is None or message.error():
                 for tp in consumer.position(partitions):
                     if tp.offset >= 0:
                         positions[tp.partition] = tp.offset
-                continue
+                return False
             seen.append(message.value().decode())
             positions[message.partition()] = message.offset() + 1
+            return False
+
+        wait_until(
+            at_the_ends,
+            lambda: f"read_committed at the ends {ends}, stopped at {positions}: {seen}",
+            deadline - time.monotonic(),
+            interval=0,
+        )
     finally:
         consumer.close()
     return seen
@@ -137,12 +149,11 @@ def test_a_transaction_whose_coordinator_dies_while_ending_it_is_completed_by_th
     pylog_cluster.kill_broker(pylog_cluster.leader(TOPIC, stalled))  # markers cannot reach it for a while
     committing = threading.Thread(target=producer.commit_transaction, args=(120,), daemon=True)
     committing.start()
-    deadline = time.monotonic() + 60
-    while node.broker.transactions.get("payer") is None or (
-        node.broker.transactions.get("payer").state is not TxnState.PREPARE_COMMIT  # type: ignore[union-attr]
-    ):
-        assert time.monotonic() < deadline, "the transaction never reached PrepareCommit"
-        time.sleep(0.005)
+    wait_until(
+        lambda: (meta := node.broker.transactions.get("payer")) is not None and meta.state is TxnState.PREPARE_COMMIT,
+        "the transaction to reach PrepareCommit",
+        interval=0.005,
+    )
     pylog_cluster.kill_broker(coordinator)
     committing.join(120)
     assert not committing.is_alive(), "commit_transaction did not return"
@@ -174,12 +185,11 @@ def test_committed_group_offsets_survive_the_kill_of_the_group_coordinator(pylog
         return made
 
     def next_value(reader: confluent_kafka.Consumer) -> str:
-        deadline = time.monotonic() + 60
-        while True:
-            assert time.monotonic() < deadline, "no record came"
+        def value() -> str | None:
             message = reader.poll(0.2)
-            if message is not None and not message.error():
-                return str(message.value().decode())
+            return str(message.value().decode()) if message is not None and not message.error() else None
+
+        return wait_until(value, "a record", interval=0)
 
     first = consumer()
     assert [next_value(first) for _ in range(6)] == [f"order-{i}" for i in range(6)]
@@ -270,13 +280,15 @@ def test_the_leader_of_a_keys_partition_is_its_coordinator_and_other_brokers_say
             versions = client.call(18, 3, {"client_software_name": "t", "client_software_version": "1"})
             assert 27 in {entry.api_key for entry in versions.api_keys}  # WriteTxnMarkers, broker to broker
             assert "transaction.version" not in {feature.name for feature in versions.finalized_features}
-            while True:  # the first FindCoordinator creates __transaction_state through the controller
+
+            def found_all(client: WireClient = client) -> Any:
                 found = client.call(10, 4, {"key_type": 1, "coordinator_keys": keys})
                 codes = {int(entry.error_code) for entry in found.coordinators}
-                if codes == {0}:
-                    break
-                assert codes <= {0, 15} and time.monotonic() < deadline, codes  # 15: COORDINATOR_NOT_AVAILABLE
-                time.sleep(0.05)
+                assert codes <= {0, 15}, codes  # 15: COORDINATOR_NOT_AVAILABLE
+                return found if codes == {0} else None
+
+            # the first FindCoordinator creates __transaction_state through the controller
+            found = wait_until(found_all, "every coordinator found", deadline - time.monotonic())
             answers[node_id] = {entry.key: entry.node_id for entry in found.coordinators}
     assert all(answer == answers[0] for answer in answers.values()), answers
     for key in keys:
@@ -312,12 +324,13 @@ def test_a_transaction_left_open_past_its_timeout_is_aborted_on_every_leader(pyl
         producer.produce(TOPIC, f"abandoned-{index}".encode(), partition=index % PARTITIONS)
     producer.flush(60)
     coordinator = pylog_cluster.nodes[_coordinator(pylog_cluster, TRANSACTION_STATE_TOPIC, "forgetful")]
-    deadline = time.monotonic() + 60
-    while (meta := coordinator.broker.transactions.get("forgetful")) is None or (
-        meta.state is not TxnState.COMPLETE_ABORT
-    ):
-        assert time.monotonic() < deadline, "the coordinator never aborted the transaction"
-        time.sleep(0.05)
+    wait_until(
+        lambda: (
+            (meta := coordinator.broker.transactions.get("forgetful")) is not None
+            and meta.state is TxnState.COMPLETE_ABORT
+        ),
+        "the coordinator to abort the transaction",
+    )
     assert _read_committed(pylog_cluster) == []
 
 
@@ -385,13 +398,12 @@ def test_leader_and_follower_describe_a_partitions_producers_and_its_open_transa
     assert describe(follower) == open_transaction
     assert describe(outsider) == (6, [])  # NOT_LEADER_OR_FOLLOWER
     producer.commit_transaction(60)
-    deadline = time.monotonic() + 60
-    while True:  # the marker reaches the follower with its next fetch
+
+    def marked() -> dict[int, tuple[int, list]] | None:  # the marker reaches the follower with its next fetch
         answers = {node: describe(node) for node in (leader, follower)}
-        if all(producers and producers[0][3] == -1 for _, producers in answers.values()):
-            break
-        assert time.monotonic() < deadline, answers
-        time.sleep(0.1)
+        return answers if all(producers and producers[0][3] == -1 for _, producers in answers.values()) else None
+
+    answers = wait_until(marked, "the marker on the leader and the follower", interval=0.1)
     for code, producers in answers.values():
         (epoch, last_sequence, coordinator_epoch, start) = producers[0]
         assert (code, epoch, last_sequence, start) == (0, 0, 3, -1)
@@ -431,14 +443,17 @@ def test_consumer_protocol_members_join_the_next_coordinator_after_a_kill(pylog_
     read: collections.Counter[bytes] = collections.Counter()
 
     def read_until(count: int) -> None:
-        deadline = time.monotonic() + 90
-        while len(read) < count:
-            assert time.monotonic() < deadline, f"read {len(read)} of {count}"
+        def read_enough() -> bool:
+            if len(read) >= count:
+                return True
             for consumer in consumers:
                 message = consumer.poll(0.05)
                 if message is not None and message.error() is None:
                     read[message.value()] += 1
                     consumer.commit(message, asynchronous=False)
+            return False
+
+        wait_until(read_enough, lambda: f"{count} records, read {len(read)}", 90, interval=0)
 
     produce(0, 300)
     read_until(300)

@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, Producer
 
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.coordinator.consumer_group import range_assignment, uniform_assignment
+from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
 TOPIC = "orders"
@@ -106,16 +107,27 @@ def test_librdkafka_consumers_share_a_topic_and_take_over_a_leavers_partitions(b
             partitions_read.add(message.partition())
 
     first.subscribe([TOPIC], on_revoke=hand_over)
-    deadline = time.monotonic() + 60
-    while len(partitions_read) < 6:  # first owns all six partitions and has read from each
-        assert time.monotonic() < deadline, (partitions_read, first.assignment())
+    deadline = time.monotonic() + 60  # one bound for both waits
+
+    def read_by_first() -> bool:  # first owns all six partitions and has read from each
         poll("first", first)
+        return len(partitions_read) == 6
+
+    wait_until(read_by_first, lambda: (partitions_read, first.assignment()), deadline - time.monotonic(), interval=0)
     assert len(first.assignment()) == 6
     second.subscribe([TOPIC], on_revoke=hand_over)
-    while len(read) < 600 or not (first.assignment() and second.assignment()):
-        assert time.monotonic() < deadline, (len(read), first.assignment(), second.assignment())
+
+    def read_by_both() -> bool:
         poll("first", first)
         poll("second", second)
+        return len(read) >= 600 and bool(first.assignment() and second.assignment())
+
+    wait_until(
+        read_by_both,
+        lambda: (len(read), first.assignment(), second.assignment()),
+        deadline - time.monotonic(),
+        interval=0,
+    )
     assert all(len(readers) == 1 for readers in read.values())  # every record once
     mine = {tp.partition for tp in first.assignment()}
     theirs = {tp.partition for tp in second.assignment()}
@@ -123,20 +135,26 @@ def test_librdkafka_consumers_share_a_topic_and_take_over_a_leavers_partitions(b
     hand_over(first, first.assignment())
     hand_over(second, second.assignment())  # (nothing, if first had read all of second's share)
     second.close()
-    deadline = time.monotonic() + 30
-    while len(first.assignment()) < 6:
-        assert time.monotonic() < deadline, first.assignment()
+
+    def first_owns_all() -> bool:
+        if len(first.assignment()) == 6:
+            return True
         first.poll(0.05)
+        return False
+
+    wait_until(first_owns_all, first.assignment, 30, interval=0)
     for index in range(600, 606):
         producer.produce(TOPIC, b"%d" % index, partition=index % 6)
     assert producer.flush(30) == 0
     later: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(later) < 6:  # from the committed offsets: nothing read twice
-        assert time.monotonic() < deadline, later
+
+    def read_later() -> bool:  # from the committed offsets: nothing read twice
         message = first.poll(0.05)
         if message is not None and message.error() is None:
             later.append(message.value())
+        return len(later) >= 6
+
+    wait_until(read_later, lambda: later, 30, interval=0)
     assert sorted(later) == [b"%d" % index for index in range(600, 606)]
     first.close()
 
@@ -295,12 +313,14 @@ def test_the_protocols_share_group_ids_but_not_members(broker):
     )
     errors: list[Any] = []
     classic.subscribe([TOPIC])
-    deadline = time.monotonic() + 30
-    while not any("INCONSISTENT_GROUP_PROTOCOL" in str(error) for error in errors):
-        assert time.monotonic() < deadline, errors
+
+    def refused() -> bool:
         message = classic.poll(0.1)
         if message is not None and message.error() is not None:
             errors.append(message.error())
+        return any("INCONSISTENT_GROUP_PROTOCOL" in str(error) for error in errors)
+
+    wait_until(refused, lambda: errors, 30, interval=0)
     classic.close()
     with WireClient(broker.bootstrap_servers) as client:
         listed = client.call(16, 5, {"states_filter": [], "types_filter": ["consumer"]})
@@ -330,11 +350,14 @@ def test_silent_members_expire_and_members_that_keep_revoked_partitions_are_remo
         assert holder.owned == set(range(4))
         taker.join()
         holder.heartbeat(owned=holder.owned)  # told to give two up, which it never confirms
-        deadline = time.monotonic() + 10
-        while taker.owned != set(range(4)):  # removed after its rebalance timeout; taker gets all
-            assert time.monotonic() < deadline, taker.owned
+
+        def taker_owns_all() -> bool:  # holder is removed after its rebalance timeout; taker gets all
+            if taker.owned == set(range(4)):
+                return True
             taker.heartbeat(owned=taker.owned)
-            time.sleep(0.1)
+            return False
+
+        wait_until(taker_owns_all, lambda: taker.owned, 10, interval=0.1)
         assert holder.heartbeat(owned=holder.owned).error_code == 25
         for member in (silent, holder, taker):
             member.close()
@@ -388,10 +411,14 @@ def test_a_static_member_that_leaves_for_a_while_gets_its_partitions_back(broker
     back = changed
 
     assert back.heartbeat(member_epoch=-1).member_epoch == -1  # a real leave: second takes all
-    deadline = time.monotonic() + 10
-    while second.owned != set(range(6)):
-        assert time.monotonic() < deadline, second.owned
+
+    def second_owns_all() -> bool:
+        if second.owned == set(range(6)):
+            return True
         second.heartbeat(owned=second.owned, instance_id="host-b")
+        return False
+
+    wait_until(second_owns_all, lambda: second.owned, 10, interval=0)
     for member in (first, second, impostor, back):
         member.close()
 

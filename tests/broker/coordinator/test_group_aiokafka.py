@@ -4,10 +4,10 @@ group rebalances as members leave and join again; every message is consumed at l
 from __future__ import annotations
 
 import asyncio
-import time
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from tests.support.waiting import async_wait_until
 from tests.support.wire import WireClient
 
 PARTITIONS = 6
@@ -55,15 +55,6 @@ class Member:
         await self.consumer.stop()  # sends LeaveGroup
 
 
-async def wait_for(condition, timeout: float, what) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
-
-
 async def produce(bootstrap: str, topic: str, per_partition: int) -> set[tuple[int, int]]:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
@@ -102,29 +93,37 @@ def test_aiokafka_members_share_partitions_and_rebalance_on_leave_and_rejoin(pyl
         ]
         first, second = members
         try:
-            await wait_for(lambda: shares([first, second]), 30, lambda: f"3+3: {[m.assignment for m in members]}")
+            await async_wait_until(
+                lambda: shares([first, second]), lambda: f"3+3: {[m.assignment for m in members]}", timeout=30
+            )
             sent = await produce(bootstrap, topic, 10)
-            await wait_for(lambda: sent <= first.consumed | second.consumed, 30, "the first messages")
+            await async_wait_until(lambda: sent <= first.consumed | second.consumed, "the first messages", timeout=30)
 
             await first.stop()
             members.remove(first)
-            await wait_for(
+            await async_wait_until(
                 lambda: second.assignment == set(range(PARTITIONS)),
-                30,
                 lambda: f"the remaining member to own all partitions: {second.assignment}",
+                timeout=30,
             )
             sent |= await produce(bootstrap, topic, 10)
 
             third = await Member(bootstrap, topic, group, "aio-c").start()
             members.append(third)
-            await wait_for(
-                lambda: shares([second, third]), 30, lambda: f"3+3 again: {second.assignment}, {third.assignment}"
+            await async_wait_until(
+                lambda: shares([second, third]),
+                lambda: f"3+3 again: {second.assignment}, {third.assignment}",
+                timeout=30,
             )
             sent |= await produce(bootstrap, topic, 10)
-            await wait_for(lambda: sent <= first.consumed | second.consumed | third.consumed, 30, "every message")
+            await async_wait_until(
+                lambda: sent <= first.consumed | second.consumed | third.consumed, "every message", timeout=30
+            )
             ends = {p: max(o for q, o in sent if q == p) + 1 for p in range(PARTITIONS)}
-            await wait_for(
-                lambda: committed_offsets(bootstrap, group) == ends, 10, lambda: f"commits at the log end {ends}"
+            await async_wait_until(
+                lambda: committed_offsets(bootstrap, group) == ends,
+                lambda: f"commits at the log end {ends}",
+                timeout=10,
             )
         finally:
             for member in members:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
 SESSION_TIMEOUT_MS = 4000
@@ -84,15 +85,6 @@ def start_member(bootstrap: str, topic: str, group: str, strategy: str) -> Membe
     return member
 
 
-def wait_for(condition, timeout: float, what: str) -> float:
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if condition():
-            return time.monotonic() - start
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
 def seed_committed_offsets(bootstrap: str, topic: str, group: str) -> None:
     """Commit offset 0 everywhere as a standalone consumer (generation -1, allowed while the
     group is Empty), so members start at the beginning although they reset to "latest"."""
@@ -147,14 +139,14 @@ def test_killed_member_partitions_move_to_the_survivors_without_losing_messages(
             owned = [set(m.assignment) for m in alive]
             return all(len(o) == each for o in owned) and set().union(*owned) == set(range(PARTITIONS))
 
-        wait_for(lambda: balanced(members, 2), 30, f"two partitions per member, have {assignments()}")
+        wait_until(lambda: balanced(members, 2), lambda: f"two partitions per member, have {assignments()}", timeout=30)
         with WireClient(bootstrap) as client:
             (described,) = client.call(15, 4, {"groups": [group]}).groups
         assert described.group_state == "Stable" and described.protocol_data == strategy
         assert len(described.members) == 3
 
         first = produce(bootstrap, topic, per_partition=20)
-        wait_for(lambda: first <= set().union(*(m.consumed for m in members)), 30, "the first messages")
+        wait_until(lambda: first <= set().union(*(m.consumed for m in members)), "the first messages", timeout=30)
 
         victim, survivors = members[0], members[1:]
         victim_partitions = set(victim.assignment)
@@ -165,17 +157,17 @@ def test_killed_member_partitions_move_to_the_survivors_without_losing_messages(
         # its committed offsets let the survivors read these.
         second = produce(bootstrap, topic, per_partition=20)
 
-        took = wait_for(
+        wait_until(
             lambda: balanced(survivors, 3),
-            SESSION_TIMEOUT_MS / 1000 + 15,
-            f"the survivors to take {sorted(victim_partitions)}, have {assignments()[1:]}",
+            lambda: f"the survivors to take {sorted(victim_partitions)}, have {assignments()[1:]}",
+            timeout=SESSION_TIMEOUT_MS / 1000 + 15,
         )
         took_total = time.monotonic() - killed_at
-        assert took_total < SESSION_TIMEOUT_MS / 1000 + 8, f"takeover took {took:.1f} s"
-        wait_for(
+        assert took_total < SESSION_TIMEOUT_MS / 1000 + 8, f"takeover took {took_total:.1f} s"
+        wait_until(
             lambda: second <= set().union(*(m.consumed for m in survivors)),
-            30,
             "the survivors to read every message produced after the kill",
+            timeout=30,
         )
         everything = set().union(*(m.consumed for m in members))
         assert first | second <= everything

@@ -4,10 +4,10 @@ group rebalances as members leave and join again; every message is consumed at l
 from __future__ import annotations
 
 import threading
-import time
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
 PARTITIONS = 6
@@ -56,15 +56,6 @@ class Member:
         assert not self.errors, self.errors
 
 
-def wait_for(condition, timeout: float, what) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
-
-
 def produce(bootstrap: str, topic: str, per_partition: int) -> set[tuple[int, int]]:
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     futures = [producer.send(topic, value=b"x", partition=p) for _ in range(per_partition) for p in range(PARTITIONS)]
@@ -96,29 +87,33 @@ def test_kafka_python_members_share_partitions_and_rebalance_on_leave_and_rejoin
     members = [first, second]
     third = None
     try:
-        wait_for(lambda: shares([first, second]), 30, lambda: f"3+3 partitions: {[m.assignment for m in members]}")
+        wait_until(
+            lambda: shares([first, second]), lambda: f"3+3 partitions: {[m.assignment for m in members]}", timeout=30
+        )
         sent = produce(bootstrap, topic, 10)
-        wait_for(lambda: sent <= first.consumed | second.consumed, 30, "the first messages")
+        wait_until(lambda: sent <= first.consumed | second.consumed, "the first messages", timeout=30)
 
         first.close()  # leaves the group: the other member takes everything
-        wait_for(
+        wait_until(
             lambda: second.assignment == set(range(PARTITIONS)),
-            30,
             lambda: f"the remaining member to own all partitions: {second.assignment}",
+            timeout=30,
         )
         sent |= produce(bootstrap, topic, 10)
 
         third = Member(bootstrap, topic, group, "kp-c")  # a new member joins: shares again
         members.append(third)
-        wait_for(lambda: shares([second, third]), 30, lambda: f"3+3 again: {second.assignment}, {third.assignment}")
+        wait_until(
+            lambda: shares([second, third]), lambda: f"3+3 again: {second.assignment}, {third.assignment}", timeout=30
+        )
         sent |= produce(bootstrap, topic, 10)
-        wait_for(lambda: sent <= set().union(*(m.consumed for m in members)), 30, "every message")
+        wait_until(lambda: sent <= set().union(*(m.consumed for m in members)), "every message", timeout=30)
 
         ends = {p: max(o for q, o in sent if q == p) + 1 for p in range(PARTITIONS)}
-        wait_for(
+        wait_until(
             lambda: committed_offsets(bootstrap, group) == ends,
-            10,
             lambda: f"commits at the log end {ends}, have {committed_offsets(bootstrap, group)}",
+            timeout=10,
         )
     finally:
         for member in members:

@@ -8,7 +8,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -22,6 +21,7 @@ from kafka_spark.broker.coordinator.group_offsets import (
     encode_value,
 )
 from kafka_spark.common.topic_partition import TopicPartition as TP
+from tests.support.waiting import wait_until
 
 
 def on_loop(broker: EmbeddedBroker, function, *args):
@@ -64,10 +64,14 @@ def committed(bootstrap: str, group: str, partitions: list[tuple[str, int]]) -> 
 def join(consumer: Consumer, topic: str) -> None:
     """Subscribe ``consumer`` to ``topic`` and poll until the group has assigned it partitions."""
     consumer.subscribe([topic])
-    deadline = time.monotonic() + 30
-    while not consumer.assignment() and time.monotonic() < deadline:
+
+    def assigned() -> bool:
+        if consumer.assignment():
+            return True
         consumer.poll(0.2)
-    assert consumer.assignment(), "the consumer was given no partitions within 30 s"
+        return False
+
+    wait_until(assigned, "partitions for the consumer", 30, interval=0)
 
 
 def pylog(*args: str) -> subprocess.CompletedProcess[str]:
@@ -176,10 +180,11 @@ def test_a_deleted_topics_offset_tombstones_are_fsynced_as_commits_are(tmp_path)
             }
 
         def wait_fsynced(written: int) -> None:
-            deadline = time.monotonic() + 30
-            while any(fsynced < end for fsynced, end in durable().values()):
-                assert time.monotonic() < deadline, f"tombstones not fsynced: {durable()}"
-                time.sleep(0.05)
+            wait_until(
+                lambda: all(fsynced >= end for fsynced, end in durable().values()),
+                lambda: f"the tombstones fsynced: {durable()}",
+                30,
+            )
             assert sum(end for _, end in durable().values()) == written
 
         wait_fsynced(5)  # the commits were fsynced (acks=all)
@@ -210,11 +215,15 @@ def test_describe_shows_the_active_member_and_its_assignment(pylog_broker, pylog
     try:
         consumer.subscribe([topic])
         seen = 0
-        deadline = time.monotonic() + 30
-        while seen < 5 and time.monotonic() < deadline:
+
+        def read_partition_0() -> bool:
+            nonlocal seen
             message = consumer.poll(0.2)
             if message is not None and not message.error() and message.partition() == 0:
                 seen += 1
+            return seen >= 5
+
+        wait_until(read_partition_0, lambda: f"5 records of partition 0, read {seen}", 30, interval=0)
         assert seen == 5
         consumer.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
         described = pylog("groups", "describe", group, "--bootstrap-server", bootstrap)

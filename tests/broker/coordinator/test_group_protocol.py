@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
@@ -215,10 +216,9 @@ def test_session_expiry_removes_the_member_and_rebalances_the_rest(connect, grou
     assert sync(a, group, generation, joined_a.member_id).assignment == b"x"  # Stable: answered at once
 
     # b goes silent; a keeps heartbeating and is told to rejoin once b's 500 ms session is over.
-    deadline, code = time.monotonic() + 5, 0
-    while time.monotonic() < deadline and code == 0:
-        time.sleep(0.1)
-        code = heartbeat(a, group, generation, joined_a.member_id)
+    code = wait_until(
+        lambda: heartbeat(a, group, generation, joined_a.member_id), "an answer other than 0", timeout=5, interval=0.1
+    )
     assert code == 27, f"heartbeat answered {code}, expected 27 (rebalance) after b's session expired"
     rejoined = join(a, group, joined_a.member_id)
     assert rejoined.generation_id == generation + 1
@@ -434,10 +434,9 @@ def test_a_member_that_disconnects_while_parked_expires_and_the_group_carries_on
     rejoined = join(a, group, member_a)
     assert rejoined.generation_id == generation + 1 and len(rejoined.members) == 2
     assert sync(a, group, rejoined.generation_id, member_a, {member_a: b"all"}).assignment == b"all"
-    deadline, code = time.monotonic() + 5, 0
-    while time.monotonic() < deadline and code == 0:
-        time.sleep(0.1)
-        code = heartbeat(a, group, rejoined.generation_id, member_a)
+    code = wait_until(
+        lambda: heartbeat(a, group, rejoined.generation_id, member_a), "an answer other than 0", timeout=5, interval=0.1
+    )
     assert code == 27  # the vanished member's session ran out
     again = join(a, group, member_a)
     assert [m.member_id for m in again.members] == [member_a]

@@ -18,35 +18,20 @@ from collections import Counter
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from tests.support.partition_reads import read_partitions_to_end
+from tests.support.waiting import async_wait_until, wait_until
+
 
 def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, timeout_s: float = 30) -> list[bytes]:
     """Every value visible to an ``isolation`` consumer, once each partition reports EOF."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{isolation}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": isolation,
-        }
+    messages = read_partitions_to_end(
+        bootstrap,
+        topic,
+        range(partitions),
+        timeout_s,
+        **{"group.id": f"reader-{isolation}", "isolation.level": isolation},
     )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    values: list[bytes] = []
-    eof: set[int] = set()
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(eof) < partitions:
-            assert time.monotonic() < deadline, f"no EOF on {topic} for {isolation} after {timeout_s} s"
-            for message in consumer.consume(1000, timeout=0.2):
-                if message.error():
-                    assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                    eof.add(message.partition())
-                else:
-                    eof.discard(message.partition())
-                    values.append(message.value())
-    finally:
-        consumer.close()
-    return values
+    return [message.value() for message in messages]
 
 
 def transactional_producer(bootstrap: str, transactional_id: str, **config) -> Producer:
@@ -285,11 +270,18 @@ def test_python_clients_read_committed_skip_aborted_records(pylog_broker, pylog_
         partition = KafkaTopicPartition(topic, 0)
         consumer.assign([partition])
         consumer.seek_to_beginning()
-        deadline = time.monotonic() + 10
-        # Until the reader is past the last marker (offset 23): nothing more may arrive after it.
-        while consumer.position(partition) < 24 and time.monotonic() < deadline:
+
+        def past_the_last_marker() -> bool:  # offset 23: nothing more may arrive after it
             for records in consumer.poll(timeout_ms=200).values():
-                got += [record.value for record in records]
+                got.extend(record.value for record in records)
+            return consumer.position(partition) >= 24
+
+        wait_until(
+            past_the_last_marker,
+            "the reader past the last marker",
+            10,
+            interval=0,
+        )
     finally:
         consumer.close()
     assert got == expected
@@ -332,10 +324,13 @@ def test_aiokafka_transactions_commit_abort_and_offsets(pylog_broker, pylog_topi
         try:
             consumer.assign([AioTopicPartition(topic, 0)])
             await consumer.seek_to_beginning()
-            deadline = time.monotonic() + 10
-            while len(got) < len(expected) and time.monotonic() < deadline:
+
+            async def read_all_expected() -> bool:
                 for messages in (await consumer.getmany(timeout_ms=200)).values():
-                    got += [message.value for message in messages]
+                    got.extend(message.value for message in messages)
+                return len(got) >= len(expected)
+
+            await async_wait_until(read_all_expected, lambda: got, 10, interval=0)
         finally:
             await consumer.stop()
         return got

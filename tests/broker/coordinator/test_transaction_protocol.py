@@ -14,6 +14,7 @@ from kafka.record import MemoryRecords
 
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.storage.batch import build_record_batch
+from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
 PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID = 0, 1, 2, 22
@@ -338,9 +339,7 @@ def test_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(pylog_b
         assert txn.add(topic, 0) == {0: 0}
         assert txn.produce(topic, 0, b"abandoned") == (0, 0)
         assert latest(client, topic, READ_COMMITTED) == 0
-        deadline = time.monotonic() + 5
-        while latest(client, topic, READ_COMMITTED) == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: latest(client, topic, READ_COMMITTED) != 0, "the LSO to move", 5)
         assert latest(client, topic, READ_COMMITTED) == 2  # aborted by the coordinator: LSO moved
         result = fetch(client, topic, 0, READ_COMMITTED)
         assert [(a.producer_id, a.first_offset) for a in result.aborted_transactions] == [(txn.producer_id, 0)]
@@ -515,9 +514,7 @@ def test_marker_write_failure_is_retried_and_the_producer_waits_meanwhile(pylog_
             assert latest(client, topic, READ_COMMITTED, partition=0) == 2
             assert latest(client, topic, READ_COMMITTED, partition=1) == 0  # its marker is missing
             assert txn.add(topic, 0) == {0: 51}
-            deadline = time.monotonic() + 5
-            while latest(client, topic, READ_COMMITTED, partition=1) == 0 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_until(lambda: latest(client, topic, READ_COMMITTED, partition=1) != 0, "the marker's retry", 5)
             assert latest(client, topic, READ_COMMITTED, partition=1) == 2
             assert txn.add(topic, 0) == {0: 0}
         finally:

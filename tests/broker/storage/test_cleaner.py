@@ -25,6 +25,7 @@ from kafka_spark.broker.storage.errors import InvalidRecordError
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import LogManager
 from kafka_spark.broker.storage.records import DELETE_HORIZON_MASK, validate_records
+from tests.support.waiting import wait_until
 
 TS = 1_700_000_000_000
 DAY = 24 * 3600 * 1000
@@ -358,10 +359,7 @@ def test_log_manager_cleaner_thread_compacts_compacted_topics(tmp_path: Path) ->
                 log.append(batch([(b"k%d" % (n % 3), b"v%d" % n)]))
             log.roll()
         table, events = manager.get_log("table", 0), manager.get_log("events", 0)
-        deadline = 200
-        while len(read_all(table)) > 3 and deadline:
-            deadline -= 1
-            time.sleep(0.05)
+        wait_until(lambda: len(read_all(table)) <= 3, "the cleaner to compact the table", 10)
         assert sorted(v for _, _, v in read_all(table)) == [b"v27", b"v28", b"v29"]
         assert len(read_all(events)) == 30
         manager.delete_topic("table")  # aborts and pauses the cleaner for it

@@ -7,8 +7,10 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafka.record.memory_records import MemoryRecords
+
+from tests.support.partition_reads import read_to_end
 
 Newest = dict[bytes, tuple[int, "bytes | None"]]
 
@@ -40,29 +42,8 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes | None]
 
 def consume_all(bootstrap: str, topic: str, timeout_s: float = 60) -> list[tuple[int, bytes, bytes | None]]:
     """(offset, key, value) of every record from the beginning to the end of partition 0."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "compaction-reader",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    out = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is None:
-                continue
-            if message.error():
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                return out
-            out.append((message.offset(), message.key(), message.value()))
-    finally:
-        consumer.close()
-    raise AssertionError(f"no end of partition within {timeout_s}s; read {len(out)} records")
+    messages = read_to_end(bootstrap, topic, 0, timeout_s, **{"group.id": "compaction-reader"})
+    return [(message.offset(), message.key(), message.value()) for message in messages]
 
 
 def storage_read(log) -> list[tuple[int, bytes, bytes | None]]:  # type: ignore[no-untyped-def]

@@ -11,6 +11,7 @@ from confluent_kafka import Producer
 
 from kafka_spark.broker import EmbeddedBroker
 from tests.support.partition_reads import read_to_end
+from tests.support.waiting import wait_until
 
 DAY_MS = 24 * 3_600_000
 
@@ -106,9 +107,7 @@ def test_settings_passed_to_the_embedded_broker_drive_the_periodic_expiry():
         broker.create_topic("expiry", partitions=1)
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True, "linger.ms": 0})
         produce(producer, [b"old"], int(time.time() * 1000) - 120_000)  # older than the minute allowed
-        deadline = time.monotonic() + 10
-        while producer_ids(broker) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: not producer_ids(broker), lambda: f"no producer ids, have {producer_ids(broker)}", 10, 0.1)
         assert producer_ids(broker) == set()  # forgotten by the timer, with no call from the test
 
 

@@ -8,9 +8,11 @@ import threading
 import time
 from collections import defaultdict
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from kafka_spark.broker import EmbeddedBroker
+from tests.support.partition_reads import read_partitions_to_end
+from tests.support.waiting import wait_until
 
 MESSAGES = 20_000
 PARTITIONS = 2
@@ -60,9 +62,12 @@ def test_idempotent_producer_keeps_exactly_once_across_broker_restarts(tmp_path)
     try:
         for restart in range(1, 3):
             # Restart once the stream is well under way: after about 1/3 and 2/3 of the records.
-            deadline = time.monotonic() + 30
-            while _written(broker) < restart * MESSAGES // 3 and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_until(
+                lambda broker=broker, restart=restart: _written(broker) >= restart * MESSAGES // 3,
+                f"{restart}/3 of the stream written",
+                120,
+                interval=0.01,
+            )
             assert _written(broker) < MESSAGES, "the stream finished before the restart"
             broker.close()  # connections drop with requests in flight
             broker = EmbeddedBroker(log_dir=tmp_path, port=port, register=False).start()
@@ -81,27 +86,7 @@ def _written(broker: EmbeddedBroker) -> int:
 
 
 def _read(bootstrap: str) -> dict[int, list[int]]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "restart-check",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition("restarts", p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     values: dict[int, list[int]] = defaultdict(list)
-    eof: set[int] = set()
-    deadline = time.monotonic() + 60
-    try:
-        while len(eof) < PARTITIONS and time.monotonic() < deadline:
-            for message in consumer.consume(10_000, timeout=0.5):
-                if message.error():
-                    assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                    eof.add(message.partition())
-                else:
-                    eof.discard(message.partition())
-                    values[message.partition()].append(int(message.value()))
-    finally:
-        consumer.close()
+    for message in read_partitions_to_end(bootstrap, "restarts", range(PARTITIONS), **{"group.id": "restart-check"}):
+        values[message.partition()].append(int(message.value()))
     return values
