@@ -3,35 +3,24 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import glob
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from kafka_spark.testing import BrokerProcess
+
 
 class BrokerAddress(str):
     """Bootstrap servers of a broker process, with its ``pid`` (for its CPU time)."""
 
     pid: int
-
-
-def _end_with_parent() -> None:
-    """In the child before exec: SIGTERM it when the process that started it dies (Linux's
-    PR_SET_PDEATHSIG; elsewhere nothing)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def scratch_dir(prefix: str) -> str:
@@ -85,57 +74,33 @@ def pylog_broker_process(
 ) -> Iterator[BrokerAddress]:
     """A `pylog broker start` process on a free port with data on disk; yields its bootstrap
     servers. ``overrides``: broker settings as ``KEY=VALUE`` (``--override``); ``stderr_path``:
-    a file that receives the broker's log (discarded by default)."""
+    a file that receives the broker's log (discarded by default). The tests' launcher
+    (kafka_spark.testing.BrokerProcess), with the benchmarks' scratch directories."""
     own_dir = log_dir is None
     log_dir = log_dir or scratch_dir("pylog-bench-")
     home = scratch_dir("pylog-bench-home-")  # its own discovery registry, removed after
-    env = dict(os.environ, PYLOG_HOME=home)
-    stderr = open(stderr_path, "ab") if stderr_path else subprocess.DEVNULL
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kafka_spark.cli",
-            "broker",
-            "start",
-            "--port",
-            "0",
-            "--log-dir",
-            log_dir,
+    try:
+        broker = BrokerProcess(
             "--partitions",
             str(partitions),
             *(arg for item in overrides for arg in ("--override", item)),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        env=env,
-        text=True,
-        # Its own session, as Apache Kafka's is (tests/interop/references.py) and as a broker
-        # started from its own terminal or service is: Linux's scheduler (autogroup) then shares
-        # the CPU between the broker and the benchmark's clients as separate programs, instead of
-        # counting the broker's one event-loop thread as one more thread of the client's session.
-        start_new_session=True,
-        # A benchmark killed by a signal never reaches the ``finally`` below: the kernel then
-        # ends the broker (SIGTERM when this process dies), instead of leaving it running.
-        preexec_fn=_end_with_parent,
-    )
-    if stderr_path:
-        stderr.close()  # the broker holds its own copy
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline().strip()
-        if not line.startswith("bootstrap.servers="):
-            raise RuntimeError(f"broker did not start: {line!r}")
-        address = BrokerAddress(line.split("=", 1)[1])
-        address.pid = process.pid
-        yield address
+            home=home,
+            log_dir=log_dir,
+            stderr=stderr_path or subprocess.DEVNULL,
+            # Its own session, as Apache Kafka's is (tests/interop/references.py) and as a broker
+            # started from its own terminal or service is: Linux's scheduler (autogroup) then shares
+            # the CPU between the broker and the benchmark's clients as separate programs, instead of
+            # counting the broker's one event-loop thread as one more thread of the client's session.
+            new_session=True,
+            # A benchmark killed by a signal never reaches the ``finally`` below: the kernel then
+            # ends the broker (SIGTERM when this process dies), instead of leaving it running.
+            end_with_parent=True,
+        )
+        with broker:
+            address = BrokerAddress(broker.bootstrap_servers)
+            address.pid = broker.pid
+            yield address
     finally:
-        process.terminate()
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:  # a wedged broker must not outlive its run
-            process.kill()
-            process.wait(30)
         if own_dir:
             remove_scratch_dir(log_dir)
         remove_scratch_dir(home)

@@ -41,13 +41,33 @@ through a broker failure:
         ...                                                   # start the pipeline
         pylog_cluster.kill_broker(pylog_cluster.leader("orders", 0))
         ...                                                   # it carries on
+
+``pylog_broker_process(*args, port=0)`` starts ``pylog broker start`` in a process of its own
+(data in the test's temporary directory, its own ``PYLOG_HOME``), for tests that kill a broker
+with SIGKILL or run the command as a user does; every process it started is stopped when the test
+ends. :class:`BrokerProcess` is the same launcher as a context manager, for other scopes:
+
+    def test_acknowledged_records_survive_kill_9(pylog_broker_process):
+        broker = pylog_broker_process()
+        ...                                   # produce with acks=all to broker.bootstrap_servers
+        broker.kill()                         # SIGKILL
+        broker = pylog_broker_process(log_dir=broker.log_dir)
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 import pytest
 
@@ -150,3 +170,177 @@ def pylog_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded
         group_consumer_heartbeat_interval_ms=1_000,  # as pylog_broker's
     ) as cluster:
         yield cluster
+
+
+class BrokerProcess:
+    """``pylog broker start ARGS`` (or another ``pylog`` command that prints
+    ``bootstrap.servers=...`` once it serves, such as ``cluster start``) in a process of its own.
+
+    Started on construction: returns once the command printed its bootstrap servers, or raises
+    naming what it printed and its log. ``home`` becomes its ``PYLOG_HOME`` (its discovery
+    registry; give the same ``env`` to ``pylog`` commands that should find it), ``log_dir`` its
+    ``--log-dir`` and ``port`` its ``--port`` (None: neither option is passed, e.g. when a
+    properties file sets the listeners). Its standard error goes to ``stderr`` (a path, or
+    ``subprocess.DEVNULL``; by default ``<home>/broker.stderr``), never to a pipe nobody reads.
+    ``new_session`` starts it in a session of its own (a broker started from its own terminal);
+    ``end_with_parent`` has the kernel send it SIGTERM if this process dies first (Linux).
+    """
+
+    def __init__(
+        self,
+        *args: str,
+        home: str | os.PathLike[str] | None = None,
+        log_dir: str | os.PathLike[str] | None = None,
+        port: int | None = 0,
+        command: Sequence[str] = ("broker", "start"),
+        env: dict[str, str] | None = None,
+        stderr: str | os.PathLike[str] | int | None = None,
+        new_session: bool = False,
+        end_with_parent: bool = False,
+        startup_timeout_s: float = 120,
+    ) -> None:
+        self.home = Path(home) if home is not None else Path(tempfile.mkdtemp(prefix="pylog-broker-home-"))
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.env = dict(os.environ if env is None else env, PYLOG_HOME=str(self.home))
+        options = [*(("--port", str(port)) if port is not None else ()), *args]
+        if self.log_dir is not None:
+            options += ["--log-dir", str(self.log_dir)]
+        self.argv = [sys.executable, "-m", "kafka_spark.cli", *command, *options]
+        self.stderr_path = (
+            Path(stderr)
+            if isinstance(stderr, (str, os.PathLike))
+            else self.home / "broker.stderr"
+            if stderr is None
+            else None
+        )
+        self._stderr = stderr
+        self._new_session = new_session
+        self._end_with_parent = end_with_parent
+        self._startup_timeout_s = startup_timeout_s
+        self.process: subprocess.Popen[bytes]
+        self.bootstrap_servers = ""
+        self.start()
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def start(self) -> BrokerProcess:
+        """Start the command (again, after :meth:`stop` or :meth:`kill`: the same arguments, so
+        the same data directory and, with a fixed ``port``, the same address)."""
+        if self.stderr_path is not None:
+            stderr: IO[bytes] | int = open(self.stderr_path, "ab")  # noqa: SIM115 - the child keeps its own copy
+        else:
+            stderr = self._stderr if isinstance(self._stderr, int) else subprocess.DEVNULL
+        try:
+            self.process = subprocess.Popen(
+                self.argv,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=self.env,
+                start_new_session=self._new_session,
+                preexec_fn=_end_with_parent if self._end_with_parent else None,
+            )
+        finally:
+            if not isinstance(stderr, int):
+                stderr.close()
+        try:
+            line = self._first_line()
+        except BaseException:
+            self.kill()
+            raise
+        if not line.startswith("bootstrap.servers="):
+            self.kill()
+            raise AssertionError(
+                f"`pylog {' '.join(self.argv[3:])}` did not start: it printed {line!r}; its log:\n{self.stderr_text()}"
+            )
+        self.bootstrap_servers = line.split("=", 1)[1]
+        return self
+
+    def _first_line(self) -> str:
+        """What the command printed first, read within the startup timeout (empty if it exited)."""
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + self._startup_timeout_s
+        out = bytearray()
+        fd = self.process.stdout.fileno()
+        readable = select.poll()  # not select(): a test process may hold over 1024 descriptors
+        readable.register(fd, select.POLLIN)
+        while not out.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not readable.poll(remaining * 1000):
+                return f"nothing within {self._startup_timeout_s:g} s: {bytes(out)!r}"
+            chunk = os.read(fd, 1)
+            if not chunk:
+                break
+            out += chunk
+        return out.decode(errors="replace").strip()
+
+    def stderr_text(self) -> str:
+        """What the process wrote to its standard error (empty when it went to DEVNULL)."""
+        if self.stderr_path is None or not self.stderr_path.exists():
+            return ""
+        return self.stderr_path.read_text(errors="replace")
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout_s: float = 60) -> int:
+        """SIGTERM, as a service manager stops it, and wait for it to exit (SIGKILL if it does
+        not within ``timeout_s``); returns its exit status."""
+        if self.running():
+            self.process.terminate()
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:  # a wedged broker must not outlive its test
+                self.process.kill()
+                self.process.wait(30)
+        self._close_pipe()
+        return self.process.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: the process gets no chance to flush or close anything."""
+        if self.running():
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(30)
+        self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def __enter__(self) -> BrokerProcess:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+
+def _end_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the process that started it dies (Linux's
+    PR_SET_PDEATHSIG; elsewhere nothing)."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+
+
+@pytest.fixture
+def pylog_broker_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., BrokerProcess]]:
+    """Factory: ``pylog_broker_process(*args, log_dir=None, port=0, **options) -> BrokerProcess``
+    (see :class:`BrokerProcess`): ``pylog broker start`` in a process of its own, with data in a
+    new temporary directory unless ``log_dir`` names one, and its own ``PYLOG_HOME``. Every
+    process it started is stopped (SIGTERM, then SIGKILL) when the test ends."""
+    started: list[BrokerProcess] = []
+
+    def start(*args: str, **options: object) -> BrokerProcess:
+        base = tmp_path_factory.mktemp("pylog-broker-process")
+        options.setdefault("home", base / "home")
+        options.setdefault("log_dir", base / "data")
+        broker = BrokerProcess(*args, **options)  # type: ignore[arg-type]
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in started:
+        broker.stop()

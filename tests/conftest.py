@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -37,33 +36,13 @@ def _free_clients_left_behind():
 
 
 @pytest.fixture
-def running_broker(tmp_path):
-    """A broker run by `pylog broker start --port 0` in a process of its own, for the CLI tests:
-    (its process, its bootstrap servers, the environment whose PYLOG_HOME registers it)."""
-    env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kafka_spark.cli",
-            "broker",
-            "start",
-            "--port",
-            "0",
-            "--log-dir",
-            str(tmp_path / "data"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    line = process.stdout.readline().strip()
-    assert line.startswith("bootstrap.servers=127.0.0.1:"), line
-    yield process, line.split("=", 1)[1], env
-    if process.poll() is None:
-        process.kill()
-        process.wait()
+def running_broker(pylog_broker_process):
+    """A broker run by `pylog broker start --port 0` in a process of its own, for the CLI tests
+    (a :class:`kafka_spark.testing.BrokerProcess`: its ``env`` has the ``PYLOG_HOME`` that
+    registers it). Stopped when the test ends."""
+    broker = pylog_broker_process()
+    assert broker.bootstrap_servers.startswith("127.0.0.1:"), broker.bootstrap_servers  # loopback by default
+    return broker
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -227,22 +227,6 @@ def test_flush_on_ack_all_off_acknowledges_acks_all_without_waiting_for_fsync(tm
     assert waits == {"true": 5, "false": 0}
 
 
-def _start(args: list[str], tmp_path, timeout: float = 60) -> tuple[subprocess.Popen, str]:
-    env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    line = process.stdout.readline().strip()
-    if not line.startswith("bootstrap.servers="):
-        process.kill()
-        raise AssertionError(f"broker did not start: {line!r} {process.communicate()[1]}")
-    return process, line.split("=", 1)[1]
-
-
 def _broker_configs(bootstrap: str) -> dict[str, str]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     (node_id,) = admin.list_topics(timeout=10).brokers
@@ -251,14 +235,21 @@ def _broker_configs(bootstrap: str) -> dict[str, str]:
     return {name: entry.value for name, entry in entries.items()}
 
 
-def test_kafkas_stock_server_properties_starts_a_broker(tmp_path):
+def test_kafkas_stock_server_properties_starts_a_broker(tmp_path, pylog_broker_process):
     """Kafka's own KRaft server.properties works unchanged (with a log dir of the test's): what
     pylog has is applied, replication and controller settings are reported as ignored."""
     config = tmp_path / "server.properties"
     config.write_text(textwrap.dedent(STOCK_KRAFT).format(log_dir=tmp_path / "kraft-logs"))
-    process, bootstrap = _start(
-        [str(config), "--override", "log.flush.on.ack.all=false", "--override", "log.retention.hours=24"], tmp_path
+    broker = pylog_broker_process(
+        str(config),
+        "--override",
+        "log.flush.on.ack.all=false",
+        "--override",
+        "log.retention.hours=24",
+        port=None,
+        log_dir=None,
     )
+    bootstrap = broker.bootstrap_servers
     try:
         assert bootstrap.startswith("localhost:")  # advertised.listeners
         configs = _broker_configs(bootstrap)
@@ -272,26 +263,19 @@ def test_kafkas_stock_server_properties_starts_a_broker(tmp_path):
         assert producer.flush(30) == 0
         assert {"auto-created-0", "auto-created-1", "auto-created-2"} <= set(os.listdir(tmp_path / "kraft-logs"))
     finally:
-        process.terminate()
-        assert process.wait(30) == 0
-    stderr = process.stderr.read()
+        assert broker.stop() == 0
+    stderr = broker.stderr_text()
     assert "pylog: ignoring process.roles, controller.quorum.bootstrap.servers" in stderr
     assert "offsets.topic.replication.factor" in stderr
 
 
-def test_command_line_options_win_over_the_file(tmp_path):
+def test_command_line_options_win_over_the_file(tmp_path, pylog_broker_process):
     config = tmp_path / "server.properties"
     config.write_text(f"log.dirs={tmp_path / 'from-file'}\nnum.partitions=3\nlisteners=PLAINTEXT://127.0.0.1:1\n")
-    process, bootstrap = _start(
-        [str(config), "--partitions", "2", "--port", "0", "--log-dir", str(tmp_path / "flag")], tmp_path
-    )
-    try:
-        configs = _broker_configs(bootstrap)
-        assert configs["num.partitions"] == "2" and configs["log.dirs"] == str(tmp_path / "flag")
-        assert not bootstrap.endswith(":1")
-    finally:
-        process.terminate()
-        process.wait(30)
+    broker = pylog_broker_process(str(config), "--partitions", "2", port=0, log_dir=tmp_path / "flag")
+    configs = _broker_configs(broker.bootstrap_servers)
+    assert configs["num.partitions"] == "2" and configs["log.dirs"] == str(tmp_path / "flag")
+    assert not broker.bootstrap_servers.endswith(":1")
 
 
 def test_a_bad_setting_fails_before_anything_starts(tmp_path):

@@ -73,33 +73,12 @@ def cli(*args: str, env: dict) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def started_broker(tmp_path, monkeypatch):
+def started_broker(tmp_path, monkeypatch, pylog_broker_process):
     """A `pylog broker start` process with its own PYLOG_HOME, which this process uses too."""
     home = tmp_path / "home"
     monkeypatch.setenv("PYLOG_HOME", str(home))
-    env = dict(os.environ)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kafka_spark.cli",
-            "broker",
-            "start",
-            "--port",
-            "0",
-            "--log-dir",
-            str(tmp_path / "data"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    line = process.stdout.readline().strip()
-    assert line.startswith("bootstrap.servers="), line + process.stderr.read()
-    yield line.split("=", 1)[1], env
-    process.terminate()
-    process.wait(30)
+    broker = pylog_broker_process(home=home)
+    return broker.bootstrap_servers, broker.env
 
 
 def test_an_in_process_embedded_broker_leaves_the_started_broker_registered(started_broker):

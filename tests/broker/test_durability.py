@@ -6,12 +6,8 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -24,19 +20,6 @@ from tests.support.partition_reads import read_partitions_to_end
 from tests.support.waiting import wait_until
 
 
-def start_broker(log_dir: Path, home: Path) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", "0", "--log-dir", str(log_dir)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=dict(os.environ, PYLOG_HOME=str(home)),
-    )
-    line = process.stdout.readline().strip()
-    assert line.startswith("bootstrap.servers="), line
-    return process, line.split("=", 1)[1]
-
-
 def read_values(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
     values: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
     for message in read_partitions_to_end(bootstrap, topic, range(partitions), **{"group.id": "durability"}):
@@ -44,9 +27,9 @@ def read_values(bootstrap: str, topic: str, partitions: int) -> dict[int, list[b
     return values
 
 
-def test_acks_all_data_survives_kill_9_and_restart(tmp_path):
-    log_dir = tmp_path / "data"
-    broker, bootstrap = start_broker(log_dir, tmp_path)
+def test_acks_all_data_survives_kill_9_and_restart(pylog_broker_process):
+    broker = pylog_broker_process()
+    bootstrap = broker.bootstrap_servers
     acknowledged: list[bytes] = []
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -65,13 +48,12 @@ def test_acks_all_data_survives_kill_9_and_restart(tmp_path):
                 producer.poll(0)
             if i == 15_000:
                 producer.flush(10)
-                os.kill(broker.pid, signal.SIGKILL)  # mid-stream: later sends fail, earlier ones were acked
+                broker.kill()  # SIGKILL mid-stream: later sends fail, earlier ones were acked
         producer.flush(10)
     finally:
         broker.kill()
-        broker.wait()
     assert len(acknowledged) >= 15_000
-    broker, bootstrap = start_broker(log_dir, tmp_path)
+    bootstrap = broker.start().bootstrap_servers
     try:
         stored = read_values(bootstrap, "durable", 3)
         everything = [v for values in stored.values() for v in values]
@@ -86,27 +68,25 @@ def test_acks_all_data_survives_kill_9_and_restart(tmp_path):
         producer.flush(10)
         assert offsets == [len(stored[0])]
     finally:
-        broker.terminate()
-        broker.wait(30)
+        broker.stop()
 
 
-def test_a_batch_cut_in_half_is_truncated_and_writes_continue_at_the_right_offset(tmp_path):
-    log_dir = tmp_path / "data"
-    broker, bootstrap = start_broker(log_dir, tmp_path)
+def test_a_batch_cut_in_half_is_truncated_and_writes_continue_at_the_right_offset(pylog_broker_process):
+    broker = pylog_broker_process()
+    log_dir = broker.log_dir
     try:
-        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all", "linger.ms": 0})
         for i in range(10):
             producer.produce("torn", value=b"record-%d" % i + b"." * 100, partition=0)
             producer.flush(10)  # ten separate batches
     finally:
-        broker.terminate()
-        broker.wait(30)
+        broker.stop()
     segment = sorted((log_dir / "torn-0").glob("*.log"))[-1]
     size = segment.stat().st_size
     batch = size // 10
     with open(segment, "r+b") as handle:
         handle.truncate(size - batch // 2)  # the last batch loses half its bytes
-    broker, bootstrap = start_broker(log_dir, tmp_path)
+    bootstrap = broker.start().bootstrap_servers
     try:
         values = read_values(bootstrap, "torn", 1)[0]
         assert values == [b"record-%d" % i + b"." * 100 for i in range(9)]
@@ -117,8 +97,7 @@ def test_a_batch_cut_in_half_is_truncated_and_writes_continue_at_the_right_offse
         assert offsets == [9]
         assert read_values(bootstrap, "torn", 1)[0][-1] == b"new"
     finally:
-        broker.terminate()
-        broker.wait(30)
+        broker.stop()
 
 
 from tests.support.wire import WireClient  # noqa: E402

@@ -5,7 +5,6 @@ client settings (JAAS) configure it."""
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import struct
 import subprocess
@@ -18,7 +17,6 @@ from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.properties import broker_options
 from kafka_spark.broker.storage.errors import InvalidConfigError
 from kafka_spark.common.jaas import JaasConfigError, librdkafka_config, parse_jaas
-from tests.support.cli_run import broker_process
 
 SECRET = "s3cret-Pa55"
 JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="{SECRET}";'
@@ -305,7 +303,7 @@ def test_server_properties_configure_a_sasl_listener():
         assert "admin-pw" not in str(error.value)
 
 
-def test_broker_start_and_client_commands_over_sasl(tmp_path):
+def test_broker_start_and_client_commands_over_sasl(tmp_path, pylog_broker_process):
     """`pylog broker start` with Kafka's SASL settings; client commands authenticate with
     --command-config, as Kafka's tools do."""
     server = tmp_path / "server.properties"
@@ -316,8 +314,9 @@ def test_broker_start_and_client_commands_over_sasl(tmp_path):
     )
     client_config = tmp_path / "client.properties"
     client_config.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config={JAAS}\n")
-    env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
-    with broker_process(server, tmp_path) as (process, bootstrap):
+    broker = pylog_broker_process(str(server), port=None)
+    bootstrap, env = broker.bootstrap_servers, broker.env
+    try:
 
         def pylog(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
             return subprocess.run(
@@ -336,7 +335,9 @@ def test_broker_start_and_client_commands_over_sasl(tmp_path):
         assert consumed.stdout.split() == ["one", "two"], consumed.stderr
         refused = pylog("groups", "delete-offsets", "g", "--topic", "secure", *secured)
         assert refused.returncode == 1 and "plaintext connections only" in refused.stderr
-    log = process.stderr.read()
+    finally:
+        broker.stop()
+    log = broker.stderr_text()
     assert "security.protocol=SASL_PLAINTEXT" in log and SECRET not in log
 
 

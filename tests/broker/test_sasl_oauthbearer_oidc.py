@@ -26,7 +26,6 @@ from kafka_spark.testing_oidc import OidcProvider
 from tests.broker.test_request_memory import wait_until
 from tests.broker.test_sasl import read_all
 from tests.broker.test_sasl_oauthbearer import METADATA, SASL_AUTHENTICATE, login
-from tests.support.cli_run import broker_process
 from tests.support.wire import WireClient
 
 
@@ -213,18 +212,20 @@ def test_authenticated_is_not_authorized(tmp_path, pylog_oidc):
         assert allowed.flush(10) == 0
 
 
-def test_pylog_broker_start_serves_an_oidc_listener_from_server_properties(pylog_oidc, tmp_path):
+def test_pylog_broker_start_serves_an_oidc_listener_from_server_properties(pylog_oidc, tmp_path, pylog_broker_process):
     """`pylog broker start server.properties` with a Kafka broker's OAUTHBEARER settings."""
     server = tmp_path / "server.properties"
     properties = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", **pylog_oidc.broker_properties()}
     server.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
-    with broker_process(server, tmp_path) as (process, bootstrap):
-        producer = Producer(oidc_client(bootstrap, pylog_oidc, pylog_oidc.client_id, pylog_oidc.client_secret))
-        producer.produce("from-cli-broker", b"hello")
-        assert producer.flush(20) == 0
-        with WireClient(bootstrap) as client:  # an unsigned token is refused there
-            assert login(client, unsecured_token("mallory")).auth_bytes == b'{"status":"invalid_token"}'
-    log = process.stderr.read()
+    broker = pylog_broker_process(str(server), port=None)
+    bootstrap = broker.bootstrap_servers
+    producer = Producer(oidc_client(bootstrap, pylog_oidc, pylog_oidc.client_id, pylog_oidc.client_secret))
+    producer.produce("from-cli-broker", b"hello")
+    assert producer.flush(20) == 0
+    with WireClient(bootstrap) as client:  # an unsigned token is refused there
+        assert login(client, unsecured_token("mallory")).auth_bytes == b'{"status":"invalid_token"}'
+    broker.stop()
+    log = broker.stderr_text()
     assert "security.protocol=SASL_PLAINTEXT sasl.enabled.mechanisms=OAUTHBEARER" in log
     assert "algorithm 'none' is not accepted" in log
     assert pylog_oidc.client_secret not in log

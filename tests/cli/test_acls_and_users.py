@@ -4,7 +4,6 @@ kafka-acls and kafka-configs do."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -14,7 +13,7 @@ JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required usernam
 
 
 @pytest.fixture
-def secured(tmp_path):
+def secured(tmp_path, pylog_broker_process):
     server = tmp_path / "server.properties"
     server.write_text(
         "listeners=SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256\n"
@@ -34,15 +33,8 @@ def secured(tmp_path):
         'org.apache.kafka.common.security.scram.ScramLoginModule required username="carol" '
         'password="carol-secret";\n'
     )
-    env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", str(server), "--log-dir", str(tmp_path / "data")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    bootstrap = process.stdout.readline().strip().split("=", 1)[1]
+    broker = pylog_broker_process(str(server), port=None)
+    bootstrap, env = broker.bootstrap_servers, broker.env
 
     def pylog(*args: str, user: str = "admin", stdin: str | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -63,9 +55,7 @@ def secured(tmp_path):
             env=env,
         )
 
-    yield pylog
-    process.terminate()
-    process.wait(30)
+    return pylog
 
 
 def test_acls_are_added_listed_and_removed_like_kafka_acls(secured):

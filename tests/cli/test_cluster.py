@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -23,40 +22,23 @@ def pylog(*args: str, env: dict) -> str:
 
 
 @pytest.fixture
-def running_cluster(tmp_path):
-    env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kafka_spark.cli",
-            "cluster",
-            "start",
-            "--brokers",
-            "3",
-            "--log-dir",
-            str(tmp_path / "data"),
-            "--min-insync-replicas",
-            "2",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
+def running_cluster(tmp_path, pylog_broker_process):
+    cluster = pylog_broker_process(
+        "--brokers",
+        "3",
+        "--min-insync-replicas",
+        "2",
+        command=("cluster", "start"),
+        port=None,
+        home=tmp_path / "home",
+        log_dir=tmp_path / "data",
     )
-    line = process.stdout.readline().strip()
-    assert re.fullmatch(r"bootstrap\.servers=(127\.0\.0\.1:\d+,){2}127\.0\.0\.1:\d+", line), (
-        line,
-        process.stderr.read() if process.poll() is not None else "",
-    )
-    yield process, line.split("=", 1)[1], env
-    if process.poll() is None:
-        process.kill()
-        process.wait()
+    assert re.fullmatch(r"(127\.0\.0\.1:\d+,){2}127\.0\.0\.1:\d+", cluster.bootstrap_servers), cluster.bootstrap_servers
+    return cluster
 
 
 def test_cluster_start_status_and_topics_describe_show_brokers_leaders_replicas_and_isr(running_cluster, tmp_path):
-    process, bootstrap, env = running_cluster
+    process, bootstrap, env = running_cluster.process, running_cluster.bootstrap_servers, running_cluster.env
     status = pylog("cluster", "status", env=env)  # found through the local registry, no --bootstrap-server
     assert "Brokers: 3" in status and re.search(r"Controller: [012]\b", status)
     assert sorted(re.findall(r"Broker: (\d)", status)) == ["0", "1", "2"]
@@ -84,4 +66,4 @@ def test_cluster_start_status_and_topics_describe_show_brokers_leaders_replicas_
 
     process.send_signal(signal.SIGTERM)
     assert process.wait(60) == 0
-    assert "cluster stopped" in process.stderr.read()
+    assert "cluster stopped" in running_cluster.stderr_text()

@@ -15,7 +15,7 @@ from tests.support.paths import BENCH
 
 
 def test_topics_produce_consume_round_trip_through_the_cli(running_broker):
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     assert (
         b"Created topic events"
         in pylog("topics", "create", "events", "--partitions", "3", "--bootstrap-server", bootstrap, env=env).stdout
@@ -47,7 +47,7 @@ def test_topics_produce_consume_round_trip_through_the_cli(running_broker):
 
 
 def test_client_commands_find_the_local_broker_without_bootstrap_server(running_broker):
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     status = pylog("broker", "status", env=env)
     assert bootstrap in status.stdout.decode()
     pylog("topics", "create", "local", env=env)
@@ -55,7 +55,7 @@ def test_client_commands_find_the_local_broker_without_bootstrap_server(running_
 
 
 def test_errors_are_one_clear_line(running_broker):
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     result = pylog("topics", "describe", "missing", "--bootstrap-server", bootstrap, env=env, check=False)
     assert result.returncode == 1
     assert b"does not exist" in result.stderr
@@ -65,10 +65,10 @@ def test_errors_are_one_clear_line(running_broker):
 
 
 def test_broker_shuts_down_cleanly_on_sigterm(running_broker):
-    process, _, env = running_broker
+    process, env = running_broker.process, running_broker.env
     process.send_signal(signal.SIGTERM)
     assert process.wait(30) == 0
-    assert "broker stopped" in process.stderr.read()
+    assert "broker stopped" in running_broker.stderr_text()
     status = pylog("broker", "status", env=env, check=False)
     assert status.returncode == 1  # unregistered on shutdown
 
@@ -81,7 +81,7 @@ def test_no_broker_and_no_bootstrap_server_is_explained(tmp_path):
 
 
 def test_produce_and_consume_show_progress_and_end_with_rates(running_broker):
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     lines = b"".join(b"event-%d\n" % i for i in range(3000))
     produced = pylog("produce", "rated", "--progress", "--bootstrap-server", bootstrap, env=env, stdin=lines)
     assert re.search(rb"producing: .*3000.*msg", produced.stderr)
@@ -102,7 +102,7 @@ def test_produce_and_consume_show_progress_and_end_with_rates(running_broker):
 
 
 def test_topics_alter_adds_partitions_and_changes_configs(running_broker):
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     pylog(
         "topics",
         "create",
@@ -172,7 +172,7 @@ def test_describe_works_against_a_cluster_that_does_not_describe_configs(tmp_pat
 
 def test_if_exists_and_if_not_exists_make_scripts_idempotent(running_broker):
     """kafka-topics' --if-not-exists / --if-exists: setup and teardown scripts that run twice."""
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     target = ("--bootstrap-server", bootstrap)
     assert b"Created topic setup" in pylog("topics", "create", "setup", "--partitions", "2", *target, env=env).stdout
     again = pylog("topics", "create", "setup", "--partitions", "2", "--if-not-exists", *target, env=env)

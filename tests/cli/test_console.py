@@ -18,7 +18,7 @@ from tests.support.waiting import wait_until
 
 
 def test_consume_prints_every_field_through_a_kcat_format_string(running_broker):
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     target = ("--bootstrap-server", bootstrap)
     pylog("topics", "create", "fields", "--partitions", "2", *target, env=env)
     pylog(
@@ -60,7 +60,7 @@ def test_consume_prints_every_field_through_a_kcat_format_string(running_broker)
 
 
 def test_consume_json_lines_carry_topic_partition_offset_timestamp_key_value_and_headers(running_broker):
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     target = ("--bootstrap-server", bootstrap)
     pylog(
         "produce",
@@ -85,7 +85,7 @@ def test_consume_json_lines_carry_topic_partition_offset_timestamp_key_value_and
 
 
 def test_exit_at_end_stops_once_every_partition_is_read_even_empty_ones(running_broker):
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     target = ("--bootstrap-server", bootstrap)
     pylog("topics", "create", "ends", "--partitions", "3", *target, env=env)
     pylog("produce", "ends", "-p", "1", *target, env=env, stdin=b"".join(b"r%d\n" % i for i in range(50)))
@@ -95,7 +95,7 @@ def test_exit_at_end_stops_once_every_partition_is_read_even_empty_ones(running_
 
 
 def test_group_resumes_from_its_committed_offsets_and_commits_as_it_goes(running_broker):
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     target = ("--bootstrap-server", bootstrap)
     pylog("topics", "create", "resume", "--partitions", "2", *target, env=env)
     lines = [b"m%d" % i for i in range(40)]
@@ -120,7 +120,7 @@ def test_group_resumes_from_its_committed_offsets_and_commits_as_it_goes(running
 def test_exit_at_end_with_a_group_exits_when_this_member_is_assigned_no_partition(running_broker):
     """More members than partitions: the member left without a partition has nothing to read to
     its end, and exits once the group has told it so (as soon as its empty assignment is known)."""
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     target = ("--bootstrap-server", bootstrap)
     pylog("topics", "create", "crowded", "--partitions", "1", *target, env=env)
     pylog("produce", "crowded", *target, env=env, stdin=b"one\ntwo\n")
@@ -164,7 +164,7 @@ def test_exit_at_end_with_a_group_exits_when_this_member_is_assigned_no_partitio
 
 
 def test_malformed_line_is_reported_by_number_after_delivering_the_lines_before_it(running_broker):
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     target = ("--bootstrap-server", bootstrap)
     result = pylog(
         "produce",
@@ -190,7 +190,7 @@ def test_malformed_line_is_reported_by_number_after_delivering_the_lines_before_
 
 
 def test_bad_options_are_refused_with_what_to_do(running_broker):
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     target = ("--bootstrap-server", bootstrap)
     cases = [
         (("consume", "one", "--topic", "two"), b"two topics given"),
@@ -207,7 +207,7 @@ def test_bad_options_are_refused_with_what_to_do(running_broker):
 
 def test_describe_commands_leave_stderr_empty(running_broker):
     """No librdkafka teardown chatter ("Purging N unserved events") among the tools' output."""
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     target = ("--bootstrap-server", bootstrap)
     pylog("produce", "quiet", *target, env=env, stdin=b"x\ny\n")
     pylog("consume", "quiet", "--group", "quiet-readers", "--from-beginning", "-e", *target, env=env)
@@ -219,7 +219,7 @@ def test_describe_commands_leave_stderr_empty(running_broker):
 
 
 def test_windows_line_ends_are_not_part_of_the_record(running_broker):
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     target = ("--bootstrap-server", bootstrap)
     pylog("produce", "crlf", "-K", ":", *target, env=env, stdin=b"a:1\r\nb:2\r\nc:3")
     out = pylog("consume", "crlf", "--from-beginning", "-e", "-f", "%k=%s|", *target, env=env)
@@ -253,7 +253,7 @@ def interrupted(
 
 def test_interrupted_group_consumer_keeps_what_it_printed_committed(running_broker):
     """Ctrl-C on a `consume --group` that runs until stopped: the records it printed count as read."""
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     target = ("--bootstrap-server", bootstrap)
     pylog("produce", "tail", *target, env=env, stdin=b"".join(b"t%d\n" % i for i in range(20)))
     printed, status, _ = interrupted(["consume", "tail", "--group", "tailers", "--from-beginning", *target], 20, env)
@@ -265,7 +265,7 @@ def test_interrupted_group_consumer_keeps_what_it_printed_committed(running_brok
 
 def test_consumer_piped_into_a_reader_that_stops_early_exits_quietly(running_broker):
     """`pylog consume ... | head -3`: no traceback when the pipe closes."""
-    _, bootstrap, env = running_broker
+    bootstrap, env = running_broker.bootstrap_servers, running_broker.env
     target = ("--bootstrap-server", bootstrap)
     pylog("produce", "long", *target, env=env, stdin=b"".join(b"%0100d\n" % i for i in range(20_000)))
     process = subprocess.Popen(

@@ -7,7 +7,6 @@ markers), several partitions, --max-messages cutting a batch, --partition, the e
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 from confluent_kafka import Producer
 
 from kafka_spark.cli import console_records as cr
+from kafka_spark.testing import BrokerProcess
 from tests.cli.test_console import interrupted
 from tests.support.cli_run import pylog
 
@@ -75,18 +75,9 @@ def matrix_broker(tmp_path_factory):
     """A broker with topic ``matrix`` (1 partition, every shape of record) and ``spread`` (3
     partitions, 600 keyed records)."""
     home = tmp_path_factory.mktemp("console-fetch")
-    env = dict(os.environ, PYLOG_HOME=str(home / "home"))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kafka_spark.cli", "broker", "start", "--port", "0", "--log-dir", str(home / "data")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        line = process.stdout.readline().strip()
-        assert line.startswith("bootstrap.servers=127.0.0.1:"), line
-        bootstrap = line.split("=", 1)[1]
+    with BrokerProcess(home=home / "home", log_dir=home / "data") as broker:
+        bootstrap, env = broker.bootstrap_servers, broker.env
+        assert bootstrap.startswith("127.0.0.1:"), bootstrap
         pylog("topics", "create", "matrix", "--bootstrap-server", bootstrap, env=env)
         pylog("topics", "create", "spread", "--partitions", "3", "--bootstrap-server", bootstrap, env=env)
         pylog(
@@ -109,9 +100,6 @@ def matrix_broker(tmp_path_factory):
             if i % 10 == 9:
                 producer.flush(30)
         yield bootstrap, env, count
-    finally:
-        process.kill()
-        process.wait()
 
 
 def both(bootstrap: str, env: dict, *args: str) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
@@ -182,51 +170,24 @@ def test_ctrl_c_stops_the_wire_reader_with_what_it_printed(matrix_broker):
     assert b"Processed a total of 30 messages" in stderr and b"Traceback" not in stderr
 
 
-def test_a_broker_restart_hands_the_read_over_to_librdkafka_without_loss_or_repeat(tmp_path):
+def test_a_broker_restart_hands_the_read_over_to_librdkafka_without_loss_or_repeat(pylog_broker_process):
     """The wire reader loses its connection: confluent-kafka's consumer reads on from each
     partition's next offset once the broker is back."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = dict(os.environ, PYLOG_HOME=str(tmp_path / "home"))
-    bootstrap = ("--bootstrap-server", f"127.0.0.1:{port}")
-
-    def start() -> subprocess.Popen:
-        broker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "kafka_spark.cli",
-                "broker",
-                "start",
-                "--port",
-                str(port),
-                "--log-dir",
-                str(tmp_path / "data"),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        assert broker.stdout.readline().startswith(b"bootstrap.servers=")
-        return broker
-
-    brokers = [start()]
+    broker = pylog_broker_process(port=port)
+    env, bootstrap = broker.env, ("--bootstrap-server", f"127.0.0.1:{port}")
 
     def restart_and_produce_more() -> None:
-        brokers[0].kill()
-        brokers[0].wait()
-        brokers[0] = start()
+        broker.kill()
+        broker.start()
         pylog("produce", "moving", *bootstrap, env=env, stdin=b"".join(b"r%d\n" % i for i in range(10, 20)))
 
-    try:
-        pylog("produce", "moving", *bootstrap, env=env, stdin=b"".join(b"r%d\n" % i for i in range(10)))
-        printed, status, stderr = interrupted(
-            ["consume", "moving", "--from-beginning", *bootstrap], 20, env, restart_and_produce_more, after=10
-        )
-    finally:
-        brokers[0].kill()
-        brokers[0].wait()
+    pylog("produce", "moving", *bootstrap, env=env, stdin=b"".join(b"r%d\n" % i for i in range(10)))
+    printed, status, stderr = interrupted(
+        ["consume", "moving", "--from-beginning", *bootstrap], 20, env, restart_and_produce_more, after=10
+    )
     assert status == 130 and printed == [b"r%d\n" % i for i in range(20)], stderr
     assert b"Processed a total of 20 messages" in stderr and b"Traceback" not in stderr
 
