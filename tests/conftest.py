@@ -35,6 +35,15 @@ def _free_clients_left_behind():
     free_clients_left_behind(threads_before)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that takes the `spark` fixture, directly or through another fixture, carries
+    the `spark` marker, so `pytest -m "not spark"` leaves out whatever starts the session. Tests
+    that run Spark in a subprocess are marked where they are defined."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+
+
 @pytest.fixture
 def running_broker(pylog_broker_process):
     """A broker run by `pylog broker start --port 0` in a process of its own, for the CLI tests

@@ -7,6 +7,10 @@ import re
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.spark  # Spark runs in a subprocess
+
 
 def run_demo(cwd) -> str:
     result = subprocess.run(

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -64,24 +66,28 @@ def test_every_example_has_a_header_saying_what_it_shows_and_a_readme_command_li
         assert readme_command(script.name) == f"python examples/{script.name}"
 
 
+@pytest.mark.spark  # Spark runs in a subprocess
 def test_quickstart_etl(tmp_path):
     out = run(readme_command("quickstart_etl.py"), tmp_path)
     windows, where = re.search(r"(\d+) closed \(minute, product\) windows written to (\S+)", out).groups()
     assert int(windows) > 0 and Path(where).is_relative_to(tmp_path)
 
 
+@pytest.mark.spark  # Spark runs in a subprocess
 def test_topic_enrichment(tmp_path):
     out = run(readme_command("topic_enrichment.py"), tmp_path)
     total, distinct = map(int, re.search(r"(\d+) enriched orders, (\d+) distinct", out).groups())
     assert total == distinct == 2000
 
 
+@pytest.mark.spark  # Spark runs in a subprocess
 def test_backfill_by_timestamp(tmp_path):
     out = run(readme_command("backfill_by_timestamp.py"), tmp_path)
     count = int(re.search(r"(\d+) records between", out).group(1))
     assert count == 2000  # events 1000..2999: timestamps are strictly increasing
 
 
+@pytest.mark.spark  # Spark runs in a subprocess
 def test_external_cluster_as_it_is_runs_locally_and_stops_its_broker(tmp_path):
     out = run(readme_command("external_cluster.py"), tmp_path)
     count, where = re.search(r"(\d+) records in (\S+)", out).groups()
@@ -99,6 +105,7 @@ def external_command(values: dict[str, str]) -> str:
     return " ".join([f"{name}={shlex.quote(values[name])}" for name in names] + words[len(names) :])
 
 
+@pytest.mark.spark  # Spark runs in a subprocess
 def test_external_cluster_against_another_kafka_and_a_multi_executor_spark(tmp_path):
     """librdkafka's mock cluster stands in for the external Kafka; local-cluster[2,1,1024] runs two
     executor JVMs, as a real Spark cluster would."""

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.install
+@pytest.mark.spark  # Spark runs in a subprocess
 def test_wheel_in_a_fresh_virtualenv_serves_both_formats_without_register(tmp_path):
     result = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "check_install.py"), "--work-dir", str(tmp_path)],
@@ -44,6 +45,7 @@ LOWEST_PYSPARK = "4.2.0"
 
 
 @pytest.mark.install
+@pytest.mark.spark  # Spark runs in a subprocess
 def test_lowest_declared_pyspark_runs_the_source_and_the_file_sink(tmp_path):
     """The wheel with PySpark 4.2.0: the smoke script, then the streaming source's read-limit,
     trigger-delay and exactly-once tests of this checkout against the installed package.

@@ -269,6 +269,7 @@ spark.stop()
 """
 
 
+@pytest.mark.spark  # Spark runs in a subprocess
 def test_an_ignored_property_is_warned_about_once_per_query(pylog_broker, pylog_topic, tmp_path):
     # A query of its own, in a process of its own, so that all of Spark's output (its Python
     # workers' included) can be read: several batches and tasks, still one warning each.

@@ -17,6 +17,8 @@ import pytest
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
+pytestmark = pytest.mark.spark  # Spark runs in a subprocess
+
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "exploration.ipynb"
 FIGURE_KEY = "pylog-test-figure"
 

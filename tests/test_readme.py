@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
@@ -28,6 +30,7 @@ def test_readme_starts_with_the_two_commands():
     assert not {lang for lang, _ in BLOCK.findall((ROOT / "README.md").read_text())} - {"console", "python", "sh"}
 
 
+@pytest.mark.spark  # Spark runs in a subprocess
 def test_python_blocks_run(tmp_path):
     python_blocks = blocks("python")
     assert len(python_blocks) == 3

@@ -16,7 +16,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import kafka_spark
+
+pytestmark = pytest.mark.spark  # Spark runs in a subprocess
 
 HIDE_FROM_LOOKUP = textwrap.dedent(
     """

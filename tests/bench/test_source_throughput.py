@@ -6,7 +6,11 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.paths import BENCH
+
+pytestmark = pytest.mark.spark  # Spark runs in a subprocess
 
 SCRIPT = BENCH / "source_throughput.py"
 

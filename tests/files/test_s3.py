@@ -72,6 +72,7 @@ def manifests(prefix: str) -> list[str]:
     return [item["Key"] for item in listing.get("Contents", [])]
 
 
+@pytest.mark.spark  # Spark runs in a subprocess
 def test_sigkill_mid_stream_on_s3_then_restart_is_exactly_once(s3, tmp_path):
     script = tmp_path / "query.py"
     script.write_text(QUERY)

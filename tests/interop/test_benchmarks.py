@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 RATE = r"([\d,]+) (?:msg|rows)/s"
 
@@ -85,6 +87,7 @@ def test_broker_benchmark_pairs_pylog_with_apache_kafka_under_both_flush_policie
     assert re.search(rf"^secondary\s+produce kcat\s+pylog\s+{RATE}\s+librdkafka mock\s+{RATE}", out, re.MULTILINE), out
 
 
+@pytest.mark.spark  # Spark runs in a subprocess
 def test_source_benchmark_reads_with_both_sources_and_sweeps_partition_counts():
     out = run(
         "source_throughput.py",
@@ -125,6 +128,7 @@ def test_source_benchmark_reads_with_both_sources_and_sweeps_partition_counts():
     ), out
 
 
+@pytest.mark.spark  # Spark runs in a subprocess
 def test_sink_benchmark_compares_pylog_topic_sink_with_spark_kafka_sink():
     out = run(
         "sink_throughput.py", "--parts", "kafka", "--topic-rows", "10000", "--repeats", "1", "--kafka-warmup", "1"

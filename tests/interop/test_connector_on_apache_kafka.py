@@ -168,6 +168,7 @@ def test_streaming_query_restarted_three_times_while_a_producer_writes_keeps_eve
     assert [seq for seq, count in seqs.items() if count > 1] == []
 
 
+@pytest.mark.spark  # Spark runs in a subprocess
 def test_file_sink_keeps_every_record_once_when_the_driver_is_killed(apache: Cluster):
     """scripts/chaos_pipeline.py against Apache Kafka: the driver (JVM and Python workers) is
     killed with SIGKILL right after a sink commit published its manifest (before Spark's commit

@@ -11,7 +11,11 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.support.source_fixtures import kafka_cluster, mock_kafka  # noqa: F401
+
+pytestmark = pytest.mark.spark  # Spark runs in a subprocess
 
 SCRIPT = textwrap.dedent(
     """

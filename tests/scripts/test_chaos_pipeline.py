@@ -15,6 +15,8 @@ import pytest
 
 from tests.support.paths import SCRIPTS
 
+pytestmark = pytest.mark.spark  # Spark runs in a subprocess
+
 SCRIPT = SCRIPTS / "chaos_pipeline.py"
 
 

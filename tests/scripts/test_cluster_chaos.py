@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.paths import SCRIPTS
 
 
@@ -25,6 +27,7 @@ def test_broker_kills_lose_and_repeat_no_acknowledged_record():
     assert summary and int(summary.group(1)) > 0 and summary.group(1) == summary.group(2), out
 
 
+@pytest.mark.spark  # Spark runs in a subprocess
 def test_a_sigkilled_cluster_loses_and_repeats_nothing_in_either_sink():
     out = run("cluster_sigkill.py", "--kills", "1", "--seed", "3")
     assert re.search(r"^kill 1: SIGKILL", out, re.MULTILINE), out
