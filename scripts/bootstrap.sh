@@ -51,9 +51,9 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 stamp=.venv/.pylog-installed
-# setup.py and the C source: the install builds kafka_spark/cli/_console_values.c (optional) in place.
+# setup.py and the C source (and its generated header): the install builds kafka_spark/cli/_console_values.c (optional) in place.
 if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
-    || [ kafka_spark/cli/_console_values.c -nt "$stamp" ]; then
+    || [ kafka_spark/cli/_console_values.c -nt "$stamp" ] || [ kafka_spark/cli/_record_layout.h -nt "$stamp" ]; then
   echo "bootstrap: installing pylog and its test and lint extras into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
   # The distribution was named "pylog" before it became pyspark-pylog: remove that old install

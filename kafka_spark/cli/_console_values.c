@@ -3,12 +3,14 @@
  *
  * Optional: kafka_spark.cli.console_records has the same walk in Python and uses it when this module
  * is not built (no C compiler at install time); the two print the same bytes
- * (tests/test_console_fetch.py). This loop is the whole per-record cost of a 200,000-record
+ * (tests/cli/test_console_fetch.py). This loop is the whole per-record cost of a 200,000-record
  * `pylog consume`; in Python it costs more than kcat's whole run (bench/cli_throughput.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
+
+#include "_record_layout.h" /* the record layout's constants, from kafka_spark/common/record_batch.py */
 
 /* A zigzag varint at *p, not past end: 0 and *p moved past it, or -1. */
 static int read_varint(const unsigned char *b, Py_ssize_t *p, Py_ssize_t end, long long *out)
@@ -72,12 +74,12 @@ static PyObject *values(PyObject *self, PyObject *args)
     int bad = 0;
     while (p < end && (limit < 0 || n < limit)) {
         long long length, v, headers;
-        if (read_varint(b, &p, end, &length) || length < 6 || length > end - p) {
+        if (read_varint(b, &p, end, &length) || length < RECORD_MIN_BODY || length > end - p) {
             bad = 1;
             break;
         }
         Py_ssize_t record_end = p + (Py_ssize_t)length;
-        Py_ssize_t q = p + 1; /* past the attributes */
+        Py_ssize_t q = p + RECORD_ATTRIBUTES_SIZE; /* past the attributes */
         if (read_varint(b, &q, record_end, &v) || read_varint(b, &q, record_end, &v) /* timestamp, offset deltas */
             || skip_field(b, &q, record_end) /* the key */
             || read_varint(b, &q, record_end, &v)) {

@@ -20,9 +20,22 @@ to librdkafka.
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
+from kafka_spark.common.record_batch import (
+    COMPRESSION_MASK,
+    CONTROL_ABORT,
+    CONTROL_MASK,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    RECORD_ATTRIBUTES_SIZE,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    control_type,
+)
+from kafka_spark.common.record_batch import read_varint as _varint
 from kafka_spark.errors import PylogError
 
 try:
@@ -43,15 +56,6 @@ __all__ = [
     "values",
 ]
 
-#: base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta,
-#: base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, records_count
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_SIZE = _HEADER.size  # 61
-ATTR_COMPRESSION = 0x07
-ATTR_LOG_APPEND_TIME = 0x08
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
-_CONTROL_ABORT = 0
 #: confluent-kafka's timestamp types (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME)
 _CREATE_TIME, _LOG_APPEND_TIME = 1, 2
 
@@ -93,22 +97,22 @@ class Batch:
 
     @property
     def control(self) -> bool:
-        return bool(self.attributes & ATTR_CONTROL)
+        return bool(self.attributes & CONTROL_MASK)
 
 
 def scan(data: bytes | memoryview) -> list[Batch]:
     """The complete batches of ``data`` (a Fetch may cut the last one short: it is left out)."""
     batches = []
     position, size = 0, len(data)
-    unpack = _HEADER.unpack_from
+    unpack = HEADER.unpack_from  # the fields of kafka_spark.common.record_batch.FIELDS, in order
     while position + HEADER_SIZE <= size:
         header = unpack(data, position)
-        end = position + 12 + header[1]
+        end = position + LOG_OVERHEAD + header[1]
         if end > size:
             break
-        if header[3] != 2:
+        if header[3] != MAGIC:
             raise Unreadable(header[0], f"a message set of format v{header[3]} (this reader takes v2, Kafka 0.11+)")
-        if header[1] < HEADER_SIZE - 12:
+        if header[1] < HEADER_SIZE - LOG_OVERHEAD:
             raise Unreadable(header[0], f"a batch length of {header[1]} bytes")
         batches.append(Batch(position, end, header))
         position = end
@@ -118,7 +122,7 @@ def scan(data: bytes | memoryview) -> list[Batch]:
 def records_section(data: bytes, batch: Batch) -> tuple[bytes, int, int]:
     """``(buffer, start, end)`` of a batch's records, decompressed if the batch is compressed."""
     start = batch.position + HEADER_SIZE
-    codec = batch.attributes & ATTR_COMPRESSION
+    codec = batch.attributes & COMPRESSION_MASK
     if not codec:
         return data, start, batch.end
     from kafka_spark.common.compression import decompress  # cramjam: loaded only for compressed batches
@@ -128,20 +132,6 @@ def records_section(data: bytes, batch: Batch) -> tuple[bytes, int, int]:
         raise Unreadable(batch.base_offset, f"compression codec {codec} cannot be decompressed here")
     section = bytes(section)
     return section, 0, len(section)
-
-
-def _varint(buf: bytes, p: int) -> tuple[int, int]:
-    """A zigzag varint at ``p``: ``(value, next position)``."""
-    shift = result = 0
-    while True:
-        b = buf[p]
-        p += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), p
-        shift += 7
-        if shift > 63:
-            raise ValueError("a varint longer than 10 bytes")
 
 
 def lines(buf: bytes, start: int, end: int, limit: int) -> tuple[bytes, int]:
@@ -168,7 +158,7 @@ def values(buf: bytes, p: int, end: int, out: list[bytes]) -> int:
         if length < 0:
             raise ValueError("a negative record length")
         record_end = p + length
-        _, q = _varint(buf, p + 1)  # past the attributes: the timestamp delta
+        _, q = _varint(buf, p + RECORD_ATTRIBUTES_SIZE)  # the timestamp delta
         _, q = _varint(buf, q)  # offset delta
         key_length, q = _varint(buf, q)
         value, q = _field(buf, q + max(key_length, 0))
@@ -237,7 +227,7 @@ def _field(buf: bytes, p: int) -> tuple[bytes | None, int]:
 def records(buf: bytes, p: int, end: int, batch: Batch, topic: str, partition: int, low: int, out: list[Any]) -> None:
     """Append a :class:`Record` for each record of ``buf[p:end]`` at offset ``low`` or later."""
     append = out.append
-    log_append = bool(batch.attributes & ATTR_LOG_APPEND_TIME)
+    log_append = bool(batch.attributes & TIMESTAMP_TYPE_MASK)
     kind = _LOG_APPEND_TIME if log_append else _CREATE_TIME
     base_offset, base_timestamp = batch.base_offset, batch.base_timestamp
     while p < end:
@@ -245,7 +235,7 @@ def records(buf: bytes, p: int, end: int, batch: Batch, topic: str, partition: i
         if length < 0:
             raise ValueError("a negative record length")
         record_end = p + length
-        delta, q = _varint(buf, p + 1)  # past the attributes
+        delta, q = _varint(buf, p + RECORD_ATTRIBUTES_SIZE)
         offset_delta, q = _varint(buf, q)
         key, q = _field(buf, q)
         value, q = _field(buf, q)
@@ -266,16 +256,6 @@ def records(buf: bytes, p: int, end: int, batch: Batch, topic: str, partition: i
             append(Record(topic, partition, offset, (kind, timestamp), key, value, headers))
 
 
-def _control_type(buf: bytes, batch: Batch) -> int:
-    """The type of a control batch's first record (0 ABORT, 1 COMMIT), from its key: an int16
-    version, then the int16 type."""
-    _, p = _varint(buf, batch.position + HEADER_SIZE)  # record length
-    _, p = _varint(buf, p + 1)  # past the attributes: timestamp delta
-    _, p = _varint(buf, p)  # offset delta
-    _, p = _varint(buf, p)  # key length
-    return struct.unpack_from(">h", buf, p + 2)[0]
-
-
 class Transactions:
     """read_committed over one partition's part of a Fetch response: which batches belong to
     aborted transactions (the Kafka consumer's rule: a producer's transaction listed as aborted
@@ -287,14 +267,14 @@ class Transactions:
 
     def aborted(self, buf: bytes, batch: Batch) -> bool:
         """Whether ``batch`` (taken in offset order) is part of an aborted transaction."""
-        if not batch.attributes & ATTR_TRANSACTIONAL:
+        if not batch.attributes & TRANSACTIONAL_MASK:
             return False
         pending = self.pending
         while pending and pending[0][1] <= batch.last_offset:
             self.active.add(pending.pop(0)[0])
         producer = batch.producer_id
-        if batch.attributes & ATTR_CONTROL:
-            if producer in self.active and _control_type(buf, batch) == _CONTROL_ABORT:
+        if batch.attributes & CONTROL_MASK:
+            if producer in self.active and control_type(buf, batch.position) == CONTROL_ABORT:
                 self.active.discard(producer)
             return False
         return producer in self.active

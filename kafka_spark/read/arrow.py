@@ -16,7 +16,6 @@ the log's batches reach ``until``.
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -27,6 +26,14 @@ import pyarrow as pa
 from kafka_spark.client import fetch_client as kf
 from kafka_spark.common.compression import decompress
 from kafka_spark.common.kafka_errors import ErrorCode
+from kafka_spark.common.record_batch import (
+    COMPRESSION_MASK,
+    CONTROL_ABORT,
+    CONTROL_MASK,
+    HEADER_SIZE,
+    TRANSACTIONAL_MASK,
+    control_type,
+)
 from kafka_spark.errors import PylogReadTimeout
 from kafka_spark.offsets import OffsetRange, out_of_range_position
 from kafka_spark.read import record_decoder as rd
@@ -36,7 +43,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["ArrowRangeReader", "ArrowTaskReader", "fetch_settings"]
 
-_CONTROL_ABORT = 0
 _INDEX_FIELDS = tuple(rd.BatchIndex.__dataclass_fields__)
 
 
@@ -203,7 +209,7 @@ class ArrowRangeReader:
                 f"Arrow fetch path reads v2 (Kafka 0.11 and newer): set the source option "
                 f"fetcher=librdkafka to read older formats"
             )
-        keep = ((index.attributes & rd.ATTR_CONTROL) == 0) & (index.last_offset >= low)
+        keep = ((index.attributes & CONTROL_MASK) == 0) & (index.last_offset >= low)
         keep &= index.base_offset < self.until
         if self.read_committed and aborted:
             keep &= ~self._aborted(records, index, aborted)
@@ -214,10 +220,10 @@ class ArrowRangeReader:
     ) -> pa.RecordBatch | None:
         if not len(chosen):
             return None
-        codecs = index.attributes[chosen] & rd.ATTR_COMPRESSION
+        codecs = index.attributes[chosen] & COMPRESSION_MASK
         if not codecs.any():
             data = buf
-            starts = index.position[chosen] + rd.HEADER_SIZE
+            starts = index.position[chosen] + HEADER_SIZE
             ends = index.position[chosen] + index.size[chosen]
         else:
             data, starts, ends = self._decompressed(records, index, chosen, codecs)
@@ -230,7 +236,7 @@ class ArrowRangeReader:
         parts, starts, ends, at = [], [], [], 0
         for i, codec in zip(chosen.tolist(), codecs.tolist(), strict=True):
             begin = int(index.position[i])
-            section: bytes | memoryview = records[begin + rd.HEADER_SIZE : begin + int(index.size[i])]
+            section: bytes | memoryview = records[begin + HEADER_SIZE : begin + int(index.size[i])]
             if codec:
                 plain = decompress(codec, memoryview(section))
                 if plain is None:
@@ -250,7 +256,7 @@ class ArrowRangeReader:
         """Mask of the batches of aborted transactions (Kafka consumer's rule: a producer's
         transaction is aborted from its listed first offset until its ABORT marker)."""
         mask = np.zeros(len(index), bool)
-        transactional = np.flatnonzero((index.attributes & rd.ATTR_TRANSACTIONAL) != 0)
+        transactional = np.flatnonzero((index.attributes & TRANSACTIONAL_MASK) != 0)
         pending = sorted(aborted, key=lambda entry: entry[1])
         active: set[int] = set()
         j = 0
@@ -260,8 +266,8 @@ class ArrowRangeReader:
                 active.add(pending[j][0])
                 j += 1
             producer = int(index.producer_id[i])
-            if index.attributes[i] & rd.ATTR_CONTROL:
-                if producer in active and _control_type(records, int(index.position[i])) == _CONTROL_ABORT:
+            if index.attributes[i] & CONTROL_MASK:
+                if producer in active and control_type(records, int(index.position[i])) == CONTROL_ABORT:
                     active.discard(producer)
             elif producer in active:
                 mask[i] = True
@@ -440,7 +446,7 @@ class ArrowTaskReader:
                 continue
             if (
                 not self.partition.avro
-                and not (index.attributes[chosen] & rd.ATTR_COMPRESSION).any()
+                and not (index.attributes[chosen] & COMPRESSION_MASK).any()
                 and index.base_offset[chosen[0]] >= low
                 and index.last_offset[chosen[-1]] < reader.until
             ):
@@ -473,7 +479,7 @@ class ArrowTaskReader:
             if entry.records.obj is not owner or shift < 0 or buf.ctypes.data + buf.shape[0] > end:
                 return None
             position = index.position[chosen] + shift
-            starts.append(position + rd.HEADER_SIZE)
+            starts.append(position + HEADER_SIZE)
             ends.append(position + index.size[chosen])
             rows.append(int(index.records[chosen].sum()))
             for name, values in fields.items():
@@ -591,20 +597,3 @@ class ArrowTaskReader:
         for reader in readers:
             reader.attempt += 1
             reader._check_deadline(reader.deadline, why)
-
-
-def _control_type(records: memoryview, position: int) -> int:
-    """The type of a control batch's first record (0 ABORT, 1 COMMIT), from its key: an int16
-    version then the int16 type, after the record's length, attributes, timestamp delta, offset
-    delta and key length."""
-
-    def skip_varint(p: int) -> int:
-        while records[p] & 0x80:
-            p += 1
-        return p + 1
-
-    p = skip_varint(position + rd.HEADER_SIZE)  # record length
-    p += 1  # attributes
-    for _ in range(3):  # timestamp delta, offset delta, key length
-        p = skip_varint(p)
-    return struct.unpack_from(">h", records, p + 2)[0]

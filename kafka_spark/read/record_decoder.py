@@ -27,14 +27,26 @@ import pyarrow as pa
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from kafka_spark.common.record_batch import (
+    ATTRIBUTES_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
+    BATCH_LENGTH_OFFSET,
+    HEADER_SIZE,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    MIN_RECORD_SIZE,
+    PRODUCER_ID_OFFSET,
+    RECORD_ATTRIBUTES_SIZE,
+    RECORDS_COUNT_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+)
 from kafka_spark.errors import PylogError
 from kafka_spark.read.arrow_columns import HEADER_STRUCT, TIMESTAMP_US, constant_string
 
 __all__ = [
-    "ATTR_COMPRESSION",
-    "ATTR_CONTROL",
-    "ATTR_LOG_APPEND_TIME",
-    "ATTR_TRANSACTIONAL",
+    "HEADER_SIZE",
     "BatchIndex",
     "CorruptRecordBatch",
     "Decoded",
@@ -43,13 +55,6 @@ __all__ = [
     "to_arrow",
 ]
 
-HEADER_SIZE = 61
-_MIN_RECORD_SIZE = 7  # length, attributes, timestamp delta, offset delta, key, value, header count
-ATTR_COMPRESSION = 0x07
-ATTR_LOG_APPEND_TIME = 0x08
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
-
 
 class CorruptRecordBatch(PylogError, ValueError):
     """A record batch whose records do not parse (lengths past the batch, bad magic)."""
@@ -57,7 +62,8 @@ class CorruptRecordBatch(PylogError, ValueError):
 
 # ----------------------------------------------------------------------------------------------
 # Compiled kernels. Big-endian reads are spelled out byte by byte: numba compiles them to a load
-# and a byte swap.
+# and a byte swap. The layout's offsets (kafka_spark.common.record_batch) are module globals,
+# which numba compiles in as constants.
 
 
 @numba.njit(cache=True, nogil=True)
@@ -80,11 +86,11 @@ def _scan(buf):  # pragma: no cover - compiled
     count = 0
     p = 0
     while p + HEADER_SIZE <= n:
-        length = _be32(buf, p + 8)
-        if length < HEADER_SIZE - 12 or p + 12 + length > n:
+        length = _be32(buf, p + BATCH_LENGTH_OFFSET)
+        if length < HEADER_SIZE - LOG_OVERHEAD or p + LOG_OVERHEAD + length > n:
             break
         count += 1
-        p += 12 + length
+        p += LOG_OVERHEAD + length
     position = np.empty(count, np.int64)
     size = np.empty(count, np.int64)
     base_offset = np.empty(count, np.int64)
@@ -97,18 +103,18 @@ def _scan(buf):  # pragma: no cover - compiled
     magic = np.empty(count, np.int32)
     p = 0
     for i in range(count):
-        length = _be32(buf, p + 8)
+        length = _be32(buf, p + BATCH_LENGTH_OFFSET)
         position[i] = p
-        size[i] = 12 + length
+        size[i] = LOG_OVERHEAD + length
         base_offset[i] = _be64(buf, p)
-        magic[i] = buf[p + 16]
-        attributes[i] = (np.int32(buf[p + 21]) << 8) | np.int32(buf[p + 22])
-        last_offset[i] = base_offset[i] + _be32(buf, p + 23)
-        base_timestamp[i] = _be64(buf, p + 27)
-        max_timestamp[i] = _be64(buf, p + 35)
-        producer_id[i] = _be64(buf, p + 43)
-        records[i] = _be32(buf, p + 57)
-        p += 12 + length
+        magic[i] = buf[p + MAGIC_OFFSET]
+        attributes[i] = (np.int32(buf[p + ATTRIBUTES_OFFSET]) << 8) | np.int32(buf[p + ATTRIBUTES_OFFSET + 1])
+        last_offset[i] = base_offset[i] + _be32(buf, p + LAST_OFFSET_DELTA_OFFSET)
+        base_timestamp[i] = _be64(buf, p + BASE_TIMESTAMP_OFFSET)
+        max_timestamp[i] = _be64(buf, p + MAX_TIMESTAMP_OFFSET)
+        producer_id[i] = _be64(buf, p + PRODUCER_ID_OFFSET)
+        records[i] = _be32(buf, p + RECORDS_COUNT_OFFSET)
+        p += LOG_OVERHEAD + length
     return (
         position,
         size,
@@ -209,7 +215,7 @@ def _decode(
                 status = -1 - b
                 break
             record_end = p + length
-            ts_delta, p = _varint(buf, p + 1, record_end)  # + 1: the record's attributes byte
+            ts_delta, p = _varint(buf, p + RECORD_ATTRIBUTES_SIZE, record_end)
             offset_delta, p = _varint(buf, p, record_end) if p >= 0 else (np.int64(0), -1)
             klen, p = _varint(buf, p, record_end) if p >= 0 else (np.int64(0), -1)
             if p < 0 or p + max(klen, 0) > record_end:
@@ -365,7 +371,7 @@ def decode_records(
     ends = np.ascontiguousarray(ends, np.int64)
     counts = batches.records[chosen]
     sizes = ends - starts
-    bad = np.flatnonzero((counts < 0) | (counts * _MIN_RECORD_SIZE > sizes))
+    bad = np.flatnonzero((counts < 0) | (counts * MIN_RECORD_SIZE > sizes))
     if len(bad):
         raise CorruptRecordBatch(
             f"the record batch at offset {int(batches.base_offset[chosen[bad[0]]])} claims "
@@ -384,7 +390,7 @@ def decode_records(
         ends,
         batches.base_offset[chosen],
         batches.base_timestamp[chosen],
-        (batches.attributes[chosen] & ATTR_LOG_APPEND_TIME) != 0,
+        (batches.attributes[chosen] & TIMESTAMP_TYPE_MASK) != 0,
         batches.max_timestamp[chosen],
         counts,
         np.int64(low),

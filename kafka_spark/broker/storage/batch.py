@@ -1,21 +1,8 @@
 """Record batch v2 (magic 2): the header, validation, and the few batches the broker builds.
 
-Layout (Kafka ``docs/implementation.html`` §5.3; all integers big endian)::
-
-    0  base_offset int64           rewritten by the broker, outside the CRC
-    8  batch_length int32          bytes after this field (size - 12)
-    12 partition_leader_epoch int32  rewritten by the broker, outside the CRC
-    16 magic int8 (2)
-    17 crc uint32                  CRC-32C (Castagnoli) of bytes [21, end)
-    21 attributes int16            bits 0-2 codec, 3 timestamp type, 4 transactional, 5 control
-    23 last_offset_delta int32
-    27 base_timestamp int64
-    35 max_timestamp int64
-    43 producer_id int64
-    51 producer_epoch int16
-    53 base_sequence int32
-    57 records_count int32
-    61 records (one compressed blob when codec != 0)
+The layout (the 61-byte header, the attribute bits, the record and control-record formats) is
+described once, in kafka_spark.common.record_batch, which the executors' decoder and ``pylog
+consume`` read too; its names are re-exported here for the broker's modules.
 
 The broker stores batches verbatim: work here is per batch (a 61-byte header and one C-speed CRC),
 never per record, except in :func:`first_offset_at_or_after_timestamp`, which ListOffsets uses.
@@ -40,22 +27,33 @@ from kafka_spark.common.compression import (  # noqa: F401  (the codec constants
     CODEC_ZSTD,
     decompress,
 )
-
-HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_SIZE = HEADER.size  # 61
-LOG_OVERHEAD = 12  # base_offset + batch_length: what precedes the length-counted part
-CRC_START = 21
-MAGIC = 2
+from kafka_spark.common.record_batch import (  # noqa: F401  (the layout, as the broker's modules name it)
+    ATTRIBUTES_OFFSET,
+    BATCH_LENGTH_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    CONTROL_KEY,
+    CONTROL_MASK,
+    CONTROL_VALUE,
+    CRC_OFFSET,
+    CRC_START,
+    CREATE_TIME,
+    HEADER,
+    HEADER_SIZE,
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    RECORD_ATTRIBUTES_SIZE,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    read_varint,
+)
 
 _MIN_LEGACY_LENGTH = 14  # the smallest magic 0 message; shorter lengths are garbage whatever the magic
-_MAX_TIMESTAMP_OFFSET = 35
-_ATTRIBUTES_OFFSET = 21
-_CRC_OFFSET = 17
-
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_MASK = 0x10
-CONTROL_MASK = 0x20
-CREATE_TIME, LOG_APPEND_TIME = 0, 1
 
 
 class BatchHeader(NamedTuple):
@@ -104,7 +102,7 @@ class BatchHeader(NamedTuple):
 
     @property
     def compression(self) -> int:
-        return self.attributes & 0x07
+        return self.attributes & COMPRESSION_MASK
 
     @property
     def timestamp_type(self) -> int:
@@ -182,9 +180,9 @@ def _check_batch(view: memoryview, position: int, total: int, allow_control: boo
             f"batch at byte {position} fails its CRC-32C: stored {header.crc:#010x}, computed {actual:#010x}"
         )
     attributes = header.attributes
-    if attributes & 0x07 > CODEC_ZSTD:
+    if attributes & COMPRESSION_MASK > CODEC_ZSTD:
         raise CorruptRecordError(
-            f"batch at byte {position} names compression codec {attributes & 0x07}; Kafka knows 0-4"
+            f"batch at byte {position} names compression codec {attributes & COMPRESSION_MASK}; Kafka knows 0-4"
         )
     if header.records_count < 1 or header.last_offset_delta != header.records_count - 1:
         raise CorruptRecordError(
@@ -202,13 +200,13 @@ def _check_short_batch(view: memoryview, position: int, remaining: int) -> None:
     """Raise for a batch with fewer than 61 bytes left: the first of Kafka's checks it fails."""
     where = f"batch at byte {position}"
     if remaining >= LOG_OVERHEAD:
-        (batch_length,) = struct.unpack_from(">i", view, position + 8)
+        (batch_length,) = struct.unpack_from(">i", view, position + BATCH_LENGTH_OFFSET)
         if batch_length < _MIN_LEGACY_LENGTH:
             raise CorruptRecordError(f"{where} declares batch_length {batch_length}, less than any batch")
-        if remaining > 16 and view[position + 16] != MAGIC:
+        if remaining > MAGIC_OFFSET and view[position + MAGIC_OFFSET] != MAGIC:
             raise InvalidRecordError(
-                f"{where} has magic {view[position + 16]}; this broker stores only record batch v2 (magic 2), "
-                "which every client since Kafka 0.11 sends"
+                f"{where} has magic {view[position + MAGIC_OFFSET]}; this broker stores only record batch v2 "
+                "(magic 2), which every client since Kafka 0.11 sends"
             )
     raise CorruptRecordError(f"{where} is truncated: {remaining} bytes left, a batch header needs {HEADER_SIZE}")
 
@@ -274,17 +272,17 @@ def rewrite_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int,
     Both fields lie before byte 21, outside the CRC, so the batch stays valid without recomputing.
     """
     struct.pack_into(">q", buf, pos, base_offset)
-    struct.pack_into(">i", buf, pos + 12, leader_epoch)
+    struct.pack_into(">i", buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
 
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, timestamp_ms: int) -> None:
     """Stamp the batch at ``pos`` with LogAppendTime: timestamp-type bit and ``max_timestamp``, as
     Kafka's ``setMaxTimestamp``; both are inside the CRC, which is recomputed."""
-    (attributes,) = struct.unpack_from(">h", buf, pos + _ATTRIBUTES_OFFSET)
-    struct.pack_into(">h", buf, pos + _ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
-    struct.pack_into(">q", buf, pos + _MAX_TIMESTAMP_OFFSET, timestamp_ms)
+    (attributes,) = struct.unpack_from(">h", buf, pos + ATTRIBUTES_OFFSET)
+    struct.pack_into(">h", buf, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
+    struct.pack_into(">q", buf, pos + MAX_TIMESTAMP_OFFSET, timestamp_ms)
     crc = crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + size])
-    struct.pack_into(">I", buf, pos + _CRC_OFFSET, crc)
+    struct.pack_into(">I", buf, pos + CRC_OFFSET, crc)
 
 
 # -- building batches (broker-written markers, internal topics, tests) --------------------------
@@ -369,7 +367,7 @@ def build_record_batch(
         base_sequence,
         len(records),
     )
-    struct.pack_into(">I", buf, _CRC_OFFSET, crc32c.crc32c(memoryview(buf)[CRC_START:]))
+    struct.pack_into(">I", buf, CRC_OFFSET, crc32c.crc32c(memoryview(buf)[CRC_START:]))
     return bytes(buf)
 
 
@@ -383,8 +381,8 @@ def build_control_batch(
 ) -> bytes:
     """A transaction marker: attributes 0x30, one record whose key is ``(version 0, type)`` with type
     1 COMMIT / 0 ABORT and whose value is ``(version 0, coordinator_epoch)``; occupies one offset."""
-    key = struct.pack(">hh", 0, 1 if commit else 0)
-    value = struct.pack(">hi", 0, coordinator_epoch)
+    key = CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = CONTROL_VALUE.pack(0, coordinator_epoch)
     return build_record_batch(
         [(key, value, (), timestamp_ms)],
         base_offset,
@@ -429,24 +427,10 @@ def first_record_at_or_after_timestamp(
     for _ in range(header.records_count):
         length, position = read_varint(records, position)
         end = position + length
-        timestamp_delta, cursor = read_varint(records, position + 1)  # skip the attributes byte
+        timestamp_delta, cursor = read_varint(records, position + RECORD_ATTRIBUTES_SIZE)
         offset_delta, _ = read_varint(records, cursor)
         timestamp = header.base_timestamp + timestamp_delta
         if timestamp >= target_ts:
             return header.base_offset + offset_delta, timestamp
         position = end
     return None
-
-
-def read_varint(buf: bytes | memoryview, position: int) -> tuple[int, int]:
-    """A zigzag varint (record batch v2 encoding) at ``position``: ``(value, next position)``."""
-    shift = result = 0
-    while True:
-        byte = buf[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), position
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")

@@ -3,12 +3,8 @@ produce (keys of compacted topics, timestamps), recompress a batch in the topic'
 
 The broker stores batches verbatim (batch.py works per batch); only compaction, the produce-time
 record checks (where a topic's settings call for them) and recompression (a topic whose
-compression.type is not "producer") look at single records. Record layout (Kafka
-``docs/implementation.html`` §5.3.2, varints zigzag-encoded)::
-
-    length varint, attributes int8, timestamp_delta varlong, offset_delta varint,
-    key_length varint (-1 = null), key, value_length varint (-1 = null), value,
-    headers_count varint, headers
+compression.type is not "producer") look at single records, laid out as
+kafka_spark.common.record_batch describes.
 
 A rewritten batch keeps the original's base offset, ``last_offset_delta``, producer id/epoch, base
 sequence and leader epoch (Kafka's ``MemoryRecords.filterTo``), so offsets after it stay where
@@ -48,14 +44,20 @@ from kafka_spark.broker.storage.errors import (
     InvalidTimestampError,
 )
 from kafka_spark.common.compression import decompress  # the codec table shared with the executors
+from kafka_spark.common.record_batch import (
+    ATTRIBUTES_OFFSET,
+    BATCH_LENGTH_OFFSET,
+    COMPRESSION_MASK,
+    CRC_OFFSET,
+    CRC_START,
+    DELETE_HORIZON_MASK,
+    RECORD_ATTRIBUTES_SIZE,
+)
 
 _max_timestamp = attrgetter("max_timestamp")
 
 if TYPE_CHECKING:
     from kafka_spark.broker.storage.config import LogConfig
-
-DELETE_HORIZON_MASK = 0x40  # KIP-534: base_timestamp holds the delete horizon of the batch's tombstones
-_CRC_OFFSET = 17
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +102,7 @@ def decode_records(
             length, position = read_varint(buf, position)
             body_start = position
             end = position + length
-            timestamp_delta, cursor = read_varint(buf, position + 1)  # skip the attributes byte
+            timestamp_delta, cursor = read_varint(buf, position + RECORD_ATTRIBUTES_SIZE)
             after_timestamp = cursor
             offset_delta, cursor = read_varint(buf, cursor)
             key_length, cursor = read_varint(buf, cursor)
@@ -172,7 +174,7 @@ def rewrite_batch(
         header.base_sequence,
         len(kept),
     )
-    struct.pack_into(">I", out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[21:]))
+    struct.pack_into(">I", out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[CRC_START:]))
     return bytes(out)
 
 
@@ -182,7 +184,7 @@ def empty_batch(header: BatchHeader) -> bytes:
     batch's ``max_timestamp``. It keeps an offset range and a producer's sequence state alive when
     compaction removed every record."""
     out = bytearray(HEADER_SIZE)
-    attributes = header.attributes & ~0x07 & ~DELETE_HORIZON_MASK
+    attributes = header.attributes & ~COMPRESSION_MASK & ~DELETE_HORIZON_MASK
     HEADER.pack_into(
         out,
         0,
@@ -200,7 +202,7 @@ def empty_batch(header: BatchHeader) -> bytes:
         header.base_sequence,
         0,
     )
-    struct.pack_into(">I", out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[21:]))
+    struct.pack_into(">I", out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[CRC_START:]))
     return bytes(out)
 
 
@@ -308,9 +310,9 @@ def recompress(
             raise InvalidRecordError(f"cannot recompress a batch in codec {header.compression}: it does not decode")
         body = compress(codec, bytes(plain), levels.get(codec))
         rebuilt = bytearray(batch[:HEADER_SIZE]) + body
-        struct.pack_into(">i", rebuilt, 8, len(rebuilt) - LOG_OVERHEAD)  # batch length
-        attributes = (header.attributes & ~0x07) | codec
-        struct.pack_into(">h", rebuilt, 21, attributes)
-        struct.pack_into(">I", rebuilt, _CRC_OFFSET, crc32c.crc32c(memoryview(rebuilt)[21:]))
+        struct.pack_into(">i", rebuilt, BATCH_LENGTH_OFFSET, len(rebuilt) - LOG_OVERHEAD)
+        attributes = (header.attributes & ~COMPRESSION_MASK) | codec
+        struct.pack_into(">h", rebuilt, ATTRIBUTES_OFFSET, attributes)
+        struct.pack_into(">I", rebuilt, CRC_OFFSET, crc32c.crc32c(memoryview(rebuilt)[CRC_START:]))
         out += rebuilt
     return bytes(out)

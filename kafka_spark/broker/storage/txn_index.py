@@ -28,9 +28,14 @@ from dataclasses import dataclass
 
 from kafka_spark.broker.storage.batch import HEADER_SIZE, BatchHeader, read_varint
 from kafka_spark.broker.storage.log import Log
-
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
+from kafka_spark.common.record_batch import (
+    CONTROL_COMMIT,
+    CONTROL_VALUE,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    control_key_position,
+    control_type,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,35 +47,15 @@ class AbortedTxn:
     last_offset: int
 
 
-def _key_position(batch: bytes | memoryview) -> tuple[int, int]:
-    """``(key length, key position)`` of a control batch's one record (never compressed)."""
-    position = HEADER_SIZE
-    _length, position = read_varint(batch, position)
-    position += 1  # record attributes
-    _timestamp_delta, position = read_varint(batch, position)
-    _offset_delta, position = read_varint(batch, position)
-    return read_varint(batch, position)
-
-
-def control_type(batch: bytes | memoryview) -> int:
-    """The marker type (0 ABORT, 1 COMMIT) of a control batch, from its one record's key
-    (``version:int16, type:int16``)."""
-    key_length, position = _key_position(batch)
-    if key_length < 4:
-        raise ValueError(f"control record key of {key_length} bytes; a marker key has 4")
-    _version, kind = struct.unpack_from(">hh", batch, position)
-    return kind
-
-
 def marker_coordinator_epoch(batch: bytes | memoryview) -> int:
     """The coordinator epoch a transaction marker carries, from its one record's value
     (``version:int16, coordinator_epoch:int32``)."""
-    key_length, position = _key_position(batch)
+    key_length, position = control_key_position(batch)
     value_length, position = read_varint(batch, position + max(key_length, 0))
-    if value_length < 6:
-        raise ValueError(f"control record value of {value_length} bytes; a marker value has 6")
-    _version, epoch = struct.unpack_from(">hi", batch, position)
-    return epoch
+    if value_length < CONTROL_VALUE.size:
+        raise ValueError(f"control record value of {value_length} bytes; a marker value has {CONTROL_VALUE.size}")
+    _version, epoch = CONTROL_VALUE.unpack_from(batch, position)
+    return int(epoch)
 
 
 class PartitionTxnIndex:
@@ -139,7 +124,7 @@ def last_offset_of(data: bytes | memoryview) -> int:
     last = -1
     while position + HEADER_SIZE <= len(view):
         base_offset, batch_length = struct.unpack_from(">qi", view, position)
-        (last_offset_delta,) = struct.unpack_from(">i", view, position + 23)
+        (last_offset_delta,) = struct.unpack_from(">i", view, position + LAST_OFFSET_DELTA_OFFSET)
         last = base_offset + last_offset_delta
-        position += batch_length + 12
+        position += batch_length + LOG_OVERHEAD
     return last
