@@ -298,33 +298,6 @@ class OffsetReader:
             spec = SpecificTimestamps({tp: spec.timestamps[tp] for tp in tps})
         return self.resolve(spec, tps, option=option, is_start=is_start)
 
-    def starting_offsets(self, tps: Iterable[TopicPartition], *, streaming: bool) -> dict[TopicPartition, int]:
-        """Where a new read starts: the offsets committed with ``startingOffsetsFromOutput``'s
-        output if it has any (partitions it never saw start at earliest), else the starting
-        options (default latest for streaming, earliest for batch)."""
-        tps = set(tps)
-        path = self.options.starting_offsets_from_output
-        if path is not None:
-            from kafka_spark.files.table import committed_source_offsets
-
-            committed = committed_source_offsets(path)
-            if committed is not None:
-                known = {
-                    TopicPartition(topic, int(p)): int(offset)
-                    for topic, partitions in committed.items()
-                    for p, offset in partitions.items()
-                    if TopicPartition(topic, int(p)) in tps
-                }
-                log.info("pylog source: starting from the offsets committed in %s", path)
-                return {**self.earliest_offsets(tps - set(known)), **known}
-            log.info("pylog source: %s has no committed batch; using the starting options", path)
-        return self.resolve(
-            self.options.starting_for(streaming=streaming),
-            tps,
-            option=self.options.starting_option,
-            is_start=True,
-        )
-
     def commit_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Commit ``offsets`` (next offsets to read) to consumer group ``group_id``, for lag
         monitors. Uses a short-lived consumer with assign(), never joining the group."""

@@ -26,6 +26,7 @@ from kafka_spark.options import SourceOptions
 from kafka_spark.planning import KafkaInputPartition, plan_for_options, resolve_fetcher
 from kafka_spark.read.late_binding import ResolvedStartAfterEnd, late_bound_partitions
 from kafka_spark.read.partition import read_partition
+from kafka_spark.read.start import starting_offsets
 
 __all__ = ["PylogBatchReader"]
 
@@ -52,7 +53,7 @@ class PylogBatchReader(DataSourceReader):
             log.warning("pylog source: %s matches no topic-partitions yet; the batch is empty", opts.subscription)
         # Explicit positions are checked against the partitions even when there are none (a
         # topic that does not exist), as Spark checks them before reading.
-        start = reader.starting_offsets(tps, streaming=False)
+        start = starting_offsets(reader, tps, streaming=False)
         end = reader.resolve(opts.ending_for_batch(), tps, option=opts.ending_option, is_start=False)
         ranges = []
         for tp in sorted(tps):

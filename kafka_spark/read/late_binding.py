@@ -40,6 +40,7 @@ from kafka_spark.offsets import (
     SpecificOffsets,
     SpecificTimestamps,
 )
+from kafka_spark.read.start import starting_offsets
 
 if TYPE_CHECKING:  # pragma: no cover
     from kafka_spark.client.offset_reader import OffsetReader
@@ -198,7 +199,7 @@ def _discovered(reader: OffsetReader, known: set[TopicPartition]) -> list[Offset
         if isinstance(spec, (SpecificOffsets, SpecificTimestamps)):
             check_specified_partitions(spec, now, option)  # Spark fails when partitions appeared
     if opts.starting_offsets_from_output is not None:  # the output's offsets, else earliest
-        start = reader.starting_offsets(new, streaming=False)
+        start = starting_offsets(reader, new, streaming=False)
     else:
         start = reader.resolve_some(start_spec, new, option=opts.starting_option, is_start=True)
     end = reader.resolve_some(end_spec, new, option=opts.ending_option, is_start=False)

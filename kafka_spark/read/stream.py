@@ -91,6 +91,7 @@ from kafka_spark.offsets import (
 from kafka_spark.options import Assign, SourceOptions, Subscribe, SubscribePattern
 from kafka_spark.planning import KafkaInputPartition, plan_for_options
 from kafka_spark.read.partition import read_partition
+from kafka_spark.read.start import starting_offsets
 
 __all__ = ["AvailableNowTopicChangedError", "CheckpointTopicsError", "PylogStreamReader", "UNLIMITED"]
 
@@ -156,7 +157,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         is the empty start batch (module docstring)."""
         if self._initial is None:
             tps = self.reader.topic_partitions()
-            offsets = self.reader.starting_offsets(tps, streaming=True)
+            offsets = starting_offsets(self.reader, tps, streaming=True)
             self._initial = positions_to_dict(offsets, self._epochs_of(offsets))
         return {topic: dict(parts) for topic, parts in self._initial.items()}
 
