@@ -1,21 +1,19 @@
 """Executor side: the worker's pool of consumers, as Spark's ``KafkaDataConsumer`` pool.
 
-:func:`acquire_consumer` / :func:`release_consumer` keep a module-level pool of consumers:
-PySpark reuses Python workers across tasks and micro-batches, so a consumer assigned to
-``orders-3`` in batch 7 is still connected, and usually positioned exactly where batch 8 starts,
-when batch 8 reads ``orders-3`` in the same worker.
+:func:`acquire_consumer` / :func:`release_consumer` borrow from an exclusive
+:class:`~kafka_spark.client.pool.ClientPool` of consumers: PySpark reuses Python workers across
+tasks and micro-batches, so a consumer assigned to ``orders-3`` in batch 7 is still connected,
+and usually positioned exactly where batch 8 starts, when batch 8 reads ``orders-3`` in the same
+worker. Eviction, closing at exit and fork safety are the pool's.
 """
 
 from __future__ import annotations
 
-import atexit
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kafka_spark.client.evictor import Evictor
 from kafka_spark.client.librdkafka_log import routed
+from kafka_spark.client.pool import ClientPool
 from kafka_spark.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,7 +55,6 @@ class PooledConsumer:
     consumer: Consumer
     next_offset: int | None = None
     buffered: list[Message] = field(default_factory=list)
-    last_used: float = field(default_factory=time.monotonic)
 
     def seek(self, offset: int) -> None:
         """Position the consumer at ``offset`` unless it is already there."""
@@ -78,39 +75,21 @@ class PooledConsumer:
             pass
 
 
-_lock = threading.Lock()
-
-_EVICTOR = Evictor("pylog-consumer-evictor")
-
-_idle: dict[tuple[ConfigKey, TopicPartition], list[PooledConsumer]] = {}
-
-
-def _evict_idle_locked(now: float) -> list[PooledConsumer]:
-    evicted: list[PooledConsumer] = []
-    for key in list(_idle):
-        keep = [c for c in _idle[key] if now - c.last_used <= IDLE_TIMEOUT_S]
-        evicted.extend(c for c in _idle[key] if now - c.last_used > IDLE_TIMEOUT_S)
-        if keep:
-            _idle[key] = keep
-        else:
-            del _idle[key]
-    pooled = sorted((c for cs in _idle.values() for c in cs), key=lambda c: c.last_used)
-    for c in pooled[: max(0, len(pooled) - CAPACITY)]:
-        _idle[c.key].remove(c)
-        if not _idle[c.key]:
-            del _idle[c.key]
-        evicted.append(c)
-    return evicted
+# The timeout and capacity are read at each eviction, so that tests may change them.
+_POOL: ClientPool[PooledConsumer] = ClientPool(
+    "consumer",
+    lambda pooled: pooled.close(),
+    exclusive=True,
+    idle_timeout_s=lambda: IDLE_TIMEOUT_S,
+    capacity=lambda: CAPACITY,
+)
+_EVICTOR = _POOL.evictor
 
 
 def evict_idle_consumers() -> int:
     """Close the pooled consumers idle for over :data:`IDLE_TIMEOUT_S`, and the oldest past
     :data:`CAPACITY`; how many were closed. The pool's evictor thread calls it every minute."""
-    with _lock:
-        stale = _evict_idle_locked(time.monotonic())
-    for c in stale:
-        c.close()
-    return len(stale)
+    return _POOL.evict_idle()
 
 
 def attempt_number() -> int:
@@ -126,52 +105,29 @@ def acquire_consumer(config: ConfigKey, tp: TopicPartition) -> PooledConsumer:
     A task retry (``TaskContext.attemptNumber() > 0``) closes every pooled consumer of the key
     first, "for safety", as Spark does: whatever failed the first attempt may live in it.
     Idle consumers older than :data:`IDLE_TIMEOUT_S` are closed on the way, and by the pool's
-    evictor thread (kafka_spark.client.evictor) in a worker that no longer reads. Thread-safe.
+    evictor thread in a worker that no longer reads. Thread-safe.
     """
-    _EVICTOR.ensure_running(lambda: evict_idle_consumers)
     key = (config, tp)
-    retry = attempt_number() > 0
-    with _lock:
-        stale = _evict_idle_locked(time.monotonic())
-        if retry:
-            stale.extend(_idle.pop(key, []))
-        candidates = _idle.get(key)
-        pooled = candidates.pop() if candidates else None
-        if candidates == []:
-            del _idle[key]
-    for c in stale:
-        c.close()
-    if pooled is not None:
-        return pooled
-    from confluent_kafka import Consumer
 
-    return PooledConsumer(key=key, consumer=Consumer(routed(dict(config))))
+    def create() -> PooledConsumer:
+        from confluent_kafka import Consumer
+
+        return PooledConsumer(key=key, consumer=Consumer(routed(dict(config))))
+
+    return _POOL.acquire(key, create, fresh=attempt_number() > 0)
 
 
 def release_consumer(pooled: PooledConsumer, *, reusable: bool) -> None:
     """Return a consumer to the pool, or close it when ``reusable`` is false (after an error)."""
-    if not reusable:
-        pooled.close()
-        return
-    pooled.last_used = time.monotonic()
-    with _lock:
-        _idle.setdefault(pooled.key, []).append(pooled)
+    _POOL.release(pooled, reusable=reusable)
 
 
 def close_pooled_consumers() -> None:
-    """Close every idle pooled consumer of this process (at exit, and in tests)."""
-    with _lock:
-        pooled = [c for cs in _idle.values() for c in cs]
-        _idle.clear()
-    for c in pooled:
-        c.close()
-
-
-# A worker exiting closes its consumers instead of leaving librdkafka threads to die mid-request.
-atexit.register(close_pooled_consumers)
+    """Close every idle pooled consumer of this process (at exit, which the pool does itself,
+    and in tests)."""
+    _POOL.close_idle()
 
 
 def pooled_consumer_count() -> int:
     """How many idle consumers this worker holds (for tests and diagnostics)."""
-    with _lock:
-        return sum(len(cs) for cs in _idle.values())
+    return len(_POOL)

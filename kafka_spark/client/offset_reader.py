@@ -8,14 +8,13 @@ come from kafka_spark.client.config; the executors' consumers from kafka_spark.c
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kafka_spark.client.config import admin_config, consumer_config, isolation_level
-from kafka_spark.client.evictor import Evictor
 from kafka_spark.client.librdkafka_log import routed
+from kafka_spark.client.pool import ClientPool
 from kafka_spark.client.refusal import CredentialsRefused, RefusalWatch, list_topics_watching
 from kafka_spark.common.topic_partition import TopicPartition
 from kafka_spark.errors import PylogError
@@ -328,9 +327,12 @@ def api_timeout_s(options: SourceOptions) -> float:
 #: A pooled reader unused for this long is closed by the pool's evictor thread.
 READER_IDLE_TIMEOUT_S = 600.0
 
-_pool_lock = threading.Lock()
-_pool: dict[tuple, tuple[OffsetReader, float]] = {}  # key -> (reader, when it was last handed out)
-_EVICTOR = Evictor("pylog-offset-reader-evictor")
+# Shared (one reader per cluster and client settings), handed out without being given back: a
+# worker runs one task or one plan at a time. The timeout is read at each eviction (tests change it).
+_POOL: ClientPool[OffsetReader] = ClientPool(
+    "offset-reader", OffsetReader.close, exclusive=False, idle_timeout_s=lambda: READER_IDLE_TIMEOUT_S
+)
+_EVICTOR = _POOL.evictor
 
 
 def pooled_offset_reader(options: SourceOptions, bootstrap_servers: str) -> OffsetReader:
@@ -343,14 +345,10 @@ def pooled_offset_reader(options: SourceOptions, bootstrap_servers: str) -> Offs
     timeout) and checks again that the cluster answers before its first call, so a broker that
     went away fails as a new client would. Not for concurrent use: a worker runs one task or one
     plan at a time. A reader not handed out for :data:`READER_IDLE_TIMEOUT_S` is closed by the
-    pool's evictor thread (kafka_spark.client.evictor).
+    pool's evictor thread (kafka_spark.client.pool).
     """
-    _EVICTOR.ensure_running(lambda: evict_idle_offset_readers)
-    key = (bootstrap_servers, options.kafka_params)
-    with _pool_lock:
-        pooled = _pool.get(key)
-        reader = pooled[0] if pooled is not None else OffsetReader(options, bootstrap_servers)
-        _pool[key] = (reader, time.monotonic())
+    reader = _POOL.acquire((bootstrap_servers, options.kafka_params), lambda: OffsetReader(options, bootstrap_servers))
+    _POOL.release(reader, reusable=True)  # handed out, not borrowed: idle from now on
     reader.options = options
     reader.timeout_s = api_timeout_s(options)
     reader._reached = False
@@ -359,19 +357,12 @@ def pooled_offset_reader(options: SourceOptions, bootstrap_servers: str) -> Offs
 
 def evict_idle_offset_readers() -> int:
     """Close the pooled readers not handed out for :data:`READER_IDLE_TIMEOUT_S`; how many."""
-    now = time.monotonic()
-    with _pool_lock:
-        idle = [key for key, (_, used) in _pool.items() if now - used > READER_IDLE_TIMEOUT_S]
-        readers = [_pool.pop(key)[0] for key in idle]
-    for reader in readers:
-        reader.close()
-    return len(readers)
+    return _POOL.evict_idle()
 
 
 def pooled_offset_reader_count() -> int:
     """How many readers this process pools (for tests and diagnostics)."""
-    with _pool_lock:
-        return len(_pool)
+    return len(_POOL)
 
 
 def check_specified_partitions(

@@ -48,12 +48,9 @@ Keyed records go to the partition Kafka's Java clients would choose (murmur2, li
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
-import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -62,8 +59,9 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from kafka_spark.client.evictor import INTERVAL_S, Evictor
+from kafka_spark.client.evictor import INTERVAL_S
 from kafka_spark.client.librdkafka_log import routed
+from kafka_spark.client.pool import ClientPool
 from kafka_spark.errors import PylogError
 from kafka_spark.topics.options import TopicSinkError, TopicSinkOptions, _security
 
@@ -89,22 +87,12 @@ class TopicSinkCommitMessage(WriterCommitMessage):
 PRODUCER_IDLE_TIMEOUT_S = 600.0
 
 
-@dataclass(eq=False)
-class _PooledProducer:
-    key: tuple[tuple[str, Any], ...]
-    producer: Any
-    borrowed: int = 0
-    idle_since: float = 0.0
-
-
 class _ProducerPool:
     """Idempotent (at-least-once) producers kept in the Python worker across micro-batches,
-    keyed by their config: PySpark reuses Python workers, so batch N+1 finds batch N's producer
-    connected. As in Spark's own Kafka sink (``InternalKafkaProducerPool``):
-
-    - a producer is borrowed by :meth:`acquire` and given back by :meth:`release`;
-    - one that nobody has borrowed for ``idle_timeout_s`` is closed by the pool's evictor thread
-      (kafka_spark.client.evictor), which looks every ``evict_interval_s``.
+    one per config: PySpark reuses Python workers, so batch N+1 finds batch N's producer
+    connected. A shared :class:`~kafka_spark.client.pool.ClientPool` (borrowing, eviction of
+    producers unborrowed for ``idle_timeout_s``, closing at exit, fork safety), as Spark's own
+    Kafka sink keeps its producers (``InternalKafkaProducerPool``).
 
     Unlike Spark's pool, a producer given back by a failed task is closed rather than reused: a
     librdkafka producer with a fatal error (e.g. an idempotence sequence gap) fails every later
@@ -112,66 +100,35 @@ class _ProducerPool:
     """
 
     def __init__(self, idle_timeout_s: float = PRODUCER_IDLE_TIMEOUT_S, evict_interval_s: float = INTERVAL_S) -> None:
-        self.idle_timeout_s = idle_timeout_s
-        self.evict_interval_s = evict_interval_s
-        self._lock = threading.Lock()
-        self._pooled: dict[tuple[tuple[str, Any], ...], _PooledProducer] = {}
-        self.evictor = Evictor("pylog-producer-evictor")
+        self.pool: ClientPool[Any] = ClientPool(
+            "producer", _discard, exclusive=False, idle_timeout_s=idle_timeout_s, evict_interval_s=evict_interval_s
+        )
 
     def acquire(self, config: dict[str, Any]) -> Any:
         """A producer for ``config``: the pooled one if this worker has it, else a new one."""
-        from confluent_kafka import Producer
 
-        key = tuple(sorted(config.items()))
-        self.evictor.ensure_running(weakref.WeakMethod(self.evict_idle), self.evict_interval_s)
-        with self._lock:
-            entry = self._pooled.get(key)
-            if entry is None:
-                entry = self._pooled[key] = _PooledProducer(key, Producer(routed(config)))
-            entry.borrowed += 1
-            return entry.producer
+        def create() -> Any:
+            from confluent_kafka import Producer
+
+            return Producer(routed(config))
+
+        return self.pool.acquire(tuple(sorted(config.items())), create)
 
     def release(self, producer: Any, *, reusable: bool) -> None:
         """Give ``producer`` back; ``reusable=False`` (its task failed) takes it out of the pool,
         and its unsent records are dropped once nobody borrows it."""
-        with self._lock:
-            entry = next((e for e in self._pooled.values() if e.producer is producer), None)
-            if entry is None:
-                return
-            entry.borrowed -= 1
-            entry.idle_since = time.monotonic()
-            if reusable:
-                return
-            del self._pooled[entry.key]
-            closing = entry.borrowed == 0
-        if closing:
-            _discard(producer)
+        self.pool.release(producer, reusable=reusable)
 
     def evict_idle(self) -> int:
         """Close the producers nobody has borrowed for ``idle_timeout_s``; how many were closed."""
-        return self._close_unborrowed(idle_for_s=self.idle_timeout_s)
+        return self.pool.evict_idle()
 
     def close_all(self) -> None:
-        """Close every producer nobody borrows (at the worker's exit)."""
-        self._close_unborrowed(idle_for_s=None)
-
-    def _close_unborrowed(self, idle_for_s: float | None) -> int:
-        now = time.monotonic()
-        with self._lock:
-            idle = [
-                e
-                for e in self._pooled.values()
-                if e.borrowed == 0 and (idle_for_s is None or now - e.idle_since > idle_for_s)
-            ]
-            for entry in idle:
-                del self._pooled[entry.key]
-        for entry in idle:
-            _discard(entry.producer)
-        return len(idle)
+        """Close every producer nobody borrows (the pool does it at the worker's exit)."""
+        self.pool.close_idle()
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._pooled)
+        return len(self.pool)
 
 
 def _discard(producer: Any) -> None:
@@ -182,8 +139,6 @@ def _discard(producer: Any) -> None:
 
 
 _PRODUCERS = _ProducerPool()
-# A worker exiting closes its idle producers instead of leaving librdkafka threads to die mid-request.
-atexit.register(_PRODUCERS.close_all)
 
 
 def _task_ids() -> tuple[str | None, int | None, int, int]:

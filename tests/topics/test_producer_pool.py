@@ -22,7 +22,9 @@ def test_a_pooled_producer_is_reused_then_closed_by_the_evictor_once_idle(pylog_
     pool.release(producer, reusable=True)
     again = pool.acquire(dict(reversed(config.items())))  # the same settings in another order
     assert again is producer and len(pool) == 1
-    time.sleep(1.0)  # borrowed: past the idle timeout, still pooled
+    past_timeout = time.monotonic() + 0.5
+    # borrowed: the evictor looks after the idle timeout has passed, and keeps it
+    wait_until(lambda: pool.pool.last_eviction > past_timeout, "an eviction round past the idle timeout", timeout=30)
     assert len(pool) == 1
     pool.release(again, reusable=True)
     del producer, again
