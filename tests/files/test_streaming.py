@@ -9,11 +9,11 @@ first batch is an empty start batch (kafka_spark.read.stream), unless ``firstBat
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
 import sys
-import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,8 +28,10 @@ from kafka_spark.files.table import committed_source_offsets, vacuum
 from kafka_spark.files.writers import FileSinkCommitMessage, FileSinkOptions, FileStreamWriter
 from tests.support.waiting import wait_until
 
-# Spark ships the source class to Python workers, which cannot import this test module.
+# Spark ships the source class to Python workers, which cannot import this test module (nor the
+# suite's helpers it calls there).
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(sys.modules["tests.support.waiting"])
 
 TOPIC = "orders"
 
@@ -41,6 +43,7 @@ class KafkaShapedReader(DataSourceStreamReader):
         self.step = int(options.get("step", "10"))
         self.starting = options.get("startingOffsets", "earliest")
         self.fail_on = options.get("failOn")  # "<partition>:<offset>": raise when reading it
+        self.fail_after = options.get("failAfterFileMatching")  # a glob: raise once a file matches it
         self.start_batch = options.get("firstBatchCarriesData", "false") != "true"
         self.planned = False
 
@@ -56,14 +59,18 @@ class KafkaShapedReader(DataSourceStreamReader):
         return {TOPIC: {p: min(o + self.step, max(self.end, o)) for p, o in start[TOPIC].items()}}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        return [InputPartition((p, start[TOPIC][p], end[TOPIC][p], self.fail_on)) for p in sorted(end[TOPIC], key=int)]
+        return [
+            InputPartition((p, start[TOPIC][p], end[TOPIC][p], self.fail_on, self.fail_after))
+            for p in sorted(end[TOPIC], key=int)
+        ]
 
     def read(self, partition: InputPartition):
-        p, low, high, fail_on = partition.value
+        p, low, high, fail_on, fail_after = partition.value
         if fail_on is not None:
             fail_p, fail_offset = fail_on.split(":")
             if fail_p == p and low <= int(fail_offset) < high:
-                time.sleep(1.5)  # let the other task finish first, so abort() has files to delete
+                if fail_after is not None:  # the other task's file first, so abort() has one to delete
+                    wait_until(lambda: glob.glob(fail_after), f"a file matching {fail_after}")
                 raise RuntimeError(f"injected failure reading {TOPIC}-{p} at {fail_offset}")
         offsets = list(range(low, high))
         if not offsets:
@@ -265,7 +272,8 @@ def test_failed_batch_leaves_nothing_visible(kspark, tmp_path):
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
     assert run(kspark, out, ck, endOffset="10") is None
     committed_files = part_files(out)
-    failure = run(kspark, out, ck, endOffset="20", failOn="1:12")
+    # The failing task waits for the healthy task's part file of that batch, so that abort() has it to delete.
+    failure = run(kspark, out, ck, endOffset="20", failOn="1:12", failAfterFileMatching=f"{out}/part-00000-1-*")
     assert failure is not None and "injected failure" in str(failure)
     assert visible(kspark, out) == expected(10)
     # abort() removed the file the healthy task (partition 0) wrote for the failed batch.

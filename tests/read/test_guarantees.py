@@ -8,6 +8,8 @@ import time
 from confluent_kafka import Producer
 from pyspark.sql import functions as F
 
+from tests.support.waiting import wait_until
+
 
 def test_three_restarts_from_checkpoint_while_a_producer_writes_lose_and_duplicate_nothing(
     spark, pylog_broker, pylog_topic, tmp_path
@@ -53,7 +55,12 @@ def test_three_restarts_from_checkpoint_while_a_producer_writes_lose_and_duplica
     try:
         for _ in range(4):  # the first run and three restarts, each stopped mid-stream
             running = query(processingTime="200 milliseconds")
-            time.sleep(3)
+
+            def two_batches_with_data(running=running) -> bool:  # then stop it mid-stream
+                assert running.exception() is None, running.exception()
+                return sum(1 for progress in running.recentProgress if progress["numInputRows"] > 0) >= 2
+
+            wait_until(two_batches_with_data, "two batches with data", interval=0.1)
             running.stop()
     finally:
         stop.set()

@@ -16,6 +16,7 @@ from kafka_spark.options import parse_source_options
 from kafka_spark.read.partition import read_partition
 from kafka_spark.read.stream import PylogStreamReader
 from tests.support.source_fixtures import embedded_kafka, kafka_cluster, mock_kafka  # noqa: F401
+from tests.support.waiting import wait_until
 
 
 def _stream(spark, cluster, **options):
@@ -132,8 +133,6 @@ def test_min_offsets_per_trigger_waits_for_enough_new_offsets(kafka_cluster):
 
 
 def test_max_trigger_delay_fires_a_batch_below_min_offsets_per_trigger(kafka_cluster):
-    import time
-
     topic = kafka_cluster.new_topic("delay")
     reader = _planner(
         kafka_cluster, subscribe=topic, startingOffsets="earliest", minOffsetsPerTrigger="100", maxTriggerDelay="300ms"
@@ -143,8 +142,13 @@ def test_max_trigger_delay_fires_a_batch_below_min_offsets_per_trigger(kafka_clu
     reader.latestOffset(start, ReadMinRows(100))  # the first trigger fires at once
     kafka_cluster.produce_values(topic, 1, 2)
     assert reader.latestOffset(start, ReadMinRows(100)) == start
-    time.sleep(0.35)
-    assert offsets_from_dict(reader.latestOffset(start, ReadMinRows(100)))[TP(topic, 1)] == 2
+
+    # Below minOffsetsPerTrigger, a batch fires once maxTriggerDelay (300 ms) has passed since the last.
+    def delayed_trigger() -> dict | None:
+        end = reader.latestOffset(start, ReadMinRows(100))
+        return end if end != start else None
+
+    assert offsets_from_dict(wait_until(delayed_trigger, "the delayed trigger"))[TP(topic, 1)] == 2
     reader.stop()
 
 

@@ -343,7 +343,13 @@ def test_silent_members_expire_and_members_that_keep_revoked_partitions_are_remo
         broker.create_topic(TOPIC, partitions=4)
         silent, holder, taker = Member(broker, "silent"), Member(broker, "holder"), Member(broker, "taker")
         silent.join()
-        time.sleep(1.5)  # no heartbeat for longer than the session
+
+        def members() -> list[str]:  # asked with ConsumerGroupDescribe, which is no heartbeat
+            (group,) = holder.client.call(69, 1, {"group_ids": ["g"], "include_authorized_operations": False}).groups
+            return [member.member_id for member in group.members]
+
+        assert members() == ["silent"]
+        wait_until(lambda: not members(), "the silent member's session to expire", 30, interval=0.1)
         assert silent.heartbeat(owned=silent.owned).error_code == 25
 
         holder.join(rebalance_timeout_ms=500)

@@ -385,6 +385,8 @@ def test_parked_read_committed_fetch_wakes_when_the_transaction_commits(pylog_br
                 "rack_id": "",
             },
         )
+        # The Fetch must be parked (waiting up to max_wait) when the commit comes; the wire shows
+        # nothing of a parked request to wait for, so this pause only gives it the time to arrive.
         time.sleep(0.2)
         started = time.monotonic()
         assert txn.end(commit=True) == 0

@@ -11,6 +11,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafka.record.memory_records import MemoryRecords
 
 from tests.support.partition_reads import read_to_end
+from tests.support.waiting import wait_until
 
 Newest = dict[bytes, tuple[int, "bytes | None"]]
 
@@ -83,11 +84,15 @@ def test_consumer_reads_newest_value_per_key_at_original_offsets_then_no_deleted
     assert len(after_first) == len(newest)  # one record per key, tombstones included
     assert storage_read(log) == after_first
 
-    time.sleep(5.2)  # past delete.retention.ms of the tombstones' horizon
-    pylog_broker.broker.logs.run_cleaner()
-    after_horizon = consume_all(pylog_broker.bootstrap_servers, topic)
     live = {key: entry for key, entry in newest.items() if entry[1] is not None}
     assert len(live) < len(newest)
+
+    def cleaned_past_the_horizon() -> bool:  # delete.retention.ms (5 s) after the first cleaning
+        pylog_broker.broker.logs.run_cleaner()
+        return len(storage_read(log)) == len(live)
+
+    wait_until(cleaned_past_the_horizon, "the tombstones removed past their horizon", interval=0.2)
+    after_horizon = consume_all(pylog_broker.bootstrap_servers, topic)
     assert {key: (offset, value) for offset, key, value in after_horizon} == live
     assert storage_read(log) == after_horizon
 
@@ -98,10 +103,12 @@ def test_consumer_reaches_the_end_when_compaction_removed_the_last_records(pylog
     produce(pylog_broker.bootstrap_servers, topic, [(b"b", None)], **{"enable.idempotence": False})
     log = pylog_broker.broker.logs.get_log(topic, 0)
     log.roll()  # the active segment is empty: nothing after the compacted-away tail
-    pylog_broker.broker.logs.run_cleaner()
-    time.sleep(0.01)
-    pylog_broker.broker.logs.run_cleaner()
-    assert [h.records_count for h in log.batch_headers()][-1] == 0  # the tail is an empty batch
+
+    def tail_emptied() -> bool:  # the tombstone goes once its horizon (delete.retention.ms 0) has passed
+        pylog_broker.broker.logs.run_cleaner()
+        return [h.records_count for h in log.batch_headers()][-1] == 0
+
+    wait_until(tail_emptied, "the compacted tail to be an empty batch", interval=0.01)
     # librdkafka steps over the empty batch to offset 3 = the high watermark, and reports the end
     assert consume_all(pylog_broker.bootstrap_servers, topic, timeout_s=10) == [(0, b"a", b"1")]
 
