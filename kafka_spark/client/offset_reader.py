@@ -127,7 +127,7 @@ class OffsetReader:
                     attempt + 1,
                     attempts,
                     self.bootstrap_servers,
-                    e,
+                    str(e),  # not the exception: a handler keeping the record would keep its client alive
                 )
                 self._admin = None
                 self._reached = False  # it may have gone away: the next attempt waits for it first

@@ -518,7 +518,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             log.warning(
                 "pylog source: committing offsets to group %r failed (the query goes on; lag monitors will lag): %s",
                 self.options.group_id,
-                e,
+                str(e),  # not the exception: a handler keeping the record would keep its traceback alive
             )
 
     def stop(self) -> None:
