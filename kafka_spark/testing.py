@@ -42,6 +42,9 @@ through a broker failure:
         pylog_cluster.kill_broker(pylog_cluster.leader("orders", 0))
         ...                                                   # it carries on
 
+``pylog_broker_factory(**settings)`` starts a broker of the test's own with those settings
+(``EmbeddedBroker``'s keyword arguments), closed when the test ends.
+
 ``pylog_broker_process(*args, port=0)`` starts ``pylog broker start`` in a process of its own
 (data in the test's temporary directory, its own ``PYLOG_HOME``), for tests that kill a broker
 with SIGKILL or run the command as a user does; every process it started is stopped when the test
@@ -67,7 +70,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 import pytest
 
@@ -155,6 +158,31 @@ def pylog_topic(pylog_broker: EmbeddedBroker, request: pytest.FixtureRequest) ->
         return name
 
     return create
+
+
+@pytest.fixture
+def pylog_broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., EmbeddedBroker]]:
+    """Factory: ``pylog_broker_factory(**settings) -> EmbeddedBroker``, a started broker of the
+    test's own, for a test of broker settings (``EmbeddedBroker``'s keyword arguments, e.g.
+    ``ssl_certfile`` or ``group_min_session_timeout_ms``) or of state the session's broker would
+    mix with other tests' (its data in a new temporary directory unless ``log_dir`` is given;
+    not registered for discovery unless ``register=True``). Every broker it started is closed
+    when the test ends. A test that restarts its broker on the same data starts the next one
+    with the first one's ``log_dir`` after closing it."""
+    from kafka_spark.broker import EmbeddedBroker
+
+    started: list[EmbeddedBroker] = []
+
+    def start(**settings: Any) -> EmbeddedBroker:
+        settings.setdefault("log_dir", tmp_path_factory.mktemp("pylog-broker"))
+        settings.setdefault("register", False)
+        broker = EmbeddedBroker(**settings).start()
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in started:
+        broker.close()
 
 
 @pytest.fixture

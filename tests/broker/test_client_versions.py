@@ -19,7 +19,6 @@ from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
 
 import kafka_spark.broker.server as server
-from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.protocol.versions import ApiKey
 from tests.support.waiting import wait_until
 
@@ -258,11 +257,11 @@ def _aiokafka(bootstrap: str) -> None:
     asyncio.run(work())
 
 
-def test_python_clients_send_the_versions_they_send_to_apache_kafka(recorded):
-    with EmbeddedBroker(register=False) as broker:
-        _confluent(broker.bootstrap_servers)
-        _kafka_python(broker.bootstrap_servers)
-        _aiokafka(broker.bootstrap_servers)
+def test_python_clients_send_the_versions_they_send_to_apache_kafka(recorded, pylog_broker_factory):
+    broker = pylog_broker_factory()
+    _confluent(broker.bootstrap_servers)
+    _kafka_python(broker.bootstrap_servers)
+    _aiokafka(broker.bootstrap_servers)
     for client, expected in WITH_APACHE_KAFKA.items():
         served = {api: version for api, version in expected.items() if api not in NOT_SERVED}
         assert recorded[client] == served, client

@@ -162,26 +162,26 @@ class RegionCalls:
         monkeypatch.setattr(FileRegion, "read", counted_read)
 
 
-def test_large_fetches_arrive_whole_over_tcp_with_slow_and_fast_readers(tmp_path, monkeypatch):
+def test_large_fetches_arrive_whole_over_tcp_with_slow_and_fast_readers(tmp_path, monkeypatch, pylog_broker_factory):
     """Megabyte fetches of four partitions: a consumer taking 1 MiB a partition (sendfile takes
     them), and one asking 16 MiB a partition through a 16 KiB receive buffer (the socket fills:
     sendfile sends part, and the rest when the socket can take more). No region is ever read
     into the broker's memory on plain TCP."""
     calls = RegionCalls(monkeypatch)
-    with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
-        broker.create_topic("big", partitions=4)
-        config = {"bootstrap.servers": broker.bootstrap_servers}
-        values = produce(config, "big", 4, 40_000)  # ~2.3 MB a partition
-        assert sorted(consume_all(config, "big", 4, len(values))) == sorted(values)
-        assert calls.whole > 0
-        slow = {
-            **config,
-            "socket.receive.buffer.bytes": 16_384,
-            "max.partition.fetch.bytes": 16_000_000,
-            "fetch.max.bytes": 64_000_000,
-        }
-        assert sorted(consume_all(slow, "big", 4, len(values))) == sorted(values)
-        assert calls.partial > 0, vars(calls)
+    broker = pylog_broker_factory(log_dir=tmp_path)
+    broker.create_topic("big", partitions=4)
+    config = {"bootstrap.servers": broker.bootstrap_servers}
+    values = produce(config, "big", 4, 40_000)  # ~2.3 MB a partition
+    assert sorted(consume_all(config, "big", 4, len(values))) == sorted(values)
+    assert calls.whole > 0
+    slow = {
+        **config,
+        "socket.receive.buffer.bytes": 16_384,
+        "max.partition.fetch.bytes": 16_000_000,
+        "fetch.max.bytes": 64_000_000,
+    }
+    assert sorted(consume_all(slow, "big", 4, len(values))) == sorted(values)
+    assert calls.partial > 0, vars(calls)
     assert calls.read_only == calls.read_rest == 0, vars(calls)
 
 
@@ -271,42 +271,42 @@ def test_a_client_gone_while_its_answer_waits_is_let_go_quietly(tmp_path, monkey
     ]
 
 
-def test_large_fetches_arrive_whole_over_tls(tmp_path, monkeypatch):
+def test_large_fetches_arrive_whole_over_tls(tmp_path, monkeypatch, pylog_broker_factory):
     calls = RegionCalls(monkeypatch)
     pki = make_pki(tmp_path / "pki")
-    with EmbeddedBroker(log_dir=tmp_path / "data", register=False, ssl_certfile=str(pki.broker)) as broker:
-        broker.create_topic("big", partitions=2)
-        config = {
-            "bootstrap.servers": broker.bootstrap_servers,
-            "security.protocol": "SSL",
-            "ssl.ca.location": str(pki.ca),
-        }
-        values = produce(config, "big", 2, 12_000)
-        assert sorted(consume_all(config, "big", 2, len(values))) == sorted(values)
+    broker = pylog_broker_factory(log_dir=tmp_path / "data", ssl_certfile=str(pki.broker))
+    broker.create_topic("big", partitions=2)
+    config = {
+        "bootstrap.servers": broker.bootstrap_servers,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(pki.ca),
+    }
+    values = produce(config, "big", 2, 12_000)
+    assert sorted(consume_all(config, "big", 2, len(values))) == sorted(values)
     assert calls.read_only > 0 and calls.whole == calls.partial == 0, vars(calls)  # TLS: never sendfile
 
 
-def test_read_committed_fetches_drop_an_aborted_transaction_from_a_region(tmp_path):
+def test_read_committed_fetches_drop_an_aborted_transaction_from_a_region(tmp_path, pylog_broker_factory):
     """read_committed over records large enough to be regions: the aborted transactions are found
     from the region's batches (read for their last offset) and the consumer skips them."""
-    with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
-        broker.create_topic("txn", partitions=1)
-        config = {"bootstrap.servers": broker.bootstrap_servers}
-        producer = Producer({**config, "transactional.id": "region-txn", "linger.ms": 20})
-        producer.init_transactions(15)
-        kept: list[bytes] = []
-        for transaction in range(4):  # ~300 KB each: aborted, committed, aborted, committed
-            producer.begin_transaction()
-            values = [b"%d-%06d:" % (transaction, i) + os.urandom(300) for i in range(1_000)]
-            for value in values:
-                producer.produce("txn", value, partition=0)
-            assert producer.flush(15) == 0  # in the log before the end (an abort purges what is queued)
-            if transaction % 2:
-                producer.commit_transaction(15)
-                kept += values
-            else:
-                producer.abort_transaction(15)
-        got = consume_all({**config, "isolation.level": "read_committed"}, "txn", 1, len(kept))
-        assert got == kept
-        everything = consume_all({**config, "isolation.level": "read_uncommitted"}, "txn", 1, 4_000)
-        assert len(everything) == 4_000  # the aborted records are in the log: read_committed dropped them
+    broker = pylog_broker_factory(log_dir=tmp_path)
+    broker.create_topic("txn", partitions=1)
+    config = {"bootstrap.servers": broker.bootstrap_servers}
+    producer = Producer({**config, "transactional.id": "region-txn", "linger.ms": 20})
+    producer.init_transactions(15)
+    kept: list[bytes] = []
+    for transaction in range(4):  # ~300 KB each: aborted, committed, aborted, committed
+        producer.begin_transaction()
+        values = [b"%d-%06d:" % (transaction, i) + os.urandom(300) for i in range(1_000)]
+        for value in values:
+            producer.produce("txn", value, partition=0)
+        assert producer.flush(15) == 0  # in the log before the end (an abort purges what is queued)
+        if transaction % 2:
+            producer.commit_transaction(15)
+            kept += values
+        else:
+            producer.abort_transaction(15)
+    got = consume_all({**config, "isolation.level": "read_committed"}, "txn", 1, len(kept))
+    assert got == kept
+    everything = consume_all({**config, "isolation.level": "read_uncommitted"}, "txn", 1, 4_000)
+    assert len(everything) == 4_000  # the aborted records are in the log: read_committed dropped them

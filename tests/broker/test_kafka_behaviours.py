@@ -20,7 +20,6 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.broker.protocol.versions import ApiKey
 from kafka_spark.broker.storage.batch import build_record_batch, iter_batches
 from tests.support.waiting import wait_until
@@ -177,25 +176,25 @@ def test_kafka_python_is_told_the_session_timeout_is_invalid(pylog_broker, pylog
         consumer.close()
 
 
-def test_the_session_timeout_bounds_are_broker_settings():
+def test_the_session_timeout_bounds_are_broker_settings(pylog_broker_factory):
     from kafka_spark.broker.properties import broker_options
 
     options = broker_options({"group.min.session.timeout.ms": "50", "group.max.session.timeout.ms": "60000"})
     assert options.settings == {"group_min_session_timeout_ms": 50, "group_max_session_timeout_ms": 60000}
-    with EmbeddedBroker(register=False, **options.settings) as broker:
-        with WireClient(broker.bootstrap_servers) as client:
-            joined = client.call(
-                ApiKey.JOIN_GROUP,
-                5,
-                {
-                    "group_id": "g",
-                    "session_timeout": 100,
-                    "rebalance_timeout": 100,
-                    "member_id": "",
-                    "protocol_type": "consumer",
-                    "protocols": [{"name": "range", "metadata": b""}],
-                },
-            )
+    broker = pylog_broker_factory(**options.settings)
+    with WireClient(broker.bootstrap_servers) as client:
+        joined = client.call(
+            ApiKey.JOIN_GROUP,
+            5,
+            {
+                "group_id": "g",
+                "session_timeout": 100,
+                "rebalance_timeout": 100,
+                "member_id": "",
+                "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}],
+            },
+        )
     assert joined.error_code == 0
 
 

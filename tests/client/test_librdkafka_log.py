@@ -9,7 +9,6 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.client import librdkafka_log
 from kafka_spark.client.librdkafka_log import RateLimit, routed
 from kafka_spark.client.reachability import bootstrap_addresses, unreachable_reason
@@ -67,7 +66,7 @@ def test_unreachable_reasons_name_each_address():
     assert unreachable_reason("no-such-host.invalid:9092") == "no-such-host.invalid: unknown host"
 
 
-def test_a_silent_address_is_told_from_one_that_answers(tmp_path):
+def test_a_silent_address_is_told_from_one_that_answers(pylog_broker):
 
     with socket.create_server(("127.0.0.1", 0)) as silent:
         address = f"127.0.0.1:{silent.getsockname()[1]}"
@@ -75,5 +74,4 @@ def test_a_silent_address_is_told_from_one_that_answers(tmp_path):
         assert unreachable_reason(address, 0.5, require_answer=True) == (
             f"{address}: accepts connections but sent no answer to a Kafka request within 0.5s"
         )
-    with EmbeddedBroker(log_dir=tmp_path / "data", register=False) as broker:
-        assert unreachable_reason(broker.bootstrap_servers, 5.0, require_answer=True) is None
+    assert unreachable_reason(pylog_broker.bootstrap_servers, 5.0, require_answer=True) is None

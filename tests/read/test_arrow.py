@@ -327,25 +327,24 @@ def test_decoder_on_randomly_damaged_batches_decodes_or_refuses_never_crashes():
 
 
 @pytest.mark.parametrize("fetcher_name", ["arrow", "librdkafka"])
-def test_a_partition_without_a_leader_is_waited_for_not_reported_lost(tmp_path, fetcher_name):
+def test_a_partition_without_a_leader_is_waited_for_not_reported_lost(tmp_path, fetcher_name, pylog_broker_factory):
     """A partition whose only replica is offline (after a disk error here; during a leader
     election on a cluster) has no leader in Metadata. The read waits for one up to
     kafkaConsumer.pollTimeoutMs and then fails naming the wait; it never treats the partition
     as deleted, which would report its records as lost (or skip them with failOnDataLoss=false)."""
     import dataclasses
 
-    from kafka_spark.broker import EmbeddedBroker
     from kafka_spark.read.partition import PylogReadTimeout
 
-    with EmbeddedBroker(log_dir=tmp_path / "data", register=False) as broker:
-        broker.create_topic("leaderless", partitions=1)
-        _small_batches(broker.bootstrap_servers, "leaderless", 50)
-        broker.broker.logs.get_log("leaderless", 0).mark_failed("a test's disk error")
-        partition = dataclasses.replace(
-            _partition(broker.bootstrap_servers, OffsetRange(TP("leaderless", 0), 0, 50), fetcher_name=fetcher_name),
-            poll_timeout_ms=2000,
-        )
-        with pytest.raises(PylogReadTimeout) as raised:
-            list(read_partition(partition))
+    broker = pylog_broker_factory(log_dir=tmp_path / "data")
+    broker.create_topic("leaderless", partitions=1)
+    _small_batches(broker.bootstrap_servers, "leaderless", 50)
+    broker.broker.logs.get_log("leaderless", 0).mark_failed("a test's disk error")
+    partition = dataclasses.replace(
+        _partition(broker.bootstrap_servers, OffsetRange(TP("leaderless", 0), 0, 50), fetcher_name=fetcher_name),
+        poll_timeout_ms=2000,
+    )
+    with pytest.raises(PylogReadTimeout) as raised:
+        list(read_partition(partition))
     if fetcher_name == "arrow":
         assert "has no leader" in str(raised.value)

@@ -212,27 +212,25 @@ def test_bad_option_fails_when_the_dataframe_is_defined(spark):
         )
 
 
-def test_a_partition_without_a_leader_fails_the_read_naming_it(spark, tmp_path):
+def test_a_partition_without_a_leader_fails_the_read_naming_it(spark, tmp_path, pylog_broker_factory):
     """Offsets of a partition whose only replica is offline (a disk error here) cannot be listed:
     after fetchOffset.numRetries the read fails naming that partition and what the broker said."""
     from confluent_kafka import Producer
 
-    from kafka_spark.broker import EmbeddedBroker
-
-    with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
-        broker.create_topic("half-offline", partitions=2)
-        producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
-        for i in range(10):
-            producer.produce("half-offline", value=b"%d" % i, partition=i % 2)
-        producer.flush(10)
-        broker.broker.logs.get_log("half-offline", 1).mark_failed("a test's disk error")
-        with pytest.raises(Exception, match=r"partition half-offline-1: .*LEADER_NOT_AVAILABLE"):
-            _read(
-                spark,
-                broker,
-                subscribe="half-offline",
-                **{"fetchOffset.numRetries": "1", "fetchOffset.retryIntervalMs": "10"},
-            ).count()
+    broker = pylog_broker_factory(log_dir=tmp_path)
+    broker.create_topic("half-offline", partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(10):
+        producer.produce("half-offline", value=b"%d" % i, partition=i % 2)
+    producer.flush(10)
+    broker.broker.logs.get_log("half-offline", 1).mark_failed("a test's disk error")
+    with pytest.raises(Exception, match=r"partition half-offline-1: .*LEADER_NOT_AVAILABLE"):
+        _read(
+            spark,
+            broker,
+            subscribe="half-offline",
+            **{"fetchOffset.numRetries": "1", "fetchOffset.retryIntervalMs": "10"},
+        ).count()
 
 
 def test_a_task_freezes_its_workers_heap_and_the_driver_is_left_alone(spark):

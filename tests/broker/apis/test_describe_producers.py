@@ -108,12 +108,12 @@ def test_unknown_topics_and_partitions_are_named_as_kafka_names_them(pylog_broke
     assert describe(pylog_broker.bootstrap_servers, "no-such-topic") == [(3, [])]  # UNKNOWN_TOPIC_OR_PARTITION
 
 
-def test_describing_producers_needs_read_on_the_topic_and_markers_need_cluster_action(tmp_path):
-    with EmbeddedBroker(
-        tmp_path, register=False, authorizer_class_name="org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-    ) as broker:
-        broker.create_topic(TOPIC, partitions=1)
-        # No ACL names User:ANONYMOUS, this PLAINTEXT client.
-        assert describe(broker.bootstrap_servers) == [(29, [])]  # TOPIC_AUTHORIZATION_FAILED
-        assert abort_marker(broker.bootstrap_servers, 0, 0) == 31  # CLUSTER_AUTHORIZATION_FAILED
-        assert broker.broker.logs.get_log(TOPIC, 0).log_end_offset == 0  # nothing was written
+def test_describing_producers_needs_read_on_the_topic_and_markers_need_cluster_action(tmp_path, pylog_broker_factory):
+    broker = pylog_broker_factory(
+        log_dir=tmp_path, authorizer_class_name="org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    )
+    broker.create_topic(TOPIC, partitions=1)
+    # No ACL names User:ANONYMOUS, this PLAINTEXT client.
+    assert describe(broker.bootstrap_servers) == [(29, [])]  # TOPIC_AUTHORIZATION_FAILED
+    assert abort_marker(broker.bootstrap_servers, 0, 0) == 31  # CLUSTER_AUTHORIZATION_FAILED
+    assert broker.broker.logs.get_log(TOPIC, 0).log_end_offset == 0  # nothing was written

@@ -148,12 +148,13 @@ def test_fetch_at_high_watermark_with_no_data_waits_max_wait_and_returns_empty(p
     assert 0.25 < elapsed < 3
 
 
-def test_the_fixture_broker_keeps_old_records_a_ticking_retention_check_deletes(pylog_broker, pylog_topic):
+def test_the_fixture_broker_keeps_old_records_a_ticking_retention_check_deletes(
+    pylog_broker, pylog_topic, pylog_broker_factory
+):
     """Records stamped in 2023 are older than the default retention.ms (7 days). A broker with a
     periodic retention check deletes them at its next tick; the session fixture's broker has no
     periodic check, so event-time fixtures stay for the whole session (a 5-minute tick firing
     mid-test once made a suite flaky)."""
-    from kafka_spark.broker import EmbeddedBroker
 
     old = 1_672_531_200_000  # 2023-01-01
 
@@ -167,12 +168,12 @@ def test_the_fixture_broker_keeps_old_records_a_ticking_retention_check_deletes(
     config = {"segment.bytes": "4096"}
     kept = pylog_topic(partitions=1, config=config)
     produce_old(pylog_broker.bootstrap_servers, kept)
-    with EmbeddedBroker(retention_check_interval_ms=100) as ticking:
-        ticking.create_topic("old", partitions=1, config=config)
-        produce_old(ticking.bootstrap_servers, "old")
-        with WireClient(ticking.bootstrap_servers) as client:
-            wait_until(lambda: list_offset(client, "old", -2) != 0, "the retention tick", interval=0.1)
-            assert list_offset(client, "old", -2) > 0  # the tick deleted the old segments
+    ticking = pylog_broker_factory(retention_check_interval_ms=100)
+    ticking.create_topic("old", partitions=1, config=config)
+    produce_old(ticking.bootstrap_servers, "old")
+    with WireClient(ticking.bootstrap_servers) as client:
+        wait_until(lambda: list_offset(client, "old", -2) != 0, "the retention tick", interval=0.1)
+        assert list_offset(client, "old", -2) > 0  # the tick deleted the old segments
     assert pylog_broker._retention is None  # no periodic check is scheduled on the fixture's broker
     with WireClient(pylog_broker.bootstrap_servers) as client:
         assert (list_offset(client, kept, -2), list_offset(client, kept, -1)) == (0, 40)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_spark.broker import EmbeddedBroker
 from tests.support.wire import WireClient
 
 
@@ -59,12 +58,11 @@ def test_no_reassignment_is_ever_in_progress(pylog_broker, pylog_topic):
     assert (int(some.error_code), list(some.topics)) == (0, [])
 
 
-def test_both_need_acls_on_the_cluster(tmp_path):
-    with EmbeddedBroker(
-        tmp_path, register=False, authorizer_class_name="org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-    ) as broker:
-        # No ACL names User:ANONYMOUS, this PLAINTEXT client.
-        assert quotas(broker.bootstrap_servers, ("user", 1, None))[0] == 31  # CLUSTER_AUTHORIZATION_FAILED
-        with WireClient(broker.bootstrap_servers) as client:
-            listed = client.call(46, 0, {"timeout": 10_000, "topics": None})
-        assert int(listed.error_code) == 31
+def test_both_need_acls_on_the_cluster(tmp_path, pylog_broker_factory):
+    broker = pylog_broker_factory(
+        log_dir=tmp_path, authorizer_class_name="org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    )
+    assert quotas(broker.bootstrap_servers, ("user", 1, None))[0] == 31  # CLUSTER_AUTHORIZATION_FAILED
+    with WireClient(broker.bootstrap_servers) as client:
+        listed = client.call(46, 0, {"timeout": 10_000, "topics": None})
+    assert int(listed.error_code) == 31

@@ -22,10 +22,10 @@ TOPIC = "orders"
 
 
 @pytest.fixture
-def broker(tmp_path):
-    with EmbeddedBroker(tmp_path, register=False, group_consumer_heartbeat_interval_ms=500) as embedded:
-        embedded.create_topic(TOPIC, partitions=6)
-        yield embedded
+def broker(tmp_path, pylog_broker_factory):
+    embedded = pylog_broker_factory(log_dir=tmp_path, group_consumer_heartbeat_interval_ms=500)
+    embedded.create_topic(TOPIC, partitions=6)
+    yield embedded
 
 
 def topic_id(broker: EmbeddedBroker, name: str = TOPIC):
@@ -336,37 +336,37 @@ def test_the_protocols_share_group_ids_but_not_members(broker):
     member.close()
 
 
-def test_silent_members_expire_and_members_that_keep_revoked_partitions_are_removed(tmp_path):
-    with EmbeddedBroker(
-        tmp_path, register=False, group_consumer_session_timeout_ms=1_000, group_consumer_heartbeat_interval_ms=200
-    ) as broker:
-        broker.create_topic(TOPIC, partitions=4)
-        silent, holder, taker = Member(broker, "silent"), Member(broker, "holder"), Member(broker, "taker")
-        silent.join()
+def test_silent_members_expire_and_members_that_keep_revoked_partitions_are_removed(tmp_path, pylog_broker_factory):
+    broker = pylog_broker_factory(
+        log_dir=tmp_path, group_consumer_session_timeout_ms=1_000, group_consumer_heartbeat_interval_ms=200
+    )
+    broker.create_topic(TOPIC, partitions=4)
+    silent, holder, taker = Member(broker, "silent"), Member(broker, "holder"), Member(broker, "taker")
+    silent.join()
 
-        def members() -> list[str]:  # asked with ConsumerGroupDescribe, which is no heartbeat
-            (group,) = holder.client.call(69, 1, {"group_ids": ["g"], "include_authorized_operations": False}).groups
-            return [member.member_id for member in group.members]
+    def members() -> list[str]:  # asked with ConsumerGroupDescribe, which is no heartbeat
+        (group,) = holder.client.call(69, 1, {"group_ids": ["g"], "include_authorized_operations": False}).groups
+        return [member.member_id for member in group.members]
 
-        assert members() == ["silent"]
-        wait_until(lambda: not members(), "the silent member's session to expire", 30, interval=0.1)
-        assert silent.heartbeat(owned=silent.owned).error_code == 25
+    assert members() == ["silent"]
+    wait_until(lambda: not members(), "the silent member's session to expire", 30, interval=0.1)
+    assert silent.heartbeat(owned=silent.owned).error_code == 25
 
-        holder.join(rebalance_timeout_ms=500)
-        assert holder.owned == set(range(4))
-        taker.join()
-        holder.heartbeat(owned=holder.owned)  # told to give two up, which it never confirms
+    holder.join(rebalance_timeout_ms=500)
+    assert holder.owned == set(range(4))
+    taker.join()
+    holder.heartbeat(owned=holder.owned)  # told to give two up, which it never confirms
 
-        def taker_owns_all() -> bool:  # holder is removed after its rebalance timeout; taker gets all
-            if taker.owned == set(range(4)):
-                return True
-            taker.heartbeat(owned=taker.owned)
-            return False
+    def taker_owns_all() -> bool:  # holder is removed after its rebalance timeout; taker gets all
+        if taker.owned == set(range(4)):
+            return True
+        taker.heartbeat(owned=taker.owned)
+        return False
 
-        wait_until(taker_owns_all, lambda: taker.owned, 10, interval=0.1)
-        assert holder.heartbeat(owned=holder.owned).error_code == 25
-        for member in (silent, holder, taker):
-            member.close()
+    wait_until(taker_owns_all, lambda: taker.owned, 10, interval=0.1)
+    assert holder.heartbeat(owned=holder.owned).error_code == 25
+    for member in (silent, holder, taker):
+        member.close()
 
 
 def test_uniform_assignment_is_balanced_and_sticky_and_range_is_contiguous():
