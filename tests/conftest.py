@@ -8,7 +8,9 @@ import tempfile
 
 import pytest
 
-from tests.support.client_threads import free_clients_left_behind, librdkafka_threads
+from tests.support.leaks import no_leaks  # noqa: F401 - the autouse check that nothing outlives its test
+
+pytest_plugins = ["pytester"]  # tests/support/test_leaks.py runs the leak check on tests of its own
 
 # Python workers must run this interpreter (the venv), not `python3` on PATH.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -24,15 +26,6 @@ os.environ["PYLOG_HOME"] = tempfile.mkdtemp(prefix="pylog-test-home-")
 # brokers of hundreds of broker tests hold over a thousand segment files open. These low
 # numbers are held from the start and given back just before the callback server starts.
 _LOW_DESCRIPTORS = [os.open(os.devnull, os.O_RDONLY) for _ in range(32)]
-
-
-@pytest.fixture(autouse=True)
-def _free_clients_left_behind():
-    """Clients of a test that only reference cycles keep alive are destroyed when it ends, after
-    its other fixtures (its brokers) have stopped: see client_threads.py for why."""
-    threads_before = librdkafka_threads()
-    yield
-    free_clients_left_behind(threads_before)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -96,22 +96,33 @@ def _stalling_listener(listener: socket.socket) -> None:
     """Accepts connections and sends one byte of an answer to each, then nothing more: a peer
     that started to answer and hung (the reachability check passes; every request times out)."""
     held = []
-    while True:
-        try:
-            conn, _ = listener.accept()
-        except OSError:
-            return
-        held.append(conn)
-        with contextlib.suppress(OSError):
-            conn.recv(4)
-            conn.sendall(b"\x00")
+    try:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # the listener was shut down: the test is over
+                return
+            held.append(conn)
+            conn.settimeout(30)
+            with contextlib.suppress(OSError):
+                conn.recv(4)
+                conn.sendall(b"\x00")
+    finally:
+        for conn in held:
+            conn.close()
 
 
 def test_default_api_timeout_bounds_the_drivers_offset_calls(spark):
     with socket.create_server(("127.0.0.1", 0)) as stalling:
-        threading.Thread(target=_stalling_listener, args=(stalling,), daemon=True).start()
+        server = threading.Thread(target=_stalling_listener, args=(stalling,), daemon=True)
+        server.start()
         address = f"127.0.0.1:{stalling.getsockname()[1]}"
-        message = _read_failure(spark, address, **{"fetchOffset.numRetries": "0"})
+        try:
+            message = _read_failure(spark, address, **{"fetchOffset.numRetries": "0"})
+        finally:
+            stalling.shutdown(socket.SHUT_RDWR)  # wakes the server's accept (a close alone would not)
+            server.join(60)
+    assert not server.is_alive()
     assert f"1 attempts of at most 1500 ms each against {address}" in message, message
 
 

@@ -371,7 +371,8 @@ def test_wire_fetcher_advice_on_a_broker_without_fetch_v11_names_the_flag(matrix
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
-    threading.Thread(target=_old_broker, args=(listener,), daemon=True).start()
+    server = threading.Thread(target=_old_broker, args=(listener,), daemon=True)
+    server.start()
     bootstrap = f"127.0.0.1:{listener.getsockname()[1]}"
     try:
         result = subprocess.run(
@@ -382,7 +383,10 @@ def test_wire_fetcher_advice_on_a_broker_without_fetch_v11_names_the_flag(matrix
             timeout=120,
         )
     finally:
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the server's accept (a close alone would not)
         listener.close()
+        server.join(30)
+        assert not server.is_alive()
     stderr = result.stderr.decode()
     assert result.returncode == 1, stderr
     assert "does not serve Fetch v11" in stderr and "--fetcher librdkafka" in stderr, stderr

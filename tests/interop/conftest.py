@@ -54,8 +54,10 @@ def apache_kafka() -> Iterator[ApacheKafka]:
 
 @pytest.fixture(scope="session")
 def tool_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolRunner]:
-    """One JVM for the session's runs of Kafka's tools."""
+    """One JVM for the session's runs of Kafka's tools, started here: a session's process, not
+    one the first test to run a tool would leave behind (tests/support/leaks.py)."""
     runner = ToolRunner.compiled(tmp_path_factory.mktemp("tool-runner"))
+    runner.start()
     yield runner
     runner.close()
 

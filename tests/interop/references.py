@@ -179,6 +179,11 @@ class ToolRunner:
         )
         return cls(workdir)
 
+    def start(self) -> None:
+        """Start the JVM now rather than with the first tool."""
+        with self._lock:
+            self._start()
+
     def _start(self) -> subprocess.Popen:
         if self._process is None or self._process.poll() is not None:
             command = java_command(

@@ -6,8 +6,9 @@ Python's cycle collector happens to run, which can be many tests later. Until th
 reconnect to a broker that has stopped, every few seconds, at a port number the kernel is free to
 hand to the next listener. Once that listener was the socket on which Spark waits for its Python
 worker: the stray client connected first, Spark's authentication handshake failed, and a test
-that had nothing to do with the client failed (CI of 6908a18). The suite's autouse fixture
-(conftest.py) therefore frees such clients at the end of the test that left them.
+that had nothing to do with the client failed (CI of 6908a18). The suite's leak check
+(leaks.py) therefore frees such clients at the end of the test that left them, and fails a test
+that leaves a client something still references.
 
 librdkafka names its threads ``rdk:main``, ``rdk:broker-N``, ``rdk:bg``: counting them in
 /proc/self/task costs about 0.1 ms, so only a test that left threads behind pays for a collection.

@@ -158,6 +158,7 @@ def mock_kafka() -> Iterator[KafkaCluster]:
         # tested against it.
         supports_timestamp_lookup=False,
     )
+    producer.list_topics(timeout=30)  # connected now, as embedded_kafka's producer (below)
     yield cluster
     producer.flush(10)
 
@@ -171,6 +172,9 @@ def embedded_kafka(tmp_path_factory) -> Iterator[KafkaCluster]:
         log_dir=tmp_path_factory.mktemp("embedded-broker"), num_partitions=MOCK_PARTITIONS, register=False
     ) as broker:
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
+        # Connected now: librdkafka starts a thread per broker it learns of, and the session's
+        # producer must not start it during the first test that uses it (tests/support/leaks.py).
+        producer.list_topics(timeout=30)
         yield KafkaCluster(bootstrap_servers=broker.bootstrap_servers, producer=producer, broker=broker)
         producer.flush(10)
 

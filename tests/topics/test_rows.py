@@ -18,9 +18,19 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kafka_spark.topics import task
 from kafka_spark.topics.options import TopicSinkError, parse_sink_options
 from kafka_spark.topics.task import QueueFull, TopicSinkDeliveryError, write_at_least_once, write_exactly_once
 from tests.topics.test_sink import read_topic
+
+
+@pytest.fixture(autouse=True)
+def _no_producer_left_pooled():
+    """At-least-once writes keep their producer in this process's pool, as a Python worker does
+    between tasks: each test's go when it ends."""
+    yield
+    task._PRODUCERS.close_all()
+
 
 HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
