@@ -216,7 +216,7 @@ class _PrefixValidator(OAuthBearerValidator):
         return OAuthBearerToken(principal_name=name, lifetime_ms=2**62)
 
 
-def test_a_validator_class_named_in_server_properties(tmp_path):
+def test_a_validator_class_named_in_server_properties(tmp_path, pylog_broker_factory):
     options = broker_options(
         {
             "listeners": "CLIENTS://127.0.0.1:0",
@@ -228,12 +228,12 @@ def test_a_validator_class_named_in_server_properties(tmp_path):
             ),
         }
     )
-    with EmbeddedBroker(log_dir=tmp_path, register=False, **options.settings) as broker:
-        with WireClient(broker.bootstrap_servers) as client:
-            assert login(client, "let-me-in.ben").error_code == 0
-        with WireClient(broker.bootstrap_servers) as client:
-            assert login(client, "let-me-in.eve").auth_bytes == b'{"status":"invalid_token"}'
-            assert "eve is not let in" in client.call(SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x01"}).error_message
+    broker = pylog_broker_factory(log_dir=tmp_path, **options.settings)
+    with WireClient(broker.bootstrap_servers) as client:
+        assert login(client, "let-me-in.ben").error_code == 0
+    with WireClient(broker.bootstrap_servers) as client:
+        assert login(client, "let-me-in.eve").auth_bytes == b'{"status":"invalid_token"}'
+        assert "eve is not let in" in client.call(SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x01"}).error_message
 
 
 @pytest.mark.parametrize(

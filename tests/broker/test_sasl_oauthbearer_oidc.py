@@ -142,18 +142,18 @@ def test_a_rotated_key_is_fetched_when_a_token_names_it(tmp_path):
                 assert validator.keys.fetches == 3
 
 
-def test_an_unreachable_jwks_names_the_step_that_failed(tmp_path, pylog_oidc):
+def test_an_unreachable_jwks_names_the_step_that_failed(tmp_path, pylog_oidc, pylog_broker_factory):
     validator = JwksValidator("http://127.0.0.1:9/jwks.json", jwks_retry_backoff_ms=10, jwks_retry_backoff_max_ms=50)
-    with EmbeddedBroker(
-        log_dir=tmp_path, register=False, sasl_mechanisms=("OAUTHBEARER",), sasl_oauthbearer_validator=validator
-    ) as broker:
-        with WireClient(broker.bootstrap_servers) as client:
-            assert login(client, pylog_oidc.issue("svc")).auth_bytes == b'{"status":"invalid_token"}'
-            failure = client.call(SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x01"})
-            assert "the JWKS at http://127.0.0.1:9/jwks.json could not be read" in failure.error_message
+    broker = pylog_broker_factory(
+        log_dir=tmp_path, sasl_mechanisms=("OAUTHBEARER",), sasl_oauthbearer_validator=validator
+    )
+    with WireClient(broker.bootstrap_servers) as client:
+        assert login(client, pylog_oidc.issue("svc")).auth_bytes == b'{"status":"invalid_token"}'
+        failure = client.call(SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x01"})
+        assert "the JWKS at http://127.0.0.1:9/jwks.json could not be read" in failure.error_message
 
 
-def test_server_properties_configure_jwks_validation(tmp_path, pylog_oidc):
+def test_server_properties_configure_jwks_validation(tmp_path, pylog_oidc, pylog_broker_factory):
     properties = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", **pylog_oidc.broker_properties()}
     properties["sasl.oauthbearer.expected.audience"] = "kafka,kafka-eu"
     properties["listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.sub.claim.name"] = "client_id"
@@ -164,52 +164,51 @@ def test_server_properties_configure_jwks_validation(tmp_path, pylog_oidc):
         pylog_oidc.issuer,
         "client_id",
     )
-    with EmbeddedBroker(log_dir=tmp_path, register=False, **broker_options(properties).settings) as broker:
-        with WireClient(broker.bootstrap_servers) as client:
-            answer = login(client, pylog_oidc.issue("ignored", audience=["kafka-eu"], client_id="etl"))
-            assert (answer.error_code, answer.auth_bytes) == (0, b"")
-            assert client.call(METADATA, 12, {"topics": None, "allow_auto_topic_creation": False}).brokers
-            assert "User:etl" in {connection.principal for connection in broker.server.connections}
+    broker = pylog_broker_factory(log_dir=tmp_path, **broker_options(properties).settings)
+    with WireClient(broker.bootstrap_servers) as client:
+        answer = login(client, pylog_oidc.issue("ignored", audience=["kafka-eu"], client_id="etl"))
+        assert (answer.error_code, answer.auth_bytes) == (0, b"")
+        assert client.call(METADATA, 12, {"topics": None, "allow_auto_topic_creation": False}).brokers
+        assert "User:etl" in {connection.principal for connection in broker.server.connections}
 
 
-def test_authenticated_is_not_authorized(tmp_path, pylog_oidc):
+def test_authenticated_is_not_authorized(tmp_path, pylog_oidc, pylog_broker_factory):
     """With the ACL authorizer, the token's subject is the principal ACLs name: a valid token
     without ACLs is refused every topic, and an ACL on User:<sub> lets it in."""
     idp = pylog_oidc
     _, admin_secret = idp.add_client("kafka-admin", scope="kafka")
     _, etl_secret = idp.add_client("etl-job", scope="kafka")
-    with EmbeddedBroker(
+    broker = pylog_broker_factory(
         log_dir=tmp_path,
-        register=False,
         sasl_mechanisms=("OAUTHBEARER",),
         sasl_oauthbearer_validator=idp.validator(),
         authorizer_class_name="org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         super_users=("User:kafka-admin",),
-    ) as broker:
-        broker.create_topic("payments")
-        etl = oidc_client(broker.bootstrap_servers, idp, "etl-job", etl_secret)
-        deliveries: list[KafkaError | None] = []
-        refused = Producer(etl | {"message.timeout.ms": 5_000})
-        refused.produce("payments", b"x", on_delivery=lambda error, _: deliveries.append(error))
-        refused.flush(10)
-        assert deliveries and deliveries[0] is not None
-        assert deliveries[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    )
+    broker.create_topic("payments")
+    etl = oidc_client(broker.bootstrap_servers, idp, "etl-job", etl_secret)
+    deliveries: list[KafkaError | None] = []
+    refused = Producer(etl | {"message.timeout.ms": 5_000})
+    refused.produce("payments", b"x", on_delivery=lambda error, _: deliveries.append(error))
+    refused.flush(10)
+    assert deliveries and deliveries[0] is not None
+    assert deliveries[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
-        admin = AdminClient(oidc_client(broker.bootstrap_servers, idp, "kafka-admin", admin_secret))
-        binding = AclBinding(
-            ResourceType.TOPIC,
-            "payments",
-            ResourcePatternType.LITERAL,
-            "User:etl-job",
-            "*",
-            AclOperation.WRITE,
-            AclPermissionType.ALLOW,
-        )
-        for future in admin.create_acls([binding]).values():
-            future.result(10)
-        allowed = Producer(etl)
-        allowed.produce("payments", b"paid")
-        assert allowed.flush(10) == 0
+    admin = AdminClient(oidc_client(broker.bootstrap_servers, idp, "kafka-admin", admin_secret))
+    binding = AclBinding(
+        ResourceType.TOPIC,
+        "payments",
+        ResourcePatternType.LITERAL,
+        "User:etl-job",
+        "*",
+        AclOperation.WRITE,
+        AclPermissionType.ALLOW,
+    )
+    for future in admin.create_acls([binding]).values():
+        future.result(10)
+    allowed = Producer(etl)
+    allowed.produce("payments", b"paid")
+    assert allowed.flush(10) == 0
 
 
 def test_pylog_broker_start_serves_an_oidc_listener_from_server_properties(pylog_oidc, tmp_path, pylog_broker_process):

@@ -24,6 +24,7 @@ from tests.broker.test_sasl_oauthbearer import (
     login,
 )
 from tests.broker.test_sasl_oauthbearer_oidc import oidc_client
+from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
 METADATA_BODY = {"topics": None, "allow_auto_topic_creation": False}
@@ -85,13 +86,16 @@ def test_re_authentication_keeps_the_principal_and_allows_only_sasl_requests(pyl
         assert (answer.error_code, answer.auth_bytes) == (0, b"")
 
 
-def produce_for(producer: Producer, topic: str, seconds: float) -> int:
-    """Produce a record every ~50 ms for ``seconds``; the number delivered."""
+def produce_until(producer: Producer, topic: str, condition, what: str) -> int:
+    """Produce a record every ~50 ms until ``condition()`` holds; the number delivered."""
     delivered: list[KafkaError | None] = []
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+
+    def produced_until() -> bool:
         producer.produce(topic, b"tick", on_delivery=lambda error, _: delivered.append(error))
         producer.poll(0.05)
+        return condition()
+
+    wait_until(produced_until, what, interval=0)
     assert producer.flush(30) == 0
     assert all(error is None for error in delivered), [error for error in delivered if error]
     return len(delivered)
@@ -101,16 +105,14 @@ def reauthentications(caplog) -> int:
     return sum("SASL OAUTHBEARER re-authentication of" in record.getMessage() for record in caplog.records)
 
 
-def test_librdkafka_re_authenticates_within_connections_max_reauth_ms(tmp_path, caplog):
+def test_librdkafka_re_authenticates_within_connections_max_reauth_ms(tmp_path, caplog, pylog_broker_factory):
     caplog.set_level(logging.DEBUG, logger="kafka_spark")
-    with EmbeddedBroker(
-        log_dir=tmp_path, register=False, sasl_mechanisms=("OAUTHBEARER",), connections_max_reauth_ms=1_000
-    ) as broker:
-        broker.create_topic("ticks")
-        producer = Producer(librdkafka(broker.bootstrap_servers, "alice", **{"linger.ms": 0}))
-        assert produce_for(producer, "ticks", 3.5) > 10
-        assert reauthentications(caplog) >= 2
-        assert "expired" not in caplog.text  # no connection was cut for want of re-authentication
+    broker = pylog_broker_factory(log_dir=tmp_path, sasl_mechanisms=("OAUTHBEARER",), connections_max_reauth_ms=1_000)
+    broker.create_topic("ticks")
+    producer = Producer(librdkafka(broker.bootstrap_servers, "alice", **{"linger.ms": 0}))
+    assert produce_until(producer, "ticks", lambda: reauthentications(caplog) >= 2, "two re-authentications") > 10
+    assert reauthentications(caplog) >= 2
+    assert "expired" not in caplog.text  # no connection was cut for want of re-authentication
 
 
 def test_librdkafka_refreshes_its_oidc_token_and_re_authenticates(tmp_path, caplog):
@@ -128,7 +130,15 @@ def test_librdkafka_refreshes_its_oidc_token_and_re_authenticates(tmp_path, capl
         ) as broker:
             broker.create_topic("ticks")
             producer = Producer(oidc_client(broker.bootstrap_servers, idp, client_id, secret, **{"linger.ms": 0}))
-            assert produce_for(producer, "ticks", 6.5) > 10
+            assert (
+                produce_until(
+                    producer,
+                    "ticks",
+                    lambda: idp.token_requests[client_id] >= 2 and reauthentications(caplog) >= 1,
+                    "a second token and a re-authentication with it",
+                )
+                > 10
+            )
             assert idp.token_requests[client_id] >= 2
             assert reauthentications(caplog) >= 1
             assert "expired" not in caplog.text
