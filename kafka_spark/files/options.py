@@ -24,6 +24,8 @@ _KNOWN_OPTIONS = {
     "compression": "compression",
     "partitionby": "partitionBy",
     "failondataloss": "failOnDataLoss",
+    # Set by Spark, not by the user: DataStreamWriter.queryName(...) reaches the sink as an option.
+    "queryname": "queryName",
 }
 
 

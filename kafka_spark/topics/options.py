@@ -50,6 +50,7 @@ _SINK_OPTIONS = {
         "includeHeaders",
         "path",
         "checkpointLocation",
+        "queryName",  # Spark passes DataStreamWriter.queryName(...) to the sink as an option
         "queryId",
         "batchId",
     )

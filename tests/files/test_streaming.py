@@ -145,6 +145,26 @@ def test_restart_from_checkpoint_writes_each_record_once(kspark, tmp_path):
     assert record["batchId"] == 2 and record["offsets"] == {TOPIC: {"0": 20, "1": 20}}
 
 
+def test_named_query_writes_each_record_once(kspark, tmp_path):
+    """DataStreamWriter.queryName(...) reaches the sink as an option, queryName, which the sink
+    takes as Spark's (an unknown option would fail the query)."""
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    query = (
+        kspark.readStream.format("pylog-test-kafka-shaped")
+        .option("endOffset", "10")
+        .load()
+        .writeStream.format("pylog-files")
+        .queryName("named_file_sink")
+        .option("checkpointLocation", ck)
+        .start(out)
+    )
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert visible(kspark, out) == expected(10)
+
+
 def manifest_ids(out: str) -> list[int]:
     return MetadataLog(LocalFileSystem(), out).batch_ids()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 
@@ -9,6 +10,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
 
 from tests.support.partition_reads import read_partitions_to_end
 
@@ -116,6 +118,21 @@ def test_wrong_column_type_and_unknown_option_are_named(spark, pylog_broker, pyl
             .mode("append")
             .save()
         )
+
+
+def test_query_name_is_taken_as_sparks_option_without_a_warning(caplog, monkeypatch):
+    """DataStreamWriter.queryName(...) reaches the sink as the option queryName: Spark's own,
+    not an unknown option of the user's to warn about."""
+    from kafka_spark import option_names
+    from kafka_spark.topics.options import parse_sink_options
+
+    monkeypatch.setattr(option_names, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="kafka_spark"):
+        parse_sink_options(
+            {"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "t", "queryName": "orders_out"},
+            StructType([StructField("value", StringType())]),
+        )
+    assert [r.getMessage() for r in caplog.records if "unknown option" in r.getMessage()] == []
 
 
 def _unreachable_sink_message(raised) -> str:
