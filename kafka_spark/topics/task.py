@@ -25,7 +25,10 @@ Delivery (option ``deliveryGuarantee``):
     group ``<transactionalIdPrefix>-<queryId>-p<partitionId>``. A replayed task (driver killed
     after the Kafka commit but before Spark's commit log, or a retried task) looks that group up
     after fencing, finds batch N already committed and writes nothing. read_committed consumers
-    therefore see every row exactly once.
+    therefore see every row exactly once. An attempt fenced while it writes (by a speculative
+    copy under ``spark.speculation``, or by a retry while it still ran) does not fail the task:
+    it waits, up to ``transactionTimeoutMs``, for the newer attempt to commit the batch and then
+    returns as a replay; Spark kills it as soon as the copy wins.
 
     What is NOT guaranteed: atomicity of a whole micro-batch across tasks. While a batch is being
     written (or replayed after a failure), read_committed consumers may already see the
@@ -370,8 +373,12 @@ def write_exactly_once(
     in an earlier batch), and only after it is the committed-batch lookup race-free. A producer
     cached across tasks could be fenced by another worker at any time, and that would only show
     at commit, after the task's rows were consumed.
+
+    An attempt fenced while it writes (a speculative copy of the task, or its retry, took the id)
+    waits for that newer attempt to commit the batch and then returns as a replay
+    (:func:`_await_fencing_attempt`): Spark kills it when the copy wins, with no task failure.
     """
-    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka import KafkaException, Producer, TopicPartition
 
     _, _, partition_id, _ = _task_ids()
     transactional_id = f"{options.transactional_id_prefix}-{write_id}-p{partition_id}"
@@ -386,7 +393,69 @@ def write_exactly_once(
     for _ in range(2):
         producer.list_topics(options.marker_topic, timeout=block_s)
     producer.init_transactions(block_s)  # fences older holders, aborts what they left open
-    index = Consumer(
+    index = _marker_index(options, transactional_id)
+    try:
+        last_batch = _committed_batch(committed_offset(index, _marker_partition(options), timeout=60).metadata)
+        if last_batch is not None and last_batch >= batch_id:
+            log.info("pylog topic sink: %s batch %d already committed; skipping its rows", transactional_id, batch_id)
+            return TopicSinkCommitMessage(partition_id, 0, skipped=True)
+        group_metadata = index.consumer_group_metadata()
+    finally:
+        index.close()
+    producer.begin_transaction()
+    count = 0
+    marker = _MarkerDelivery()
+    fenced = False
+    try:
+        # No delivery callback per row (a Python call per row): a row that fails puts the
+        # transaction in the abortable state, which fails the marker record or the commit below.
+        count = _produce_all(producer, _columns(options, batches), None, options)
+        payload = json.dumps({"queryId": write_id, "batchId": batch_id, "partitionId": partition_id, "rows": count})
+        # (topic, value, key, partition, callback): the rows may have left the queue full.
+        marker_record = (options.marker_topic, payload.encode(), f"{write_id}/{partition_id}".encode(), 0, marker)
+        try:
+            producer.produce(*marker_record)
+        except BufferError:
+            _when_room(producer, options, marker_record, {})
+        producer.flush(options.transaction_timeout_ms / 1000)
+        if marker.offset is not None:
+            offsets = [
+                TopicPartition(options.marker_topic, 0, marker.offset + 1, metadata=json.dumps({"batchId": batch_id}))
+            ]
+            producer.send_offsets_to_transaction(offsets, group_metadata, block_s)
+            producer.commit_transaction(block_s)
+        elif _is_fencing(marker.error):
+            fenced = True
+        else:
+            raise TopicSinkDeliveryError(
+                f"pylog topic sink: the transaction of {transactional_id} ({count} records) failed: "
+                f"its marker record was not delivered: {marker.error}"
+            )
+    except (KafkaException, SystemError) as raised:
+        fenced = _fenced(producer, raised, block_s)
+        error = _kafka_error(raised)
+        if not fenced and (error is None or not error.txn_requires_abort()):
+            raise
+        if not fenced:
+            producer.abort_transaction(block_s)
+            raise TopicSinkDeliveryError(
+                f"pylog topic sink: the transaction of {transactional_id} ({count} records) failed and was "
+                f"aborted: {error.str()}"
+            ) from None
+    except TopicSinkDeliveryError:
+        producer.abort_transaction(block_s)
+        raise
+    if fenced:
+        return _await_fencing_attempt(options, transactional_id, partition_id, batch_id)
+    return TopicSinkCommitMessage(partition_id, count, skipped=False)
+
+
+def _marker_index(options: TopicSinkOptions, transactional_id: str) -> Any:
+    """A read_committed consumer of the group named by ``transactional_id``, whose committed offset
+    on the marker topic names the last batch that task slot committed."""
+    from confluent_kafka import Consumer
+
+    return Consumer(
         routed(
             {
                 "bootstrap.servers": options.bootstrap_servers,
@@ -398,52 +467,90 @@ def write_exactly_once(
             }
         )
     )
+
+
+def _marker_partition(options: TopicSinkOptions) -> Any:
+    from confluent_kafka import TopicPartition
+
+    return TopicPartition(options.marker_topic, 0)
+
+
+def _is_fencing(error: Any) -> bool:
+    """Whether ``error`` (a KafkaError) says a newer producer took this transactional id."""
+    from confluent_kafka import KafkaError
+
+    return error is not None and error.code() in (
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    )
+
+
+def _kafka_error(raised: BaseException) -> Any:
+    """The KafkaError of a KafkaException (or of the one a SystemError was raised from), or None."""
+    from confluent_kafka import KafkaException
+
+    if isinstance(raised, SystemError):
+        raised = raised.__cause__ or raised.__context__  # type: ignore[assignment]
+    return raised.args[0] if isinstance(raised, KafkaException) else None
+
+
+def _fenced(producer: Any, raised: BaseException, timeout_s: float) -> bool:
+    """Whether the transaction failed because a newer producer took its transactional id.
+
+    librdkafka says so with _FENCED (or the broker's PRODUCER_FENCED / INVALID_PRODUCER_EPOCH),
+    but once fenced it answers ``produce`` with a bare _FATAL, and confluent-kafka raises the
+    fatal error once only, from ``flush`` or ``poll``: while it calls the marker's delivery
+    callback there, as a SystemError that may have lost it. In those cases the transaction is
+    aborted, which a fenced producer refuses with its fatal error every time."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    error = _kafka_error(raised)
+    if _is_fencing(error):
+        return True
+    if error is not None and error.code() != KafkaError._FATAL:
+        return False
     try:
-        marker_partition = TopicPartition(options.marker_topic, 0)
-        committed = committed_offset(index, marker_partition, timeout=60)
-        last_batch = _committed_batch(committed.metadata)
-        if last_batch is not None and last_batch >= batch_id:
-            log.info("pylog topic sink: %s batch %d already committed; skipping its rows", transactional_id, batch_id)
-            return TopicSinkCommitMessage(partition_id, 0, skipped=True)
-        group_metadata = index.consumer_group_metadata()
+        producer.abort_transaction(timeout_s)
+    except KafkaException as refused:
+        return _is_fencing(refused.args[0])
+    return False
+
+
+def _await_fencing_attempt(
+    options: TopicSinkOptions, transactional_id: str, partition_id: int, batch_id: int
+) -> TopicSinkCommitMessage:
+    """This attempt was fenced while it wrote: a newer attempt of the same task (a speculative
+    copy, or a retry while this attempt lived on) holds its transactional id and writes the
+    batch. Wait for it to commit and return as a replay, which writes nothing: Spark kills this
+    attempt as soon as the copy wins (or takes whichever finishes first), and no task failure is
+    counted, as none would be for a straggler without transactions. Waits up to
+    ``transactionTimeoutMs``, the longest the newer attempt's transaction can stay open, then fails.
+    """
+    log.info(
+        "pylog topic sink: %s was fenced by a newer attempt of its task; waiting for it to commit batch %d",
+        transactional_id,
+        batch_id,
+    )
+    deadline = time.monotonic() + options.transaction_timeout_ms / 1000.0
+    index = _marker_index(options, transactional_id)
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            committed = committed_offset(index, _marker_partition(options), timeout=max(remaining, 1.0))
+            last_batch = _committed_batch(committed.metadata)
+            if last_batch is not None and last_batch >= batch_id:
+                log.info("pylog topic sink: %s batch %d committed by the newer attempt", transactional_id, batch_id)
+                return TopicSinkCommitMessage(partition_id, 0, skipped=True)
+            if remaining <= 0:
+                raise TopicSinkDeliveryError(
+                    f"pylog topic sink: {transactional_id} was fenced by a newer attempt of its task, which did "
+                    f"not commit batch {batch_id} within transactionTimeoutMs={options.transaction_timeout_ms}; "
+                    "nothing of this attempt was committed, and Spark retries the task"
+                )
+            time.sleep(min(0.5, max(remaining, 0.0)))
     finally:
         index.close()
-    producer.begin_transaction()
-    # No delivery callback per row (a Python call per row): a row that fails puts the transaction
-    # in the abortable state, which fails the marker record or the commit below.
-    count = _produce_all(producer, _columns(options, batches), None, options)
-    marker = _MarkerDelivery()
-    payload = json.dumps({"queryId": write_id, "batchId": batch_id, "partitionId": partition_id, "rows": count})
-    # (topic, value, key, partition, callback): the rows may have left the queue full.
-    marker_record = (options.marker_topic, payload.encode(), f"{write_id}/{partition_id}".encode(), 0, marker)
-    try:
-        producer.produce(*marker_record)
-    except BufferError:
-        _when_room(producer, options, marker_record, {})
-    producer.flush(options.transaction_timeout_ms / 1000)
-    try:
-        if marker.offset is None:
-            raise TopicSinkDeliveryError(
-                f"pylog topic sink: the transaction of {transactional_id} ({count} records) failed: "
-                f"its marker record was not delivered: {marker.error}"
-            )
-        offsets = [
-            TopicPartition(options.marker_topic, 0, marker.offset + 1, metadata=json.dumps({"batchId": batch_id}))
-        ]
-        producer.send_offsets_to_transaction(offsets, group_metadata, block_s)
-        producer.commit_transaction(block_s)
-    except KafkaException as error:
-        if not error.args[0].txn_requires_abort():
-            raise
-        producer.abort_transaction(block_s)
-        raise TopicSinkDeliveryError(
-            f"pylog topic sink: the transaction of {transactional_id} ({count} records) failed and was "
-            f"aborted: {error.args[0].str()}"
-        ) from None
-    except TopicSinkDeliveryError:
-        producer.abort_transaction(block_s)
-        raise
-    return TopicSinkCommitMessage(partition_id, count, skipped=False)
 
 
 # Answers of a group coordinator that is moving or still loading its offsets (Kafka's Java
