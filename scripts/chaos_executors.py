@@ -1,12 +1,11 @@
 """Chaos on the executors: streaming pipelines on a Spark cluster whose executors' Python workers
-and JVMs are SIGKILLed mid-write, and whose tasks stall on their first attempt so that Spark runs
-speculative copies, while a producer writes sequenced records. Every acknowledged record must
-reach the output exactly once: the ``pylog-files`` sink (read back with stock
-``spark.read.parquet``) and the transactional ``pylog`` topic sink (read by a read_committed
-consumer).
+and JVMs are SIGKILLed mid-write, and whose tasks are slow so that Spark runs speculative copies,
+while a producer writes sequenced records. Every acknowledged record must reach the output exactly
+once: the ``pylog-files`` sink (read back with stock ``spark.read.parquet``) and the
+transactional ``pylog`` topic sink (read by a read_committed consumer).
 
-    python scripts/chaos_executors.py --sink files,topic --aim stall,kill-worker,kill-executor \\
-        --random-kills 20 --seed 1
+    python scripts/chaos_executors.py --sink files,topic --aim stall,slow,kill-worker,kill-executor \\
+        --random-kills 20 --max-failures 8 --seed 1
 
 By default it starts a Spark standalone cluster of its own from the installed PySpark (a master
 and two workers of one core on 127.0.0.2 and 127.0.0.3: distinct hosts, which speculation needs,
@@ -17,17 +16,21 @@ every micro-batch has two tasks or more, 200 ms trigger) -> sink, with ``spark.s
 
 * ``--aim``: actions struck one at a time, in order, for each sink, by the first attempt of a
   sink task that is in the middle of its write (scripts/executor_hooks, loaded into the
-  executors' Python workers): ``kill-worker`` SIGKILLs that task's Python worker,
-  ``kill-executor`` its executor JVM, ``stall`` holds it so that a speculative copy runs on the
-  other worker and wins. The next action waits until the batch struck has completed and both
-  executors are up again.
-* ``--random-kills N``: then N SIGKILLs from outside, at random moments 2-8 s apart (``--min-seconds``,
-  ``--max-seconds``), of a random Python worker or (one in three) executor JVM of the application.
+  executors' Python workers): ``stall`` holds it until a speculative copy on the other worker
+  wins; ``slow`` makes the task slow on every attempt, so that the first goes on writing after
+  its copy started (a topic-sink copy fenced it) and both finish; ``kill-worker`` SIGKILLs its
+  Python worker, ``kill-executor`` its executor JVM. The next action waits until the batch
+  struck has completed (and, before ``stall`` and ``slow``, until both executors are up).
+* ``--random-kills N``: then N SIGKILLs from outside, at random moments 2-8 s apart
+  (``--min-seconds``, ``--max-seconds``), of a random Python worker or (one in three) executor
+  JVM of the application.
 
 Evidence that the failures happened, not only that the output is right: the hooks record every
-sink task attempt with its ``TaskContext.attemptNumber()``, and Spark's event log says how each
-attempt ended and which were speculative copies. Each action struck must show, for the task it
-struck, a later attempt that succeeded (a retry, or for ``stall`` a speculative copy).
+sink task attempt with its ``TaskContext.attemptNumber()`` and when attempts reached the middle of
+their write, and Spark's event log says how each attempt ended and which were speculative copies.
+Each action struck must show its outcome (see :func:`resolved`): a retry that succeeded after a
+kill, a speculative copy that won a stall, and for ``slow`` a copy that started before the first
+attempt went on, with no failed attempt.
 
 Prints, per sink, ``chaos-executors: sink=... struck=[...] failed=N retried=N speculative=N
 input=N output=N duplicates=0 missing=0 unexpected=0 OK`` (FAILED otherwise) and exits 0 when
@@ -63,7 +66,7 @@ from tests.support.spark_events import EVENT_LOG_CONF, TaskAttempt, task_attempt
 from tests.support.spark_standalone import StandaloneCluster, executors, python_workers  # noqa: E402
 
 HOOKS = HERE / "executor_hooks"
-ACTIONS = ("kill-worker", "kill-executor", "stall")
+ACTIONS = ("kill-worker", "kill-executor", "stall", "slow")
 INPUT_PARTITIONS = 3
 OUTPUT_PARTITIONS = 2
 WAIT_S = 600.0  # how long a step may take (a new executor JVM, a batch) on a loaded machine
@@ -123,7 +126,7 @@ def create_topics(bootstrap: str, names: dict[str, int]) -> None:
         future.result(timeout=60)
 
 
-def spark_session(master: str, work: Path) -> Any:
+def spark_session(master: str, work: Path, max_failures: int) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -137,8 +140,7 @@ def spark_session(master: str, work: Path) -> Any:
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.executor.memory", "768m")
         .config("spark.sql.shuffle.partitions", "2")
-        # Random kills may hit one task more than Spark's default 4 times.
-        .config("spark.task.maxFailures", "12")
+        .config("spark.task.maxFailures", str(max_failures))
         .config("spark.executorEnv.PYTHONPATH", str(HOOKS))
         .config("spark.executorEnv.PYLOG_EXECUTOR_CHAOS", str(work / "hooks"))
         .config("spark.eventLog.dir", str(work / "events"))
@@ -274,29 +276,48 @@ def kill_at_random(spark: Any, rng: random.Random, executors_wanted: int) -> str
     return kind
 
 
-def resolved(where: dict[str, Any], spark_attempts: list[TaskAttempt], task_side: list[dict[str, Any]]) -> str:
-    """How the task an action struck ended: ``retried`` / ``speculated`` when a later attempt of
-    it succeeded (in Spark's event log) and ran (in the hooks' record), else why not."""
+def resolved(
+    where: dict[str, Any],
+    spark_attempts: list[TaskAttempt],
+    task_side: list[dict[str, Any]],
+    phases: list[dict[str, Any]],
+) -> str:
+    """How the task an action struck ended, from Spark's event log and the hooks' records:
+
+    * ``kill-*``: ``retried`` when attempt 0 failed and a later attempt ran and succeeded;
+    * ``stall``: ``speculated`` when attempt 0 did not succeed and a speculative copy did;
+    * ``slow`` (every attempt slow): ``fenced-without-failure`` when a speculative copy reached
+      the middle of its write (its sink started: a topic-sink copy fenced the first attempt)
+      before the first attempt went on, an attempt succeeded and none failed;
+
+    else ``UNRESOLVED (...)`` saying how its attempts ended."""
+    key = [where["query"], where["batch"], where["partition"]]
     same = [
         a
         for a in spark_attempts
         if a.query_id == where["query"] and a.batch_id == where["batch"] and a.index == where["partition"]
     ]
-    first = [a for a in same if a.attempt == 0]
-    later = [a for a in same if a.attempt > 0 and a.succeeded]
-    ran = [
-        t
-        for t in task_side
-        if (t["query"], t["batch"], t["partition"]) == (where["query"], where["batch"], where["partition"])
-        and t["attempt"] > 0
-    ]
-    if not first or first[0].succeeded:
-        return f"UNRESOLVED (attempt 0 ended {[a.reason for a in first]})"
-    if not later or not ran:
-        return f"UNRESOLVED (no later attempt succeeded: {[(a.attempt, a.reason) for a in same]})"
-    if where["action"].startswith("stall"):
-        return "speculated" if any(a.speculative for a in later) else "UNRESOLVED (no speculative copy won)"
-    return "retried"
+    ran_later = any([t["query"], t["batch"], t["partition"]] == key and t["attempt"] > 0 for t in task_side)
+    first_won = any(a.attempt == 0 and a.succeeded for a in same)
+    later_won = [a for a in same if a.attempt > 0 and a.succeeded]
+    failed = [a for a in same if a.reason not in ("Success", "TaskKilled", "TaskCommitDenied")]
+    action = where["action"].split()[0]
+    if action == "slow":
+        resumed = [p["time"] for p in phases if p["task"] == key and p["attempt"] == 0 and p["phase"] == "resumed"]
+        copies = [p["time"] for p in phases if p["task"] == key and p["attempt"] > 0 and p["phase"] == "mid-write"]
+        fenced_first = bool(resumed and copies and min(copies) < resumed[0])
+        ok = fenced_first and any(a.speculative for a in same) and (first_won or bool(later_won)) and not failed
+        outcome = "fenced-without-failure"
+    elif action == "stall":
+        ok = ran_later and not first_won and any(a.speculative for a in later_won)
+        outcome = "speculated"
+    else:
+        ok = ran_later and not first_won and bool(failed) and bool(later_won)
+        outcome = "retried"
+    if ok:
+        return outcome
+    attempts = [(a.attempt, "speculative" if a.speculative else "", a.reason) for a in same]
+    return f"UNRESOLVED (attempts {attempts}, later attempts ran: {ran_later})"
 
 
 @dataclass
@@ -318,7 +339,11 @@ class SinkRun:
 
 
 def summarize(
-    run: SinkRun, app_id: str, spark_attempts: list[TaskAttempt], task_side: list[dict[str, Any]]
+    run: SinkRun,
+    app_id: str,
+    spark_attempts: list[TaskAttempt],
+    task_side: list[dict[str, Any]],
+    phases: list[dict[str, Any]],
 ) -> dict[str, Any]:
     pipeline = run.pipeline
     query_id = pipeline.query.id
@@ -334,7 +359,7 @@ def summarize(
         "duplicates": sum(n - 1 for n in counts.values() if n > 1),
         "missing": len(acknowledged - set(counts)),
         "unexpected": len(set(counts) - acknowledged),
-        "struck": [dict(w, outcome=resolved(w, spark_attempts, task_side)) for w in run.struck],
+        "struck": [dict(w, outcome=resolved(w, spark_attempts, task_side, phases)) for w in run.struck],
         "random_kills": run.random_kills,
         # Spark's side: attempts that failed (not killed by Spark itself), later attempts that
         # succeeded without being copies (retries), speculative copies launched and won.
@@ -357,7 +382,7 @@ def summarize(
         and report["missing"] == 0
         and report["unexpected"] == 0
         and report["input"] > 0
-        and all(s["outcome"] in ("retried", "speculated") for s in report["struck"])
+        and not any(s["outcome"].startswith("UNRESOLVED") for s in report["struck"])
         and run.files.get("visible_orphans", 0) == 0
         and run.files.get("left_after_vacuum", 0) == 0
     )
@@ -398,7 +423,7 @@ def run(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
         if master is None:
             master = stack.enter_context(StandaloneCluster(work / "cluster")).master_url
         bootstrap = args.bootstrap_server or stack.enter_context(pylog_broker_process(partitions=INPUT_PARTITIONS))
-        spark = spark_session(master, work)
+        spark = spark_session(master, work, args.max_failures)
         try:
             app_id = spark.sparkContext.applicationId
             for sink in args.sink:
@@ -412,7 +437,7 @@ def run(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
                 run.lap("start")
                 for action in args.aim:
                     # A speculative copy needs a second host; a retry only a live executor.
-                    wanted = args.executors if action == "stall" else 1
+                    wanted = args.executors if action.split()[0] in ("stall", "slow") else 1
                     run.struck.append(strike(spark, pipeline, work / "hooks", action, wanted))
                     run.lap(action)
                 for _ in range(args.random_kills):
@@ -430,7 +455,8 @@ def run(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
             spark.stop()  # writes the end of the event log
     spark_attempts = task_attempts(work / "events", app_id)
     task_side = json_lines(work / "hooks" / "attempts")
-    return [summarize(run, app_id, spark_attempts, task_side) for run in runs]
+    phases = json_lines(work / "hooks" / "phases")
+    return [summarize(run, app_id, spark_attempts, task_side, phases) for run in runs]
 
 
 def summary_line(report: dict[str, Any]) -> str:
@@ -452,11 +478,21 @@ def summary_line(report: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sink", default="files,topic", help="files, topic or files,topic (run one after the other)")
-    parser.add_argument("--aim", default="stall,kill-worker,kill-executor", help=f"actions among {', '.join(ACTIONS)}")
+    parser.add_argument(
+        "--aim",
+        default="stall,slow,kill-worker,kill-executor",
+        help=f"actions among {', '.join(ACTIONS)}; stall and slow take seconds ('slow 40')",
+    )
     parser.add_argument("--random-kills", type=int, default=0)
     parser.add_argument("--min-seconds", type=float, default=2.0, help="shortest time between random kills")
     parser.add_argument("--max-seconds", type=float, default=8.0, help="longest time between random kills")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--max-failures",
+        type=int,
+        default=4,
+        help="spark.task.maxFailures (default Spark's 4; random kills may hit one task more often)",
+    )
     parser.add_argument("--rate", type=int, default=200, help="records produced a second (default 200)")
     parser.add_argument("--master", help="a running cluster's master URL (default: start a standalone cluster)")
     parser.add_argument("--executors", type=int, default=2, help="executors the application runs on (default 2)")
@@ -469,10 +505,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             f"--sink: unknown sink(s) {sorted(set(args.sink) - {'files', 'topic'})}; the sinks are files, topic"
         )
-    if set(args.aim) - set(ACTIONS):
-        parser.error(
-            f"--aim: unknown action(s) {sorted(set(args.aim) - set(ACTIONS))}; the actions are {', '.join(ACTIONS)}"
-        )
+    unknown = sorted({a.split()[0] for a in args.aim} - set(ACTIONS))
+    if unknown:
+        parser.error(f"--aim: unknown action(s) {unknown}; the actions are {', '.join(ACTIONS)}")
     work = Path(tempfile.mkdtemp(prefix="pylog-chaos-executors-"))
     try:
         reports = run(args, work)

@@ -18,6 +18,14 @@ next. It appends the action, with where it struck, to ``struck`` and then:
                   it when they notice); the attempt is lost with the executor and retried elsewhere
   stall [S]       sleeps up to S seconds (default 300) before it goes on: with spark.speculation
                   a copy of the task starts on another host, wins, and Spark kills this attempt
+  slow [S]        makes that task slow on every attempt, as a task with more data than the
+                  others is. The struck attempt waits there until a speculative copy of the task
+                  is in the middle of its write too (the copy's sink has started: a topic sink
+                  copy fenced it), then goes on while the copy, slow too, sleeps S seconds
+                  (default 5) there
+
+Every attempt that reaches the middle of its write appends a line to ``phases``
+(``mid-write``), and an attempt that goes on after waiting another (``resumed``), with the time.
 """
 
 import fcntl
@@ -26,9 +34,10 @@ import os
 import signal
 import time
 
-ACTIONS = ("kill-worker", "kill-executor", "stall")
+ACTIONS = ("kill-worker", "kill-executor", "stall", "slow")
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 STALL_S = 300.0
+SLOW_S = 5.0
 
 _DIR = os.environ.get("PYLOG_EXECUTOR_CHAOS")
 
@@ -96,7 +105,42 @@ def _take_aim(task):
         return pending[0]
 
 
-def _act(action):
+def _key(task):
+    return [task["query"], task["batch"], task["partition"]]
+
+
+def _lines(name):
+    try:
+        with open(os.path.join(_DIR, name)) as found:
+            return [json.loads(line) for line in found if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def _phase(task, phase):
+    _append("phases", json.dumps({"task": _key(task), "attempt": task["attempt"], "phase": phase, "time": time.time()}))
+
+
+def _sleep(seconds, until=None):
+    """Sleep ``seconds``, or less once ``until()`` is true."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not (until and until()):
+        time.sleep(0.2)
+
+
+def _slow_seconds(task):
+    """How long every later attempt of ``task`` sleeps mid-write, if an action made it slow."""
+    for line in _lines("slow"):
+        if line["task"] == _key(task):
+            return line["seconds"]
+    return None
+
+
+def _copy_mid_write(task):
+    return any(p["task"] == _key(task) and p["attempt"] > 0 and p["phase"] == "mid-write" for p in _lines("phases"))
+
+
+def _act(action, task):
     name, _, argument = action.partition(" ")
     if name == "kill-worker":
         os.kill(os.getpid(), signal.SIGKILL)
@@ -106,9 +150,11 @@ def _act(action):
             raise RuntimeError("kill-executor: this Python worker runs under no executor JVM")
         os.kill(executor, signal.SIGKILL)
     elif name == "stall":
-        until = time.monotonic() + (float(argument) if argument else STALL_S)
-        while time.monotonic() < until:
-            time.sleep(0.5)
+        _sleep(float(argument) if argument else STALL_S)
+    elif name == "slow":
+        _append("slow", json.dumps({"task": _key(task), "seconds": float(argument) if argument else SLOW_S}))
+        _sleep(STALL_S, until=lambda: _copy_mid_write(task))
+        _phase(task, "resumed")
     else:
         raise RuntimeError(f"unknown action {action!r}; the actions are {', '.join(ACTIONS)}")
 
@@ -124,9 +170,14 @@ def _watched(sink, iterator):
             return
         yield first
         # The sink asks for more: the first batch is in its open file or transaction.
+        _phase(task, "mid-write")
         action = _take_aim(task)
         if action is not None:
-            _act(action)
+            _act(action, task)
+        else:
+            slow = _slow_seconds(task)
+            if slow is not None:
+                _sleep(slow)
         yield from rows
 
     return batches()
