@@ -226,9 +226,14 @@ class Pipeline:
         return -1 if progress is None else int(progress["batchId"])
 
     def drain(self) -> None:
+        from pyspark.errors import StreamingQueryException
+
         self.stop_producing.set()
         self.producer.join(60)
-        self.query.processAllAvailable()
+        try:
+            self.query.processAllAvailable()
+        except StreamingQueryException as error:
+            raise ChaosFailed(f"the {self.sink} query failed while it drained: {error}") from None
         self.query.stop()
 
     def read_output(self) -> list[int]:

@@ -21,13 +21,13 @@ import time
 import pytest
 
 from tests.support.paths import SCRIPTS
-from tests.support.spark_standalone import executors, spark_standalone  # noqa: F401
+from tests.support.spark_standalone import executors
 
 SCRIPT = SCRIPTS / "chaos_executors.py"
 
 
 @pytest.fixture(scope="module")
-def reports(spark_standalone, pylog_broker, tmp_path_factory):  # noqa: F811
+def reports(spark_standalone, pylog_broker, tmp_path_factory):
     report = tmp_path_factory.mktemp("chaos-executors") / "report.json"
     done = subprocess.run(
         [

@@ -18,7 +18,8 @@ those sessions, an executor orphaned by a killed worker included, and each JVM i
 die with the process that started it (``PR_SET_PDEATHSIG``), so a killed test run leaks no JVM.
 Logs and work directories are kept under ``directory``.
 
-``spark_standalone`` is the session-wide pytest fixture (two workers, one core each).
+``spark_standalone`` is the session-wide pytest fixture (two workers, one core each), made
+available to every test by tests/conftest.py.
 """
 
 from __future__ import annotations
