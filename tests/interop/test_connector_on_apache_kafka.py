@@ -16,6 +16,8 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql import functions as F
 
+from kafka_spark.topics.options import parse_sink_options
+from kafka_spark.topics.task import TopicSinkCommitMessage, write_exactly_once
 from tests.interop.harness import (
     BASE_TS,
     SCRAM_PASSWORD,
@@ -29,6 +31,10 @@ from tests.interop.harness import (
     table,
 )
 from tests.support.waiting import wait_until
+
+from tests.topics.test_fencing import SCHEMA as FENCING_SCHEMA
+from tests.topics.test_fencing import HeldAttempt
+from tests.topics.test_fencing import rows as fencing_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -262,6 +268,22 @@ def test_topic_sink_rows_apache_kafka_rejects_abort_the_write_and_name_why(
         ).mode("append").save()
     committed = records(java_clients.run("read", apache.bootstrap_servers, output, "read_committed", "60000"))
     assert committed == []
+
+
+def test_topic_sink_attempt_fenced_by_its_copy_returns_as_a_replay_on_apache_kafka(
+    apache: Cluster, java_clients: JavaClients
+):
+    # As tests/topics/test_fencing.py on pylog's broker: the first attempt of a task is held inside
+    # its open transaction while a copy of it fences it and commits; Apache Kafka fences it with
+    # its own errors, and the first attempt must return as a replay rather than fail the task.
+    output = apache.topic(partitions=1, prefix="sink-fenced")
+    options = parse_sink_options({"kafka.bootstrap.servers": apache.bootstrap_servers, "topic": output}, FENCING_SCHEMA)
+    first = HeldAttempt(options, "fenced-on-kafka", 5)
+    copy = write_exactly_once(options, iter([fencing_rows("copy-", 10)]), "fenced-on-kafka", 5)
+    assert copy == TopicSinkCommitMessage(0, 10, skipped=False)
+    assert first.release() == TopicSinkCommitMessage(0, 0, skipped=True)
+    committed = records(java_clients.run("read", apache.bootstrap_servers, output, "read_committed", "60000"))
+    assert sorted(value for _, _, value in committed) == sorted(f"copy-{i}" for i in range(10))
 
 
 def test_commit_offsets_to_group_shows_in_kafka_consumer_groups_with_the_lag(spark, apache: Cluster, tmp_path):
