@@ -10,9 +10,11 @@ transactional ``pylog`` topic sink (read by a read_committed consumer).
 By default it starts a Spark standalone cluster of its own from the installed PySpark (a master
 and two workers of one core on 127.0.0.2 and 127.0.0.3: distinct hosts, which speculation needs,
 since Spark never runs a copy of a task on a host that runs an attempt of it) and a pylog broker
-process; ``--master`` and ``--bootstrap-server`` use running ones instead. This process is the
-Spark driver. Each sink's pipeline is pylog source (3 partitions, ``minPartitions`` 2 so that
-every micro-batch has two tasks or more, 200 ms trigger) -> sink, with ``spark.speculation`` on:
+process; ``--master`` and ``--bootstrap-server`` use running ones instead (``--master
+'local-cluster[2,1,1024]'`` runs the kills where the loopback addresses are missing; not ``stall``
+nor ``slow``, whose copies need a second host). This process is the Spark driver. Each sink's
+pipeline is pylog source (3 partitions, ``minPartitions`` 2 so that every micro-batch has two
+tasks or more, 200 ms trigger) -> sink, with ``spark.speculation`` on:
 
 * ``--aim``: actions struck one at a time, in order, for each sink, by the first attempt of a
   sink task that is in the middle of its write (scripts/executor_hooks, loaded into the
