@@ -9,9 +9,9 @@ import tempfile
 import pytest
 
 from tests.support.leaks import no_leaks  # noqa: F401 - the autouse check that nothing outlives its test
+from tests.support.spark_standalone import spark_standalone  # noqa: F401 - one cluster for the session
 
 pytest_plugins = ["pytester"]  # tests/support/test_leaks.py runs the leak check on tests of its own
-from tests.support.spark_standalone import spark_standalone  # noqa: F401 - one cluster for the session
 
 # Python workers must run this interpreter (the venv), not `python3` on PATH.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

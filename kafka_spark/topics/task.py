@@ -434,6 +434,11 @@ def write_exactly_once(
     except (KafkaException, SystemError) as raised:
         fenced = _fenced(producer, raised, block_s)
         error = _kafka_error(raised)
+        if fenced:
+            # The SystemError confluent-kafka raises from flush() when a delivery callback saw the
+            # fatal error is never freed (a reference the extension keeps): without its traceback
+            # it cannot keep this frame, and with it the fenced producer's threads, alive.
+            raised.__traceback__ = None
         if not fenced and (error is None or not error.txn_requires_abort()):
             raise
         if not fenced:

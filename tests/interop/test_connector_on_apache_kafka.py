@@ -31,7 +31,6 @@ from tests.interop.harness import (
     table,
 )
 from tests.support.waiting import wait_until
-
 from tests.topics.test_fencing import SCHEMA as FENCING_SCHEMA
 from tests.topics.test_fencing import HeldAttempt
 from tests.topics.test_fencing import rows as fencing_rows

@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tests.support.paths import SCRIPTS
 from tests.support.spark_standalone import executors
+from tests.support.waiting import wait_until
 
 SCRIPT = SCRIPTS / "chaos_executors.py"
 
@@ -85,7 +85,6 @@ def test_each_record_once_through_a_speculative_copy_and_killed_workers_and_exec
 def test_the_application_leaves_no_executor_behind(reports):
     by_sink, _ = reports
     app_id = by_sink["files"]["app_id"]
-    deadline = time.monotonic() + 120
-    while executors(app_id) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert executors(app_id) == []
+    wait_until(
+        lambda: executors(app_id) == [], lambda: f"executors of {app_id} still running: {executors(app_id)}", 120
+    )
