@@ -77,3 +77,40 @@ def test_update_mode_through_topic_writer_lands_each_batch_exactly_once(spark, p
     updates = sorted((key.decode(), int(value)) for key, value, *_ in rows)
     # Update mode: after each of the 3 batches, every key's new count, once.
     assert updates == sorted((f"k{k}", n) for k in range(3) for n in (10, 20, 30))
+
+
+def test_topic_writer_keys_batches_by_the_query_id_in_checkpoint_location(spark, pylog_broker, pylog_topic, tmp_path):
+    """checkpoint_location: the query id comes from the checkpoint's `metadata` (what a Spark
+    Connect server's foreachBatch needs, tests/test_connect.py); in a classic session it is also
+    checked against the running query's, so another query's checkpoint is refused."""
+    bootstrap = pylog_broker.bootstrap_servers
+    source, sink = pylog_topic(partitions=2), pylog_topic(partitions=2)
+    produce_keys(bootstrap, source, 0, 30)
+
+    def run(checkpoint, writer_checkpoint):
+        query = (
+            counts_per_key(spark, bootstrap, source)
+            .writeStream.outputMode("update")
+            .foreachBatch(
+                kafka_spark.topic_writer(
+                    checkpoint_location=str(writer_checkpoint), topic=sink, **{"kafka.bootstrap.servers": bootstrap}
+                )
+            )
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        return query
+
+    mine = tmp_path / "mine"
+    run(mine, mine)
+    assert sorted((k.decode(), int(v)) for k, v, *_ in read_topic(bootstrap, sink, 2)) == [
+        ("k0", 10),
+        ("k1", 10),
+        ("k2", 10),
+    ]
+    with pytest.raises(
+        PySparkException, match=r"checkpoint_location .*mine holds query .*, but this micro-batch is of"
+    ):
+        run(tmp_path / "other", mine)
