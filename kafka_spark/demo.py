@@ -29,6 +29,9 @@ ORDERS_PER_RUN = 5_000
 def main(out: Path = Path("demo-output")) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this interpreter
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a laptop demo: Spark on loopback only
+    import kafka_spark.spark_env  # noqa: F401  (first: names a missing or doubled PySpark, and the fix)
+
+    # isort: split
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 

@@ -80,6 +80,9 @@ def lag_metrics(progress: Any, source: int = 0) -> dict[str, str]:
 
 
 def _listener_base() -> type:
+    import kafka_spark.spark_env  # noqa: F401  (first: names a missing or doubled PySpark, and the fix)
+
+    # isort: split
     from pyspark.sql.streaming import StreamingQueryListener
 
     return StreamingQueryListener

@@ -37,6 +37,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
+
+import kafka_spark.spark_env  # noqa: F401  (first: names a missing or doubled PySpark, and the fix)
+
+# isort: split
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 

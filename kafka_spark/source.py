@@ -9,6 +9,9 @@ streaming-only rules are checked when the reader is created.
 
 from __future__ import annotations
 
+import kafka_spark.spark_env  # noqa: F401  (first: names a missing or doubled PySpark, and the fix)
+
+# isort: split
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, DataSourceWriter
 from pyspark.sql.types import (
     ArrayType,

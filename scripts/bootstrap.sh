@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what pylog needs on a fresh Debian machine: Java 17 (Spark; the JDK, since the interop
 # tests compile small Java clients), Maven and kcat (client compatibility tests and benchmarks), a
-# virtualenv with the package and its test and lint extras (make lint), and Apache Kafka and Spark's
-# Kafka connector from Maven Central (scripts/fetch_references.sh).
+# virtualenv with the package, PySpark (extra spark) and the test and lint extras (make lint), and
+# Apache Kafka and Spark's Kafka connector from Maven Central (scripts/fetch_references.sh).
 # Idempotent: each step is skipped when its result is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,7 +54,7 @@ stamp=.venv/.pylog-installed
 # setup.py and the C source (and its generated header): the install builds kafka_spark/cli/_console_values.c (optional) in place.
 if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
     || [ kafka_spark/cli/_console_values.c -nt "$stamp" ] || [ kafka_spark/cli/_record_layout.h -nt "$stamp" ]; then
-  echo "bootstrap: installing pylog and its test and lint extras into .venv"
+  echo "bootstrap: installing pylog with PySpark and its test and lint extras into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
   # The distribution was named "pylog" before it became pyspark-pylog: remove that old install
   # (recognised by its summary; "pylog" on the package index is another project).
@@ -65,7 +65,7 @@ if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ setup.py -nt "$stamp" ] 
   fi
   # compat mode: Spark finds data sources by listing top-level `pyspark_*` modules
   # (pkgutil.iter_modules), which setuptools' default editable finder hides.
-  .venv/bin/python -m pip install -q -e '.[test,lint]' --config-settings editable_mode=compat
+  .venv/bin/python -m pip install -q -e '.[spark,test,lint]' --config-settings editable_mode=compat
   touch "$stamp"
 fi
 

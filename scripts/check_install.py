@@ -55,8 +55,8 @@ def clean_env(work: Path) -> dict[str, str]:
     return env
 
 
-def check(work: Path, *, pyspark: str | None, tests: list[str]) -> None:
-    env = clean_env(work)
+def build_wheel(work: Path, env: dict[str, str]) -> Path:
+    """The wheel of this checkout, in ``work/dist``."""
     dist = work / "dist"
     run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(dist)],
@@ -65,13 +65,24 @@ def check(work: Path, *, pyspark: str | None, tests: list[str]) -> None:
         what="building the wheel",
     )
     (wheel,) = dist.glob("pyspark_pylog-*.whl")
-    venv = work / "venv"
-    # A plain virtualenv from the base interpreter: nothing of the caller's environment leaks in.
+    return wheel
+
+
+def make_venv(venv: Path, env: dict[str, str]) -> str:
+    """A plain virtualenv from the base interpreter (nothing of the caller's environment leaks
+    in); returns its python."""
     base = getattr(sys, "_base_executable", sys.executable)
-    run([base, "-m", "venv", str(venv)], cwd=work, env=env, what="creating a fresh virtualenv")
-    python = str(venv / "bin" / "python")
+    run([base, "-m", "venv", str(venv)], cwd=venv.parent, env=env, what=f"creating a fresh virtualenv {venv.name}")
+    return str(venv / "bin" / "python")
+
+
+def check(work: Path, *, pyspark: str | None, tests: list[str]) -> None:
+    env = clean_env(work)
+    wheel = build_wheel(work, env)
+    python = make_venv(work / "venv", env)
     env["PYSPARK_PYTHON"] = python
-    requirements = [str(wheel)]
+    # Extra `spark`: pylog declares no PySpark of its own (setup.cfg).
+    requirements = [f"{wheel}[spark]"]
     if pyspark:
         requirements.append(f"pyspark[sql]=={pyspark}")
     if tests:
