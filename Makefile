@@ -1,13 +1,18 @@
-# The two commands of the README. Both create .venv and install what is missing first.
+# The two commands of the README. Both create .venv and install what is missing first: the demo
+# what it needs (Java, pylog with PySpark), the tests and lint also their tools and references
+# (scripts/bootstrap.sh).
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint lint-imports bootstrap bench clean
+.PHONY: demo test lint lint-imports bootstrap bootstrap-demo bench dist clean
 
 bootstrap:
-	@bash scripts/bootstrap.sh
+	@bash scripts/bootstrap.sh test
 
-demo: bootstrap
+bootstrap-demo:
+	@bash scripts/bootstrap.sh demo
+
+demo: bootstrap-demo
 	$(PY) -m kafka_spark.demo
 
 test: bootstrap

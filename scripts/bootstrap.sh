@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# Installs what pylog needs on a fresh Debian machine: Java 17 (Spark; the JDK, since the interop
-# tests compile small Java clients), Maven and kcat (client compatibility tests and benchmarks), a
-# virtualenv with the package, PySpark (extra spark) and the test and lint extras (make lint), and
-# Apache Kafka and Spark's Kafka connector from Maven Central (scripts/fetch_references.sh).
-# Idempotent: each step is skipped when its result is already there.
+# Installs what a job needs on a fresh Debian machine, in two levels:
+#   bootstrap.sh demo   `make demo`: Java 17 (Spark's JVM) and a virtualenv .venv holding pylog
+#                       with PySpark (extra `spark`);
+#   bootstrap.sh test   `make test`, `make lint` (the default): also the JDK (the interop tests
+#                       compile small Java clients), Maven and kcat (client compatibility tests and
+#                       benchmarks), the test and lint extras, and Apache Kafka and Spark's Kafka
+#                       connector from Maven Central (scripts/fetch_references.sh).
+# Idempotent: each step is skipped when its result is already there, and a test-level .venv
+# serves the demo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+level=${1:-test}
+case "$level" in
+  demo | test) ;;
+  *) echo "usage: $0 [demo|test]" >&2; exit 2 ;;
+esac
 
 apt_install() {
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
@@ -14,9 +23,13 @@ apt_install() {
 }
 
 need=()
-if ! command -v javac >/dev/null 2>&1; then need+=(openjdk-17-jdk-headless); fi
-if ! command -v mvn >/dev/null 2>&1; then need+=(maven); fi
-if ! command -v kcat >/dev/null 2>&1; then need+=(kcat); fi
+if [ "$level" = demo ]; then
+  if ! command -v java >/dev/null 2>&1; then need+=(openjdk-17-jre-headless); fi
+else
+  if ! command -v javac >/dev/null 2>&1; then need+=(openjdk-17-jdk-headless); fi
+  if ! command -v mvn >/dev/null 2>&1; then need+=(maven); fi
+  if ! command -v kcat >/dev/null 2>&1; then need+=(kcat); fi
+fi
 if [ "${#need[@]}" -gt 0 ]; then
   echo "bootstrap: installing ${need[*]} with apt"
   apt_install "${need[@]}"
@@ -50,11 +63,17 @@ if [ ! -x .venv/bin/python ]; then
   echo "bootstrap: creating .venv with $python ($("$python" -c 'import platform; print("Python", platform.python_version())'))"
   "$python" -m venv .venv
 fi
-stamp=.venv/.pylog-installed
-# setup.py and the C source (and its generated header): the install builds kafka_spark/cli/_console_values.c (optional) in place.
-if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
-    || [ kafka_spark/cli/_console_values.c -nt "$stamp" ] || [ kafka_spark/cli/_record_layout.h -nt "$stamp" ]; then
-  echo "bootstrap: installing pylog with PySpark and its test and lint extras into .venv"
+# One stamp per level, newer than what the install reads: setup.py and the C source too (the install
+# builds kafka_spark/cli/_console_values.c, optional, in place, with its generated header).
+if [ "$level" = demo ]; then extras=spark; else extras=spark,test,lint; fi
+installed() {  # installed LEVEL: that level's install is newer than what it reads
+  local stamp=".venv/.pylog-installed-$1"
+  [ -f "$stamp" ] && [ ! setup.cfg -nt "$stamp" ] && [ ! setup.py -nt "$stamp" ] \
+    && [ ! kafka_spark/cli/_console_values.c -nt "$stamp" ] \
+    && [ ! kafka_spark/cli/_record_layout.h -nt "$stamp" ]
+}
+if ! installed test && ! { [ "$level" = demo ] && installed demo; }; then
+  echo "bootstrap: installing pylog with its extras [$extras] into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
   # The distribution was named "pylog" before it became pyspark-pylog: remove that old install
   # (recognised by its summary; "pylog" on the package index is another project).
@@ -65,8 +84,11 @@ if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ setup.py -nt "$stamp" ] 
   fi
   # compat mode: Spark finds data sources by listing top-level `pyspark_*` modules
   # (pkgutil.iter_modules), which setuptools' default editable finder hides.
-  .venv/bin/python -m pip install -q -e '.[spark,test,lint]' --config-settings editable_mode=compat
-  touch "$stamp"
+  .venv/bin/python -m pip install -q -e ".[$extras]" --config-settings editable_mode=compat
+  rm -f .venv/.pylog-installed .venv/.pylog-installed-*
+  touch ".venv/.pylog-installed-$level"
 fi
 
-bash scripts/fetch_references.sh
+if [ "$level" = test ]; then
+  bash scripts/fetch_references.sh
+fi
