@@ -29,6 +29,11 @@ lint: lint-imports
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy
 
+# The release artifacts in dist/: the sdist, the pure wheel and this platform's abi3 wheel
+# (scripts/build_dist.py; tests/test_install.py installs them).
+dist: bootstrap
+	$(PY) scripts/build_dist.py
+
 bench: bootstrap
 	$(PY) bench/broker_throughput.py
 

@@ -2,10 +2,11 @@
 # Installs what a job needs on a fresh Debian machine, in two levels:
 #   bootstrap.sh demo   `make demo`: Java 17 (Spark's JVM) and a virtualenv .venv holding pylog
 #                       with PySpark (extra `spark`);
-#   bootstrap.sh test   `make test`, `make lint` (the default): also the JDK (the interop tests
-#                       compile small Java clients), Maven and kcat (client compatibility tests and
-#                       benchmarks), the test and lint extras, and Apache Kafka and Spark's Kafka
-#                       connector from Maven Central (scripts/fetch_references.sh).
+#   bootstrap.sh test   `make test`, `make lint`, `make dist` (the default): also the JDK (the
+#                       interop tests compile small Java clients), Maven and kcat (client
+#                       compatibility tests and benchmarks), the test, lint and release extras, and
+#                       Apache Kafka and Spark's Kafka connector from Maven Central
+#                       (scripts/fetch_references.sh).
 # Idempotent: each step is skipped when its result is already there, and a test-level .venv
 # serves the demo.
 set -euo pipefail
@@ -65,7 +66,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # One stamp per level, newer than what the install reads: setup.py and the C source too (the install
 # builds kafka_spark/cli/_console_values.c, optional, in place, with its generated header).
-if [ "$level" = demo ]; then extras=spark; else extras=spark,test,lint; fi
+if [ "$level" = demo ]; then extras=spark; else extras=spark,test,lint,release; fi
 installed() {  # installed LEVEL: that level's install is newer than what it reads
   local stamp=".venv/.pylog-installed-$1"
   [ -f "$stamp" ] && [ ! setup.cfg -nt "$stamp" ] && [ ! setup.py -nt "$stamp" ] \
@@ -82,6 +83,9 @@ if ! installed test && ! { [ "$level" = demo ] && installed demo; }; then
     .venv/bin/python -m pip uninstall -q -y pylog
     rm -rf pylog.egg-info
   fi
+  # An extension built in place before it used Python's limited API keeps a name that imports
+  # ahead of the new one (.cpython-3XX-*.so before .abi3.so).
+  rm -f kafka_spark/cli/_console_values.cpython-*.so
   # compat mode: Spark finds data sources by listing top-level `pyspark_*` modules
   # (pkgutil.iter_modules), which setuptools' default editable finder hides.
   .venv/bin/python -m pip install -q -e ".[$extras]" --config-settings editable_mode=compat

@@ -134,10 +134,10 @@ def records_section(data: bytes, batch: Batch) -> tuple[bytes, int, int]:
     return section, 0, len(section)
 
 
-def lines(buf: bytes, start: int, end: int, limit: int) -> tuple[bytes, int]:
+def lines(buf: bytes, start: int, end: int, limit: int) -> tuple[bytes | bytearray, int]:
     """The default output of the records in ``buf[start:end]``: each value and a newline (a null
     value: an empty line), at most ``limit`` records (-1: all); returns it and how many records.
-    In C where kafka_spark.cli._console_values is built, else :func:`values`."""
+    In C where kafka_spark.cli._console_values is built (a bytearray), else :func:`values`."""
     if _c_values is not None:
         output, count, _ = _c_values(buf, start, end, limit)
         return output, count
