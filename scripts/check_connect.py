@@ -4,8 +4,8 @@
    (its jars ship the server: ``pyspark/jars/spark-connect_*.jar``) on a free loopback port, with
    this Python, where pylog is installed, as the Python of its workers: the data sources, and the
    ``foreachBatch`` functions of Connect clients, run there.
-2. Meanwhile builds the release artifacts of this checkout and a fresh client virtualenv holding
-   ``<wheel>[connect]`` (the wheel pip picks among them) and ``pyspark-client`` at the newest
+2. Meanwhile builds the pure wheel of this checkout (scripts/build_dist.py) and a fresh client
+   virtualenv holding ``<wheel>[connect]`` and ``pyspark-client`` at the newest
    release not newer than the server's Spark (Spark checks older clients against newer servers;
    a newer client may send what the server does not know), and no ``pyspark``.
 3. Runs scripts/connect_client.py in that virtualenv, from outside the checkout: format("pylog")
@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from check_install import ROOT, build_artifacts, chosen_wheel, clean_env, make_venv, run
+from check_install import ROOT, build_artifacts, clean_env, make_venv, run
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 #: The oldest thin client pylog declares (setup.cfg, extra `connect`).
@@ -147,11 +147,11 @@ def _tail(log: Path, lines: int = 40) -> str:
 def client_venv(venv: Path, work: Path, env: dict[str, str], server_version: str) -> str:
     """The thin-client virtualenv, made fresh, or reused (``--client-venv``) when it was made for
     this server's release: then only this checkout's wheel is installed again."""
-    artifacts = build_artifacts(work, env)
+    # The pure wheel, what any client platform gets (the client never runs pylog consume).
+    wheel = build_artifacts(work, env, platform=False)["pure"]
     stamp = venv / ".pylog-server"
     python = str(venv / "bin" / "python")
     if stamp.exists() and stamp.read_text() == server_version and os.path.exists(python):
-        wheel = chosen_wheel(python, artifacts, work, env)
         run(
             [python, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(wheel)],
             cwd=work,
@@ -162,7 +162,6 @@ def client_venv(venv: Path, work: Path, env: dict[str, str], server_version: str
     shutil.rmtree(venv, ignore_errors=True)
     python = make_venv(venv, env)
     run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"], cwd=work, env=env, what="upgrading pip")
-    wheel = chosen_wheel(python, artifacts, work, env)
     client = f"pyspark-client>={CLIENT_FLOOR},<={server_version}"
     run(
         [python, "-m", "pip", "install", "-q", f"{wheel}[connect]", client],

@@ -62,17 +62,19 @@ def clean_env(work: Path) -> dict[str, str]:
     return env
 
 
-def build_artifacts(work: Path, env: dict[str, str]) -> dict[str, Path]:
-    """The release artifacts in ``work/dist``: {"sdist", "pure", and on Linux "platform": path}."""
+def build_artifacts(work: Path, env: dict[str, str], *, platform: bool = True) -> dict[str, Path]:
+    """The release artifacts in ``work/dist``: {"sdist", "pure", and on Linux "platform": path}
+    (``platform=False``: the sdist and the pure wheel only)."""
     dist = work / "dist"
     run(
-        [sys.executable, str(ROOT / "scripts" / "build_dist.py"), "--out", str(dist)],
+        [sys.executable, str(ROOT / "scripts" / "build_dist.py"), "--out", str(dist)]
+        + ([] if platform else ["--no-platform-wheel"]),
         cwd=work,
         env=env,
         what="building the release artifacts",
     )
     artifacts = {"sdist": one(dist, "pyspark_pylog-*.tar.gz"), "pure": one(dist, "pyspark_pylog-*-py3-none-any.whl")}
-    if sys.platform == "linux":
+    if platform and sys.platform == "linux":
         artifacts["platform"] = one(dist, "pyspark_pylog-*-abi3-manylinux*.whl")
     return artifacts
 

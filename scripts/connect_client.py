@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import sysconfig
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,8 +23,8 @@ from pyspark.sql import SparkSession
 import kafka_spark
 from kafka_spark.broker import EmbeddedBroker
 
-RECORDS = 120  # over 2 partitions, read 40 per trigger: 3 micro-batches
-PER_TRIGGER = 40
+RECORDS = 120  # over 2 partitions, read 60 per trigger: 2 micro-batches after the empty first
+PER_TRIGGER = 60
 _CHECKPOINTS = ("files-checkpoint", "copied-checkpoint", "counted-checkpoint")
 
 
@@ -240,8 +241,6 @@ class Checks:
 
 
 def _wait_for(probe: Callable, deadline_s: float = 60) -> object:
-    import time
-
     started = time.monotonic()
     while time.monotonic() - started < deadline_s:
         value = probe()
@@ -262,15 +261,28 @@ def main(url: str, out: Path, full: bool) -> None:
         try:
             print(f"server: Spark {spark.version} at {url}")
             checks = Checks(spark, bootstrap, out)
-            checks.batch_read(RECORDS)
-            checks.files_stream(RECORDS)
-            checks.topic_stream(RECORDS)
-            checks.foreach_batch(RECORDS)
+
+            def produce_more(total: int) -> None:
+                produce(bootstrap, "orders", RECORDS, total - RECORDS)
+                print(f"{total - RECORDS} more records in orders")
+
+            steps: list[tuple[Callable, int]] = [
+                (checks.batch_read, RECORDS),
+                (checks.files_stream, RECORDS),
+                (checks.topic_stream, RECORDS),
+                (checks.foreach_batch, RECORDS),
+            ]
             if full:
-                produce(bootstrap, "orders", RECORDS, RECORDS)
-                checks.replays(2 * RECORDS)
-                checks.batch_write(2 * RECORDS)
-                checks.register_and_listener(2 * RECORDS)
+                steps += [
+                    (produce_more, 2 * RECORDS),
+                    (checks.replays, 2 * RECORDS),
+                    (checks.batch_write, 2 * RECORDS),
+                    (checks.register_and_listener, 2 * RECORDS),
+                ]
+            for check, expected in steps:
+                started = time.monotonic()
+                check(expected)
+                print(f"  ({time.monotonic() - started:.1f} s)", flush=True)
         finally:
             spark.stop()
     print("ok: pylog's formats and helpers through Spark Connect")
