@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.connect
+@pytest.mark.spark  # a Connect server (Spark) in a subprocess
 def test_a_thin_client_reads_and_writes_through_a_connect_server(tmp_path):
     result = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "check_connect.py"), "--work-dir", str(tmp_path)],
