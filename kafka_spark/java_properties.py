@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kafka_spark.common.jaas import JaasConfigError, librdkafka_config
+from kafka_spark.common.token_login import PROVIDER, load_provider
 from kafka_spark.errors import PylogError
 from kafka_spark.option_names import close_match, warn_once
 
@@ -56,6 +57,7 @@ class Rule:
     note: str = ""  # what pylog does with it (README table, warnings, errors)
     target: str | None = None  # librdkafka name (renamed)
     convert: Callable[[str], str] | None = None  # Java value -> librdkafka value (renamed)
+    security: bool = False  # translated with the credentials (kafka_spark.common.jaas.librdkafka_config)
 
 
 SAME = Rule("same")
@@ -81,7 +83,16 @@ _JVM = _ignored("JVM metrics / classes; librdkafka has no equivalent")
 _JAVA_LOGIN = _ignored("Java login framework; librdkafka logs in from `sasl.*` / `sasl.jaas.config`")
 _JAVA_TLS = _ignored("Java TLS provider settings; librdkafka uses OpenSSL's")
 _OAUTH_BROKER = _ignored("token validation settings of brokers; a client does not use them")
-_SECURITY = Rule("renamed", "to librdkafka's credential and certificate settings (see below the table)")
+_OAUTH_CHECK = _ignored(
+    "Java's client checks the claims of the tokens it gets; librdkafka reads their subject and expiry"
+)
+_SECURITY = Rule("renamed", "to librdkafka's credential and certificate settings (see below the table)", security=True)
+_LOGIN_CLASS = Rule(
+    "renamed",
+    "OAUTHBEARER and AWS_MSK_IAM: chooses librdkafka's login (docs/managed-kafka.md); another Java class is "
+    "refused; with other mechanisms, ignored (warning)",
+    security=True,
+)
 
 _COMMON: dict[str, Rule] = {
     "bootstrap.servers": Rule("same", "without it, the local embedded broker"),
@@ -156,10 +167,12 @@ _COMMON: dict[str, Rule] = {
             "metrics.recording.level",
             "metrics.sample.window.ms",
             "security.providers",
-            "sasl.client.callback.handler.class",
         ),
         _JVM,
     ),
+    "sasl.client.callback.handler.class": _LOGIN_CLASS,
+    "sasl.login.callback.handler.class": _LOGIN_CLASS,
+    "sasl.oauthbearer.jwt.retriever.class": _LOGIN_CLASS,
     "socket.connection.setup.timeout.max.ms": _ignored(
         "librdkafka has one setup timeout, `socket.connection.setup.timeout.ms`"
     ),
@@ -167,7 +180,6 @@ _COMMON: dict[str, Rule] = {
         (
             "sasl.kerberos.ticket.renew.jitter",
             "sasl.kerberos.ticket.renew.window.factor",
-            "sasl.login.callback.handler.class",
             "sasl.login.class",
             "sasl.login.connect.timeout.ms",
             "sasl.login.read.timeout.ms",
@@ -189,12 +201,13 @@ _COMMON: dict[str, Rule] = {
             "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
             "sasl.oauthbearer.jwks.endpoint.url",
             "sasl.oauthbearer.clock.skew.seconds",
-            "sasl.oauthbearer.scope.claim.name",
-            "sasl.oauthbearer.jwt.retriever.class",
-            "sasl.oauthbearer.jwt.validator.class",
-            "sasl.oauthbearer.header.urlencode",
         ),
         _OAUTH_BROKER,
+    ),
+    "sasl.oauthbearer.scope.claim.name": _OAUTH_CHECK,
+    "sasl.oauthbearer.jwt.validator.class": _OAUTH_CHECK,
+    "sasl.oauthbearer.header.urlencode": _ignored(
+        "librdkafka sends the OIDC client id and secret as given, Java's default (false)"
     ),
     **dict.fromkeys(
         (
@@ -383,6 +396,14 @@ _SECURITY_ORIGIN = {
     "ssl.key.location": "ssl.keystore.location",
     "ssl.key.pem": "ssl.keystore.key",
     "ssl.certificate.pem": "ssl.keystore.certificate.chain",
+    "sasl.oauthbearer.method": "sasl.login.callback.handler.class",
+    "sasl.oauthbearer.client.id": "sasl.jaas.config",
+    "sasl.oauthbearer.client.secret": "sasl.jaas.config",
+    "sasl.oauthbearer.extensions": "sasl.jaas.config",
+    "sasl.oauthbearer.config": "sasl.jaas.config",
+    "sasl.oauthbearer.grant.type": "sasl.oauthbearer.jwt.retriever.class",
+    "enable.sasl.oauthbearer.unsecure.jwt": "sasl.jaas.config",
+    "https.ca.location": "sasl.jaas.config",
 }
 _JAVA_PARTITIONERS = {
     "org.apache.kafka.clients.producer.internals.DefaultPartitioner": "murmur2_random",
@@ -426,7 +447,7 @@ def translate(config: Mapping[str, str], role: str, prefix: str = "kafka.") -> C
     passed: dict[str, str] = {}
     for name, value in given.items():
         rule = _rule(name, role)
-        if rule is None or rule.action == "same" or rule is _SECURITY:
+        if rule is None or rule.action == "same" or rule.security:
             if name == "sasl.kerberos.kinit.cmd" and " " not in value.strip():
                 out.ignored.append((name, "Java's kinit path; librdkafka takes a whole command line here"))
                 continue
@@ -451,8 +472,8 @@ def translate(config: Mapping[str, str], role: str, prefix: str = "kafka.") -> C
                 raise KafkaConfigError(f"{prefix}{name} must be a number, got {value!r}") from None
             out.origin[rule.target] = name
     _partitioner(out, passed, role, prefix)
-    try:  # sasl.jaas.config, Java trust and key stores
-        translated = librdkafka_config(passed, prefix)
+    try:  # sasl.jaas.config, the login's Java classes, Java trust and key stores
+        translated = librdkafka_config(passed, prefix, out.ignored)
     except JaasConfigError as error:
         raise KafkaConfigError(str(error)) from None
     for name in translated:
@@ -529,8 +550,13 @@ def check_client_config(
     from confluent_kafka import Consumer, KafkaException, Producer
     from confluent_kafka.admin import AdminClient
 
-    probe = {k: v for k, v in config.items() if k not in ("bootstrap.servers", "error_cb", "logger")}
+    probe = {k: v for k, v in config.items() if k not in ("bootstrap.servers", "error_cb", "logger", PROVIDER)}
     probe["log_level"] = 0
+    if PROVIDER in config:  # a token function: importable here, called only where clients connect
+        try:
+            load_provider(str(config[PROVIDER]), f"{prefix}{origin.get(PROVIDER, PROVIDER)}")
+        except PylogError as error:  # unknown function, the AWS extra missing, ...
+            raise KafkaConfigError(f"{what}: {error}") from None
     cls = {"consumer": Consumer, "producer": Producer, "admin": AdminClient}[kind]
     try:
         client = cls(probe)

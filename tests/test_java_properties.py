@@ -75,7 +75,7 @@ def passed_through() -> list[tuple[str, str, str]]:
     rows = []
     for role, name, default in java_properties():
         rule = getattr(PROPERTIES[name], role)
-        if rule.action in ("same", "renamed") and rule.note != PROPERTIES["sasl.jaas.config"].consumer.note:
+        if rule.action in ("same", "renamed") and not rule.security:
             value = SAMPLES.get(name, default)
             if value not in ("null", '""', ""):
                 rows.append((role, name, value))

@@ -19,6 +19,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from kafka_spark.client.token_provider import with_token_callback
+
 #: Lines of one kind (librdkafka facility and level, e.g. FAIL at ERROR) let through per window.
 BURST = 3
 #: The window, in seconds.
@@ -61,5 +63,7 @@ LOGGER.addFilter(RateLimit())
 
 
 def routed(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` with librdkafka's log going to :data:`LOGGER` (give it to every client)."""
-    return {**config, "logger": LOGGER}
+    """``config`` ready for a confluent-kafka client (give it to every client): librdkafka's log
+    going to :data:`LOGGER`, and a token function's reference replaced by its token callback
+    (kafka_spark.client.token_provider, which asks for the first token now)."""
+    return {**with_token_callback(config), "logger": LOGGER}

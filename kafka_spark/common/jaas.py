@@ -5,8 +5,9 @@ Spark's Kafka connector and Kafka's own brokers take SASL credentials as a JAAS 
     kafka.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required
                              username="alice" password="alice-secret";
 
-librdkafka has no JAAS: it takes ``sasl.username`` / ``sasl.password`` (PLAIN, SCRAM) and
-``sasl.kerberos.keytab`` / ``sasl.kerberos.principal`` (GSSAPI). :func:`librdkafka_config` turns
+librdkafka has no JAAS: it takes ``sasl.username`` / ``sasl.password`` (PLAIN, SCRAM),
+``sasl.kerberos.keytab`` / ``sasl.kerberos.principal`` (GSSAPI) and its own OAUTHBEARER settings
+(kafka_spark.common.token_login: OIDC, MSK IAM, token functions). :func:`librdkafka_config` turns
 the Java settings a Spark job already has into those, so that moving a job to pylog stays a change
 of format name; what has no librdkafka equivalent fails with what to set instead. Errors never
 repeat a value: these settings hold passwords.
@@ -17,14 +18,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from kafka_spark.common.token_login import TokenLoginConfigError, token_login, wants_token_login
 from kafka_spark.errors import PylogError
 
 _PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _KERBEROS = "com.sun.security.auth.module.Krb5LoginModule"
-_OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 _FLAGS = ("required", "requisite", "sufficient", "optional")
-_OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s;"]+)')
+# Kafka's JaasConfig (a StreamTokenizer) quotes values with " or ' (Confluent's docs use ').
+_OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*("(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[^\s;"\']+)')
 
 
 class JaasConfigError(PylogError, ValueError):
@@ -58,24 +60,47 @@ def parse_jaas(text: str, setting: str = "sasl.jaas.config") -> tuple[str, dict[
                 '(write them as key="value"; the value is not shown)'
             )
         value = match.group(2)
-        if value.startswith('"'):
+        if value.startswith(('"', "'")):
             value = re.sub(r"\\(.)", r"\1", value[1:-1])
         options[match.group(1)] = value
         position = match.end()
     return module, options
 
 
-def librdkafka_config(config: Mapping[str, str], prefix: str = "kafka.") -> dict[str, str]:
+#: Java settings naming the classes of a SASL login; librdkafka has none of them.
+LOGIN_CLASSES = (
+    "sasl.login.callback.handler.class",
+    "sasl.client.callback.handler.class",
+    "sasl.oauthbearer.jwt.retriever.class",
+)
+
+
+def librdkafka_config(
+    config: Mapping[str, str], prefix: str = "kafka.", ignored: list[tuple[str, str]] | None = None
+) -> dict[str, str]:
     """``config`` (Kafka client settings, named without ``prefix``) with the Java-only ones
-    replaced by librdkafka's: ``sasl.jaas.config`` by the credentials it holds, a PEM
-    ``ssl.truststore.location`` by ``ssl.ca.location``, a PKCS#12 or PEM key store by
-    librdkafka's key settings, inline PEM text (``ssl.truststore.certificates``,
-    ``ssl.keystore.key``, ``ssl.keystore.certificate.chain``) by ``ssl.*.pem``, Java's empty
-    ``ssl.endpoint.identification.algorithm`` by ``none``."""
+    replaced by librdkafka's: ``sasl.jaas.config`` by the credentials it holds, an OAUTHBEARER
+    or AWS MSK IAM login (the JAAS line and the Java handler classes) by librdkafka's
+    (kafka_spark.common.token_login), a PEM ``ssl.truststore.location`` by ``ssl.ca.location``,
+    a PKCS#12 or PEM key store by librdkafka's key settings, inline PEM text
+    (``ssl.truststore.certificates``, ``ssl.keystore.key``, ``ssl.keystore.certificate.chain``)
+    by ``ssl.*.pem``, Java's empty ``ssl.endpoint.identification.algorithm`` by ``none``.
+    Settings given but not used are appended to ``ignored`` as (name, why)."""
     out = dict(config)
+    ignored = ignored if ignored is not None else []
     jaas = out.pop("sasl.jaas.config", None)
-    if jaas is not None:
-        out.update(_jaas_credentials(jaas, out, prefix))
+    classes = {name: out.pop(name) for name in LOGIN_CLASSES if name in out}
+    parsed = parse_jaas(jaas, f"{prefix}sasl.jaas.config") if jaas is not None else None
+    if wants_token_login(out, parsed[0] if parsed else None, classes):
+        try:
+            out = token_login(out, parsed, classes, prefix, ignored)
+        except TokenLoginConfigError as error:
+            raise JaasConfigError(str(error)) from None
+    else:
+        if jaas is not None:
+            out.update(_jaas_credentials(jaas, out, prefix))
+        for name in classes:
+            ignored.append((name, "a Java class of the login; librdkafka logs in from sasl.* / sasl.jaas.config"))
     truststore = out.pop("ssl.truststore.location", None)
     truststore_type = out.pop("ssl.truststore.type", None)
     out.pop("ssl.truststore.password", None)  # a PEM file has none; a JKS one is refused below
@@ -156,13 +181,8 @@ def _jaas_credentials(jaas: str, config: Mapping[str, str], prefix: str) -> dict
         if "principal" in options:
             out["sasl.kerberos.principal"] = options["principal"]
         return out
-    if module == _OAUTH:
-        raise JaasConfigError(
-            f"{prefix}sasl.jaas.config uses OAuthBearerLoginModule, which librdkafka configures differently: set "
-            f"{prefix}sasl.oauthbearer.method=oidc with {prefix}sasl.oauthbearer.client.id, "
-            f"{prefix}sasl.oauthbearer.client.secret and {prefix}sasl.oauthbearer.token.endpoint.url instead"
-        )
     raise JaasConfigError(
-        f"{prefix}sasl.jaas.config uses {module}, which pylog cannot translate for librdkafka; "
-        f"use PlainLoginModule, ScramLoginModule or Krb5LoginModule, or set {prefix}sasl.* directly"
+        f"{prefix}sasl.jaas.config uses {module}, which pylog cannot translate for librdkafka; use "
+        f"PlainLoginModule, ScramLoginModule, Krb5LoginModule, OAuthBearerLoginModule or MSK's IAMLoginModule, "
+        f"or set {prefix}sasl.* directly"
     )
