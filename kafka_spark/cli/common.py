@@ -6,11 +6,15 @@ admin futures, progress bars and the one-line error.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Any
 
 from kafka_spark.client.librdkafka_log import routed
+from kafka_spark.client.token_provider import TokenLoginError
 from kafka_spark.errors import PylogError
+
+log = logging.getLogger("kafka_spark")
 
 
 class CliError(PylogError):
@@ -41,12 +45,15 @@ def client_config(args: argparse.Namespace, **settings: Any) -> dict[str, Any]:
         from kafka_spark.broker.properties import read_properties
         from kafka_spark.common.jaas import JaasConfigError, librdkafka_config
 
+        ignored: list[tuple[str, str]] = []
         try:
-            config.update(librdkafka_config(read_properties(path), prefix=""))
+            config.update(librdkafka_config(read_properties(path), prefix="", ignored=ignored))
         except OSError as error:
             raise CliError(f"cannot read --command-config {path}: {error.strerror}") from None
         except JaasConfigError as error:
             raise CliError(f"--command-config {path}: {error}") from None
+        for name, why in ignored:
+            log.warning("--command-config %s: ignoring %s: %s", path, name, why)
     config["bootstrap.servers"] = bootstrap(args)  # --bootstrap-server wins over the file
     check_reachable(args, config["bootstrap.servers"])
     # What the tools print is what scripts read: librdkafka's informational lines (such as
@@ -54,7 +61,33 @@ def client_config(args: argparse.Namespace, **settings: Any) -> dict[str, Any]:
     # errors go through Python logging (rate-limited, to stderr), as Kafka's tools log WARN and up.
     config["log_level"] = 4
     config.update(settings)
-    return routed(config)
+    check_login(args, config)
+    try:
+        return routed(config)
+    except TokenLoginError as error:
+        raise CliError(str(error)) from None
+
+
+def check_login(args: argparse.Namespace, config: dict[str, Any]) -> None:
+    """With a SASL login, fail at once, in one line naming the step (no token from the identity
+    provider, the token or the password refused), where librdkafka would only time out: a
+    metadata request on a client of its own, once per command."""
+    if "sasl.mechanism" not in config or getattr(args, "logged_in", False):
+        return
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from kafka_spark.client.refusal import CredentialsRefused, RefusalWatch, list_topics_watching
+
+    watch = RefusalWatch()
+    try:
+        probe = AdminClient(routed({**config, "error_cb": watch}))
+        list_topics_watching(probe, watch, config["bootstrap.servers"], REACH_TIMEOUT_S)
+    except (CredentialsRefused, TokenLoginError) as error:
+        raise CliError(str(error)) from None
+    except KafkaException:
+        return  # not a refusal: the command's own request reports it
+    args.logged_in = True
 
 
 #: How long a client command waits for a cluster that refuses connections (one starting up) or

@@ -16,6 +16,7 @@ from kafka_spark.client.config import admin_config, consumer_config, isolation_l
 from kafka_spark.client.librdkafka_log import routed
 from kafka_spark.client.pool import ClientPool
 from kafka_spark.client.refusal import CredentialsRefused, RefusalWatch, list_topics_watching
+from kafka_spark.client.token_provider import TokenLoginError
 from kafka_spark.common.topic_partition import TopicPartition
 from kafka_spark.errors import PylogError
 from kafka_spark.offsets import (
@@ -114,7 +115,7 @@ class OffsetReader:
                 return fn(self._client())
             except PylogOptionError:
                 raise
-            except CredentialsRefused as e:  # no retry cures it
+            except (CredentialsRefused, TokenLoginError) as e:  # no retry cures it
                 raise OffsetFetchError(f"{what} failed: {e}.") from None
             except Exception as e:  # noqa: BLE001 - any client failure is retried, then reported
                 last = e

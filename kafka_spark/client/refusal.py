@@ -1,4 +1,5 @@
-"""A client's connection refused for its credentials or TLS settings, told as such.
+"""A client's connection refused for its credentials or TLS settings, or its login token not had,
+told as such.
 
 librdkafka reports such a refusal only to a client's ``error_cb``; the request that needed the
 connection fails with a bare transport error after its whole timeout. :class:`RefusalWatch` is that
@@ -8,12 +9,14 @@ callback, and :func:`list_topics_watching` a metadata request that raises
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
+from kafka_spark.client.token_provider import last_failure
 from kafka_spark.errors import PylogError
 
-__all__ = ["CredentialsRefused", "RefusalWatch", "list_topics_watching"]
+__all__ = ["CredentialsRefused", "RefusalWatch", "explain_refusal", "list_topics_watching"]
 
 
 class RefusalWatch:
@@ -31,15 +34,54 @@ class RefusalWatch:
             self.error = error
 
     def explain(self, client: Any, bootstrap_servers: str) -> str | None:
-        """Why ``client`` could not connect, if the cluster refused it (serves its callbacks)."""
+        """Why ``client`` could not connect, if the cluster refused it or no login token could be
+        had (serves its callbacks)."""
         client.poll(0)
         if self.error is None:
             return None
+        return explain_refusal(self.error.str(), bootstrap_servers)
+
+
+#: How librdkafka starts the error of an OAUTHBEARER token it could not get (the login's first step).
+_NO_TOKEN = "Failed to acquire SASL OAUTHBEARER token: "
+#: How librdkafka reports a broker's OAUTHBEARER refusal: RFC 7628's JSON error, {"status":...}.
+_TOKEN_REFUSED = re.compile(r'SASL authentication error: (.*\{\s*"status".*?)(?: \(after \d+ms in state \w+\))?$')
+_UNREACHABLE = re.compile(r"(?i)could not connect|failed to connect|could not resolve|timed? ?out|connection refused")
+_AUDIENCE = re.compile(r"(?i)\baud(ience)?\b")
+
+
+def explain_refusal(message: str, bootstrap_servers: str) -> str:
+    """One line naming the login step that failed, from librdkafka's authentication error."""
+    if _NO_TOKEN in message:
+        detail = message.split(_NO_TOKEN, 1)[1].strip()
+        if detail == "OAuth callback raised exception":  # confluent-kafka drops the reason; pylog kept it
+            return last_failure() or "could not get a login token: the token function failed"
+        if _UNREACHABLE.search(detail):
+            return (
+                f"could not get a login token: the OIDC token endpoint is unreachable ({detail}). "
+                "Check kafka.sasl.oauthbearer.token.endpoint.url"
+            )
+        if "(401)" in detail or "(400)" in detail or "invalid_client" in detail or "unauthorized" in detail:
+            return (
+                f"could not get a login token: the OIDC token endpoint refused the client ({detail}). "
+                'Check clientId="..." and clientSecret="..." in kafka.sasl.jaas.config (or '
+                "kafka.sasl.oauthbearer.client.id / client.secret) and scope"
+            )
+        return f"could not get a login token ({detail}). Check the kafka.sasl.oauthbearer.* settings"
+    refused = _TOKEN_REFUSED.search(message)
+    if refused:
+        said = refused.group(1).strip()
+        step = "wrong audience: " if _AUDIENCE.search(said) else ""
         return (
-            f"{bootstrap_servers} refused the connection's credentials or TLS settings ({self.error.str()}). "
-            "Check kafka.security.protocol, kafka.sasl.mechanism and kafka.sasl.jaas.config (or "
-            "kafka.sasl.username / kafka.sasl.password), kafka.ssl.*"
+            f"{bootstrap_servers} rejected the login token ({step}{said}). The token was issued but the cluster "
+            "does not accept it: check its audience, issuer, scope and expiry against the cluster's OAUTHBEARER "
+            "settings, and the principal's ACLs"
         )
+    return (
+        f"{bootstrap_servers} refused the connection's credentials or TLS settings ({message}). "
+        "Check kafka.security.protocol, kafka.sasl.mechanism and kafka.sasl.jaas.config (or "
+        "kafka.sasl.username / kafka.sasl.password), kafka.ssl.*"
+    )
 
 
 class CredentialsRefused(PylogError, ConnectionError):

@@ -36,6 +36,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from kafka_spark.client.consumer_pool import PooledConsumer, acquire_consumer, release_consumer
+from kafka_spark.client.refusal import explain_refusal
 from kafka_spark.errors import KafkaReadError, PylogReadTimeout
 from kafka_spark.offsets import OffsetRange, out_of_range_position, report_data_loss
 from kafka_spark.planning import KafkaInputPartition
@@ -228,6 +229,7 @@ class _RangeReader:
         self.partition = p
         self.timeout_s = p.poll_timeout_ms / 1000.0
         self.out_of_range_retries = 0
+        self.refused: str | None = None  # why the cluster refused the login, if it did
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         from confluent_kafka import KafkaError
@@ -268,6 +270,8 @@ class _RangeReader:
                 else:
                     # Transport errors and the like: librdkafka retries them on its own.
                     log.warning("pylog source: reading %s: %s", self.tp, event.error())
+                    if code == KafkaError._AUTHENTICATION:  # kept for the timeout's message
+                        self.refused = explain_refusal(event.error().str(), "the cluster")
             if self.position >= self.until and i < len(messages):
                 # Fetched past the range: keep for a read that continues at `until`.
                 self.pooled.buffered = messages[i:] + self.pooled.buffered
@@ -287,6 +291,8 @@ class _RangeReader:
                 # invisible (Spark's rule for gaps the client skipped without an event).
                 self.position = self.until
                 return []
+            if self.refused is not None:
+                raise KafkaReadError(f"reading {self.tp} at offset {self.position}: {self.refused}")
             raise PylogReadTimeout(
                 f"Cannot fetch record for offset {self.position} of {self.tp} in "
                 f"{int((time.monotonic() - started) * 1000)} milliseconds (the range to read is "

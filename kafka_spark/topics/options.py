@@ -307,4 +307,11 @@ def _same_type(actual: Any, expected: Any) -> bool:
 
 
 def _security(options: TopicSinkOptions) -> list[tuple[str, str]]:
-    return [(k, v) for k, v in options.kafka if k.startswith(("security.", "sasl.", "ssl."))]
+    """The connection and login settings, for the sink's admin and index clients (librdkafka's
+    unsecured OAUTHBEARER switch and the OIDC endpoint's CA are named outside ``sasl.*``)."""
+    return [
+        (k, v)
+        for k, v in options.kafka
+        if k.startswith(("security.", "sasl.", "ssl.", "https."))
+        or k in ("enable.sasl.oauthbearer.unsecure.jwt", "enable.ssl.certificate.verification")
+    ]

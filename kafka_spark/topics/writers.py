@@ -34,6 +34,7 @@ def connect_admin(options: TopicSinkOptions) -> tuple[Any, Any]:
 
     from kafka_spark.client.reachability import ClusterUnreachable, wait_reachable
     from kafka_spark.client.refusal import CredentialsRefused, RefusalWatch, list_topics_watching
+    from kafka_spark.client.token_provider import TokenLoginError
 
     try:
         wait_reachable(options.bootstrap_servers, options.default_api_timeout_ms / 1000.0, require_answer=True)
@@ -44,9 +45,12 @@ def connect_admin(options: TopicSinkOptions) -> tuple[Any, Any]:
         ) from None
 
     refusal = RefusalWatch()
-    admin = AdminClient(
-        routed({"bootstrap.servers": options.bootstrap_servers, **dict(_security(options)), "error_cb": refusal})
-    )
+    try:
+        admin = AdminClient(
+            routed({"bootstrap.servers": options.bootstrap_servers, **dict(_security(options)), "error_cb": refusal})
+        )
+    except TokenLoginError as error:
+        raise TopicSinkError(f"pylog topic sink: {error}") from None
     try:
         return admin, list_topics_watching(admin, refusal, options.bootstrap_servers, 15)
     except CredentialsRefused as error:
