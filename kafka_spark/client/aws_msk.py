@@ -40,6 +40,20 @@ _HOST_REGION = re.compile(r"\.kafka(?:-serverless)?\.([a-z]{2}(?:-[a-z]+)+-\d+)\
 _DEFAULT_SESSION = "MSKSASLDefaultSession"
 
 
+class _NoSignatures(logging.Filter):
+    """botocore's signer logs, at debug level, the canonical request (with any session token),
+    the string to sign and the signature: enough to rebuild a presigned token, which is a
+    credential for 15 minutes. Those records are dropped; botocore's other debug lines stay."""
+
+    _SECRET_LINES = ("CanonicalRequest:", "StringToSign:", "Signature:")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self._SECRET_LINES)
+
+
+logging.getLogger("botocore.auth").addFilter(_NoSignatures())
+
+
 class MskLoginError(PylogError, ConnectionError):
     """No MSK IAM token could be signed: the message says which step (the extra, the region, the
     credentials)."""
@@ -110,6 +124,8 @@ def _credentials_failure(error: Exception, options: Mapping[str, str]) -> str:
         if options.get("awsProfileName")
         else "the default credential chain (environment, shared files, container or instance role)"
     )
+    if isinstance(error, AttributeError) and "access_key" in str(error):  # botocore found none: None
+        return f"no AWS credentials in {source}"
     return f"AWS credentials from {source}: {type(error).__name__}: {error}"
 
 

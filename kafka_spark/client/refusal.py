@@ -61,9 +61,9 @@ def explain_refusal(message: str, bootstrap_servers: str) -> str:
                 f"could not get a login token: the OIDC token endpoint is unreachable ({detail}). "
                 "Check kafka.sasl.oauthbearer.token.endpoint.url"
             )
-        if "(401)" in detail or "(400)" in detail or "invalid_client" in detail or "unauthorized" in detail:
+        if '"error"' in detail or re.search(r"\(4\d\d\)", detail):  # RFC 6749 5.2's error answer
             return (
-                f"could not get a login token: the OIDC token endpoint refused the client ({detail}). "
+                f"could not get a login token: the OIDC token endpoint refused the request ({detail}). "
                 'Check clientId="..." and clientSecret="..." in kafka.sasl.jaas.config (or '
                 "kafka.sasl.oauthbearer.client.id / client.secret) and scope"
             )
