@@ -68,6 +68,11 @@ def client_config(args: argparse.Namespace, **settings: Any) -> dict[str, Any]:
         raise CliError(str(error)) from None
 
 
+_QUIET = logging.getLogger("kafka_spark.librdkafka.login_check")
+_QUIET.propagate = False
+_QUIET.addHandler(logging.NullHandler())
+
+
 def check_login(args: argparse.Namespace, config: dict[str, Any]) -> None:
     """With a SASL login, fail at once, in one line naming the step (no token from the identity
     provider, the token or the password refused), where librdkafka would only time out: a
@@ -80,8 +85,8 @@ def check_login(args: argparse.Namespace, config: dict[str, Any]) -> None:
     from kafka_spark.client.refusal import CredentialsRefused, RefusalWatch, list_topics_watching
 
     watch = RefusalWatch()
-    try:
-        probe = AdminClient(routed({**config, "error_cb": watch}))
+    try:  # the probe's own log lines would repeat what the one-line error says
+        probe = AdminClient({**routed({**config, "error_cb": watch}), "logger": _QUIET})
         list_topics_watching(probe, watch, config["bootstrap.servers"], REACH_TIMEOUT_S)
     except (CredentialsRefused, TokenLoginError) as error:
         raise CliError(str(error)) from None

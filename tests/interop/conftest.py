@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.harness import SCRAM_PASSWORD, SCRAM_USER, Cluster, JavaClients
+from tests.interop.harness import SCRAM_PASSWORD, SCRAM_USER, Cluster, JavaClients, OAuthCluster
 from tests.interop.references import (
     SPARK_CONNECTOR_VERSION,
     ApacheKafka,
@@ -69,6 +69,28 @@ def cluster(request: pytest.FixtureRequest, tool_runner: ToolRunner) -> Cluster:
         broker = request.getfixturevalue("pylog_broker")
         return Cluster("pylog", broker.bootstrap_servers, tool_runner)
     return Cluster("kafka", request.getfixturevalue("apache_kafka").bootstrap_servers, tool_runner)
+
+
+@pytest.fixture(scope="session", params=["pylog", "kafka"])
+def oauth_cluster(request: pytest.FixtureRequest, tool_runner: ToolRunner) -> OAuthCluster:
+    """Each test taking it runs against pylog's OAUTHBEARER listener and Apache Kafka's, both
+    validating unsecured tokens."""
+    if request.param == "pylog":
+        broker = request.getfixturevalue("pylog_oauth_broker")
+        return OAuthCluster(
+            "pylog",
+            broker.bootstrap_servers,
+            lambda name, partitions: broker.create_topic(name, partitions=partitions),
+        )
+    kafka = request.getfixturevalue("apache_kafka")
+    plaintext = Cluster("kafka", kafka.bootstrap_servers, tool_runner)
+    return OAuthCluster(
+        "kafka",
+        kafka.oauth_bootstrap_servers,
+        lambda name, partitions: plaintext.tool(
+            "kafka-topics", "--create", "--topic", name, "--partitions", str(partitions)
+        ),
+    )
 
 
 @pytest.fixture(scope="session")

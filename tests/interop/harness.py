@@ -6,6 +6,7 @@ import itertools
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,18 @@ class Cluster:
         the session's tool runner JVM."""
         first = ("--bootstrap-server", self.bootstrap_servers) if bootstrap else ()
         return kafka_tool(tool, *first, *args, **{"runner": self.runner, **options})
+
+
+@dataclass
+class OAuthCluster:
+    """A broker's SASL_PLAINTEXT listener taking OAUTHBEARER tokens checked as Kafka's unsecured
+    validator checks them (``sub`` and ``exp``, no signature): pylog's (the ``pylog_oauth_broker``
+    fixture) or Apache Kafka's (its OAUTH listener). Topics are made beside the login, as an
+    administrator would: ``create_topic``."""
+
+    name: str
+    bootstrap_servers: str
+    create_topic: Callable[[str, int], None]
 
 
 @dataclass

@@ -3,8 +3,11 @@
 - :class:`ApacheKafka`: a real single-node Apache Kafka (KRaft, combined broker and controller)
   run from the jars in ``.cache/kafka/libs``: storage formatted with ``kafka.tools.StorageTool``,
   then ``kafka.Kafka`` with a generated server.properties on free loopback ports. It has a
-  PLAINTEXT listener and a SASL_PLAINTEXT listener taking SCRAM-SHA-256 and SCRAM-SHA-512 for
-  the users given (their credentials are written into the metadata log at format time).
+  PLAINTEXT listener, a SASL_PLAINTEXT listener taking SCRAM-SHA-256 and SCRAM-SHA-512 for
+  the users given (their credentials are written into the metadata log at format time), and a
+  SASL_PLAINTEXT listener taking OAUTHBEARER tokens, checked by Kafka's unsecured validator
+  (``OAuthBearerUnsecuredValidatorCallbackHandler``: the token's ``sub`` and ``exp`` claims, no
+  signature), whose connections re-authenticate when their token expires (KIP-368).
 - :func:`kafka_tool`: runs one of Kafka's command-line tools by its main class, as the
   ``bin/kafka-*.sh`` scripts do.
 - :func:`spark_kafka_jars`: the jars to put in ``spark.jars`` for Spark's ``format("kafka")``.
@@ -39,6 +42,11 @@ KAFKA_VERSION = "4.3.1"
 SPARK_CONNECTOR_VERSION = "4.2.0"
 #: The JAAS entry of the SCRAM listener: no users in it (kafka-storage format adds them, --add-scram).
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+#: The JAAS entry of the OAUTHBEARER listener (the broker's own unsecured login; clients bring theirs).
+OAUTH_LOGIN_MODULE = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+    'unsecuredLoginStringClaim_sub="broker";'
+)
 
 #: Main classes of the scripts in Kafka's bin/ (Kafka 4.x).
 TOOLS = {
@@ -295,6 +303,7 @@ class ApacheKafka:
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="apache-kafka-")))
     port: int = 0
     sasl_port: int = 0
+    oauth_port: int = 0
     process: subprocess.Popen | None = None
     #: seconds from format to the first answered Metadata request, and the JVM's resident set
     #: size after start (KiB); for the report of what the fixture costs.
@@ -307,6 +316,11 @@ class ApacheKafka:
     @property
     def sasl_bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.sasl_port}"
+
+    @property
+    def oauth_bootstrap_servers(self) -> str:
+        """The OAUTHBEARER listener (SASL_PLAINTEXT, unsecured tokens)."""
+        return f"127.0.0.1:{self.oauth_port}"
 
     @property
     def log_file(self) -> Path:
@@ -328,13 +342,23 @@ class ApacheKafka:
             "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
             "listeners": (
                 f"PLAINTEXT://127.0.0.1:{self.port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
-                f"CONTROLLER://127.0.0.1:{controller_port}"
+                f"OAUTH://127.0.0.1:{self.oauth_port},CONTROLLER://127.0.0.1:{controller_port}"
             ),
-            "advertised.listeners": (f"PLAINTEXT://127.0.0.1:{self.port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"),
+            "advertised.listeners": (
+                f"PLAINTEXT://127.0.0.1:{self.port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
+                f"OAUTH://127.0.0.1:{self.oauth_port}"
+            ),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": (
+                "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,OAUTH:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+            ),
             "sasl.enabled.mechanisms": mechanisms,
+            "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
+            "listener.name.oauth.oauthbearer.sasl.jaas.config": OAUTH_LOGIN_MODULE,
+            # A session ends when its token expires (or after an hour): the client must log in
+            # again with a new token, as against a managed service (KIP-368).
+            "listener.name.oauth.oauthbearer.connections.max.reauth.ms": "3600000",
             **{
                 f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config": SCRAM_LOGIN_MODULE
                 for mechanism in mechanisms.split(",")
@@ -378,7 +402,8 @@ class ApacheKafka:
     def start(self, timeout: float = 180) -> ApacheKafka:
         begin = time.monotonic()
         for attempt in range(3):  # a picked port may be taken by another process meanwhile
-            self.port, self.sasl_port, controller_port = free_port(), free_port(), free_port()
+            self.port, self.sasl_port, self.oauth_port = free_port(), free_port(), free_port()
+            controller_port = free_port()
             shutil.rmtree(self.workdir / "data", ignore_errors=True)
             (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
             properties = self.workdir / "server.properties"

@@ -35,6 +35,7 @@ class TokenEndpoint:
     clients: dict[str, str]
     lifetime_s: int = 3600
     issued: list[dict] = field(default_factory=list)
+    tokens: list[str] = field(default_factory=list)  # every token issued (tests grep for them)
     refused: int = 0
     _server: ThreadingHTTPServer | None = None
 
@@ -61,10 +62,9 @@ class TokenEndpoint:
                 if form.get("scope"):
                     claims["scope"] = form["scope"]
                 endpoint.issued.append(claims)
-                self._answer(
-                    200,
-                    {"access_token": unsigned_jwt(claims), "token_type": "bearer", "expires_in": endpoint.lifetime_s},
-                )
+                token = unsigned_jwt(claims)
+                endpoint.tokens.append(token)
+                self._answer(200, {"access_token": token, "token_type": "bearer", "expires_in": endpoint.lifetime_s})
 
             def _answer(self, status: int, document: dict) -> None:
                 payload = json.dumps(document).encode()
