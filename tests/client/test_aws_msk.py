@@ -206,3 +206,66 @@ def test_tokens_are_refreshed_before_they_expire_and_a_long_running_consumer_kee
     assert len(new_tokens) >= 3, len(new_tokens)
     assert SECRET_KEY not in caplog.text
     assert not any(token_part in caplog.text for token_part in new_tokens)  # no signature in any log
+
+
+def test_spark_and_the_cli_log_in_to_msk_with_iam_and_leave_no_key_or_token_behind(
+    spark, aws_keys, msk_broker, msk_validator, tmp_path
+):
+    """The source (driver and executors), both sinks (the topic sink's transactions too) and
+    `pylog produce/consume` with MSK's Java settings. Spark's Python workers do not see this
+    process's environment, so the query names a token function standing in for the credential
+    source there (tests/support/token_functions.py: it sets the same fixed keys in the worker and
+    calls pylog's MSK signer); the CLI runs with the keys in its environment and no stand-in."""
+    import os
+
+    from tests.support.cli_run import pylog
+
+    msk_broker.create_topic("msk-spark-in", partitions=2)
+    msk_broker.create_topic("msk-spark-out", partitions=2)
+    seen = set(msk_validator.signatures)
+    config = tmp_path / "msk.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in MSK_JAVA.items()))
+    cli = ("--bootstrap-server", msk_broker.bootstrap_servers, "--command-config", str(config))
+    produced = pylog(
+        "produce", "msk-spark-in", *cli, env=dict(os.environ), stdin=b"".join(b"r%d\n" % i for i in range(30))
+    )
+
+    options = {
+        **{f"kafka.{k}": v for k, v in MSK_JAVA.items()},
+        "kafka.bootstrap.servers": msk_broker.bootstrap_servers,
+        "kafka.sasl.oauthbearer.token.provider": "tests.support.token_functions:msk_with_fixed_keys",
+        "kafka.sasl.oauthbearer.config": f"region={REGION} stubAccessKeyId={KEY_ID} stubSecretAccessKey={SECRET_KEY}",
+    }
+    stream = (
+        spark.readStream.format("pylog")
+        .options(**options)
+        .option("subscribe", "msk-spark-in")
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    queries = [
+        stream.writeStream.format("pylog-files")
+        .option("checkpointLocation", str(tmp_path / "checkpoint-files"))
+        .trigger(availableNow=True)
+        .start(str(tmp_path / "files")),
+        stream.selectExpr("value")
+        .writeStream.format("pylog")
+        .options(**options)
+        .option("topic", "msk-spark-out")
+        .option("checkpointLocation", str(tmp_path / "checkpoint-topic"))
+        .trigger(availableNow=True)
+        .start(),
+    ]
+    progress = []
+    for query in queries:
+        assert query.awaitTermination(180) and query.exception() is None
+        progress += [str(p) for p in query.recentProgress]
+    assert spark.read.parquet(str(tmp_path / "files")).count() == 30
+    consumed = pylog("consume", "msk-spark-out", *cli, "--from-beginning", "-c", "30", env=dict(os.environ))
+    assert sorted(consumed.stdout.split()) == sorted(b"r%d" % i for i in range(30))
+
+    tokens = msk_validator.signatures - seen
+    assert len(tokens) >= 2  # the CLI, the driver and the executors signed
+    texts = [produced.stdout, produced.stderr, consumed.stderr, "\n".join(progress).encode()]
+    texts += [p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p != config]
+    assert not [t for t in texts if SECRET_KEY.encode() in t or any(s.encode() in t for s in tokens)]
