@@ -5,6 +5,7 @@ masked), the answer is checked, and the options reach the function."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -76,3 +77,20 @@ def test_a_token_function_that_gives_no_token_fails_the_build_in_one_line_withou
         assert explain_refusal(
             "Failed to acquire SASL OAUTHBEARER token: OAuth callback raised exception", "h:9092"
         ).startswith("could not get a login token from the token function")
+
+
+def test_a_bad_token_function_reference_fails_where_the_query_is_defined(spark, pylog_oauth_broker):
+    for reference, message in [
+        ("tests.support.nowhere:token", "cannot import tests.support.nowhere"),
+        ("tests.support.token_functions:nothing", "tests.support.token_functions has no nothing"),
+        ("tokens", "is not a function reference: write it as package.module:function"),
+    ]:
+        reader = (
+            spark.read.format("pylog")
+            .option("kafka.bootstrap.servers", pylog_oauth_broker.bootstrap_servers)
+            .option("kafka.security.protocol", "SASL_PLAINTEXT")
+            .option("kafka.sasl.oauthbearer.token.provider", reference)
+            .option("subscribe", "t")
+        )
+        with pytest.raises(Exception, match=re.escape(message)):  # noqa: PT011 - Spark wraps the error
+            reader.load()
