@@ -166,6 +166,9 @@ def token_login(
         for name in handlers:
             ignored.append((name, f"{prefix}{PROVIDER} gets the tokens instead"))
         return _callback(out, out.pop(PROVIDER), options, prefix)
+    if jaas is None and not login and not retriever and "sasl.oauthbearer.method" in out:
+        out["sasl.mechanism"] = "OAUTHBEARER"  # librdkafka's own OAUTHBEARER settings, passed as they are
+        return out
     if client:
         ignored.append(("sasl.client.callback.handler.class", "OAUTHBEARER clients use no client callback handler"))
     if login and login not in _OIDC_HANDLERS:

@@ -319,3 +319,15 @@ def test_token_function_options_read_librdkafkas_pairs_and_json():
     }
     assert provider_options('{"a": "b c"}') == {"a": "b c"}
     assert provider_options("") == {}
+
+
+def test_librdkafkas_own_oauthbearer_settings_pass_as_they_are():
+    given = {
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.metadata.authentication.type": "azure_imds",
+        "sasl.oauthbearer.config": "query=api-version=2025-04-07&resource=api://kafka",
+    }
+    client = translate(given, CONSUMER)
+    assert client.librdkafka == given
+    check_client_config({**client.librdkafka, "group.id": "g"}, "consumer", client.origin, "test")
