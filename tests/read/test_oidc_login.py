@@ -44,6 +44,25 @@ def oidc(bootstrap: str, idp: OidcProvider, client_id: str, secret: str) -> dict
     }
 
 
+@pytest.fixture(scope="module")
+def idp():
+    """A provider of this module's own: add_client makes the new client the session provider's
+    default (pylog_oidc.client_id), which other modules' tests log in with."""
+    with OidcProvider() as provider:
+        yield provider
+
+
+@pytest.fixture(scope="module")
+def oidc_broker(idp, tmp_path_factory):
+    with EmbeddedBroker(
+        log_dir=tmp_path_factory.mktemp("oidc-broker"),
+        register=False,
+        sasl_mechanisms=("OAUTHBEARER",),
+        sasl_oauthbearer_validator=idp.validator(),
+    ) as broker:
+        yield broker
+
+
 def produce(options: dict[str, str], topic: str, values: list[bytes]) -> None:
     java = {k[len("kafka.") :]: v for k, v in options.items()}
     producer = Producer(routed(translate(java, PRODUCER).librdkafka))
@@ -52,21 +71,21 @@ def produce(options: dict[str, str], topic: str, values: list[bytes]) -> None:
     assert producer.flush(30) == 0
 
 
-def test_driver_and_executor_code_log_no_secret_and_no_token_at_debug_level(pylog_oidc, pylog_oidc_broker, caplog):
-    client_id, secret = pylog_oidc.add_client("debug-etl", scope="kafka")
-    login = oidc(pylog_oidc_broker.bootstrap_servers, pylog_oidc, client_id, secret)
-    pylog_oidc_broker.create_topic("oidc-debug", partitions=1)
+def test_driver_and_executor_code_log_no_secret_and_no_token_at_debug_level(idp, oidc_broker, caplog):
+    client_id, secret = idp.add_client("debug-etl", scope="kafka")
+    login = oidc(oidc_broker.bootstrap_servers, idp, client_id, secret)
+    oidc_broker.create_topic("oidc-debug", partitions=1)
     caplog.set_level(logging.DEBUG)
     produce(login, "oidc-debug", [b"v%d" % i for i in range(30)])
     options = parse_source_options({**login, "kafka.debug": "all", "subscribe": "oidc-debug"}, warn=True)
-    reader = OffsetReader(options, pylog_oidc_broker.bootstrap_servers)  # the driver's lookups
+    reader = OffsetReader(options, oidc_broker.bootstrap_servers)  # the driver's lookups
     try:
         tp = TopicPartition("oidc-debug", 0)
         latest = reader.latest_offsets({tp})
     finally:
         reader.close()
     assert latest == {tp: 30}
-    config = consumer_config(options, pylog_oidc_broker.bootstrap_servers, "oidc-debug-reader")
+    config = consumer_config(options, oidc_broker.bootstrap_servers, "oidc-debug-reader")
     [partition] = plan_for_options([OffsetRange(tp, 0, 30)], options, config)
     assert partition.fetcher == "librdkafka"  # SASL: the executors' librdkafka read path
     try:
@@ -74,7 +93,7 @@ def test_driver_and_executor_code_log_no_secret_and_no_token_at_debug_level(pylo
     finally:
         close_pooled_consumers()
     assert [row["value"] for row in rows] == [b"v%d" % i for i in range(30)]
-    assert pylog_oidc.token_requests[client_id] >= 3  # producer, driver, executor logged in
+    assert idp.token_requests[client_id] >= 3  # producer, driver, executor logged in
     assert "OAUTHBEARER" in caplog.text and "kafka_spark.librdkafka" in {r.name for r in caplog.records}
     assert secret not in caplog.text
     assert JWT.search(caplog.text) is None
@@ -136,9 +155,9 @@ def test_a_streaming_query_reads_on_across_short_lived_tokens(spark, tmp_path):
             assert idp.token_requests[client_id] - requests >= 6
 
 
-def test_a_token_for_another_audience_fails_the_query_naming_the_audience(spark, pylog_oidc, pylog_oidc_broker):
-    client_id, secret = pylog_oidc.add_client("billing-job", audience="billing")
-    login = oidc(pylog_oidc_broker.bootstrap_servers, pylog_oidc, client_id, secret)
+def test_a_token_for_another_audience_fails_the_query_naming_the_audience(spark, idp, oidc_broker):
+    client_id, secret = idp.add_client("billing-job", audience="billing")
+    login = oidc(oidc_broker.bootstrap_servers, idp, client_id, secret)
     login["kafka.sasl.jaas.config"] = login["kafka.sasl.jaas.config"].replace(" scope='kafka'", "")
     with pytest.raises(Exception) as failure:  # noqa: PT011 - Spark wraps the source's error
         spark.read.format("pylog").options(**login).option("subscribe", "t").load().count()
