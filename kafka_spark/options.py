@@ -32,6 +32,10 @@ Options added by pylog (not in Spark's Kafka source)
     offsets committed with that output (``kafka_spark.files.table.committed_source_offsets``) take
     precedence over all other starting options; partitions that output never saw start at
     earliest. If the output holds no committed batch yet, the other starting options apply.
+``kafka.sasl.oauthbearer.token.provider`` (``package.module:function``; also the topic sink's)
+    An OAUTHBEARER login whose tokens come from that Python function, imported and called where
+    each client is built, driver and executors (kafka_spark.common.token_login,
+    kafka_spark.client.token_provider; docs/managed-kafka.md).
 """
 
 from __future__ import annotations
