@@ -85,8 +85,10 @@ def check_login(args: argparse.Namespace, config: dict[str, Any]) -> None:
     from kafka_spark.client.refusal import CredentialsRefused, RefusalWatch, list_topics_watching
 
     watch = RefusalWatch()
-    try:  # the probe's own log lines would repeat what the one-line error says
-        probe = AdminClient({**routed({**config, "error_cb": watch}), "logger": _QUIET})
+    try:
+        probe_config: dict[str, Any] = routed({**config, "error_cb": watch})
+        probe_config["logger"] = _QUIET  # its own log lines would repeat what the one-line error says
+        probe = AdminClient(probe_config)
         list_topics_watching(probe, watch, config["bootstrap.servers"], REACH_TIMEOUT_S)
     except (CredentialsRefused, TokenLoginError) as error:
         raise CliError(str(error)) from None

@@ -26,6 +26,7 @@ from kafka_spark.options import parse_source_options
 from kafka_spark.planning import plan_for_options
 from kafka_spark.read.partition import read_partition
 from kafka_spark.testing_oidc import OidcProvider
+from tests.support.waiting import wait_until
 
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
@@ -99,60 +100,57 @@ def test_driver_and_executor_code_log_no_secret_and_no_token_at_debug_level(idp,
     assert JWT.search(caplog.text) is None
 
 
-def test_a_streaming_query_reads_on_across_short_lived_tokens(spark, tmp_path):
+def test_a_streaming_query_reads_on_across_short_lived_tokens(spark, pylog_broker_factory):
     """Tokens live 4 s and the broker ends each session when its token expires (KIP-368): the
     query's executors and driver keep reading only by logging in again with new tokens."""
     with OidcProvider(token_lifetime_s=4) as idp:
         client_id, secret = idp.add_client("stream-etl", scope="kafka")
-        with EmbeddedBroker(
-            log_dir=tmp_path / "broker",
-            register=False,
-            sasl_mechanisms=("OAUTHBEARER",),
-            sasl_oauthbearer_validator=idp.validator(),
-        ) as broker:
-            broker.create_topic("short-tokens", partitions=2)
-            login = oidc(broker.bootstrap_servers, idp, client_id, secret)
-            stop, sent = threading.Event(), []
+        broker = pylog_broker_factory(sasl_mechanisms=("OAUTHBEARER",), sasl_oauthbearer_validator=idp.validator())
+        broker.create_topic("short-tokens", partitions=2)
+        login = oidc(broker.bootstrap_servers, idp, client_id, secret)
+        stop, sent = threading.Event(), []
 
-            def write() -> None:
-                java = {k[len("kafka.") :]: v for k, v in login.items()}
-                producer = Producer(routed(translate(java, PRODUCER).librdkafka))
-                while not stop.is_set():
-                    producer.produce("short-tokens", value=b"%d" % len(sent))
-                    sent.append(len(sent))
-                    producer.poll(0.02)
-                assert producer.flush(30) == 0
+        def write() -> None:
+            java = {k[len("kafka.") :]: v for k, v in login.items()}
+            producer = Producer(routed(translate(java, PRODUCER).librdkafka))
+            while not stop.is_set():
+                producer.produce("short-tokens", value=b"%d" % len(sent))
+                sent.append(len(sent))
+                producer.poll(0.02)
+            assert producer.flush(30) == 0
 
-            writer = threading.Thread(target=write, daemon=True)
-            writer.start()
-            query = (
-                spark.readStream.format("pylog")
-                .options(**login)
-                .option("subscribe", "short-tokens")
-                .option("startingOffsets", "earliest")
-                .load()
-                .selectExpr("CAST(value AS STRING) AS v")
-                .writeStream.format("memory")
-                .queryName("short_tokens")
-                .trigger(processingTime="500 milliseconds")
-                .start()
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        query = (
+            spark.readStream.format("pylog")
+            .options(**login)
+            .option("subscribe", "short-tokens")
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("CAST(value AS STRING) AS v")
+            .writeStream.format("memory")
+            .queryName("short_tokens")
+            .trigger(processingTime="500 milliseconds")
+            .start()
+        )
+        try:
+            requests = idp.token_requests[client_id]
+            writing = time.monotonic() + 7  # the query runs across two lifetimes of the first tokens
+            wait_until(lambda: time.monotonic() > writing or query.exception() is not None, "7 s of writing", 30)
+            stop.set()
+            writer.join(30)
+            wait_until(
+                lambda: query.exception() is not None or spark.table("short_tokens").count() >= len(sent),
+                "the query reading every record written",
+                60,
             )
-            try:
-                started, requests = time.monotonic(), idp.token_requests[client_id]
-                while time.monotonic() - started < 7 and query.exception() is None:
-                    time.sleep(0.2)
-                stop.set()
-                writer.join(30)
-                deadline = time.monotonic() + 60
-                while time.monotonic() < deadline and spark.table("short_tokens").count() < len(sent):
-                    time.sleep(0.3)
-                assert query.exception() is None, query.exception()
-                read = sorted(int(row.v) for row in spark.table("short_tokens").collect())
-            finally:
-                query.stop()
-            assert read == sent and len(sent) > 50
-            # 7 s of 4 s tokens: the clients (producer, driver lookups, executors' consumers) asked again
-            assert idp.token_requests[client_id] - requests >= 6
+            assert query.exception() is None, query.exception()
+            read = sorted(int(row.v) for row in spark.table("short_tokens").collect())
+        finally:
+            query.stop()
+        assert read == sent and len(sent) > 50
+        # 7 s of 4 s tokens: the clients (producer, driver lookups, executors' consumers) asked again
+        assert idp.token_requests[client_id] - requests >= 6
 
 
 def test_a_token_for_another_audience_fails_the_query_naming_the_audience(spark, idp, oidc_broker):

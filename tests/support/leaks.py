@@ -73,6 +73,14 @@ def _lifetime_thread(thread: threading.Thread) -> bool:
     return module.startswith("py4j") or target_module.startswith("py4j")
 
 
+def _ended_foreign_thread(thread: threading.Thread) -> bool:
+    """A thread Python did not start (librdkafka's, calling a token callback or a logger) gets a
+    ``_DummyThread`` entry the first time it runs Python code that asks for the current thread
+    (a log record does), and Python 3.11 keeps the entry after the thread ended. Such a thread is
+    gone when the OS no longer lists it; librdkafka's live threads are counted apart."""
+    return isinstance(thread, threading._DummyThread) and not os.path.exists(f"/proc/self/task/{thread.native_id}")
+
+
 def left_behind(before: Snapshot) -> list[str]:
     """What runs now that did not at ``before``, each item named for the failure message."""
     found = []
@@ -82,7 +90,10 @@ def left_behind(before: Snapshot) -> list[str]:
     threads = [
         thread
         for thread in threading.enumerate()
-        if id(thread) not in before.threads and thread.is_alive() and not _lifetime_thread(thread)
+        if id(thread) not in before.threads
+        and thread.is_alive()
+        and not _lifetime_thread(thread)
+        and not _ended_foreign_thread(thread)
     ]
     if threads:
         found.append("thread(s) " + ", ".join(f"{thread.name!r} ({_started_by(thread)})" for thread in threads))
