@@ -5,6 +5,7 @@ they started; a client that only a reference cycle keeps is freed, not reported.
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 from tests.support.paths import ROOT
@@ -82,8 +83,9 @@ def test_the_leak_check_fails_each_test_that_leaves_something_running_and_passes
     pytester.makepyfile(test_leaky=textwrap.dedent(TESTS))
     result = pytester.runpytest_subprocess("-ra", "-p", "no:cacheprovider", "-p", "no:pylog", timeout=300)
     result.assert_outcomes(passed=8, errors=4)
-    failed = " left running after it ended: "
-    errors = {line.split("::")[1].split(failed)[0]: line for line in result.outlines if failed in line}
+    # each error's own section (the "-ra" summary repeats it, cut or not to the terminal's width)
+    failed = re.compile(r"^test_leaky\.py::(\w+) left running after it ended: ")
+    errors = {match.group(1): line for line in result.outlines if (match := failed.match(line))}
     assert set(errors) == {
         "test_leaves_a_client",
         "test_leaves_a_thread",
