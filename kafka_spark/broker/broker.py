@@ -1,20 +1,18 @@
-"""The broker node: its state (logs, settings) and the dispatch of requests to API handlers.
+"""The broker node: its state (logs, settings, coordinators) as the API handlers see it.
 
-The socket server (server.py) moves bytes; this module decides what a request means. Handlers
-live in ``kafka_spark.broker.apis``, one module per Kafka API, and are plain functions of
-``(broker, request) -> response dict | None`` (``async`` where they may wait, as Fetch does).
+The socket server (server.py) moves bytes and hands each decoded request to
+``kafka_spark.broker.apis.dispatch``, which calls the request's handler with this node (one
+module per Kafka API; ``apis/context.py`` lists what a handler may use of the node).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from kafka_spark.broker.apis import HANDLERS
 from kafka_spark.broker.apis.fetch_session import FetchSessionCache
 from kafka_spark.broker.authorizer import Authorizer
 from kafka_spark.broker.config import BrokerConfig
@@ -23,10 +21,8 @@ from kafka_spark.broker.coordinator.group_offsets import OFFSETS_TOPIC
 from kafka_spark.broker.coordinator.transaction import TransactionCoordinator
 from kafka_spark.broker.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from kafka_spark.broker.credentials import CredentialStore
-from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.durability import GroupCommit
 from kafka_spark.broker.notifier import DataNotifier
-from kafka_spark.broker.protocol import Request
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import LogManager
 from kafka_spark.broker.storage.producer_state import PartitionProducerState, ProducerIdManager
@@ -101,21 +97,6 @@ class Broker:
     @property
     def advertised_host(self) -> str:
         return self.config.advertised
-
-    def dispatch(self, request: Request) -> Any:
-        """What the handler of ``request`` returns: a response (dict or kio dataclass), None for
-        no response (acks=0), a coroutine (the connection waits for it before reading on), or a
-        Deferred (the connection reads on; the response follows in order)."""
-        return HANDLERS[request.api_key](self, request)
-
-    async def handle(self, request: Request) -> Any:
-        """The final response to ``request`` (for in-process callers and tests)."""
-        result = self.dispatch(request)
-        if isinstance(result, Deferred):
-            result = result.response
-        if inspect.isawaitable(result):
-            result = await result
-        return result
 
     def producer_state(self, log: Log) -> PartitionProducerState:
         """Idempotent-producer state and transaction index of a partition, rebuilt from its batch

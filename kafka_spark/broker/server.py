@@ -33,6 +33,7 @@ import termios
 from collections.abc import Awaitable
 from typing import Any
 
+from kafka_spark.broker import apis
 from kafka_spark.broker.authorizer import certificate_principal
 from kafka_spark.broker.broker import Broker
 from kafka_spark.broker.deferred import Deferred
@@ -298,7 +299,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     return
                 continue
             try:
-                result = self.broker.dispatch(request)
+                result = apis.dispatch(self.broker, request)
             except Exception:  # a handler bug must cost one connection, not the broker
                 logger.exception("handler for api key %d failed; closing %s", request.api_key, self.peer)
                 self._abort("internal error")

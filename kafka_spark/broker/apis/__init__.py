@@ -1,7 +1,17 @@
-"""Kafka API handlers, one module per API. ``HANDLERS`` maps api key -> handler."""
+"""Kafka API handlers, one module per API, and the dispatch of a decoded request to its handler.
+
+``HANDLERS`` maps api key -> handler. A handler is a plain function of ``(broker, request)``, where
+``broker`` is the node as :class:`~kafka_spark.broker.apis.context.BrokerContext` describes it, and
+returns a response dict (or a kio dataclass), None for no response (acks=0), a coroutine (the
+connection waits for it before reading on: long-polling Fetch, parked JoinGroup / SyncGroup) or a
+:class:`~kafka_spark.broker.deferred.Deferred` (the effects are done and the connection reads on;
+the response follows in order). The socket server (server.py) moves bytes and calls
+:func:`dispatch`; this package decides what a request means.
+"""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +57,8 @@ from kafka_spark.broker.apis import (
     write_txn_markers,
 )
 from kafka_spark.broker.apis.context import BrokerContext
+from kafka_spark.broker.deferred import Deferred
+from kafka_spark.broker.protocol import Request
 from kafka_spark.broker.protocol.versions import ApiKey
 
 HANDLERS: dict[int, Callable[[BrokerContext, Any], Any]] = {
@@ -97,3 +109,19 @@ HANDLERS: dict[int, Callable[[BrokerContext, Any], Any]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments.handle,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle,
 }
+
+
+def dispatch(broker: BrokerContext, request: Request) -> Any:
+    """What the handler of ``request`` returns (see the module docstring)."""
+    return HANDLERS[request.api_key](broker, request)
+
+
+async def handle(broker: BrokerContext, request: Request) -> Any:
+    """The final response to ``request`` (for in-process callers and tests): a Deferred's response
+    or a coroutine's result, awaited."""
+    result = dispatch(broker, request)
+    if isinstance(result, Deferred):
+        result = result.response
+    if inspect.isawaitable(result):
+        result = await result
+    return result
