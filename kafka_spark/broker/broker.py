@@ -30,7 +30,7 @@ from kafka_spark.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from kafka_spark.broker.apis.context import ProducerIds
-    from kafka_spark.broker.cluster.replica_manager import ReplicaManager
+    from kafka_spark.broker.replication.replica_manager import ReplicaManager
 
 logger = logging.getLogger("kafka_spark.broker")
 

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from kafka_spark.broker.apis.fetch_session import FetchSessionCache
     from kafka_spark.broker.authorizer import Authorizer
-    from kafka_spark.broker.cluster.replica_manager import ReplicaManager
     from kafka_spark.broker.config import BrokerConfig
     from kafka_spark.broker.coordinator.group import GroupCoordinator
     from kafka_spark.broker.coordinator.transaction import TransactionCoordinator
     from kafka_spark.broker.credentials import CredentialStore
     from kafka_spark.broker.durability import GroupCommit
     from kafka_spark.broker.notifier import DataNotifier
+    from kafka_spark.broker.replication.replica_manager import ReplicaManager
     from kafka_spark.broker.storage.log import Log
     from kafka_spark.broker.storage.log_manager import LogManager
     from kafka_spark.broker.storage.producer_state import PartitionProducerState

@@ -1,13 +1,10 @@
 """A replicated cluster of embedded brokers in one process (issue 20).
 
-* ``controller.py``: broker liveness and every partition's leader, epochs, replicas and ISR; pushes
-  metadata images to the brokers (the in-process counterpart of KRaft's active controller).
-* ``replica_manager.py``: one broker's replicas: leader (HW, ISR, acks=all) or follower (fetches
-  from the leader over the wire, truncates by leader epoch).
-* the leader-epoch cache and its ``leader-epoch-checkpoint`` file are storage's
-  (``kafka_spark.broker.storage.epochs``): the single-node broker keeps them too.
-* ``client.py``: the broker-to-broker connection the followers fetch through.
-* ``embedded.py``: ``EmbeddedCluster``, N brokers and the controller, with kill / restart.
+* ``embedded.py``: ``EmbeddedCluster``, N brokers and their controller, with kill / restart.
+
+The machinery is the broker's own, the same on a single node: the controller and its metadata
+images in ``kafka_spark.broker.metadata``, each broker's replicas in
+``kafka_spark.broker.replication``, the leader-epoch cache in ``kafka_spark.broker.storage.epochs``.
 """
 
 from __future__ import annotations

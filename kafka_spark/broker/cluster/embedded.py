@@ -11,8 +11,8 @@
 
 Each broker is an :class:`~kafka_spark.broker.embedded.EmbeddedBroker` node with its own loopback
 listener, log directory (``<log_dir>/broker-<id>``) and node id, plus a
-:class:`~kafka_spark.broker.cluster.replica_manager.ReplicaManager`; the
-:class:`~kafka_spark.broker.cluster.controller.Controller` holds the partition states and pushes
+:class:`~kafka_spark.broker.replication.replica_manager.ReplicaManager`; the
+:class:`~kafka_spark.broker.metadata.controller.Controller` holds the partition states and pushes
 metadata to the brokers (see those modules for the design and its KRaft counterpart).
 Settings keep Kafka's server.properties names: ``default_replication_factor``
 (default.replication.factor; default min(3, brokers)), ``min_insync_replicas``,
@@ -38,10 +38,10 @@ from typing import Any
 
 from kafka_spark.broker import meta_properties
 from kafka_spark.broker.broker import Broker
-from kafka_spark.broker.cluster.controller import NO_LEADER, Controller, PartitionState
-from kafka_spark.broker.cluster.replica_manager import ReplicaManager
 from kafka_spark.broker.embedded import EmbeddedBroker
+from kafka_spark.broker.metadata.controller import NO_LEADER, Controller, PartitionState
 from kafka_spark.broker.oauthbearer.login import broker_login
+from kafka_spark.broker.replication.replica_manager import ReplicaManager
 from kafka_spark.common.topic_partition import TopicPartition
 
 logger = logging.getLogger("kafka_spark.broker.cluster")

@@ -622,7 +622,7 @@ def test_a_starting_broker_refuses_connections_until_it_has_registered_and_appli
     # the moment it was bound and the broker answered from an empty metadata image.
     import socket
 
-    from kafka_spark.broker.cluster.replica_manager import ReplicaManager
+    from kafka_spark.broker.replication.replica_manager import ReplicaManager
 
     seen: dict[int, str] = {}
     register = ReplicaManager.start

@@ -42,8 +42,6 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafka_spark.broker.cluster.client import BrokerConnection
-from kafka_spark.broker.cluster.controller import NO_LEADER, Controller, MetadataImage, PartitionState
 from kafka_spark.broker.coordinator.group_offsets import (
     DEFAULT_OFFSETS_PARTITIONS,
     OFFSETS_TOPIC,
@@ -55,8 +53,10 @@ from kafka_spark.broker.coordinator.transaction_log import (
     TRANSACTION_STATE_CONFIGS,
     TRANSACTION_STATE_TOPIC,
 )
+from kafka_spark.broker.metadata.controller import NO_LEADER, Controller, MetadataImage, PartitionState
 from kafka_spark.broker.oauthbearer.login import broker_login
 from kafka_spark.broker.protocol.versions import ApiKey
+from kafka_spark.broker.replication.client import BrokerConnection
 from kafka_spark.broker.storage.batch import validate_batches
 from kafka_spark.broker.storage.epochs import LeaderEpochCache, current_epoch_error
 from kafka_spark.broker.storage.errors import StorageError, TopicExistsError
