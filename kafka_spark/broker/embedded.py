@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kafka_spark.broker import discovery, meta_properties
-from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.broker import Broker
 from kafka_spark.broker.config import BrokerConfig
+from kafka_spark.broker.internal_topics import is_internal_topic
 from kafka_spark.broker.server import BrokerServer
 from kafka_spark.broker.storage.config import LogConfig
 

@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
-from kafka_spark.broker.apis.metadata import is_internal_topic
+from kafka_spark.broker.internal_topics import is_internal_topic
 from kafka_spark.broker.storage.config import LogConfig
 from kafka_spark.broker.storage.errors import StorageError
 

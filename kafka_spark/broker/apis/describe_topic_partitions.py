@@ -17,7 +17,8 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
-from kafka_spark.broker.apis.metadata import NO_AUTHORIZED_OPERATIONS, is_internal_topic, partition_entry
+from kafka_spark.broker.apis.metadata import NO_AUTHORIZED_OPERATIONS, partition_entry
+from kafka_spark.broker.internal_topics import is_internal_topic
 
 
 def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:

@@ -27,15 +27,11 @@ from kio.schema.errors import ErrorCode
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.authorizer import CLUSTER_NAME
+from kafka_spark.broker.internal_topics import is_internal_topic
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.broker.storage.log_manager import is_valid_topic_name
 
 NO_AUTHORIZED_OPERATIONS = -2147483648
-
-
-def is_internal_topic(name: str) -> bool:
-    """Names starting with "__" are reserved for the broker's internal topics."""
-    return name.startswith("__")
 
 
 def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:

@@ -26,8 +26,8 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
-from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.deferred import Deferred
+from kafka_spark.broker.internal_topics import is_internal_topic
 from kafka_spark.broker.storage.batch import validate_batches
 from kafka_spark.broker.storage.config import COMPRESSION_CODECS
 from kafka_spark.broker.storage.errors import RecordValidationError, StorageError

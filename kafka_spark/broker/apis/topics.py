@@ -18,8 +18,8 @@ from kio.schema.errors import ErrorCode
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.configs import topic_config_entries
 from kafka_spark.broker.apis.context import BrokerContext
-from kafka_spark.broker.apis.metadata import is_internal_topic
 from kafka_spark.broker.apis.topic_ids import topic_id
+from kafka_spark.broker.internal_topics import is_internal_topic
 from kafka_spark.broker.storage.errors import StorageError
 
 logger = logging.getLogger("kafka_spark.broker")

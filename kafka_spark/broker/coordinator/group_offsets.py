@@ -30,6 +30,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from kafka_spark.broker.internal_topics import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_CONFIGS,
+    OFFSETS_TOPIC_PARTITIONS,
+    partition_for,
+)
 from kafka_spark.broker.storage.batch import HEADER_SIZE, build_record_batch, iter_batches, read_varint
 from kafka_spark.broker.storage.errors import StorageError, TopicExistsError
 from kafka_spark.broker.storage.log import Log
@@ -37,11 +43,8 @@ from kafka_spark.broker.storage.log_manager import LogManager
 from kafka_spark.broker.storage.txn_index import CONTROL_COMMIT, control_type
 from kafka_spark.common.topic_partition import TopicPartition
 
-OFFSETS_TOPIC = "__consumer_offsets"
-#: Kafka's offsets.topic.num.partitions is 50; a laptop broker needs a few.
-DEFAULT_OFFSETS_PARTITIONS = 4
-# Kafka's offsets.topic.segment.bytes: small enough that old commits roll into cleanable segments.
-OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+DEFAULT_OFFSETS_PARTITIONS = OFFSETS_TOPIC_PARTITIONS
+offsets_partition_for = partition_for
 
 _KEY_VERSION = 1
 _VALUE_VERSION = 3
@@ -67,20 +70,6 @@ class CommittedOffset:
     leader_epoch: int = -1
     metadata: str = ""
     commit_timestamp: int = 0
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (UTF-16 code units), so groups land where Kafka puts them."""
-    value = 0
-    data = text.encode("utf-16-be")
-    for index in range(0, len(data), 2):
-        value = (31 * value + ((data[index] << 8) | data[index + 1])) & 0xFFFFFFFF
-    return value
-
-
-def offsets_partition_for(group_id: str, partitions: int) -> int:
-    """The ``__consumer_offsets`` partition of a group (Kafka: ``Utils.abs(hashCode) % n``)."""
-    return (java_string_hash(group_id) & 0x7FFFFFFF) % partitions
 
 
 def encode_key(group_id: str, topic_partition: TopicPartition) -> bytes:

@@ -40,7 +40,12 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from kafka_spark.broker.coordinator.group_offsets import offsets_partition_for
+from kafka_spark.broker.internal_topics import (
+    TRANSACTION_STATE_CONFIGS,
+    TRANSACTION_STATE_PARTITIONS,
+    TRANSACTION_STATE_TOPIC,
+    partition_for,
+)
 from kafka_spark.broker.storage.batch import HEADER_SIZE, build_record_batch, iter_batches, read_varint
 from kafka_spark.broker.storage.errors import TopicExistsError
 from kafka_spark.broker.storage.log import Log
@@ -48,11 +53,7 @@ from kafka_spark.broker.storage.log_manager import LogManager
 
 logger = logging.getLogger("kafka_spark.broker.coordinator.transaction")
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
-TRANSACTION_STATE_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
-#: Partitions of the topic on a cluster (Kafka's transaction.state.log.num.partitions is 50): each
-#: is led by one broker, the coordinator of the transactional ids hashed to it.
-CLUSTER_TRANSACTION_STATE_PARTITIONS = 4
+CLUSTER_TRANSACTION_STATE_PARTITIONS = TRANSACTION_STATE_PARTITIONS
 _FORMAT_VERSION = 1
 _REPLAY_CHUNK = 1 << 20
 
@@ -115,10 +116,7 @@ class ClusterTransactionLog(TransactionLog):
         return super().append(transactional_id, value, now_ms)
 
 
-def transactional_id_partition(transactional_id: str, partitions: int) -> int:
-    """The partition of ``__transaction_state`` of a transactional id (Kafka's
-    ``Utils.abs(transactionalId.hashCode) % partitions``)."""
-    return offsets_partition_for(transactional_id, partitions)
+transactional_id_partition = partition_for
 
 
 def replay_log(log: Log) -> dict[str, dict[str, Any]]:

@@ -42,17 +42,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafka_spark.broker.coordinator.group_offsets import (
-    DEFAULT_OFFSETS_PARTITIONS,
-    OFFSETS_TOPIC,
-    OFFSETS_TOPIC_CONFIGS,
-    offsets_partition_for,
-)
-from kafka_spark.broker.coordinator.transaction_log import (
-    CLUSTER_TRANSACTION_STATE_PARTITIONS,
-    TRANSACTION_STATE_CONFIGS,
-    TRANSACTION_STATE_TOPIC,
-)
+from kafka_spark.broker.internal_topics import INTERNAL_TOPICS, partition_for
 from kafka_spark.broker.metadata.controller import NO_LEADER, Controller, MetadataImage, PartitionState
 from kafka_spark.broker.oauthbearer.login import broker_login
 from kafka_spark.broker.protocol.versions import ApiKey
@@ -67,13 +57,10 @@ from kafka_spark.common.topic_partition import TopicPartition
 logger = logging.getLogger("kafka_spark.broker.cluster")
 
 LEADER, FOLLOWER, OFFLINE = "leader", "follower", "offline"
-#: The coordinators' topics on a cluster -> (partition count, configs). A key's coordinator is the
-#: leader of the key's partition (Kafka's hash of the group / transactional id).
-COORDINATOR_TOPICS: dict[str, tuple[int, dict[str, str]]] = {
-    OFFSETS_TOPIC: (DEFAULT_OFFSETS_PARTITIONS, OFFSETS_TOPIC_CONFIGS),
-    TRANSACTION_STATE_TOPIC: (CLUSTER_TRANSACTION_STATE_PARTITIONS, TRANSACTION_STATE_CONFIGS),
-}
-coordinator_partition = offsets_partition_for  # Kafka: Utils.abs(key.hashCode) % partitions, for both
+#: The coordinators' topics -> (partition count, configs). A key's coordinator is the leader of the
+#: key's partition (Kafka's hash of the group / transactional id).
+COORDINATOR_TOPICS = INTERNAL_TOPICS
+coordinator_partition = partition_for
 #: Fetch and OffsetForLeaderEpoch versions the fetchers send (classic encoding, replica id in the body).
 FETCH_VERSION = 11
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4

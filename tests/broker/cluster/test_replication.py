@@ -16,7 +16,8 @@ import confluent_kafka.admin
 import pytest
 
 from kafka_spark import EmbeddedCluster
-from kafka_spark.broker.coordinator.group_offsets import OFFSETS_TOPIC, offsets_partition_for
+from kafka_spark.broker.internal_topics import OFFSETS_TOPIC
+from kafka_spark.broker.internal_topics import partition_for as offsets_partition_for
 from kafka_spark.broker.storage.batch import build_record_batch, read_varint, validate_batches
 from kafka_spark.broker.storage.epochs import CHECKPOINT_FILE
 from kafka_spark.broker.storage.log import partition_dir

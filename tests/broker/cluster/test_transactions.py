@@ -17,9 +17,9 @@ import confluent_kafka
 import pytest
 
 from kafka_spark.broker.cluster import EmbeddedCluster
-from kafka_spark.broker.coordinator.group_offsets import OFFSETS_TOPIC, offsets_partition_for
 from kafka_spark.broker.coordinator.transaction import TxnState
-from kafka_spark.broker.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
+from kafka_spark.broker.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from kafka_spark.broker.internal_topics import partition_for as offsets_partition_for
 from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
