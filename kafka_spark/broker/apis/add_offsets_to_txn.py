@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
-from kafka_spark.broker.coordinator.transaction import fenced_error
+from kafka_spark.broker.coordinator.transaction_state import fenced_error
 
 
 def handle(broker: BrokerContext, request: Any) -> Any:

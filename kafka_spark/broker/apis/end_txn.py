@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
-from kafka_spark.broker.coordinator.transaction import fenced_error
+from kafka_spark.broker.coordinator.transaction_state import fenced_error
 
 #: EndTxn v5+ is transaction protocol v2 (KIP-890): the epoch is bumped at every commit and abort.
 TRANSACTION_V2_END_TXN = 5

@@ -61,11 +61,9 @@ Thread-safety: event loop only.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -81,6 +79,19 @@ from kafka_spark.broker.coordinator.transaction_log import (
     TransactionLog,
     replay_log,
     transactional_id_partition,
+)
+from kafka_spark.broker.coordinator.transaction_state import (
+    PREPARING,
+    EndAction,
+    InitAction,
+    Offsets,
+    TransactionMetadata,
+    TxnState,
+    end_txn_check,
+    init_check,
+    offsets_check,
+    produce_check,
+    validate,
 )
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.protocol.versions import ApiKey
@@ -101,118 +112,6 @@ EXPIRATION_CHECK_INTERVAL_MS = 3_600_000  # Kafka's transaction.remove.expired.t
 COORDINATOR_EPOCH = 0  # one coordinator, never moved
 MARKER_RETRY_MS = 1_000
 STATE_REPLICATION_TIMEOUT_MS = 10_000  # a cluster: how long a state change may wait for the ISR
-_MAX_EPOCH = 32766  # Short.MaxValue - 1: past it, a new producer id starts at epoch 0
-
-#: staged consumer offsets: partition -> (offset, metadata, leader epoch of the last consumed record)
-Offsets = Mapping[TopicPartition, tuple[int, "str | None", int]]
-
-
-class TxnState(enum.Enum):
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    PREPARE_COMMIT = "PrepareCommit"
-    PREPARE_ABORT = "PrepareAbort"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
-
-
-LEGAL_TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
-    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
-    TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT}),
-    TxnState.PREPARE_COMMIT: frozenset({TxnState.COMPLETE_COMMIT}),
-    TxnState.PREPARE_ABORT: frozenset({TxnState.COMPLETE_ABORT}),
-    TxnState.COMPLETE_COMMIT: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
-    TxnState.COMPLETE_ABORT: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
-}
-
-
-class IllegalTransition(RuntimeError):
-    """A bug: the coordinator tried a transition outside LEGAL_TRANSITIONS."""
-
-
-@dataclass
-class TransactionMetadata:
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    timeout_ms: int
-    state: TxnState = TxnState.EMPTY
-    last_producer_epoch: int = -1  # the epoch before the last bump: a retried InitProducerId (KIP-360)
-    partitions: set[TopicPartition] = field(default_factory=set)
-    groups: set[str] = field(default_factory=set)
-    pending_offsets: dict[str, dict[TopicPartition, tuple[int, str | None, int]]] = field(default_factory=dict)
-    txn_start_ms: int = -1
-    last_update_ms: int = -1
-    transaction_v2: bool = False  # the last EndTxn was v5+ (KIP-890): epochs bump per transaction
-    next_producer_id: int = -1  # v2 with exhausted epochs: the id the producer moves to on completion
-    previous_producer_id: int = -1  # the id before such a move (recognises a retried EndTxn)
-
-    def transition(self, new: TxnState) -> None:
-        if new not in LEGAL_TRANSITIONS[self.state]:
-            raise IllegalTransition(f"transaction {self.transactional_id!r}: {self.state.value} -> {new.value}")
-        self.state = new
-
-    def bump_epoch(self, new_producer_id: int) -> None:
-        """Next epoch; a new producer id (``new_producer_id``) once epochs are exhausted."""
-        if self.producer_epoch >= _MAX_EPOCH:
-            self.producer_id, self.producer_epoch, self.last_producer_epoch = new_producer_id, 0, -1
-        else:
-            self.last_producer_epoch = self.producer_epoch
-            self.producer_epoch += 1
-
-    def to_record(self) -> dict[str, Any]:
-        return {
-            "producer_id": self.producer_id,
-            "producer_epoch": self.producer_epoch,
-            "last_producer_epoch": self.last_producer_epoch,
-            "timeout_ms": self.timeout_ms,
-            "state": self.state.value,
-            "partitions": sorted([tp.topic, tp.partition] for tp in self.partitions),
-            "groups": sorted(self.groups),
-            "pending_offsets": {
-                group: sorted(
-                    [tp.topic, tp.partition, offset, metadata, leader_epoch]
-                    for tp, (offset, metadata, leader_epoch) in offsets.items()
-                )
-                for group, offsets in self.pending_offsets.items()
-            },
-            "txn_start_ms": self.txn_start_ms,
-            "last_update_ms": self.last_update_ms,
-            "transaction_v2": self.transaction_v2,
-            "next_producer_id": self.next_producer_id,
-            "previous_producer_id": self.previous_producer_id,
-        }
-
-    @classmethod
-    def from_record(cls, transactional_id: str, record: Mapping[str, Any]) -> TransactionMetadata:
-        return cls(
-            transactional_id,
-            record["producer_id"],
-            record["producer_epoch"],
-            record["timeout_ms"],
-            TxnState(record["state"]),
-            record["last_producer_epoch"],
-            {TopicPartition(topic, partition) for topic, partition in record["partitions"]},
-            set(record["groups"]),
-            {
-                group: {
-                    TopicPartition(entry[0], entry[1]): (entry[2], entry[3], entry[4] if len(entry) > 4 else -1)
-                    for entry in entries
-                }  # records from before leader epochs were kept have 4 fields
-                for group, entries in record["pending_offsets"].items()
-            },
-            record["txn_start_ms"],
-            record["last_update_ms"],
-            record.get("transaction_v2", False),
-            record.get("next_producer_id", -1),
-            record.get("previous_producer_id", -1),
-        )
-
-
-def fenced_error(api_version: int, first_fenced_version: int) -> int:
-    """PRODUCER_FENCED (90) from ``first_fenced_version`` on, INVALID_PRODUCER_EPOCH (47) before,
-    as Kafka downgrades for older clients."""
-    return ErrorCode.producer_fenced if api_version >= first_fenced_version else ErrorCode.invalid_producer_epoch
 
 
 class TransactionCoordinator:
@@ -252,7 +151,7 @@ class TransactionCoordinator:
             self._register(TransactionMetadata.from_record(transactional_id, record))
         interrupted = []
         for meta in self._txns.values():
-            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            if meta.state in PREPARING:
                 interrupted.append(meta)
             if meta.state is not TxnState.EMPTY:
                 for tp in meta.partitions:  # loads the partition's index, so its LSO holds at once
@@ -317,7 +216,7 @@ class TransactionCoordinator:
         for transactional_id, record in replay_log(self._log.partition_log(partition)).items():
             meta = TransactionMetadata.from_record(transactional_id, record)
             self._register(meta)
-            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            if meta.state in PREPARING:
                 interrupted.append(meta)
         self._owned[partition] = leader_epoch
         for meta in interrupted:
@@ -377,21 +276,14 @@ class TransactionCoordinator:
             self._register(meta)
             self._persist(meta)
             return ErrorCode.none, meta.producer_id, meta.producer_epoch
-        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            return ErrorCode.concurrent_transactions, -1, -1  # markers still being written
-        if producer_id >= 0:
-            if (
-                producer_id == meta.producer_id
-                and producer_epoch == meta.last_producer_epoch
-                and meta.state is TxnState.EMPTY
-            ):
-                return ErrorCode.none, meta.producer_id, meta.producer_epoch  # retry of the bump just made
-            if producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
-                return fenced_error(api_version, 4), -1, -1
-        meta.timeout_ms = timeout_ms
+        code, action = init_check(meta, producer_id, producer_epoch, api_version)
+        if action is InitAction.REFUSE:
+            return code, -1, -1
+        if action is InitAction.ANSWER:
+            return ErrorCode.none, meta.producer_id, meta.producer_epoch
         if meta.state is TxnState.ONGOING:
             # As Kafka: fence (epoch + 1, markers with it), abort, then the init's own bump.
-            _fence(meta)
+            meta.fence()
             logger.info(
                 "InitProducerId for %r aborts its ongoing transaction (epoch now %d)",
                 transactional_id,
@@ -401,8 +293,7 @@ class TransactionCoordinator:
             if meta.state is TxnState.PREPARE_ABORT:  # markers pending a retry: the client retries too
                 return ErrorCode.concurrent_transactions, -1, -1
         previous_id = meta.producer_id
-        meta.bump_epoch(self._next_id_if_exhausted(meta))
-        meta.transition(TxnState.EMPTY)
+        meta.bump_for_init(timeout_ms, self._next_id_if_exhausted(meta))
         if meta.producer_id != previous_id:
             self._by_producer_id.pop(previous_id, None)
             self._register(meta)
@@ -410,7 +301,7 @@ class TransactionCoordinator:
         return ErrorCode.none, meta.producer_id, meta.producer_epoch
 
     def _next_id_if_exhausted(self, meta: TransactionMetadata) -> int:
-        return self._broker.producer_ids.next_id() if meta.producer_epoch >= _MAX_EPOCH else meta.producer_id
+        return self._broker.producer_ids.next_id() if meta.epochs_exhausted else meta.producer_id
 
     # -- checks shared by the transaction APIs -------------------------------------------------------
 
@@ -421,21 +312,8 @@ class TransactionCoordinator:
         if owner:
             return None, owner
         meta = self._txns.get(transactional_id)
-        if meta is None or meta.producer_id != producer_id:
-            return None, ErrorCode.invalid_producer_id_mapping
-        if producer_epoch != meta.producer_epoch:
-            return None, fenced
-        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            return None, ErrorCode.concurrent_transactions
-        return meta, ErrorCode.none
-
-    def _begin(self, meta: TransactionMetadata) -> None:
-        if meta.state is not TxnState.ONGOING:
-            meta.transition(TxnState.ONGOING)
-            meta.txn_start_ms = _now_ms()
-            meta.partitions.clear()
-            meta.groups.clear()
-            meta.pending_offsets.clear()
+        error = validate(meta, producer_id, producer_epoch, fenced)
+        return (meta, error) if not error else (None, error)
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit ---------------------------------------
 
@@ -459,9 +337,7 @@ class TransactionCoordinator:
                 tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
                 for tp in partitions
             }
-        if meta.state is not TxnState.ONGOING or not meta.partitions.issuperset(partitions):
-            self._begin(meta)
-            meta.partitions.update(partitions)
+        if meta.add_partitions(partitions, _now_ms()):
             self._persist(meta)
         return {tp: ErrorCode.none for tp in partitions}
 
@@ -498,12 +374,7 @@ class TransactionCoordinator:
             info = cluster.topics().get(OFFSETS_TOPIC)
             count = info.partitions if info is not None else DEFAULT_OFFSETS_PARTITIONS
             offsets_tp = TopicPartition(OFFSETS_TOPIC, offsets_partition_for(group_id, count))
-        missing = offsets_tp is not None and offsets_tp not in meta.partitions
-        if meta.state is not TxnState.ONGOING or group_id not in meta.groups or missing:
-            self._begin(meta)
-            meta.groups.add(group_id)
-            if offsets_tp is not None:
-                meta.partitions.add(offsets_tp)
+        if meta.add_group(group_id, offsets_tp, _now_ms()):
             self._persist(meta)
         return ErrorCode.none
 
@@ -522,14 +393,14 @@ class TransactionCoordinator:
         meta, error = self._validate(transactional_id, producer_id, producer_epoch, ErrorCode.invalid_producer_epoch)
         if meta is None:
             return error
-        if transaction_v2 and (meta.state is not TxnState.ONGOING or group_id not in meta.groups):
-            self._begin(meta)
-            meta.groups.add(group_id)
-        if meta.state is not TxnState.ONGOING or group_id not in meta.groups:
+        error, add = offsets_check(meta, group_id, transaction_v2)
+        if error:
             logger.warning(
                 "TxnOffsetCommit for %r, group %r: call AddOffsetsToTxn for the group first", transactional_id, group_id
             )
-            return ErrorCode.invalid_txn_state
+            return error
+        if add:
+            meta.add_group(group_id, None, _now_ms())
         meta.pending_offsets.setdefault(group_id, {}).update(offsets)
         self._persist(meta)
         return ErrorCode.none
@@ -562,54 +433,24 @@ class TransactionCoordinator:
         if owner:
             return owner, -1, -1
         meta = self._txns.get(transactional_id)
-        if meta is None:
-            return ErrorCode.invalid_producer_id_mapping, -1, -1
-        # Transaction protocol v2 bumped the epoch when this transaction ended: a retry of that
-        # EndTxn carries the epoch before (or, after a move to a new producer id, the last one).
-        bumped_retry = (
-            meta.transaction_v2 and meta.producer_id == producer_id and meta.producer_epoch == producer_epoch + 1
-        )
-        moved_retry = (
-            meta.transaction_v2
-            and meta.previous_producer_id == producer_id
-            and producer_epoch == _MAX_EPOCH
-            and meta.producer_epoch == 0
-        )
-        state = meta.state
-        if meta.producer_id != producer_id and not moved_retry:
-            return ErrorCode.invalid_producer_id_mapping, -1, -1
-        if state in (
-            TxnState.PREPARE_COMMIT,
-            TxnState.PREPARE_ABORT,
-            TxnState.COMPLETE_COMMIT,
-            TxnState.COMPLETE_ABORT,
-        ) and (bumped_retry or moved_retry):
-            valid_epoch = True
-        else:
-            valid_epoch = producer_epoch == meta.producer_epoch
-        if not valid_epoch:
-            return fenced, -1, -1
-        if state is TxnState.ONGOING:
-            if transaction_v2:
-                meta.transaction_v2 = True
-                meta.previous_producer_id = -1
-                if meta.producer_epoch >= _MAX_EPOCH:
-                    meta.next_producer_id = self._broker.producer_ids.next_id()
-                meta.last_producer_epoch = meta.producer_epoch
-                meta.producer_epoch += 1  # the markers fence the epoch that wrote the transaction
-            else:
-                meta.transaction_v2 = False
-            self._end(meta, commit)
-            return ErrorCode.none, meta.producer_id, meta.producer_epoch
-        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            return ErrorCode.concurrent_transactions, -1, -1
-        if state is (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
-            return ErrorCode.none, meta.producer_id, meta.producer_epoch  # a retry of the EndTxn that completed it
-        logger.warning("EndTxn(%s) for %r in state %s", "commit" if commit else "abort", transactional_id, state.value)
-        return ErrorCode.invalid_txn_state, -1, -1
+        code, action = end_txn_check(meta, producer_id, producer_epoch, commit, fenced)
+        if action is EndAction.REFUSE:
+            if code == ErrorCode.invalid_txn_state:
+                state = meta.state.value if meta is not None else "unknown"
+                logger.warning(
+                    "EndTxn(%s) for %r in state %s", "commit" if commit else "abort", transactional_id, state
+                )
+            return code, -1, -1
+        assert meta is not None
+        if action is EndAction.END:
+            next_id = self._broker.producer_ids.next_id() if transaction_v2 and meta.epochs_exhausted else -1
+            self._end(meta, commit, transaction_v2=transaction_v2, next_producer_id=next_id)
+        return ErrorCode.none, meta.producer_id, meta.producer_epoch
 
-    def _end(self, meta: TransactionMetadata, commit: bool) -> None:
-        meta.transition(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+    def _end(
+        self, meta: TransactionMetadata, commit: bool, *, transaction_v2: bool | None = None, next_producer_id: int = -1
+    ) -> None:
+        meta.prepare_end(commit, transaction_v2, next_producer_id)
         self._persist(meta)
         self._finish(meta, commit, only_open=False)
 
@@ -639,15 +480,10 @@ class TransactionCoordinator:
 
     def _complete(self, meta: TransactionMetadata, commit: bool) -> None:
         """Every marker is written: CompleteCommit / CompleteAbort."""
-        meta.transition(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
-        if meta.next_producer_id >= 0:  # v2 exhausted the epochs: the producer moves to a new id
-            self._by_producer_id.pop(meta.producer_id, None)
-            meta.previous_producer_id, meta.producer_id = meta.producer_id, meta.next_producer_id
-            meta.producer_epoch, meta.last_producer_epoch, meta.next_producer_id = 0, -1, -1
+        moved = meta.complete()
+        if moved is not None:  # v2 exhausted the epochs: the producer moved to a new id
+            self._by_producer_id.pop(moved, None)
             self._register(meta)
-        meta.partitions.clear()
-        meta.groups.clear()
-        meta.pending_offsets.clear()
         self._persist(meta)
         self._broker.notifier.notify()
 
@@ -876,19 +712,13 @@ class TransactionCoordinator:
             # which would need the leader to add the partition, is not finalized on a cluster) and
             # the markers' epochs fence the batches of older producer epochs.
             return ErrorCode.none
-        if meta is None or (transactional_id is not None and transactional_id != meta.transactional_id):
+        if meta is None:
             return ErrorCode.invalid_producer_id_mapping
-        if header.producer_epoch != meta.producer_epoch:
-            return ErrorCode.invalid_producer_epoch
-        if transaction_v2 and (meta.state is not TxnState.ONGOING or tp not in meta.partitions):
-            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                return ErrorCode.concurrent_transactions
-            self._begin(meta)
-            meta.partitions.add(tp)
+        code, add = produce_check(meta, transactional_id, header.producer_epoch, tp, transaction_v2)
+        if add:
+            meta.add_partitions([tp], _now_ms())
             self._persist(meta)
-        if meta.state is not TxnState.ONGOING or tp not in meta.partitions:
-            return ErrorCode.invalid_txn_state
-        return ErrorCode.none
+        return code
 
     # -- timeouts ------------------------------------------------------------------------------------
 
@@ -904,11 +734,7 @@ class TransactionCoordinator:
     def abort_timed_out(self, now_ms: int) -> list[str]:
         """Abort every ongoing transaction older than its timeout, bumping its epoch so the
         abandoned producer is fenced. Returns the transactional ids aborted."""
-        expired = [
-            meta
-            for meta in self._txns.values()
-            if meta.state is TxnState.ONGOING and now_ms - meta.txn_start_ms > meta.timeout_ms
-        ]
+        expired = [meta for meta in self._txns.values() if meta.timed_out(now_ms)]
         for meta in expired:
             logger.warning(
                 "aborting transaction %r of producer %d: open %d ms, longer than its timeout %d ms",
@@ -917,7 +743,7 @@ class TransactionCoordinator:
                 now_ms - meta.txn_start_ms,
                 meta.timeout_ms,
             )
-            _fence(meta)
+            meta.fence()
             self._end(meta, commit=False)
         if expired:
             self._drain_unsynced()
@@ -937,12 +763,7 @@ class TransactionCoordinator:
     def expire_transactional_ids(self, now_ms: int) -> list[str]:
         """Forget every transactional id idle for longer than ``transactional_id_expiration_ms``
         with no transaction open (tombstoned in ``__transaction_state``). Returns those ids."""
-        idle = [
-            meta
-            for meta in self._txns.values()
-            if meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-            and now_ms - meta.last_update_ms > self.transactional_id_expiration_ms
-        ]
+        idle = [meta for meta in self._txns.values() if meta.expired(now_ms, self.transactional_id_expiration_ms)]
         for meta in idle:
             log, end = self._log.append(meta.transactional_id, None, now_ms)
             self._unsynced[log] = end
@@ -1005,14 +826,6 @@ class TransactionCoordinator:
             if timer is not None:
                 timer.cancel()
         self._timer = self._expiry_timer = None
-
-
-def _fence(meta: TransactionMetadata) -> None:
-    """Bump the epoch so the markers about to be written fence the current producer, unless the
-    epochs are exhausted: the markers must carry the producer id of the open transaction, and the
-    next InitProducerId moves to a new producer id anyway."""
-    if meta.producer_epoch < _MAX_EPOCH:
-        meta.bump_epoch(meta.producer_id)
 
 
 class NotReplicatedError(Exception):

@@ -17,7 +17,7 @@ import confluent_kafka
 import pytest
 
 from kafka_spark.broker.cluster import EmbeddedCluster
-from kafka_spark.broker.coordinator.transaction import TxnState
+from kafka_spark.broker.coordinator.transaction_state import TxnState
 from kafka_spark.broker.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from kafka_spark.broker.internal_topics import partition_for as offsets_partition_for
 from tests.support.waiting import wait_until

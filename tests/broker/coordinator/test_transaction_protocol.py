@@ -432,8 +432,8 @@ def test_coordinator_state_and_open_transactions_survive_a_restart(tmp_path):
 
 
 def test_commit_interrupted_after_prepare_commit_is_finished_on_restart(tmp_path):
-    from kafka_spark.broker.coordinator.transaction import TxnState
     from kafka_spark.broker.coordinator.transaction_log import TransactionLog
+    from kafka_spark.broker.coordinator.transaction_state import TxnState
     from kafka_spark.broker.storage.log_manager import LogManager
 
     topic = "interrupted"
