@@ -1,8 +1,13 @@
-"""The broker node: its state (logs, settings, coordinators) as the API handlers see it.
+"""The broker node: its state (logs, settings, replicas, coordinators) as the API handlers see it.
 
 The socket server (server.py) moves bytes and hands each decoded request to
 ``kafka_spark.broker.apis.dispatch``, which calls the request's handler with this node (one
 module per Kafka API; ``apis/context.py`` lists what a handler may use of the node).
+
+Every node is a member of a cluster, of one on its own: it has a replica manager
+(replication/replica_manager.py) that applies its controller's metadata, and a single node is its
+own controller (``Controller.of_one``, KRaft's combined mode), built from its log directory. The
+coordinators keep their state in the internal topics on any cluster size.
 """
 
 from __future__ import annotations
@@ -10,19 +15,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafka_spark.broker.apis.fetch_session import FetchSessionCache
 from kafka_spark.broker.authorizer import Authorizer
 from kafka_spark.broker.config import BrokerConfig
 from kafka_spark.broker.coordinator.group import DEFAULT_INITIAL_REBALANCE_DELAY_MS, GroupCoordinator
-from kafka_spark.broker.coordinator.group_offsets import OFFSETS_TOPIC
 from kafka_spark.broker.coordinator.transaction import TransactionCoordinator
-from kafka_spark.broker.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
+from kafka_spark.broker.coordinator.txn_markers import MarkerChannel
 from kafka_spark.broker.credentials import CredentialStore
 from kafka_spark.broker.durability import GroupCommit
+from kafka_spark.broker.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from kafka_spark.broker.metadata.controller import Controller
 from kafka_spark.broker.notifier import DataNotifier
+from kafka_spark.broker.replication.replica_manager import ReplicaManager
+from kafka_spark.broker.storage import epochs
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import LogManager
 from kafka_spark.broker.storage.producer_state import PartitionProducerState, ProducerIdManager
@@ -30,7 +37,6 @@ from kafka_spark.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from kafka_spark.broker.apis.context import ProducerIds
-    from kafka_spark.broker.replication.replica_manager import ReplicaManager
 
 logger = logging.getLogger("kafka_spark.broker")
 
@@ -43,21 +49,27 @@ class Broker:
         self,
         config: BrokerConfig,
         loop: asyncio.AbstractEventLoop,
-        cluster: Callable[[Broker], ReplicaManager] | None = None,
+        controller: Controller | None = None,
+        *,
+        producer_ids: ProducerIds | None = None,
+        **replication: Any,
     ) -> None:
+        """``controller``: the controller of this node's cluster; None makes the node a cluster of
+        one, its own controller over its log directory. ``producer_ids``: where producer ids come
+        from (default: the log directory's allocator; a cluster's nodes hand out ids unique across
+        it). ``replication``: the replica manager's settings (replica_lag_time_max_ms,
+        heartbeat_interval_ms, replica_fetch_wait_max_ms)."""
         self.config = config
         self.loop = loop
         self.port = config.port  # replaced by the bound port once the server listens
-        # the single node leads every partition in a leader epoch of its own, bumped at each start;
-        # a cluster's ReplicaManager keeps the epochs the controller decides
-        self.logs = LogManager(config.log_dir, config.log, leader_epochs=cluster is None)
+        self.logs = LogManager(config.log_dir, config.log)
         self.notifier = DataNotifier(loop)
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.group_commit = GroupCommit(
             loop, ring_entries=config.log_flush_io_uring_entries, flush_timeout_ms=config.log_flush_timeout_ms
         )
         self.started_ms = int(time.time() * 1000)
-        self.producer_ids: ProducerIds = ProducerIdManager(config.log_dir)
+        self.producer_ids: ProducerIds = producer_ids or ProducerIdManager(config.log_dir)
         # ACLs (with authorizer.class.name; None: everything is allowed, as in Kafka) and the SCRAM
         # credentials of the broker's metadata, both kept in the log directory.
         self.authorizer = (
@@ -71,14 +83,20 @@ class Broker:
         )
         self.credentials = CredentialStore(config.log_dir)
         self._producer_states: dict[TopicPartition, PartitionProducerState] = {}
-        # Replication (kafka_spark.broker.cluster.ReplicaManager) on a broker of a cluster, made by
-        # ``cluster``; None on the single-node broker, which leads every partition alone. Set before
-        # the coordinators: on a cluster they load their state when this broker becomes the leader
-        # of a partition of their topic (``coordinator_partition_moved``), not at construction.
-        self.cluster: ReplicaManager | None = cluster(self) if cluster is not None else None
-        # Consumer groups and their committed offsets (replays __consumer_offsets).
+        # This broker's replicas of the partitions the metadata assigns it. The coordinators load
+        # their state when it becomes the leader of a partition of their topic (at ``start``, on a
+        # single node), through ``coordinator_partition_moved``, not at construction.
+        self.replicas = ReplicaManager(
+            self, controller if controller is not None else self._own_controller(), **replication
+        )
+        # The coordinators, each given the narrow interfaces it uses (coordinator/context.py).
+        # Consumer groups and their committed offsets (__consumer_offsets).
         self.groups = GroupCoordinator(
-            self,
+            loop,
+            self.logs,
+            self.replicas,
+            self.group_commit,
+            self.notifier,
             initial_rebalance_delay_ms=getattr(
                 config, "group_initial_rebalance_delay_ms", DEFAULT_INITIAL_REBALANCE_DELAY_MS
             ),
@@ -87,12 +105,44 @@ class Broker:
             consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
             consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
         )
-        self.transactions = TransactionCoordinator(  # replays __transaction_state
-            self, transactional_id_expiration_ms=config.transactional_id_expiration_ms
+        # Transaction markers at the partitions' leaders, here or with WriteTxnMarkers.
+        self.markers = MarkerChannel(
+            self.logs, self.replicas, self.producer_state, self.notifier, self.groups.txn_marker
+        )
+        # Transactional ids and their transactions (__transaction_state).
+        self.transactions = TransactionCoordinator(
+            loop,
+            self.logs,
+            self.replicas,
+            self.group_commit,
+            self.markers,
+            self.producer_ids,
+            self.producer_state,
+            self.groups.commit_offsets,
+            self.notifier,
+            transactional_id_expiration_ms=config.transactional_id_expiration_ms,
         )
         self._producer_expiry = loop.call_later(
             config.producer_id_expiration_check_interval_ms / 1000, self._expire_producers_periodically
         )
+
+    def _own_controller(self) -> Controller:
+        """A single node's controller: its topics and each partition's last leader epoch as its
+        log directory holds them (see ``Controller.of_one``)."""
+        last_epochs = {
+            TopicPartition(log.topic, log.partition): epochs.last_epoch_used(
+                log.directory, log.batch_headers, log.log_start_offset, log.log_end_offset
+            )
+            for log in self.logs.logs()
+        }
+        return Controller.of_one(
+            self.config.node_id, self.logs.topics().values(), last_epochs, num_partitions=self.config.num_partitions
+        )
+
+    def start(self) -> None:
+        """Join the cluster (register with the controller, take the metadata: lead and follow),
+        once the server has bound its port and before it serves; on the event loop."""
+        self.replicas.start()
 
     @property
     def advertised_host(self) -> str:
@@ -130,12 +180,15 @@ class Broker:
             )
 
     def coordinator_partition_moved(self, tp: TopicPartition, leader_epoch: int | None) -> None:
-        """On a cluster: this broker became the leader of a partition of ``__transaction_state``
-        or ``__consumer_offsets`` (``leader_epoch``), or stopped leading it (None)."""
+        """This broker became the leader of a partition of ``__transaction_state`` or
+        ``__consumer_offsets`` (``leader_epoch``), or stopped leading it (None)."""
         if tp.topic == TRANSACTION_STATE_TOPIC:
             self.transactions.partition_moved(tp.partition, leader_epoch)
         elif tp.topic == OFFSETS_TOPIC:
             self.groups.partition_moved(tp.partition, leader_epoch)
+
+    def forget_producer_state(self, tp: TopicPartition) -> None:
+        self._producer_states.pop(tp, None)
 
     def forget_topic(self, name: str) -> None:
         """Drop in-memory state of a deleted topic."""
@@ -147,6 +200,11 @@ class Broker:
         deleted = self.logs.run_retention()
         if deleted:
             logger.info("retention deleted %d segment(s)", deleted)
+
+    def stop(self, controlled: bool) -> None:
+        """Leave the cluster (``controlled``: tell the controller first, so leadership moves now);
+        on the event loop."""
+        self.replicas.stop(controlled)
 
     def close(self) -> None:
         self._producer_expiry.cancel()

@@ -149,7 +149,13 @@ class EmbeddedBroker:
             self._broker = self._make_broker(loop)
             self._broker.notifier.bind_thread()
             self._server = BrokerServer(self._broker)
-            loop.run_until_complete(self._server.start(serve=self._serve_at_start))
+            # Bound (the controller learns the port) but not listening until the node has
+            # registered and applied its cluster's metadata (led its partitions, loaded its
+            # coordinators), as Kafka opens request processing only when its broker has caught up:
+            # a broker answering first would answer from no metadata.
+            loop.run_until_complete(self._server.start(serve=False))
+            self._broker.start()
+            loop.run_until_complete(self._server.start_serving())
         except BaseException as error:  # noqa: BLE001 surface start-up failures (port in use, bad log dir) to start()
             started.set_exception(error)
             loop.close()
@@ -159,13 +165,13 @@ class EmbeddedBroker:
         loop.run_forever()
         loop.close()
 
-    #: Accept connections as soon as the port is bound; a cluster's node waits until it has
-    #: registered with the controller and applied its metadata (ClusterNode).
-    _serve_at_start = True
-
     def _make_broker(self, loop: asyncio.AbstractEventLoop) -> Broker:
-        """The node, made on its event loop's thread (a cluster's nodes add replication)."""
+        """The node, made on its event loop's thread: a cluster of one, its own controller (a
+        cluster's nodes share theirs, ClusterNode)."""
         return Broker(self.config, loop)
+
+    #: Leave the cluster as a crash would (ClusterNode.kill): no controlled shutdown.
+    _killed = False
 
     def _schedule_retention(self) -> None:
         assert self._loop is not None and self._broker is not None
@@ -190,6 +196,8 @@ class EmbeddedBroker:
             self._registered = None
         if self._retention is not None:
             loop.call_soon_threadsafe(self._retention.cancel)
+        if self._broker is not None:
+            self._call(self._leave(controlled=not self._killed))
         if self._server is not None:
             asyncio.run_coroutine_threadsafe(self._server.stop(), loop).result(timeout=30)
         loop.call_soon_threadsafe(loop.stop)
@@ -199,6 +207,10 @@ class EmbeddedBroker:
             self._broker.close()
         if self._temporary:
             shutil.rmtree(self.log_dir, ignore_errors=True)
+
+    async def _leave(self, controlled: bool) -> None:
+        assert self._broker is not None
+        self._broker.stop(controlled)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()
@@ -225,15 +237,14 @@ class EmbeddedBroker:
 
     async def _create_topic(self, name: str, partitions: int, config: dict[str, str] | None) -> None:
         assert self._broker is not None
-        self._broker.logs.create_topic(name, partitions, config or {})
+        self._broker.replicas.create_topic(name, partitions, None, config or {})
 
     def delete_topic(self, name: str) -> None:
         self._call(self._delete_topic(name))
 
     async def _delete_topic(self, name: str) -> None:
         assert self._broker is not None
-        self._broker.logs.delete_topic(name)
-        self._broker.forget_topic(name)
+        self._broker.replicas.delete_topic(name)
         self._broker.notifier.notify()
 
     def topics(self) -> dict[str, int]:
@@ -243,7 +254,9 @@ class EmbeddedBroker:
     async def _topics(self) -> dict[str, int]:
         assert self._broker is not None
         return {
-            name: info.partitions for name, info in self._broker.logs.topics().items() if not is_internal_topic(name)
+            name: info.partitions
+            for name, info in self._broker.replicas.topics().items()
+            if not is_internal_topic(name)
         }
 
     def run_retention(self) -> None:

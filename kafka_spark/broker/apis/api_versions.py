@@ -50,7 +50,10 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
 
 def _finalized(broker: BrokerContext) -> dict[str, int]:
     levels = {name: level for name, (_, _, level) in FEATURES.items()}
-    if broker.cluster is not None:
+    # The one place where the size of the cluster shows: transaction protocol v2 needs each
+    # partition's leader to add the partition to the transaction at its coordinator, a request
+    # between brokers pylog does not send. A broker alone in its cluster is both, and finalizes it.
+    if not broker.replicas.alone:
         levels.update(CLUSTER_FINALIZED)
     return levels
 

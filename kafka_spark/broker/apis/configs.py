@@ -114,14 +114,14 @@ def topic_config_entries(
             chain.append((BROKER_NAMES.get(key, key), broker_values[key], _STATIC_BROKER_CONFIG))
         chain.append((BROKER_NAMES.get(key, key), kafka_defaults[key], _DEFAULT_CONFIG))
         entries.append(_entry(key, value, chain[0][2], read_only=False, synonyms=chain if synonyms else ()))
-    if broker.cluster is not None and broker.cluster.image is not None:
-        entries.extend(_replication_entries(broker.cluster.image.defaults, overrides, synonyms))
-        entries.sort(key=lambda entry: entry["name"])
+    image = broker.replicas.image
+    entries.extend(_replication_entries(image.defaults if image is not None else {}, overrides, synonyms))
+    entries.sort(key=lambda entry: entry["name"])
     return entries
 
 
-#: Topic settings that act on a cluster's leaders (the controller's image holds them), with
-#: Kafka's defaults; a one-node broker accepts them without effect and does not list them.
+#: Topic settings that act on the partitions' leaders (the controller's image holds them), with
+#: Kafka's defaults.
 _REPLICATION_DEFAULTS = {"min.insync.replicas": "1", "unclean.leader.election.enable": "false"}
 
 
@@ -335,12 +335,9 @@ def _alter(broker: BrokerContext, request: Any, overrides: Any) -> dict[str, Any
                 )
             info = _topic(broker, resource.resource_name)
             wanted = overrides(resource, dict(info.configs))
-            if broker.cluster is None:
-                broker.logs.set_topic_configs(resource.resource_name, wanted, validate_only=body.validate_only)
-            else:  # every replica's broker takes them from the controller's next image
-                LogConfig.from_topic_configs(wanted, broker.config.log)  # InvalidConfigError (40) if wrong
-                if not body.validate_only:
-                    broker.cluster.alter_topic_configs(resource.resource_name, wanted)
+            LogConfig.from_topic_configs(wanted, broker.config.log)  # InvalidConfigError (40) if wrong
+            if not body.validate_only:  # every replica's broker takes them from the controller's next image
+                broker.replicas.alter_topic_configs(resource.resource_name, wanted)
         except _RequestError as error:
             response.update(error_code=error.code, error_message=error.message)
         except StorageError as error:
@@ -370,10 +367,8 @@ def _effective_list(broker: BrokerContext, name: str, current: dict[str, str]) -
 
 
 def _topic(broker: BrokerContext, name: str) -> Any:
-    """The topic's info: the local log's on one node, the controller's image on a cluster (this
-    broker may host no replica of it)."""
-    topics = broker.logs.topics() if broker.cluster is None else broker.cluster.topics()
-    info = None if is_internal_topic(name) else topics.get(name)
+    """The topic's info, from the controller's metadata image (this broker may host no replica of it)."""
+    info = None if is_internal_topic(name) else broker.replicas.topics().get(name)
     if info is None:
         raise _RequestError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
     return info

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from kafka_spark.broker.config import BrokerConfig
     from kafka_spark.broker.coordinator.group import GroupCoordinator
     from kafka_spark.broker.coordinator.transaction import TransactionCoordinator
+    from kafka_spark.broker.coordinator.txn_markers import MarkerChannel
     from kafka_spark.broker.credentials import CredentialStore
     from kafka_spark.broker.durability import GroupCommit
     from kafka_spark.broker.notifier import DataNotifier
@@ -44,11 +45,12 @@ class BrokerContext(Protocol):
     fetch_sessions: FetchSessionCache  # incremental fetches (KIP-227)
     group_commit: GroupCommit  # acks=all: fsync before the response
     producer_ids: ProducerIds
-    cluster: ReplicaManager | None  # replication on a broker of an EmbeddedCluster; None on a single node
+    replicas: ReplicaManager  # this broker's replicas and the cluster's metadata (a cluster of one on its own)
     authorizer: Authorizer | None  # None: no authorizer.class.name, everything is allowed
     credentials: CredentialStore
     groups: GroupCoordinator
     transactions: TransactionCoordinator
+    markers: MarkerChannel  # transaction markers (WriteTxnMarkers)
 
     @property
     def advertised_host(self) -> str: ...

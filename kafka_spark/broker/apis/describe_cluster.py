@@ -1,5 +1,6 @@
 """DescribeCluster (60, v0-2): the cluster id, the controller and the brokers, for admin clients'
-describe_cluster(). One node, which is also the controller. (Metadata answers the same.) v1's
+describe_cluster(): the live brokers of the metadata and the active controller (a single node is
+both). (Metadata answers the same.) v1's
 endpoint type: brokers (1) are described; controllers (2) are asked of controllers, so a broker
 answers MISMATCHED_ENDPOINT_TYPE, and any other type UNSUPPORTED_ENDPOINT_TYPE, as Kafka's
 AuthHelper does. ``include_cluster_authorized_operations`` is answered with what the principal may
@@ -19,7 +20,6 @@ _BROKERS, _CONTROLLERS = 1, 2
 
 
 def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
-    node_id = broker.config.node_id
     endpoint_type = getattr(request.body, "endpoint_type", _BROKERS)
     if endpoint_type != _BROKERS:
         error = (
@@ -35,34 +35,24 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
             "brokers": [],
             "cluster_authorized_operations": access.NOT_REQUESTED,
         }
-    cluster = broker.cluster  # a cluster's brokers describe every live broker and the active controller
+    replicas = broker.replicas  # every live broker and the active controller, from the metadata
     return {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
         "error_message": None,
         "endpoint_type": _BROKERS,
         "cluster_id": broker.config.cluster_id,
-        "controller_id": cluster.controller_id if cluster is not None else node_id,
+        "controller_id": replicas.controller_id,
         "brokers": [
             {
                 "broker_id": entry["node_id"],
                 "host": entry["host"],
                 "port": entry["port"],
                 "rack": None,
-                "is_fenced": False,
+                "is_fenced": False,  # v2: only live brokers are listed
             }
-            for entry in cluster.broker_entries()
-        ]
-        if cluster is not None
-        else [
-            {
-                "broker_id": node_id,
-                "host": broker.advertised_host,
-                "port": broker.port,
-                "rack": None,
-                "is_fenced": False,
-            }
-        ],  # v2: a serving node is never fenced
+            for entry in replicas.broker_entries()
+        ],
         "cluster_authorized_operations": access.authorized_operations(
             broker,
             request,

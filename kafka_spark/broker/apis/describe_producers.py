@@ -9,9 +9,9 @@ coordinator does not list is what ``find-hanging`` reports, and ``kafka-transact
 ends it with an ABORT marker (WriteTxnMarkers).
 
 As Kafka answers: READ on the topic, else TOPIC_AUTHORIZATION_FAILED; UNKNOWN_TOPIC_OR_PARTITION
-for a partition that does not exist. On a cluster the leader answers from its producer state and
-a follower from its own log (rebuilt from the batch headers for the answer: followers keep no
-producer state); a broker without a replica answers NOT_LEADER_OR_FOLLOWER.
+for a partition that does not exist. The leader answers from its producer state and a follower
+from its own log (rebuilt from the batch headers for the answer: followers keep no producer
+state); a broker without a replica answers NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
@@ -55,16 +55,10 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
 
 
 def _producer_state(broker: BrokerContext, topic: str, index: int) -> tuple[int, PartitionProducerState | None]:
-    if broker.cluster is not None:
-        code, log, leads = broker.cluster.hosted_replica(topic, index)
-        if code or log is None:
-            return code or ErrorCode.not_leader_or_follower, None
-        return ErrorCode.none, broker.producer_state(log) if leads else PartitionProducerState.load(log)
-    try:
-        log = broker.logs.get_log(topic, index)
-    except StorageError as error:
-        return error.error_code, None
-    return ErrorCode.none, broker.producer_state(log)
+    code, log, leads = broker.replicas.hosted_replica(topic, index)
+    if code or log is None:
+        return code or ErrorCode.not_leader_or_follower, None
+    return ErrorCode.none, broker.producer_state(log) if leads else PartitionProducerState.load(log)
 
 
 def _producers(state: PartitionProducerState) -> list[dict[str, Any]]:

@@ -17,22 +17,19 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
-from kafka_spark.broker.apis.metadata import NO_AUTHORIZED_OPERATIONS, partition_entry
+from kafka_spark.broker.apis.metadata import NO_AUTHORIZED_OPERATIONS
 from kafka_spark.broker.internal_topics import is_internal_topic
 
 
 def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
-    node_id = broker.config.node_id
-    cluster = broker.cluster  # a cluster's brokers answer from the controller's metadata image
-    existing = cluster.topics() if cluster is not None else broker.logs.topics()
+    replicas = broker.replicas  # the controller's metadata image, as this broker last applied it
+    existing = replicas.topics()
     asked = bool(body.topics)
     names = sorted({topic.name for topic in body.topics}) if asked else sorted(existing)
     cursor = body.cursor
     if cursor is not None:
         names = [name for name in names if name >= cursor.topic_name]
-    offline = {(log.topic, log.partition) for log in broker.logs.logs() if log.failure is not None}
-    epochs = {(log.topic, log.partition): log.leader_epoch for log in broker.logs.logs()}
     budget = max(body.response_partition_limit, 1)
     topics: list[dict[str, Any]] = []
     next_cursor = None
@@ -77,11 +74,7 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
                 "is_internal": is_internal_topic(name),
                 "partitions": [
                     {
-                        **(
-                            cluster.partition_entry(name, index)
-                            if cluster is not None
-                            else partition_entry(index, node_id, (name, index) in offline, epochs.get((name, index), 0))
-                        ),
+                        **replicas.partition_entry(name, index),
                         "eligible_leader_replicas": [],
                         "last_known_elr": [],
                     }

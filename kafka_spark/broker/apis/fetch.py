@@ -39,7 +39,6 @@ from kafka_spark.broker.apis.fetch_session import (
     session_error,
 )
 from kafka_spark.broker.file_region import FileRegion
-from kafka_spark.broker.storage.epochs import current_epoch_error
 from kafka_spark.broker.storage.errors import OffsetOutOfRangeError, StorageError
 from kafka_spark.broker.storage.txn_index import last_offset_of
 
@@ -165,11 +164,11 @@ def _read_partition(
 ) -> dict[str, Any]:
     entry = _empty_entry(request.partition)
     leader_epoch = getattr(request, "current_leader_epoch", -1)
-    if broker.cluster is not None:  # the leader only; a follower's fetch reports its log end offset
-        code = broker.cluster.check_fetch(topic, request.partition, replica_id, request.fetch_offset, leader_epoch)
-        if code:
-            entry["error_code"] = code
-            return entry
+    # The leader only, in the client's current leader epoch (KIP-320); a follower's fetch reports its LEO.
+    code = broker.replicas.check_fetch(topic, request.partition, replica_id, request.fetch_offset, leader_epoch)
+    if code:
+        entry["error_code"] = code
+        return entry
     try:
         log = broker.logs.get_log(topic, request.partition)
     except StorageError as error:
@@ -180,11 +179,6 @@ def _read_partition(
     entry["high_watermark"] = high_watermark
     entry["last_stable_offset"] = last_stable
     entry["log_start_offset"] = log.log_start_offset
-    if broker.cluster is None:  # KIP-320
-        code = current_epoch_error(leader_epoch, log.leader_epoch)
-        if code:
-            entry["error_code"] = code
-            return entry
     # KIP-74: the first partition with data may exceed max_bytes; later ones share what is left.
     limit = min(request.partition_max_bytes, max(budget - used, 0)) if used else request.partition_max_bytes
     if used and limit <= 0:

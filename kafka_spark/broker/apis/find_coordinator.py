@@ -1,7 +1,7 @@
-"""FindCoordinator (10): this node coordinates every group (key type 0) and every
-transactional id (key type 1); on a cluster, the leader of the key's partition of
-``__consumer_offsets`` / ``__transaction_state`` does (COORDINATOR_NOT_AVAILABLE while it has none;
-the topic is created on first use). From v4 (KIP-699) a request asks for many keys at once and is
+"""FindCoordinator (10): a group (key type 0) or transactional id (key type 1) is coordinated by the
+leader of the key's partition of ``__consumer_offsets`` / ``__transaction_state``, as in Kafka (a
+single node leads them all); COORDINATOR_NOT_AVAILABLE while it has none. The topic is created
+through the controller on first use. From v4 (KIP-699) a request asks for many keys at once and is
 answered per key. With an authorizer: DESCRIBE on the group (30) or transactional id (53)."""
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
-from kafka_spark.broker.coordinator.group_offsets import OFFSETS_TOPIC
-from kafka_spark.broker.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
+from kafka_spark.broker.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 _KEY_TYPES = (0, 1)  # GROUP, TRANSACTION; 2 (SHARE, v6+) is for share groups, which this broker has not
 
@@ -27,7 +26,6 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
             ErrorCode.invalid_request,
             f"key type {key_type} is not served; use 0 (group) or 1 (transaction)",
         )
-    here = {"node_id": broker.config.node_id, "host": broker.advertised_host, "port": broker.port}
     nowhere = {"node_id": -1, "host": "", "port": -1}
 
     def answer(key: str) -> dict[str, Any]:
@@ -40,12 +38,11 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
         )
         if not access.allowed(broker, request, access.DESCRIBE, resource, key):
             return {"error_code": refused, "error_message": None, **nowhere}
-        if broker.cluster is not None:  # the leader of the key's partition of the coordinators' topic
-            code, node = broker.cluster.coordinator(OFFSETS_TOPIC if key_type == 0 else TRANSACTION_STATE_TOPIC, key)
-            if node is None:
-                return {"error_code": code, "error_message": None, **nowhere}
-            return {"error_code": ErrorCode.none, "error_message": None, **node}
-        return {"error_code": ErrorCode.none, "error_message": None, **here}
+        # The leader of the key's partition of the coordinators' topic (this node, on its own).
+        code, node = broker.replicas.coordinator(OFFSETS_TOPIC if key_type == 0 else TRANSACTION_STATE_TOPIC, key)
+        if node is None:
+            return {"error_code": code, "error_message": None, **nowhere}
+        return {"error_code": ErrorCode.none, "error_message": None, **node}
 
     if request.api_version >= 4:
         return {"throttle_time": 0, "coordinators": [{"key": key, **answer(key)} for key in body.coordinator_keys]}

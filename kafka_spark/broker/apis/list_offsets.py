@@ -36,7 +36,6 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
-from kafka_spark.broker.storage.epochs import current_epoch_error
 from kafka_spark.broker.storage.errors import StorageError
 
 LATEST = -1
@@ -111,23 +110,15 @@ def _lookup(
         "offset": -1,
         "leader_epoch": -1,
     }
-    lagging = False
-    if broker.cluster is not None:  # answered by the leader, with its epoch
-        code, epoch, lagging = broker.cluster.list_offsets_check(topic, partition, current_leader_epoch)
-        if code:
-            entry["error_code"] = code
-            return entry
+    code, epoch, lagging = broker.replicas.list_offsets_check(topic, partition, current_leader_epoch)
+    if code:  # answered by the leader, in the client's current leader epoch (KIP-320)
+        entry["error_code"] = code
+        return entry
     try:
         log = broker.logs.get_log(topic, partition)
     except StorageError as error:
         entry["error_code"] = error.error_code
         return entry
-    if broker.cluster is None:
-        epoch = log.leader_epoch
-        code = current_epoch_error(current_leader_epoch, epoch)
-        if code:
-            entry["error_code"] = code
-            return entry
     entry["leader_epoch"] = epoch
     consumer = replica_id == CONSUMER_REPLICA_ID
     lagging = lagging and consumer

@@ -1,12 +1,14 @@
 """Metadata (3): brokers, controller, topics and partitions; may auto-create topics.
 
-One node leads every partition, with itself as the only replica and ISR, in the partition's leader
-epoch, which the node bumps at every start (``storage/epochs.py``): clients then validate their
-positions with OffsetForLeaderEpoch (KIP-320), as after a leader change. A partition taken offline by an
-I/O error (Log.mark_failed) is answered as Kafka answers a partition whose only replica sits in
-a failed log directory: LEADER_NOT_AVAILABLE (5), no leader (-1), the node among the offline
-replicas. Clients then hold its messages and stop fetching it instead of retrying into
-KAFKA_STORAGE_ERROR, and carry on with the other partitions.
+Brokers, topics and partitions (leader, leader epoch, replicas, ISR, offline replicas) come from
+the metadata image this broker last applied (replication/replica_manager.py); a single node, a
+cluster of one, leads every partition as its only replica, in a leader epoch bumped at every start,
+so clients validate their positions with OffsetForLeaderEpoch (KIP-320), as after a leader change.
+A partition whose leader's log an I/O error took offline (Log.mark_failed) is answered by that
+broker as Kafka answers a partition whose replica sits in a failed log directory:
+LEADER_NOT_AVAILABLE (5), no leader (-1), the broker among the offline replicas. Clients then hold
+its messages and stop fetching it instead of retrying into KAFKA_STORAGE_ERROR, and carry on with
+the other partitions.
 
 With an authorizer (authorizer.py), a listing of all topics leaves out those the principal may not
 DESCRIBE and a topic asked for by name answers TOPIC_AUTHORIZATION_FAILED (29), whether it exists
@@ -36,25 +38,22 @@ NO_AUTHORIZED_OPERATIONS = -2147483648
 
 def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
-    node_id = broker.config.node_id
     # Internal topics (__consumer_offsets, __transaction_state) are listed as Kafka lists them,
     # is_internal=true (clients with exclude.internal.topics=false see them), and never auto-created.
-    cluster = broker.cluster  # a cluster's brokers answer from the controller's metadata image
-    existing = cluster.topics() if cluster is not None else broker.logs.topics()
+    replicas = broker.replicas  # the controller's metadata image, as this broker last applied it
+    existing = replicas.topics()
     listing = body.topics is None or (request.api_version == 0 and not body.topics)
     if listing:
         names: list[str | None] = list(sorted(existing))  # v0 [] and v1+ null both mean "all topics"
     else:
         names = [topic.name for topic in body.topics]
     with_operations = bool(getattr(body, "include_topic_authorized_operations", False))
-    offline = {(log.topic, log.partition) for log in broker.logs.logs() if log.failure is not None}
-    epochs = {(log.topic, log.partition): log.leader_epoch for log in broker.logs.logs()}
     allow_auto_create = getattr(body, "allow_auto_topic_creation", True)
     topics = []
     for index, name in enumerate(names):
         if name is None:  # v12+: asked for by id
             topic_id = body.topics[index].topic_id
-            name = broker.logs.topic_name(topic_id)
+            name = replicas.topic_name(topic_id)
             if name is None:
                 topics.append({**_topic_error(None, ErrorCode.unknown_topic_id), "topic_id": topic_id})
                 continue
@@ -74,11 +73,7 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
             )
         ):
             try:
-                info = (
-                    cluster.create_topic(name, -1, None, None)
-                    if cluster is not None
-                    else broker.logs.create_topic(name, broker.config.num_partitions)
-                )
+                info = replicas.create_topic(name, -1, None, None)
             except StorageError as error:
                 topics.append(_topic_error(name, error.error_code))
                 continue
@@ -94,12 +89,7 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
                 "name": name,
                 "topic_id": info.topic_id,
                 "is_internal": is_internal_topic(name),
-                "partitions": [
-                    cluster.partition_entry(name, index)
-                    if cluster is not None
-                    else partition_entry(index, node_id, (name, index) in offline, epochs.get((name, index), 0))
-                    for index in range(info.partitions)
-                ],
+                "partitions": [replicas.partition_entry(name, index) for index in range(info.partitions)],
                 "topic_authorized_operations": access.authorized_operations(
                     broker, request, access.TOPIC, name, with_operations
                 ),
@@ -107,12 +97,10 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
         )
     return {
         "throttle_time": 0,
-        "brokers": cluster.broker_entries()
-        if cluster is not None
-        else [{"node_id": node_id, "host": broker.advertised_host, "port": broker.port, "rack": None}],
+        "brokers": replicas.broker_entries(),
         "cluster_id": broker.config.cluster_id,
         # never -1: admin clients wait forever for a controller
-        "controller_id": cluster.controller_id if cluster is not None else node_id,
+        "controller_id": replicas.controller_id,
         "topics": topics,
         "cluster_authorized_operations": access.authorized_operations(
             broker,
@@ -122,18 +110,6 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
             bool(getattr(body, "include_cluster_authorized_operations", False)),
         ),  # v8-10
         "error_code": ErrorCode.none,
-    }
-
-
-def partition_entry(index: int, node_id: int, offline: bool, leader_epoch: int = 0) -> dict[str, Any]:
-    return {
-        "error_code": ErrorCode.leader_not_available if offline else ErrorCode.none,
-        "partition_index": index,
-        "leader_id": -1 if offline else node_id,
-        "leader_epoch": leader_epoch,
-        "replica_nodes": (node_id,),
-        "isr_nodes": (node_id,),
-        "offline_replicas": (node_id,) if offline else (),
     }
 
 

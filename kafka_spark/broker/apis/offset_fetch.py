@@ -88,12 +88,8 @@ def _fetch(
     committed = broker.groups.committed(group_id)
     tp: TopicPartition | None
     staged: set[TopicPartition] = set()
-    if require_stable:  # a cluster stages them in the group's partition, a single node in the transaction
-        staged = (
-            broker.groups.offsets.staged_partitions(group_id)
-            if broker.cluster is not None
-            else broker.transactions.staged_offsets(group_id)
-        )
+    if require_stable:  # staged in the group's partition (or, by a single node before issue 39, in the transaction)
+        staged = broker.groups.offsets.staged_partitions(group_id) | broker.transactions.staged_offsets(group_id)
     if requested is None:
         wanted: dict[str | None, tuple[Any, list[int]]] = {}
         for tp in sorted(committed):

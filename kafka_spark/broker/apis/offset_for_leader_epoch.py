@@ -6,9 +6,9 @@ largest epoch <= the one asked for and the start offset of the next one (the log
 the latest epoch), from the partition's leader-epoch cache (storage/epochs.py); the current leader
 epoch, when given, must be the partition's (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
 
-A single node answers from the leader-epoch cache it keeps per partition (a new epoch at every
-start, beginning at the recovered log end offset), so a consumer or the pylog source can tell
-that a crash lost a tail whose offsets were then reused.
+A single node, which starts a new epoch at every start, beginning at the recovered log end offset,
+answers the same way, so a consumer or the pylog source can tell that a crash lost a tail whose
+offsets were then reused.
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
-from kafka_spark.broker.storage.epochs import current_epoch_error
-from kafka_spark.broker.storage.errors import StorageError
+from kafka_spark.broker.apis.context import BrokerContext
 
 
-def handle(broker: Any, request: Any) -> dict[str, Any]:
+def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
     body = request.body
     replica_id = getattr(body, "replica_id", -1)
     topics = []
@@ -38,29 +37,10 @@ def handle(broker: Any, request: Any) -> dict[str, Any]:
             }
             if denied:
                 entry["error_code"] = ErrorCode.topic_authorization_failed
-            elif broker.cluster is not None:
-                entry["error_code"], entry["leader_epoch"], entry["end_offset"] = broker.cluster.end_offset_for(
+            else:  # the leader answers, from its leader-epoch cache
+                entry["error_code"], entry["leader_epoch"], entry["end_offset"] = broker.replicas.end_offset_for(
                     topic.topic, partition.partition, partition.current_leader_epoch, partition.leader_epoch, replica_id
                 )
-            else:
-                _single_node(broker, topic.topic, partition, entry)
             partitions.append(entry)
         topics.append({"topic": topic.topic, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
-
-
-def _single_node(broker: Any, topic: str, partition: Any, entry: dict[str, Any]) -> None:
-    try:
-        log = broker.logs.get_log(topic, partition.partition)
-    except StorageError as error:
-        entry["error_code"] = error.error_code
-        return
-    code = current_epoch_error(partition.current_leader_epoch, log.leader_epoch)
-    if code:
-        entry["error_code"] = code
-    elif log.epochs is not None:
-        entry["leader_epoch"], entry["end_offset"] = log.epochs.end_offset_for(
-            partition.leader_epoch, log.log_end_offset
-        )
-    elif partition.leader_epoch == log.leader_epoch:
-        entry["leader_epoch"], entry["end_offset"] = log.leader_epoch, log.log_end_offset

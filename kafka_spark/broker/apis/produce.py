@@ -91,19 +91,14 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any] | Deferred | N
                 )
                 if log is not None:
                     appended = True
-                    if acks == -1 and log.config.flush_on_ack_all:
-                        durable.append((entry, broker.group_commit.wait_durable(log, log.log_end_offset)))
-                    if broker.cluster is not None:  # the HW may move; acks=all waits for every in-sync replica
-                        broker.cluster.appended(log)
-                        if acks == -1:
-                            durable.append(
-                                (
-                                    entry,
-                                    broker.cluster.wait_replicated(
-                                        log, entry, log.log_end_offset, body.timeout.total_seconds() * 1000
-                                    ),
-                                )
-                            )
+                    if acks == -1:  # the fsync (flush.on.ack.all) and every in-sync replica
+                        if log.config.flush_on_ack_all:
+                            durable.append((entry, broker.group_commit.wait_durable(log, log.log_end_offset)))
+                        replicated = broker.replicas.wait_replicated(
+                            log, entry, log.log_end_offset, body.timeout.total_seconds() * 1000
+                        )  # None for a leader alone in its ISR: nothing to wait for
+                        if replicated is not None:
+                            durable.append((entry, replicated))
             partition_responses.append(entry)
         responses.append({"name": name, "topic_id": topic.topic_id, "partition_responses": partition_responses})
     if appended:
@@ -168,11 +163,12 @@ def _append(
         # records there (transaction and group state) are replayed at start and must stay its own.
         entry["error_code"] = ErrorCode.invalid_topic_exception
         return None
-    if broker.cluster is not None:  # only the leader appends; acks=all needs min.insync.replicas in sync
-        code = broker.cluster.check_produce(topic, partition, acks)
-        if code:
-            entry["error_code"] = code
-            return None
+    code = broker.replicas.check_produce(
+        topic, partition, acks
+    )  # the leader appends; acks=all needs min.insync.replicas
+    if code:
+        entry["error_code"] = code
+        return None
     try:
         log = broker.logs.get_log(topic, partition)
     except StorageError as error:

@@ -14,10 +14,10 @@ def topic_name(broker: BrokerContext, topic: Any) -> str | None:
     name = getattr(topic, "name", None)
     if name is not None:
         return name
-    return broker.logs.topic_name(getattr(topic, "topic_id", None))
+    return broker.replicas.topic_name(getattr(topic, "topic_id", None))
 
 
 def topic_id(broker: BrokerContext, name: str | None) -> Any:
     """The id of topic ``name`` (None for an unknown topic: zero on the wire)."""
-    info = broker.logs.topic_info(name) if name is not None else None
+    info = broker.replicas.topics().get(name) if name is not None else None
     return info.topic_id if info is not None else None

@@ -1,6 +1,9 @@
-"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37), answered by this node as the
-controller. Explicit replica assignments are accepted when they name existing brokers, i.e. this
-node alone (INVALID_REPLICA_ASSIGNMENT for any other id, as Kafka answers an unknown broker).
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37), which any broker takes and hands
+to the controller (metadata/controller.py): it places the replicas (Kafka's rack-unaware
+assignment, replication factor from the request or default.replication.factor, 1 on a single
+node) and every replica's broker creates, grows or deletes its logs when it applies the new
+metadata. Explicit replica assignments are accepted when they name registered brokers
+(INVALID_REPLICA_ASSIGNMENT for any other id, as Kafka answers an unknown broker).
 
 CreateTopics v5+ (KIP-525) answers each created topic with its partition count, replication
 factor and configs (as DescribeConfigs lists them), v7 with its id. DeleteTopics v6 names topics
@@ -51,12 +54,16 @@ def handle_create(broker: BrokerContext, request: Any) -> dict[str, Any]:
 def _created(broker: BrokerContext, topic: Any, validate_only: bool) -> dict[str, Any]:
     """What CreateTopics v5+ says of a topic it created (or would create, validate_only)."""
     configs = {config.name: config.value for config in topic.configs if config.value is not None}
-    partitions = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
-    info = None if validate_only else broker.logs.topic_info(topic.name)
+    controller = broker.replicas.controller
+    partitions = controller.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+    factor = controller.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
+    if topic.assignments:
+        partitions, factor = len(topic.assignments), len(topic.assignments[0].broker_ids)
+    info = None if validate_only else broker.replicas.topics().get(topic.name)
     entries = topic_config_entries(broker, configs)
     return {
         "num_partitions": info.partitions if info is not None else partitions,
-        "replication_factor": 1,
+        "replication_factor": factor,
         "topic_id": info.topic_id if info is not None else None,
         "configs": [
             {key: entry[key] for key in ("name", "value", "read_only", "config_source", "is_sensitive")}
@@ -86,36 +93,26 @@ def _create(broker: BrokerContext, topic: Any, validate_only: bool) -> tuple[int
             error = _replica_error(broker, assignment.broker_ids)
             if error:
                 return ErrorCode.invalid_replica_assignment, error
-        partitions = len(indexes)
-    elif broker.cluster is not None:  # the controller assigns replicas across the cluster's brokers
-        try:
-            broker.cluster.create_topic(
-                topic.name,
-                topic.num_partitions,
-                topic.replication_factor,
-                {config.name: config.value for config in topic.configs},
-                validate_only,
-            )
-        except StorageError as error:
-            return error.error_code, str(error)
-        return ErrorCode.none, None
-    elif topic.replication_factor not in (-1, 1):
-        return (
-            ErrorCode.invalid_replication_factor,
-            f"Replication factor: {topic.replication_factor} larger than available brokers: 1.",
-        )
-    else:
-        partitions = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
-    configs = {config.name: config.value for config in topic.configs}
     try:
-        if validate_only:
-            broker.logs.validate_topic(topic.name, partitions, configs)
-        else:
-            broker.logs.create_topic(topic.name, partitions, configs)
-            logger.info("created topic %s with %d partition(s)", topic.name, partitions)
+        broker.replicas.create_topic(
+            topic.name,
+            topic.num_partitions,
+            topic.replication_factor,
+            {config.name: config.value for config in topic.configs},
+            validate_only,
+            assignments=[assignment.broker_ids for assignment in sorted(topic.assignments, key=_index)]
+            if topic.assignments
+            else None,
+        )
     except StorageError as error:
         return error.error_code, str(error)
+    if not validate_only:
+        logger.info("created topic %s", topic.name)
     return ErrorCode.none, None
+
+
+def _index(assignment: Any) -> int:
+    return int(assignment.partition_index)
 
 
 def handle_delete(broker: BrokerContext, request: Any) -> dict[str, Any]:
@@ -127,7 +124,7 @@ def handle_delete(broker: BrokerContext, request: Any) -> dict[str, Any]:
     responses = []
     for name, tid in asked:
         if name is None:
-            name = broker.logs.topic_name(tid)
+            name = broker.replicas.topic_name(tid)
             if name is None:
                 responses.append(
                     {
@@ -154,11 +151,7 @@ def handle_delete(broker: BrokerContext, request: Any) -> dict[str, Any]:
             continue
         code, message = ErrorCode.none, None
         try:
-            if broker.cluster is not None:  # through the controller: every replica goes
-                broker.cluster.delete_topic(name)
-            else:
-                broker.logs.delete_topic(name)
-                broker.forget_topic(name)
+            broker.replicas.delete_topic(name)  # through the controller: every replica goes
             logger.info("deleted topic %s", name)
         except StorageError as error:
             code, message = error.error_code, str(error)
@@ -168,25 +161,26 @@ def handle_delete(broker: BrokerContext, request: Any) -> dict[str, Any]:
 
 
 def _replica_error(broker: BrokerContext, broker_ids: Any) -> str | None:
-    """Why a partition's replica list cannot be placed, or None: this node is the only broker, so
-    a list must be exactly [its id]."""
-    node_id = broker.config.node_id
+    """Why a partition's replica list cannot be placed, or None: it must name distinct registered
+    brokers."""
+    image = broker.replicas.image
+    registered = sorted(image.brokers) if image is not None else []
     if not broker_ids:
         return "The manual partition assignment includes an empty replica list."
     if len(set(broker_ids)) != len(broker_ids):
         return f"The manual partition assignment includes the broker ids {list(broker_ids)} more than once."
-    unknown = [broker_id for broker_id in broker_ids if broker_id != node_id]
+    unknown = [broker_id for broker_id in broker_ids if broker_id not in registered]
     if unknown:
         return (
             f"The manual partition assignment includes broker {unknown[0]}, but no such broker is registered "
-            f"(this cluster is broker {node_id} alone)."
+            f"(the registered brokers are {', '.join(map(str, registered))})."
         )
     return None
 
 
 def _assignments_error(broker: BrokerContext, topic: Any) -> str | None:
     """CreatePartitions: one replica list per partition added, each naming existing brokers."""
-    info = broker.logs.topic_info(topic.name)
+    info = broker.replicas.topics().get(topic.name)
     added = topic.count - (info.partitions if info is not None else 0)
     if info is not None and len(topic.assignments) != added:
         return f"Increasing the number of partitions by {added} but {len(topic.assignments)} assignments provided."
@@ -212,15 +206,17 @@ def handle_create_partitions(broker: BrokerContext, request: Any) -> dict[str, A
                 code, message = ErrorCode.topic_authorization_failed, f"not authorized to alter topic {topic.name}"
             elif is_internal_topic(topic.name):
                 code, message = ErrorCode.unknown_topic_or_partition, f"topic {topic.name!r} does not exist"
-            elif broker.cluster is not None:  # the controller assigns the new partitions' replicas
-                broker.cluster.add_partitions(topic.name, topic.count, validate_only=body.validate_only)
             elif topic.assignments and (error := _assignments_error(broker, topic)):
                 code, message = ErrorCode.invalid_replica_assignment, error
-            elif body.validate_only:
-                broker.logs.check_add_partitions(topic.name, topic.count)
-            else:
-                broker.logs.add_partitions(topic.name, topic.count)
-                logger.info("topic %s grew to %d partitions", topic.name, topic.count)
+            else:  # the controller places the new partitions' replicas (or takes the assignments)
+                broker.replicas.add_partitions(
+                    topic.name,
+                    topic.count,
+                    body.validate_only,
+                    assignments=[assignment.broker_ids for assignment in topic.assignments or ()] or None,
+                )
+                if not body.validate_only:
+                    logger.info("topic %s grew to %d partitions", topic.name, topic.count)
         except StorageError as error:
             code, message = error.error_code, str(error)
         results.append({"name": topic.name, "error_code": code, "error_message": message})

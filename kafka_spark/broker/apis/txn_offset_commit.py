@@ -1,13 +1,13 @@
 """TxnOffsetCommit (28), v0-6: consumer offsets staged in a transaction.
 
-Sent to the group coordinator after AddOffsetsToTxn. A single node is both coordinators, so the
-offsets are staged in the transaction coordinator and handed to the group coordinator
-(``broker.groups.commit_offsets``) when the transaction commits; an abort drops them. On a cluster
-(Kafka's way) the group's coordinator writes them to the group's partition of
-``__consumer_offsets`` as transactional records of the producer, replicated before the answer, and
-applies them when the transaction's COMMIT marker reaches that partition (AddOffsetsToTxn made it
-a partition of the transaction). The one
-error (49, 47, 48 without AddOffsetsToTxn) applies to every partition.
+Sent to the group coordinator after AddOffsetsToTxn. As in Kafka, the group's coordinator writes
+the offsets to the group's partition of ``__consumer_offsets`` as transactional records of the
+producer, durable (and replicated) before it answers, and applies them when the transaction's
+COMMIT marker reaches that partition (AddOffsetsToTxn made it a partition of the transaction); an
+ABORT drops them. Where this broker also coordinates the transactional id (always on a single
+node) the transaction is checked first: the producer's id and epoch (49, 47) and the group's
+place in its ongoing transaction (48 without AddOffsetsToTxn); elsewhere the group's coordinator
+trusts the producer, as Kafka's did before KIP-890. The one error applies to every partition.
 
 v3+ (KIP-447) may name the consumer's group membership (generation, member id, instance id): a
 commit from a member that is not (or no longer) in the group's current generation is refused with
@@ -27,9 +27,10 @@ from kio.schema.errors import ErrorCode
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.apis.topic_ids import topic_name
-from kafka_spark.broker.coordinator.group import CoordinatorMovedError
+from kafka_spark.broker.coordinator.group import write_error_code
 from kafka_spark.broker.coordinator.group_offsets import CommittedOffset
 from kafka_spark.broker.deferred import Deferred
+from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.common.topic_partition import TopicPartition
 
 
@@ -63,29 +64,29 @@ def handle(broker: BrokerContext, request: Any) -> Any:
     if not error and (generation_id >= 0 or member_id):
         error = int(broker.groups.validate_offset_commit(body.group_id, generation_id, member_id, transactional=True))
     staged: Awaitable[None] | None = None
-    if broker.cluster is not None:
-        # The group's coordinator (not the transaction's) stages them in the group's partition of
-        # __consumer_offsets, as transactional records applied when the transaction's marker comes.
-        error = error or int(broker.groups.owner_error(body.group_id))
-        if not error:
-            now = int(time.time() * 1000)
-            staged = broker.groups.stage_txn_offsets(
-                body.group_id,
-                body.producer_id,
-                body.producer_epoch,
-                {
-                    tp: CommittedOffset(offset, leader_epoch, metadata or "", now)
-                    for tp, (offset, metadata, leader_epoch) in offsets.items()
-                },
-            )
-    elif not error:
-        error = broker.transactions.txn_offset_commit(
+    error = error or int(broker.groups.owner_error(body.group_id))
+    if not error:
+        verified = broker.transactions.verify_offsets(
             body.transactional_id,
             body.group_id,
             body.producer_id,
             body.producer_epoch,
-            offsets,
             transaction_v2=request.api_version >= 5,
+        )
+        if verified != ErrorCode.not_coordinator:  # the transaction is coordinated elsewhere: trusted
+            error = verified
+    if not error:
+        # The group's coordinator stages them in the group's partition of __consumer_offsets, as
+        # transactional records applied when the transaction's marker comes.
+        now = int(time.time() * 1000)
+        staged = broker.groups.stage_txn_offsets(
+            body.group_id,
+            body.producer_id,
+            body.producer_epoch,
+            {
+                tp: CommittedOffset(offset, leader_epoch, metadata or "", now)
+                for tp, (offset, metadata, leader_epoch) in offsets.items()
+            },
         )
     response = {
         "throttle_time": 0,
@@ -108,17 +109,21 @@ def handle(broker: BrokerContext, request: Any) -> Any:
             for name, topic in zip(names, body.topics, strict=True)
         ],
     }
-    if broker.cluster is not None:
-        return response if staged is None else Deferred(_after(staged, response))
-    return broker.transactions.respond(response)
+    # The transaction's record (a v2 group joining it) and the staged offsets, both durable.
+    answer = broker.transactions.respond(response)
+    if staged is None:
+        return answer
+    return Deferred(_after(staged, answer))
 
 
-async def _after(staged: Awaitable[None], response: dict[str, Any]) -> dict[str, Any]:
+async def _after(staged: Awaitable[None], answer: Any) -> dict[str, Any]:
+    response: dict[str, Any] = await answer.response if isinstance(answer, Deferred) else answer
     try:
         await staged
-    except CoordinatorMovedError:
+    except StorageError as error:
+        code = write_error_code(error)  # NOT_COORDINATOR: the coordinator lost its partition
         for topic in response["topics"]:
             for partition in topic["partitions"]:
                 if partition["error_code"] == ErrorCode.none:
-                    partition["error_code"] = ErrorCode.not_coordinator
+                    partition["error_code"] = code
     return response

@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
+from kafka_spark.broker.coordinator.txn_markers import Marker
 from kafka_spark.broker.deferred import Deferred
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.common.topic_partition import TopicPartition
@@ -47,24 +48,29 @@ def handle(broker: BrokerContext, request: Any) -> Any:
                 if denied:
                     entry["error_code"] = ErrorCode.cluster_authorization_failed
                 else:
-                    code, log = broker.transactions.write_marker(
+                    code, log = broker.markers.write_here(
                         TopicPartition(topic.name, index),
-                        marker.producer_id,
-                        marker.producer_epoch,
-                        bool(marker.transaction_result),
-                        marker.coordinator_epoch,
+                        Marker(
+                            marker.producer_id,
+                            marker.producer_epoch,
+                            bool(marker.transaction_result),
+                            marker.coordinator_epoch,
+                        ),
                     )
                     entry["error_code"] = code
                     if log is not None and log.config.flush_on_ack_all:
                         flushed: dict[str, Any] = {"error_code": ErrorCode.none}
                         durable = broker.group_commit.wait_durable(log, log.log_end_offset)
                         waits.append((entry, flushed, _durable(durable, flushed)))
-                    if log is not None and broker.cluster is not None:
+                    if log is not None:  # and the in-sync replicas (none to wait for alone in the ISR)
                         outcome: dict[str, Any] = {"error_code": ErrorCode.none}
-                        wait = broker.cluster.wait_replicated(
+                        wait = broker.replicas.wait_replicated(
                             log, outcome, log.log_end_offset, MARKER_REPLICATION_TIMEOUT_MS
                         )
-                        waits.append((entry, outcome, wait))
+                        if wait is not None:
+                            waits.append((entry, outcome, wait))
+                        elif outcome["error_code"]:
+                            entry["error_code"] = outcome["error_code"]
                 partitions.append(entry)
             topics.append({"name": topic.name, "partitions": partitions})
         markers.append({"producer_id": marker.producer_id, "topics": topics})

@@ -42,6 +42,7 @@ from kafka_spark.broker.embedded import EmbeddedBroker
 from kafka_spark.broker.metadata.controller import NO_LEADER, Controller, PartitionState
 from kafka_spark.broker.oauthbearer.login import broker_login
 from kafka_spark.broker.replication.replica_manager import ReplicaManager
+from kafka_spark.broker.storage.producer_state import ProducerIdManager
 from kafka_spark.common.topic_partition import TopicPartition
 
 logger = logging.getLogger("kafka_spark.broker.cluster")
@@ -67,14 +68,10 @@ class ClusterNode(EmbeddedBroker):
         self._controller = controller
         self._cluster_size = cluster_size
         self._replication = replication
-        self._killed = False
 
     def _make_broker(self, loop: asyncio.AbstractEventLoop) -> Broker:
-        broker = Broker(
-            self.config, loop, cluster=lambda broker: ReplicaManager(broker, self._controller, **self._replication)
-        )
-        broker.producer_ids = _NodeProducerIds(broker.producer_ids, self.config.node_id, self._cluster_size)
-        return broker
+        producer_ids = _NodeProducerIds(ProducerIdManager(self.config.log_dir), self.config.node_id, self._cluster_size)
+        return Broker(self.config, loop, self._controller, producer_ids=producer_ids, **self._replication)
 
     @property
     def node_id(self) -> int:
@@ -82,30 +79,10 @@ class ClusterNode(EmbeddedBroker):
 
     @property
     def replicas(self) -> ReplicaManager:
-        assert self.broker.cluster is not None  # _make_broker sets it
-        return self.broker.cluster
-
-    def start(self) -> ClusterNode:
-        super().start()
-        self._call(self._start_replication())
-        return self
-
-    # Bound at start (the controller learns the port) but not listening until the node has
-    # registered and applied the cluster's metadata, as Kafka opens request processing only when
-    # its broker has caught up: a restarted broker answering first would answer from no metadata.
-    _serve_at_start = False
-
-    async def _start_replication(self) -> None:
-        self.replicas.start()
-        await self.server.start_serving()
-
-    async def _stop_replication(self, controlled: bool) -> None:
-        self.replicas.stop(controlled)
+        return self.broker.replicas
 
     def close(self) -> None:
         """Controlled shutdown: leadership moves to other in-sync replicas first."""
-        if self._thread is not None and self._broker is not None:
-            self._call(self._stop_replication(controlled=not self._killed))
         super().close()
 
     def kill(self) -> None:

@@ -22,7 +22,12 @@ assignment and place (leader included), the old member id fenced (82 FENCED_INST
 requests). Only a change of its subscription rebalances the group. A static member that stops
 is removed when its session expires (or by a LeaveGroup naming its instance id).
 
-Committed offsets live in :class:`GroupOffsetStore` (durable, replayed at start).
+Committed offsets live in :class:`GroupOffsetStore`, records of ``__consumer_offsets``. This broker
+coordinates the groups of the partitions of that topic it leads (a single node, a cluster of one,
+leads them all): ``partition_moved`` loads a partition's offsets when it becomes the leader and
+forgets its groups when it stops (members get NOT_COORDINATOR and join the new coordinator); other
+groups are answered NOT_COORDINATOR. Every write waits, before its answer, for the fsync where the
+topic flushes on acks=all and for the partition's in-sync replicas (at once for a leader alone).
 
 Thread-safety: none; everything runs on the broker's event loop (other threads go through
 ``loop.call_soon_threadsafe`` / ``run_coroutine_threadsafe``).
@@ -39,7 +44,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -48,12 +53,20 @@ from kafka_spark.broker.coordinator.consumer_group import (
     DEFAULT_SESSION_TIMEOUT_MS,
     ConsumerGroups,
 )
-from kafka_spark.broker.coordinator.group_offsets import OFFSETS_TOPIC, CommittedOffset, GroupOffsetStore
+from kafka_spark.broker.coordinator.context import (
+    Durability,
+    NotReplicatedError,
+    OwnedPartitions,
+    Replication,
+    durable,
+    settled,
+)
+from kafka_spark.broker.coordinator.group_offsets import CommittedOffset, GroupOffsetStore
+from kafka_spark.broker.internal_topics import OFFSETS_TOPIC
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from kafka_spark.broker.durability import GroupCommit
     from kafka_spark.broker.notifier import DataNotifier
     from kafka_spark.broker.storage.log import Log
     from kafka_spark.broker.storage.log_manager import LogManager
@@ -64,8 +77,6 @@ logger = logging.getLogger("kafka_spark.broker.coordinator.group")
 DEFAULT_INITIAL_REBALANCE_DELAY_MS = 100
 #: Kafka's offset.metadata.max.bytes.
 MAX_METADATA_BYTES = 4096
-#: On a cluster: how long an offset commit may wait for the in-sync replicas of __consumer_offsets.
-OFFSETS_REPLICATION_TIMEOUT_MS = 10_000
 #: The ConsumerProtocol assignment with no partitions (version 0, no topics, null user data):
 #: what a member missing from the leader's assignment gets (some clients cannot decode b"").
 EMPTY_CONSUMER_ASSIGNMENT = b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff"
@@ -138,25 +149,17 @@ class Group:
         return max((member.rebalance_timeout_ms for member in self.members.values()), default=0)
 
 
-class _Broker(Protocol):
-    """What the coordinator uses of its node."""
-
-    loop: asyncio.AbstractEventLoop
-    logs: LogManager
-    group_commit: GroupCommit
-    notifier: DataNotifier
-
-
 class GroupCoordinator:
-    """Every consumer group of this node, plus their committed offsets.
-
-    ``broker`` provides ``loop``, ``logs`` (topic existence for commits) and ``group_commit``
-    (fsync waits). The offsets of ``__consumer_offsets`` are replayed on construction.
-    """
+    """Every consumer group this broker coordinates, plus their committed offsets (see the module
+    docstring)."""
 
     def __init__(
         self,
-        broker: _Broker,
+        loop: asyncio.AbstractEventLoop,
+        logs: LogManager,
+        replication: Replication,
+        durability: Durability,
+        notifier: DataNotifier,
         *,
         initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS,
         min_session_timeout_ms: int = 6_000,
@@ -164,22 +167,16 @@ class GroupCoordinator:
         consumer_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         consumer_heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
     ) -> None:
-        self._broker = broker
-        self._loop: asyncio.AbstractEventLoop = broker.loop
+        self._loop = loop
+        self._replication = replication
+        self._durability = durability
+        self._notifier = notifier
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
-        # On a cluster ``__consumer_offsets`` is replicated: this broker coordinates the groups of
-        # the partitions it leads (``_owned``), loaded when it becomes their leader.
-        replicated = getattr(broker, "cluster", None) is not None
-        self.offsets = GroupOffsetStore(broker.logs, replicated=replicated)
-        self._owned: set[int] = set()
-        if not replicated:
-            replayed = self.offsets.load()
-            if replayed:
-                logger.info(
-                    "replayed %d committed offset record(s) of %d group(s)", replayed, len(self.offsets.groups())
-                )
+        # The partitions of __consumer_offsets this broker leads: their groups are its own.
+        self._owned = OwnedPartitions(OFFSETS_TOPIC, replication)
+        self.offsets = GroupOffsetStore(logs, partitions=self._owned.partitions)
         self._groups: dict[str, Group] = {}
         # Groups of KIP-848's consumer protocol (ConsumerGroupHeartbeat); the same id space.
         self.consumer = ConsumerGroups(
@@ -191,9 +188,7 @@ class GroupCoordinator:
         )
 
     def _topic_ids(self) -> dict[str, tuple[uuid.UUID, int]]:
-        cluster = getattr(self._broker, "cluster", None)
-        topics = cluster.topics() if cluster is not None else self._broker.logs.topics()
-        return {name: (info.topic_id, info.partitions) for name, info in topics.items()}
+        return {name: (info.topic_id, info.partitions) for name, info in self._replication.topics().items()}
 
     def _classic_members(self, group_id: str) -> str | None:
         group = self._groups.get(group_id)
@@ -204,31 +199,28 @@ class GroupCoordinator:
             "can join it once they have left"
         )
 
-    # -- on a cluster: the partitions of __consumer_offsets this broker leads --------------------------
+    # -- the partitions of __consumer_offsets this broker leads ---------------------------------------
 
     def owner_error(self, group_id: str) -> ErrorCode:
-        """NONE when this broker coordinates ``group_id``; on a cluster NOT_COORDINATOR when another
-        broker leads the group's partition of ``__consumer_offsets`` (clients find it again)."""
-        if not self.offsets.replicated or self.offsets.partition_of(group_id) in self._owned:
-            return ErrorCode.none
-        return ErrorCode.not_coordinator
+        """NONE when this broker coordinates ``group_id``; NOT_COORDINATOR when another broker
+        leads the group's partition of ``__consumer_offsets`` (clients find it again)."""
+        return self._owned.owner_error(group_id)
 
     def partition_moved(self, partition: int, leader_epoch: int | None) -> None:
         """This broker leads ``partition`` of ``__consumer_offsets`` (load its groups' offsets and
         staged transactional offsets), or no longer does (None: forget its groups; their members
         get NOT_COORDINATOR and join again at the new coordinator)."""
         if leader_epoch is not None:
-            if partition not in self._owned:
+            if partition not in self._owned.epochs:
                 applied = self.offsets.load_partition(partition)
-                self._owned.add(partition)
                 logger.info("%s-%d: loaded %d offset record(s)", OFFSETS_TOPIC, partition, applied)
+            self._owned.epochs[partition] = leader_epoch
             return
-        if partition not in self._owned:
+        if self._owned.epochs.pop(partition, None) is None:
             return
-        self._owned.discard(partition)
         self.offsets.unload_partition(partition)
-        self.consumer.forget([g for g in self.consumer.group_ids() if self.offsets.partition_of(g) == partition])
-        for group_id in [g for g in self._groups if self.offsets.partition_of(g) == partition]:
+        self.consumer.forget(self._owned.keys_of(partition, self.consumer.group_ids()))
+        for group_id in self._owned.keys_of(partition, list(self._groups)):
             group = self._groups.pop(group_id)
             _cancel(group.rebalance_timer)
             for member in group.members.values():
@@ -239,26 +231,14 @@ class GroupCoordinator:
     def stage_txn_offsets(
         self, group_id: str, producer_id: int, producer_epoch: int, offsets: Mapping[TopicPartition, CommittedOffset]
     ) -> Awaitable[None] | None:
-        """On a cluster, TxnOffsetCommit: stage a transaction's offsets in the group's partition
-        (applied when the transaction's COMMIT marker arrives there); returns the replication wait."""
-        written = self.offsets.stage(group_id, producer_id, producer_epoch, offsets)
-        return self._replicated(written)
+        """TxnOffsetCommit: stage a transaction's offsets in the group's partition (applied when
+        the transaction's COMMIT marker arrives there); returns the durability wait."""
+        return self._durable(self.offsets.stage(group_id, producer_id, producer_epoch, offsets))
 
     def txn_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         """A transaction marker was written to ``partition`` of ``__consumer_offsets``."""
-        if partition in self._owned:
+        if partition in self._owned.epochs:
             self.offsets.complete(partition, producer_id, commit)
-
-    def _replicated(self, written: tuple[Log, int] | None) -> Awaitable[None] | None:
-        cluster = getattr(self._broker, "cluster", None)
-        if written is None or cluster is None:
-            return None
-        log, end = written
-        cluster.appended(log)
-        self._broker.notifier.notify()  # the followers' fetches parked here take the records now
-        outcome: dict[str, Any] = {"error_code": ErrorCode.none}
-        wait = cluster.wait_replicated(log, outcome, end, OFFSETS_REPLICATION_TIMEOUT_MS)
-        return _check_replicated(wait, outcome, log.name)
 
     # -- lookups -----------------------------------------------------------------------------------
 
@@ -750,34 +730,26 @@ class GroupCoordinator:
         return self._durable(self.offsets.commit(group_id, offsets))
 
     def _durable(self, written: tuple[Log, int] | None) -> Awaitable[None] | None:
-        """What a response waits for after ``written``: the in-sync replicas on a cluster, else
-        the fsync when the topic flushes on acks=all (None: nothing)."""
+        """What a response waits for after ``written``: the fsync when the topic flushes on
+        acks=all, and the in-sync replicas (None: nothing). Raises StorageError, or
+        NotReplicatedError (answered NOT_COORDINATOR) when the replicas did not all get it."""
         if written is None:
             return None
-        if self.offsets.replicated:
-            return self._replicated(written)
         log, end_offset = written
-        if not log.config.flush_on_ack_all:
-            return None
-        return self._broker.group_commit.wait_durable(log, end_offset)
+        self._notifier.notify()  # the followers' fetches parked here take the records now
+        return settled(durable({log: end_offset}, self._replication, self._durability))
 
     def partition_error(self, topic_partition: TopicPartition, metadata: str | None) -> ErrorCode:
-        """Per-partition check of a commit: the partition exists, the metadata fits."""
-        cluster = getattr(self._broker, "cluster", None)
-        if cluster is not None:  # the coordinator seldom hosts the partition itself
-            info = cluster.topics().get(topic_partition.topic)
-            if info is None or not 0 <= topic_partition.partition < info.partitions:
-                return ErrorCode.unknown_topic_or_partition
-        else:
-            try:
-                self._broker.logs.get_log(topic_partition.topic, topic_partition.partition)
-            except StorageError:
-                return ErrorCode.unknown_topic_or_partition
+        """Per-partition check of a commit: the partition exists (in the metadata: the coordinator
+        may host no replica of it), the metadata fits."""
+        info = self._replication.topics().get(topic_partition.topic)
+        if info is None or not 0 <= topic_partition.partition < info.partitions:
+            return ErrorCode.unknown_topic_or_partition
         if metadata is not None and len(metadata.encode("utf-8")) > MAX_METADATA_BYTES:
             return ErrorCode.offset_metadata_too_large
         return ErrorCode.none
 
-    def commit_offsets(self, group_id: str, offsets: dict[TopicPartition, tuple[int, str | None, int]]) -> None:
+    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, tuple[int, str | None, int]]) -> None:
         """Materialize offsets of a committed transaction (TxnOffsetCommit + EndTxn commit).
 
         Stable API for the transaction coordinator: no generation or member checks (the
@@ -844,20 +816,15 @@ class GroupCoordinator:
         return ErrorCode.none, errors, self._durable(written)
 
     def forget_topic(self, topic: str) -> None:
-        """A topic was deleted: its committed offsets go too (tombstoned). On a cluster every
-        broker is told, and writes the tombstones of the groups it coordinates; they replicate
-        as commits do. On one node they are fsynced as a commit is (where the offsets topic
-        flushes on acks=all), so a crash of the machine cannot bring a deleted topic's offsets
-        back. Nobody waits for either: the deletion is answered at once, as Kafka answers it."""
-        cluster = getattr(self._broker, "cluster", None)
-        for log, end_offset in self.offsets.delete_topic(topic):
-            if cluster is not None:
-                cluster.appended(log)  # a leader alone in its ISR moves its HW at once
-                self._broker.notifier.notify()
-            elif log.config.flush_on_ack_all:
-                self._broker.group_commit.wait_durable(log, end_offset).add_done_callback(
-                    functools.partial(_report_unstored_tombstones, topic)
-                )
+        """A topic was deleted: its committed offsets go too (tombstoned). Every broker is told,
+        and writes the tombstones of the groups it coordinates; they are fsynced (where the
+        offsets topic flushes on acks=all) and replicated as commits are, so a crash cannot bring
+        a deleted topic's offsets back. Nobody waits: the deletion is answered at once, as Kafka
+        answers it."""
+        for written in self.offsets.delete_topic(topic):
+            stored = self._durable(written)
+            if stored is not None:
+                asyncio.ensure_future(stored).add_done_callback(functools.partial(_report_unstored_tombstones, topic))
 
     def close(self) -> None:
         self.consumer.close()
@@ -870,13 +837,6 @@ class GroupCoordinator:
 # -- helpers -------------------------------------------------------------------------------------
 
 
-class CoordinatorMovedError(StorageError):
-    """On a cluster: offsets the in-sync replicas of ``__consumer_offsets`` did not all get (the
-    leadership moved, or the wait timed out); the client finds the coordinator again."""
-
-    error_code = ErrorCode.not_coordinator
-
-
 def _report_unstored_tombstones(topic: str, stored: asyncio.Future[None]) -> None:
     if not stored.cancelled() and stored.exception() is not None:
         logger.error("the offset tombstones of deleted topic %s were not fsynced: %s", topic, stored.exception())
@@ -884,14 +844,8 @@ def _report_unstored_tombstones(topic: str, stored: asyncio.Future[None]) -> Non
 
 def write_error_code(error: StorageError) -> ErrorCode:
     """What a client is told when a group write failed: NOT_COORDINATOR (find the coordinator
-    again) when a cluster's coordinator lost its partition, else KAFKA_STORAGE_ERROR."""
-    return ErrorCode.not_coordinator if isinstance(error, CoordinatorMovedError) else ErrorCode.kafka_storage_error
-
-
-async def _check_replicated(wait: asyncio.Future[None], outcome: dict[str, Any], name: str) -> None:
-    await wait
-    if outcome["error_code"]:
-        raise CoordinatorMovedError(f"{name}: error {outcome['error_code']} waiting for the in-sync replicas")
+    again) when the coordinator lost its partition, else KAFKA_STORAGE_ERROR."""
+    return ErrorCode.not_coordinator if isinstance(error, NotReplicatedError) else ErrorCode.kafka_storage_error
 
 
 def _join_error(code: ErrorCode, member_id: str) -> dict[str, Any]:

@@ -10,17 +10,17 @@ own (``OffsetCommitKey`` v1 and ``OffsetCommitValue`` v3, big endian)::
     value : version int16 = 3 | offset int64 | leader_epoch int32 | metadata string | commit_timestamp int64
     (string = int16 length + UTF-8; a null value is a tombstone: the commit was deleted)
 
-Replay rule: at broker start :meth:`GroupOffsetStore.load` reads every partition of the topic
-from its log start to its end and applies records in order; the last record per key wins and a
-tombstone removes the key. Records of other kinds (Kafka's group-metadata key, version 2) are
-skipped.
+Replay rule: when its broker becomes the leader of a partition of the topic,
+:meth:`GroupOffsetStore.load_partition` reads it from its log start to its end and applies records in
+order; the last record per key wins and a tombstone removes the key. Records of other kinds
+(Kafka's group-metadata key, version 2) are skipped.
 
-On a cluster (``replicated``) the topic is created through the controller, this broker holds the
-groups of the partitions it leads only (:meth:`GroupOffsetStore.load_partition` when it becomes the
-leader, :meth:`GroupOffsetStore.unload_partition` when it stops), and a transaction's offsets are
-written as transactional records of its producer (:meth:`GroupOffsetStore.stage`) that apply when
-the producer's COMMIT marker follows in the partition (ABORT drops them). Not thread-safe: used on
-the broker's event loop only.
+The topic is created through the controller (on a single node too: a cluster of one), this broker
+holds the groups of the partitions it leads only (:meth:`GroupOffsetStore.load_partition` when it
+becomes the leader, :meth:`GroupOffsetStore.unload_partition` when it stops), and a transaction's
+offsets are written as transactional records of its producer (:meth:`GroupOffsetStore.stage`) that
+apply when the producer's COMMIT marker follows in the partition (ABORT drops them). Not
+thread-safe: used on the broker's event loop only.
 """
 
 from __future__ import annotations
@@ -30,21 +30,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from kafka_spark.broker.internal_topics import (
-    OFFSETS_TOPIC,
-    OFFSETS_TOPIC_CONFIGS,
-    OFFSETS_TOPIC_PARTITIONS,
-    partition_for,
-)
+from kafka_spark.broker.internal_topics import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, partition_for
 from kafka_spark.broker.storage.batch import HEADER_SIZE, build_record_batch, iter_batches, read_varint
-from kafka_spark.broker.storage.errors import StorageError, TopicExistsError
+from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import LogManager
 from kafka_spark.broker.storage.txn_index import CONTROL_COMMIT, control_type
 from kafka_spark.common.topic_partition import TopicPartition
-
-DEFAULT_OFFSETS_PARTITIONS = OFFSETS_TOPIC_PARTITIONS
-offsets_partition_for = partition_for
 
 _KEY_VERSION = 1
 _VALUE_VERSION = 3
@@ -116,36 +108,19 @@ class GroupOffsetStore:
         self,
         logs: LogManager,
         *,
-        partitions: int = DEFAULT_OFFSETS_PARTITIONS,
+        partitions: Callable[[], int] | None = None,
         time_ms: Callable[[], int] | None = None,
-        replicated: bool = False,
     ) -> None:
+        """``partitions()``: the topic's partition count, as the metadata has it (default: the
+        local log directory's)."""
         self._logs = logs
-        self.replicated = replicated  # a broker of a cluster: see load_partition
-        self._default_partitions = partitions
+        self._partitions = partitions or self._local_partitions
         self._time_ms = time_ms or (lambda: int(time.time() * 1000))
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
-        # On a cluster: offsets staged by transactions (TxnOffsetCommit), written to the group's
+        # Offsets staged by transactions (TxnOffsetCommit), written to the group's
         # partition as transactional records and applied when the transaction's marker arrives there:
         # partition -> producer id -> group -> offsets.
         self._pending: dict[int, dict[int, dict[str, dict[TopicPartition, CommittedOffset]]]] = {}
-
-    # -- start-up ------------------------------------------------------------------------------
-
-    def load(self) -> int:
-        """Replay ``__consumer_offsets`` (if it exists) into memory; returns the records applied."""
-        info = self._logs.topics().get(OFFSETS_TOPIC)
-        if info is None:
-            return 0
-        applied = 0
-        for partition in range(info.partitions):
-            for _producer_id, _commit, key, value in _events(self._logs.get_log(OFFSETS_TOPIC, partition)):
-                decoded = decode_key(key) if key else None
-                if decoded is None:
-                    continue
-                self._apply(*decoded, value)
-                applied += 1
-        return applied
 
     def _apply(self, group_id: str, topic_partition: TopicPartition, value: bytes | None) -> None:
         """One replayed commit: the last one per key wins; a tombstone (None) removes the key."""
@@ -156,19 +131,22 @@ class GroupOffsetStore:
         else:
             self._offsets.setdefault(group_id, {})[topic_partition] = decode_value(value)
 
-    # -- on a cluster: the partitions this broker leads ----------------------------------------------
+    # -- the partitions this broker leads -----------------------------------------------------------
+
+    def _local_partitions(self) -> int:
+        info = self._logs.topics().get(OFFSETS_TOPIC)
+        return info.partitions if info is not None else OFFSETS_TOPIC_PARTITIONS
 
     def partitions(self) -> int:
-        info = self._logs.topics().get(OFFSETS_TOPIC)
-        return info.partitions if info is not None else self._default_partitions
+        return self._partitions()
 
     def partition_of(self, group_id: str) -> int:
-        return offsets_partition_for(group_id, self.partitions())
+        return partition_for(group_id, self.partitions())
 
     def load_partition(self, partition: int) -> int:
-        """Replay one partition of ``__consumer_offsets`` (a cluster's coordinator that became its
-        leader): plain commits apply in order; transactional ones wait for their producer's marker
-        (COMMIT applies them, ABORT drops them) and stay staged when none follows yet."""
+        """Replay one partition of ``__consumer_offsets`` (this broker became its leader): plain
+        commits apply in order; transactional ones wait for their producer's marker (COMMIT
+        applies them, ABORT drops them) and stay staged when none follows yet."""
         log = self._logs.get_log(OFFSETS_TOPIC, partition)
         pending: dict[int, dict[str, dict[TopicPartition, CommittedOffset]]] = {}
         applied = 0
@@ -288,15 +266,8 @@ class GroupOffsetStore:
         return log, log.log_end_offset
 
     def _log_for(self, group_id: str) -> Log:
-        if self.replicated:  # created through the controller; this broker leads the partition
-            return self._logs.get_log(OFFSETS_TOPIC, self.partition_of(group_id))
-        info = self._logs.topics().get(OFFSETS_TOPIC)
-        if info is None:
-            try:
-                info = self._logs.create_topic(OFFSETS_TOPIC, self._default_partitions, OFFSETS_TOPIC_CONFIGS)
-            except TopicExistsError:
-                info = self._logs.topics()[OFFSETS_TOPIC]
-        return self._logs.get_log(OFFSETS_TOPIC, offsets_partition_for(group_id, info.partitions))
+        """The group's partition (created through the controller; its coordinator leads it)."""
+        return self._logs.get_log(OFFSETS_TOPIC, self.partition_of(group_id))
 
 
 # -- record decoding (only this broker's own uncompressed batches are ever in this topic) -------

@@ -20,15 +20,15 @@ Record format (one record per state change, uncompressed batch of one record, no
              "txn_start_ms": int, "last_update_ms": int}
             null value (tombstone) = the transactional id is forgotten.
 
-On a cluster the topic is replicated (created through the controller with
-``CLUSTER_TRANSACTION_STATE_PARTITIONS`` partitions) and a transactional id's records go to
-partition ``transactional_id_partition(id)``, which its coordinator leads and replays when it
-becomes the leader (:func:`replay_log`).
+The topic is replicated (created through the controller on first use, with
+``internal_topics.TRANSACTION_STATE_PARTITIONS`` partitions; a single node made it with one before
+issue 39, and keeps it so) and a transactional id's records go to partition
+``partition_for(id)`` (internal_topics.py), which its coordinator leads and replays when it becomes the
+leader (:meth:`TransactionLog.load`).
 
 JSON rather than Kafka's binary TransactionLogValue schema: only this broker reads it, and a
 person debugging can read the segment files. Replay rule: the last record per key wins.
-Transactional ids are never expired (Kafka's ``transactional.id.expiration.ms``): none is
-tombstoned yet.
+An expired transactional id (Kafka's ``transactional.id.expiration.ms``) is tombstoned.
 
 Thread-safety: event loop only.
 """
@@ -37,86 +37,70 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kafka_spark.broker.internal_topics import (
-    TRANSACTION_STATE_CONFIGS,
     TRANSACTION_STATE_PARTITIONS,
     TRANSACTION_STATE_TOPIC,
     partition_for,
 )
 from kafka_spark.broker.storage.batch import HEADER_SIZE, build_record_batch, iter_batches, read_varint
-from kafka_spark.broker.storage.errors import TopicExistsError
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import LogManager
 
 logger = logging.getLogger("kafka_spark.broker.coordinator.transaction")
 
-CLUSTER_TRANSACTION_STATE_PARTITIONS = TRANSACTION_STATE_PARTITIONS
 _FORMAT_VERSION = 1
 _REPLAY_CHUNK = 1 << 20
 
 
 class TransactionLog:
-    """Appends and replays transaction metadata records in ``__transaction_state`` (partition 0:
-    one coordinator owns every transactional id on a one-node broker; on a cluster, see
-    :class:`ClusterTransactionLog`)."""
+    """Appends and replays transaction metadata records in ``__transaction_state``, a transactional
+    id's in its partition. Writes go to a partition this broker leads (the coordinator checks that
+    first); ``partitions()`` is the topic's partition count as the metadata has it."""
 
-    def __init__(self, logs: LogManager, *, replay: bool = True) -> None:
+    def __init__(self, logs: LogManager, partitions: Callable[[], int] | None = None) -> None:
         self._logs = logs
-        self._log: Log | None = None
-        if replay and TRANSACTION_STATE_TOPIC in logs.topics():
-            self._log = logs.get_log(TRANSACTION_STATE_TOPIC, 0)
+        self._partitions = partitions or self._local_partitions
 
-    @property
-    def log(self) -> Log:
-        """The partition log, created (compacted, one partition) on first use."""
-        if self._log is None:
-            try:
-                self._logs.create_topic(TRANSACTION_STATE_TOPIC, 1, TRANSACTION_STATE_CONFIGS)
-            except TopicExistsError:
-                pass
-            self._log = self._logs.get_log(TRANSACTION_STATE_TOPIC, 0)
-        return self._log
+    def _local_partitions(self) -> int:
+        info = self._logs.topics().get(TRANSACTION_STATE_TOPIC)
+        return info.partitions if info is not None else TRANSACTION_STATE_PARTITIONS
+
+    def partitions(self) -> int:
+        return self._partitions()
+
+    def partition_of(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.partitions())
+
+    def partition_log(self, partition: int) -> Log:
+        return self._logs.get_log(TRANSACTION_STATE_TOPIC, partition)
 
     def append(self, transactional_id: str, value: dict[str, Any] | None, now_ms: int) -> tuple[Log, int]:
-        """Write one state record; returns ``(log, end offset)`` for a durability wait."""
+        """Write one state record (None: a tombstone); returns ``(log, end offset)`` for a
+        durability wait."""
         payload = (
             None
             if value is None
             else json.dumps({"version": _FORMAT_VERSION, **value}, separators=(",", ":")).encode("utf-8")
         )
         batch = build_record_batch([(transactional_id.encode("utf-8"), payload, (), now_ms)])
-        result = self.log.append(batch, acks=1)  # fsync is group-committed by the caller
-        return self.log, result.last_offset + 1
+        log = self.partition_log(self.partition_of(transactional_id))
+        result = log.append(batch, acks=1)  # fsync is group-committed by the caller
+        return log, result.last_offset + 1
+
+    def load(self, partition: int) -> dict[str, dict[str, Any]]:
+        """transactional id -> its latest state record in ``partition`` (tombstoned ids left out)."""
+        return replay_log(self.partition_log(partition))
 
     def replay(self) -> dict[str, dict[str, Any]]:
-        """transactional id -> its latest state record (tombstoned ids left out)."""
-        return replay_log(self._log) if self._log is not None else {}
-
-
-class ClusterTransactionLog(TransactionLog):
-    """``__transaction_state`` on a broker of a cluster: a replicated topic created through the
-    controller, whose partition ``transactional_id_partition(id)`` this broker writes while it
-    leads it (the coordinator checks that first)."""
-
-    def __init__(self, logs: LogManager) -> None:
-        super().__init__(logs, replay=False)
-
-    def partitions(self) -> int:
+        """transactional id -> its latest state record, over every partition (for tools and tests)."""
         info = self._logs.topics().get(TRANSACTION_STATE_TOPIC)
-        return info.partitions if info is not None else CLUSTER_TRANSACTION_STATE_PARTITIONS
-
-    def partition_log(self, partition: int) -> Log:
-        return self._logs.get_log(TRANSACTION_STATE_TOPIC, partition)
-
-    def append(self, transactional_id: str, value: dict[str, Any] | None, now_ms: int) -> tuple[Log, int]:
-        self._log = self.partition_log(transactional_id_partition(transactional_id, self.partitions()))
-        return super().append(transactional_id, value, now_ms)
-
-
-transactional_id_partition = partition_for
+        state: dict[str, dict[str, Any]] = {}
+        for partition in range(info.partitions if info is not None else 0):
+            state.update(self.load(partition))
+        return state
 
 
 def replay_log(log: Log) -> dict[str, dict[str, Any]]:

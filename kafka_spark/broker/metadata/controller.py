@@ -35,18 +35,27 @@ in its metadata log and snapshots — so a cluster restarted on the same log dir
 topics and leaders back. Brokers known from it count as alive for one session timeout after the
 load; one that does not register by then is fenced like a broker that died.
 
+A single node is a cluster of one, its own controller (KRaft's combined mode):
+:meth:`Controller.of_one` builds that controller from the node's log directory, which plays the
+metadata log (its topics, and each partition's leader epochs in its leader-epoch checkpoint): every
+partition starts offline in the last epoch its log used, and the node's registration makes it the
+leader in the next one, as a KRaft broker that restarts leads anew. That controller watches no
+heartbeats (the node cannot be fenced by itself) and writes no ``metadata.json``.
+
 Thread-safety: every method takes the controller's lock; pushes only schedule work on the
 brokers' loops, so no broker ever waits for another.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -73,6 +82,12 @@ class InvalidReplicationFactorError(StorageError):
     """CreateTopics with a replication factor the live brokers cannot host (38)."""
 
     error_code = ErrorCode.invalid_replication_factor
+
+
+class InvalidReplicaAssignmentError(StorageError):
+    """A replica assignment naming no broker, one twice, or one not registered (39)."""
+
+    error_code = ErrorCode.invalid_replica_assignment
 
 
 @dataclass(frozen=True)
@@ -110,6 +125,11 @@ class MetadataImage:
     def alive(self, node_id: int) -> bool:
         registration = self.brokers.get(node_id)
         return registration is not None and registration.alive
+
+    @functools.cached_property
+    def topic_names(self) -> Mapping[uuid.UUID, str]:
+        """topic id -> topic name (KIP-516's requests name topics by id)."""
+        return {info.topic_id: name for name, info in self.topics.items()}
 
     def min_insync_replicas(self, topic: str) -> int:
         info = self.topics.get(topic)
@@ -165,6 +185,30 @@ class Controller:
         self._image = self._snapshot()
         self._stop = threading.Event()
         self._monitor: threading.Thread | None = None
+
+    @classmethod
+    def of_one(
+        cls,
+        node_id: int,
+        topics: Iterable[TopicInfo],
+        last_epochs: Mapping[TopicPartition, int],
+        *,
+        num_partitions: int,
+    ) -> Controller:
+        """The controller of a single node (see the module docstring): ``topics`` as its log
+        directory holds them, each partition offline in ``last_epochs[partition]`` (-1 for a log
+        that never had a leader), with the node as its only replica and last in-sync replica."""
+        controller = cls(default_replication_factor=1, num_partitions=num_partitions)
+        with controller._lock:
+            for info in topics:
+                controller._topics[info.name] = info
+                for partition in range(info.partitions):
+                    tp = TopicPartition(info.name, partition)
+                    controller._partitions[tp] = PartitionState(
+                        NO_LEADER, last_epochs.get(tp, -1), 0, (node_id,), (node_id,)
+                    )
+            controller._image = controller._snapshot()
+        return controller
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -278,10 +322,12 @@ class Controller:
         replication_factor: int | None = None,
         configs: Mapping[str, str] | None = None,
         *,
+        assignments: Sequence[Sequence[int]] | None = None,
         validate_only: bool = False,
     ) -> TopicInfo:
         """Create a topic and assign its replicas across the live brokers (Kafka's rack-unaware
-        assignment: partition p's replicas are consecutive brokers from a random start + p).
+        assignment: partition p's replicas are consecutive brokers from a random start + p), or
+        as ``assignments`` says (one replica list per partition, of registered brokers).
         ``replication_factor`` None or -1: default.replication.factor; ``configs`` may set
         min.insync.replicas and unclean.leader.election.enable per topic."""
         configs = {key: value for key, value in (configs or {}).items() if value is not None}
@@ -290,35 +336,66 @@ class Controller:
                 raise TopicExistsError(
                     f"topic {name!r} already exists with {self._topics[name].partitions} partition(s)"
                 )
-            count = self.num_partitions if partitions in (None, -1) else partitions
+            live = sorted(node for node, registration in self._brokers.items() if registration.alive)
+            if assignments is not None:
+                placed = [self._assigned(name, replicas) for replicas in assignments]
+                count, factor = len(placed), len(placed[0]) if placed else 0
+            else:
+                count = self.num_partitions if partitions in (None, -1) else partitions
+                factor = self.default_replication_factor if replication_factor in (None, -1) else replication_factor
+                if not 1 <= factor <= len(live):
+                    raise InvalidReplicationFactorError(
+                        f"Replication factor: {factor} larger than available brokers: {len(live)}."
+                        if factor > len(live)
+                        else f"replication factor {factor} is invalid for topic {name!r}: give 1 to {len(live)}"
+                    )
+                placed = self._place(count, factor, live)
             if count < 1:
                 raise InvalidPartitionsError(f"topic {name!r} needs at least 1 partition, not {count}")
-            factor = self.default_replication_factor if replication_factor in (None, -1) else replication_factor
-            live = sorted(node for node, registration in self._brokers.items() if registration.alive)
-            if not 1 <= factor <= len(live):
-                raise InvalidReplicationFactorError(
-                    f"Replication factor: {factor} larger than available brokers: {len(live)}."
-                    if factor > len(live)
-                    else f"replication factor {factor} is invalid for topic {name!r}: give 1 to {len(live)}"
-                )
             _check_min_insync(name, configs)
             info = TopicInfo(name, count, MappingProxyType(dict(configs)), random_uuid())
             if validate_only:
                 return info
-            start = random.randrange(len(live))
             self._topics[name] = info
-            for partition in range(count):
-                replicas = tuple(live[(start + partition + j) % len(live)] for j in range(factor))
-                self._partitions[TopicPartition(name, partition)] = PartitionState(
-                    leader=replicas[0], leader_epoch=0, partition_epoch=0, replicas=replicas, isr=replicas
-                )
+            for partition, replicas in enumerate(placed):
+                self._partitions[TopicPartition(name, partition)] = self._new_partition(replicas)
             self._publish()
             logger.info("created topic %s: %d partition(s), replication factor %d", name, count, factor)
             return info
 
-    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> TopicInfo:
+    def _assigned(self, topic: str, replicas: Sequence[int]) -> tuple[int, ...]:
+        unknown = [node for node in replicas if node not in self._brokers]
+        if not replicas or len(set(replicas)) != len(replicas) or unknown:
+            raise InvalidReplicaAssignmentError(
+                f"topic {topic!r}: replicas {list(replicas)} must name distinct registered brokers "
+                f"(registered: {sorted(self._brokers)})"
+            )
+        return tuple(replicas)
+
+    @staticmethod
+    def _place(count: int, factor: int, live: Sequence[int]) -> list[tuple[int, ...]]:
+        start = random.randrange(len(live))
+        return [tuple(live[(start + partition + j) % len(live)] for j in range(factor)) for partition in range(count)]
+
+    def _new_partition(self, replicas: tuple[int, ...]) -> PartitionState:
+        """A new partition: its first live replica leads (every live replica is in sync with an
+        empty log); with none alive it is offline until one registers."""
+        live = tuple(node for node in replicas if self._alive(node))
+        if not live:
+            return PartitionState(NO_LEADER, 0, 0, replicas, replicas[:1])
+        return PartitionState(leader=live[0], leader_epoch=0, partition_epoch=0, replicas=replicas, isr=live)
+
+    def add_partitions(
+        self,
+        name: str,
+        count: int,
+        *,
+        assignments: Sequence[Sequence[int]] | None = None,
+        validate_only: bool = False,
+    ) -> TopicInfo:
         """CreatePartitions: grow ``name`` to ``count`` partitions, the new ones assigned as at
-        creation (same replication factor, spread over the live brokers)."""
+        creation (same replication factor, spread over the live brokers), or as ``assignments``
+        says (one replica list per new partition)."""
         with self._lock:
             info = self._topics.get(name)
             if info is None:
@@ -327,21 +404,21 @@ class Controller:
                 raise InvalidPartitionsError(
                     f"topic {name!r} has {info.partitions} partition(s); the new total must be above that, not {count}"
                 )
-            factor = len(self._partitions[TopicPartition(name, 0)].replicas)
-            live = sorted(node for node, registration in self._brokers.items() if registration.alive)
-            if factor > len(live):
-                raise InvalidReplicationFactorError(
-                    f"topic {name!r} has replication factor {factor}; only {len(live)} broker(s) are alive"
-                )
+            if assignments is not None:
+                placed = [self._assigned(name, replicas) for replicas in assignments]
+            else:
+                factor = len(self._partitions[TopicPartition(name, 0)].replicas)
+                live = sorted(node for node, registration in self._brokers.items() if registration.alive)
+                if factor > len(live):
+                    raise InvalidReplicationFactorError(
+                        f"topic {name!r} has replication factor {factor}; only {len(live)} broker(s) are alive"
+                    )
+                placed = self._place(count, factor, live)[info.partitions :]
             grown = TopicInfo(name, count, info.configs, info.topic_id)
             if validate_only:
                 return grown
-            start = random.randrange(len(live))
-            for partition in range(info.partitions, count):
-                replicas = tuple(live[(start + partition + j) % len(live)] for j in range(factor))
-                self._partitions[TopicPartition(name, partition)] = PartitionState(
-                    replicas[0], 0, 0, replicas, replicas
-                )
+            for partition, replicas in enumerate(placed, start=info.partitions):
+                self._partitions[TopicPartition(name, partition)] = self._new_partition(replicas)
             self._topics[name] = grown
             self._publish()
             return grown

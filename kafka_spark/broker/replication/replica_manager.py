@@ -1,10 +1,17 @@
 """One broker's side of replication (Kafka's ReplicaManager + Partition + ReplicaFetcherThread).
 
-A :class:`ReplicaManager` is attached to a broker of a cluster (``broker.cluster``); a broker
-without one is the single-node broker, whose behaviour none of this changes. It runs on the
-broker's event loop and applies the controller's metadata images: for each partition the broker
-hosts it is the **leader** (serves produce and fetch, tracks its followers) or a **follower**
-(fetches from the leader) or neither (the partition is offline).
+Every broker has one (``broker.replicas``), whatever the size of its cluster: a single node is a
+cluster of one (its controller is its own, see ``metadata/controller.py``), whose partitions have
+one replica, the node leads them all, and local replication is the trivial case (a leader alone in
+its ISR: the high watermark is the log end offset, acks=all waits for nothing but the fsync). It
+runs on the broker's event loop and applies the controller's metadata images: for each partition
+the broker hosts it is the **leader** (serves produce and fetch, tracks its followers) or a
+**follower** (fetches from the leader) or neither (the partition is offline).
+
+Errors: a partition the metadata does not have is UNKNOWN_TOPIC_OR_PARTITION; one this broker
+does not lead, NOT_LEADER_OR_FOLLOWER. A partition whose local log failed (an I/O error,
+``Log.mark_failed``) is reported offline by this broker (LEADER_NOT_AVAILABLE, no leader) until a
+restart recovers it, as Kafka reports a partition whose replica sits in a failed log directory.
 
 Leader:
 
@@ -16,8 +23,8 @@ Leader:
 * Fetch with a replica id is a follower's: its fetch offset is that follower's log end offset
   (LEO); it reads up to the LEO, not the high watermark. A follower that fetched up to the leader's
   LEO is "caught up" at that time (Kafka's lastCaughtUpTimeMs rule).
-* High watermark (HW) = the smallest LEO among the in-sync replicas; consumers (replica id -1)
-  read below it only, ListOffsets' latest offset is it.
+* High watermark (HW) = the smallest LEO among the in-sync replicas (the LEO itself for a leader
+  alone in its ISR); consumers (replica id -1) read below it only, ListOffsets' latest offset is it.
 * ISR: a follower that has not caught up for ``replica.lag.time.max.ms`` is removed; one whose
   LEO reached the HW (and the start of the current leader epoch) is added back — both through the
   controller's AlterPartition, with the leader's epochs, so a deposed leader cannot change it.
@@ -36,9 +43,10 @@ import asyncio
 import datetime
 import logging
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -51,8 +59,13 @@ from kafka_spark.broker.storage.batch import validate_batches
 from kafka_spark.broker.storage.epochs import LeaderEpochCache, current_epoch_error
 from kafka_spark.broker.storage.errors import StorageError, TopicExistsError
 from kafka_spark.broker.storage.log import Log
-from kafka_spark.broker.storage.log_manager import TopicInfo
+from kafka_spark.broker.storage.log_manager import TopicInfo, check_new_topic, check_partition_count
 from kafka_spark.common.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from kafka_spark.broker.config import BrokerConfig
+    from kafka_spark.broker.notifier import DataNotifier
+    from kafka_spark.broker.storage.log_manager import LogManager
 
 logger = logging.getLogger("kafka_spark.broker.cluster")
 
@@ -112,12 +125,34 @@ def _now_ms() -> float:
     return time.monotonic() * 1000
 
 
+class ReplicaHost(Protocol):
+    """What the replica manager uses of its broker (broker.py's ``Broker``)."""
+
+    config: BrokerConfig
+    loop: asyncio.AbstractEventLoop
+    logs: LogManager
+    notifier: DataNotifier
+    port: int
+
+    @property
+    def advertised_host(self) -> str: ...
+
+    def coordinator_partition_moved(self, tp: TopicPartition, leader_epoch: int | None) -> None:
+        """This broker leads ``tp`` of an internal topic from ``leader_epoch`` on (None: no more)."""
+
+    def forget_topic(self, name: str) -> None:
+        """The metadata dropped topic ``name``: forget what is kept of it in memory."""
+
+    def forget_producer_state(self, tp: TopicPartition) -> None:
+        """``tp``'s log changed under its producer state (truncation, a new leader): rebuild it."""
+
+
 class ReplicaManager:
     """See the module docstring. Every method runs on the broker's event loop unless noted."""
 
     def __init__(
         self,
-        broker: Any,
+        broker: ReplicaHost,
         controller: Controller,
         *,
         replica_lag_time_max_ms: int = 30_000,
@@ -180,8 +215,9 @@ class ReplicaManager:
             self._register()
 
     def stop(self, controlled: bool) -> None:
-        """Stop replicating; ``controlled``: tell the controller first (leadership moves now)."""
-        if controlled and not self._closed:
+        """Stop replicating; ``controlled``: tell the controller first (leadership moves now; a
+        broker alone in its cluster has no one to move it to, and its controller stops with it)."""
+        if controlled and not self._closed and not self.alone:
             self.controller.shutdown_broker(self.node_id, self.broker_epoch)
         self._closed = True
         for timer in self._timers:
@@ -277,7 +313,7 @@ class ReplicaManager:
         replica.epoch_start_offset = log.log_end_offset
         if log.replicated_high_watermark is None:
             log.replicated_high_watermark = log.log_end_offset
-        self.broker._producer_states.pop(replica.tp, None)  # rebuilt from the log, with the records it got as follower
+        self.broker.forget_producer_state(replica.tp)  # rebuilt from the log, with the records it got as follower
         now = _now_ms()
         replica.followers = {
             node: FollowerState(last_caught_up_ms=now if node in state.isr else 0.0)
@@ -329,32 +365,36 @@ class ReplicaManager:
 
     # -- leader: produce ------------------------------------------------------------------------------
 
+    def _not_led(self, tp: TopicPartition) -> int:
+        """The error of a request for ``tp`` that this broker does not lead."""
+        exists = self.image is not None and tp in self.image.partitions
+        return ErrorCode.not_leader_or_follower if exists else ErrorCode.unknown_topic_or_partition
+
     def check_produce(self, topic: str, partition: int, acks: int) -> int:
         """The error a produce to this partition gets before appending (0: go ahead)."""
-        replica = self.partitions.get(TopicPartition(topic, partition))
+        tp = TopicPartition(topic, partition)
+        replica = self.partitions.get(tp)
         if replica is None or replica.role != LEADER or replica.state is None:
-            return ErrorCode.not_leader_or_follower
+            return self._not_led(tp)
         if acks == -1 and self.image is not None and len(replica.state.isr) < self.image.min_insync_replicas(topic):
             return ErrorCode.not_enough_replicas
         return ErrorCode.none
 
-    def appended(self, log: Log) -> None:
-        """After a leader's append: a leader alone in its ISR moves its HW at once."""
-        replica = self.partitions.get(TopicPartition(log.topic, log.partition))
-        if replica is not None and replica.role == LEADER and replica.state is not None and len(replica.state.isr) == 1:
-            self._maybe_advance_high_watermark(replica)
-
     def wait_replicated(
         self, log: Log, entry: dict[str, Any], required_offset: int, timeout_ms: float
-    ) -> asyncio.Future[None]:
-        """A future done once the HW reaches ``required_offset`` (acks=all); a failure is written
-        into ``entry`` (the partition's produce response) and the future still completes."""
-        future: asyncio.Future[None] = self.loop.create_future()
+    ) -> asyncio.Future[None] | None:
+        """A future done once the HW reaches ``required_offset`` (acks=all), or None when it has
+        already (always so for a leader alone in its ISR: nothing to wait for). A failure is
+        written into ``entry`` (the partition's produce response) and the future still completes."""
         replica = self.partitions.get(TopicPartition(log.topic, log.partition))
-        if replica is None or replica.role != LEADER:
+        if replica is None or replica.role != LEADER or replica.state is None:
             _fail(entry, ErrorCode.not_leader_or_follower)
-            future.set_result(None)
-            return future
+            return None
+        if log.high_watermark >= required_offset:
+            if self.image is not None and len(replica.state.isr) < self.image.min_insync_replicas(replica.tp.topic):
+                _fail(entry, ErrorCode.not_enough_replicas_after_append)
+            return None
+        future: asyncio.Future[None] = self.loop.create_future()
         waiter = _Waiter(required_offset, future, entry)
         replica.waiters.append(waiter)
 
@@ -396,9 +436,10 @@ class ReplicaManager:
     ) -> int:
         """The error a Fetch of this partition gets (0: serve it); a follower's fetch also records
         its LEO here, which may move the ISR and the high watermark."""
-        replica = self.partitions.get(TopicPartition(topic, partition))
+        tp = TopicPartition(topic, partition)
+        replica = self.partitions.get(tp)
         if replica is None or replica.role != LEADER or replica.state is None:
-            return ErrorCode.not_leader_or_follower
+            return self._not_led(tp)
         code = self.check_epoch(replica, current_leader_epoch)
         if code:
             return code
@@ -437,15 +478,22 @@ class ReplicaManager:
     def _maybe_advance_high_watermark(self, replica: Replica) -> None:
         state, log = replica.state, replica.log
         assert state is not None
+        if state.isr == (self.node_id,):
+            # Alone in its ISR: everything appended is replicated, the HW follows the LEO (None).
+            if log.replicated_high_watermark is not None:
+                log.replicated_high_watermark = None
+                self.broker.notifier.notify()  # wakes consumers' fetches parked at the old HW
+            self._complete_waiters(replica)
+            return
         ends = [log.log_end_offset]
         for node in state.isr:
             if node != self.node_id:
                 follower = replica.followers.get(node)
                 ends.append(follower.leo if follower is not None else -1)
         new = min(ends)  # -1 while an in-sync follower has not fetched from this leader yet
-        current = log.replicated_high_watermark
-        if new >= 0 and (current is None or new > current):
-            log.replicated_high_watermark = new
+        current = log.high_watermark
+        if new >= 0 and new > current or log.replicated_high_watermark is None:
+            log.replicated_high_watermark = max(new, current)
             self.broker.notifier.notify()  # wakes consumers' fetches parked at the old HW
         self._complete_waiters(replica)
 
@@ -490,9 +538,10 @@ class ReplicaManager:
         new leader keeps the HW it had as a follower until its followers fetch from it, and a
         consumer's lookup answered from it could move backwards; list_offsets answers those
         OFFSET_NOT_AVAILABLE, which clients retry."""
-        replica = self.partitions.get(TopicPartition(topic, partition))
+        tp = TopicPartition(topic, partition)
+        replica = self.partitions.get(tp)
         if replica is None or replica.role != LEADER or replica.state is None:
-            return ErrorCode.not_leader_or_follower, -1, False
+            return self._not_led(tp), -1, False
         code = self.check_epoch(replica, current_leader_epoch)
         if code:
             return code, -1, False
@@ -504,9 +553,10 @@ class ReplicaManager:
         self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int, replica_id: int
     ) -> tuple[int, int, int]:
         """``(error code, epoch, end offset)`` for OffsetForLeaderEpoch."""
-        replica = self.partitions.get(TopicPartition(topic, partition))
+        tp = TopicPartition(topic, partition)
+        replica = self.partitions.get(tp)
         if replica is None or replica.state is None or (replica.role != LEADER):
-            return ErrorCode.not_leader_or_follower, -1, -1
+            return self._not_led(tp), -1, -1
         code = self.check_epoch(replica, current_leader_epoch)
         if code:
             return code, -1, -1
@@ -572,7 +622,7 @@ class ReplicaManager:
             )
             log.truncate_to(max(target, log.log_start_offset))
             replica.epochs.truncate_from_end(log.log_end_offset)
-            self.broker._producer_states.pop(replica.tp, None)
+            self.broker.forget_producer_state(replica.tp)
         replica.needs_truncation = False
 
     # -- requests to other brokers ----------------------------------------------------------------------
@@ -606,16 +656,30 @@ class ReplicaManager:
     # -- what Metadata and the admin requests read ------------------------------------------------------
 
     def topics(self) -> dict[str, TopicInfo]:
+        """The cluster's topics (the metadata image's; this broker may host no replica of some)."""
         return dict(self.image.topics) if self.image is not None else {}
 
+    def topic_name(self, topic_id: uuid.UUID | None) -> str | None:
+        """The name of the topic with id ``topic_id``, or None when no topic has it."""
+        if topic_id is None or self.image is None:
+            return None
+        return self.image.topic_names.get(topic_id)
+
     def partition_entry(self, topic: str, index: int) -> dict[str, Any]:
+        """Metadata's description of one partition; a partition this broker leads whose log failed
+        is offline (no leader, this broker among the offline replicas) until a restart."""
         assert self.image is not None
-        state = self.image.partitions[TopicPartition(topic, index)]
+        tp = TopicPartition(topic, index)
+        state = self.image.partitions[tp]
         offline = tuple(node for node in state.replicas if not self.image.alive(node))
+        leader = state.leader
+        replica = self.partitions.get(tp)
+        if leader == self.node_id and replica is not None and replica.log.failure is not None:
+            leader, offline = NO_LEADER, tuple(sorted({*offline, self.node_id}))
         return {
-            "error_code": ErrorCode.leader_not_available if state.leader == NO_LEADER else ErrorCode.none,
+            "error_code": ErrorCode.leader_not_available if leader == NO_LEADER else ErrorCode.none,
             "partition_index": index,
-            "leader_id": state.leader,
+            "leader_id": leader,
             "leader_epoch": state.leader_epoch,
             "replica_nodes": state.replicas,
             "isr_nodes": state.isr,
@@ -630,26 +694,45 @@ class ReplicaManager:
             if registration.alive
         ]
 
+    @property
+    def alone(self) -> bool:
+        """This broker is the only one its controller ever registered: a single node, a cluster of
+        one, leads every partition and coordinates every key."""
+        return self.image is not None and set(self.image.brokers) == {self.node_id}
+
+    def ensure_internal_topic(self, topic: str) -> TopicInfo | None:
+        """The internal topic ``topic``, created through the controller on first use (its
+        partition count and configs from ``internal_topics.INTERNAL_TOPICS``, replication factor
+        min(3, live brokers)); None when it cannot be created now (a failure is logged)."""
+        assert self.image is not None
+        info = self.image.topics.get(topic)
+        if info is not None:
+            return info
+        live = sum(1 for registration in self.image.brokers.values() if registration.alive)
+        partitions, configs = COORDINATOR_TOPICS[topic]
+        try:
+            return self.create_topic(topic, partitions, max(1, min(3, live)), dict(configs))
+        except TopicExistsError:
+            return self.image.topics.get(topic)
+        except StorageError as error:
+            logger.warning("creating %s failed: %s", topic, error)
+            return None
+
     def coordinator(self, topic: str, key: str) -> tuple[int, dict[str, Any] | None]:
         """``(error code, broker)`` coordinating ``key`` (a group id in ``__consumer_offsets``, a
         transactional id in ``__transaction_state``): the leader of the key's partition of that
-        topic, as in Kafka. The topic is created through the controller on first use (replication
-        factor min(3, live brokers)); COORDINATOR_NOT_AVAILABLE until it has a leader there."""
+        topic, as in Kafka. The topic is created through the controller on first use; while it was
+        just created, only a leader that is this broker (which loaded the partition as it took the
+        new metadata) is answered, the others are COORDINATOR_NOT_AVAILABLE until the client asks
+        again, as Kafka answers while it creates the topic."""
         assert self.image is not None
-        info = self.image.topics.get(topic)
+        created = topic not in self.image.topics
+        info = self.ensure_internal_topic(topic)
         if info is None:
-            live = sum(1 for registration in self.image.brokers.values() if registration.alive)
-            partitions, configs = COORDINATOR_TOPICS[topic]
-            try:
-                self.create_topic(topic, partitions, max(1, min(3, live)), dict(configs))
-            except TopicExistsError:
-                pass
-            except StorageError as error:
-                logger.warning("creating %s failed: %s", topic, error)
             return ErrorCode.coordinator_not_available, None
         state = self.image.partitions.get(TopicPartition(topic, coordinator_partition(key, info.partitions)))
         registration = self.image.brokers.get(state.leader) if state is not None else None
-        if registration is None or not registration.alive:
+        if registration is None or not registration.alive or (created and registration.node_id != self.node_id):
             return ErrorCode.coordinator_not_available, None
         return ErrorCode.none, {"node_id": registration.node_id, "host": registration.host, "port": registration.port}
 
@@ -660,31 +743,66 @@ class ReplicaManager:
         tp = TopicPartition(topic, partition)
         replica = self.partitions.get(tp)
         if replica is None or replica.role not in (LEADER, FOLLOWER):
-            exists = self.image is not None and tp in self.image.partitions
-            return (ErrorCode.not_leader_or_follower if exists else ErrorCode.unknown_topic_or_partition), None, False
+            return self._not_led(tp), None, False
         return ErrorCode.none, replica.log, replica.role == LEADER
 
     def leads(self, topic: str, partition: int) -> bool:
         replica = self.partitions.get(TopicPartition(topic, partition))
         return replica is not None and replica.role == LEADER
 
+    def leader_of(self, tp: TopicPartition) -> int:
+        """The partition's leader in the metadata (NO_LEADER while it has none or does not exist)."""
+        state = self.image.partitions.get(tp) if self.image is not None else None
+        return state.leader if state is not None else NO_LEADER
+
     @property
     def controller_id(self) -> int:
         return self.image.controller_id if self.image is not None else self.node_id
 
+    # -- what the admin requests change, through the controller -----------------------------------------
+
     def create_topic(
         self,
         name: str,
-        partitions: int,
+        partitions: int | None,
         replication_factor: int | None,
-        configs: dict[str, str] | None,
+        configs: Mapping[str, str | None] | None,
         validate_only: bool = False,
+        *,
+        assignments: Sequence[Sequence[int]] | None = None,
     ) -> TopicInfo:
-        """Through the controller; this broker takes the new image at once (others a moment later)."""
-        info = self.controller.create_topic(name, partitions, replication_factor, configs, validate_only=validate_only)
+        """Check the topic (name, partitions, configs: ``check_new_topic``), then create it through
+        the controller; this broker takes the new image at once (others a moment later)."""
+        count = (
+            len(assignments)
+            if assignments
+            else self.controller.num_partitions
+            if partitions in (None, -1)
+            else partitions
+        )
+        check_new_topic(name, count or 0, configs, self.topics(), self.broker.logs.default_config)
+        cleaned = {key: value for key, value in (configs or {}).items() if value is not None}
+        info = self.controller.create_topic(
+            name,
+            count,
+            replication_factor,
+            cleaned,
+            assignments=assignments,
+            validate_only=validate_only,
+        )
         if not validate_only:
-            self.apply(self.controller.image)
+            self._take_new_metadata(lambda: self.controller.delete_topic(name))
         return info
+
+    def _take_new_metadata(self, undo: Callable[[], None]) -> None:
+        """Apply the controller's latest image now; if this broker cannot (its disk refused to
+        create a log), ``undo`` the change and raise, so the request fails as a whole."""
+        try:
+            self.apply(self.controller.image)
+        except StorageError:
+            undo()
+            self.apply(self.controller.image)
+            raise
 
     def elect_leaders(self, asked: Any, unclean: bool) -> list[dict[str, Any]]:
         """ElectLeaders results (``asked`` None: every partition, listing those elected)."""
@@ -697,13 +815,24 @@ class ReplicaManager:
         self.apply(self.controller.image)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for tp, code in codes.items():
+            replica = self.partitions.get(tp)
+            message = _ELECTION_MESSAGES.get(code)
+            if code == ErrorCode.unknown_topic_or_partition:
+                message = f"{tp.topic}-{tp.partition} does not exist"
+            elif replica is not None and replica.role == LEADER and replica.log.failure is not None:
+                # Its leader's log failed and no other replica can take over.
+                code = ErrorCode.eligible_leaders_not_available if unclean else ErrorCode.preferred_leader_not_available
+                message = f"{tp.topic}-{tp.partition} is offline: its leader's log failed"
             by_topic.setdefault(tp.topic, []).append(
-                {"partition_id": tp.partition, "error_code": code, "error_message": None}
+                {"partition_id": tp.partition, "error_code": code, "error_message": message}
             )
         return [{"topic": topic, "partition_result": results} for topic, results in by_topic.items()]
 
-    def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
-        self.controller.add_partitions(name, count, validate_only=validate_only)
+    def add_partitions(
+        self, name: str, count: int, validate_only: bool = False, *, assignments: Sequence[Sequence[int]] | None = None
+    ) -> None:
+        check_partition_count(name, count)
+        self.controller.add_partitions(name, count, assignments=assignments, validate_only=validate_only)
         if not validate_only:
             self.apply(self.controller.image)
 
@@ -711,11 +840,14 @@ class ReplicaManager:
         self.controller.delete_topic(name)
         self.apply(self.controller.image)
 
-    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+    def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Through the controller, so that every replica (and the leader's min.insync.replicas)
         takes them; this broker at once, the others with the next image."""
         self.controller.alter_topic_configs(name, configs)
         self.apply(self.controller.image)
+
+
+_ELECTION_MESSAGES: dict[int, str] = {ErrorCode.election_not_needed: "Leader election not needed for topic partition."}
 
 
 def _fail(entry: dict[str, Any], code: int) -> None:
@@ -910,7 +1042,7 @@ class _Fetcher:
                         )
                         log.truncate_fully_and_start_at(result.log_start_offset)
                         replica.epochs.truncate_from_end(0)
-                        manager.broker._producer_states.pop(replica.tp, None)
+                        manager.broker.forget_producer_state(replica.tp)
                     else:  # ahead of the leader: find where the histories part
                         replica.needs_truncation = True
                         self._stall(replica, result.error_code)

@@ -4,10 +4,11 @@ Kept in ``<partition dir>/leader-epoch-checkpoint`` in Kafka's format (a version
 count line, then one ``<epoch> <start offset>`` line per epoch), rewritten atomically on every
 change. A leader adds an entry when it takes over (its epoch starts at its log end offset); a
 follower adds one when it appends the first batch stamped with a newer epoch. Truncating a log
-drops the entries from the truncation point on. The single-node broker leads each partition
-anew at every start, as a KRaft broker that restarts: :func:`open_for_leader` bumps the epoch
-there, starting at the recovered log end offset, so records written after a recovery that lost a
-tail carry an epoch that tells them from the lost ones.
+drops the entries from the truncation point on. A broker that restarts leads its partitions anew,
+as a KRaft broker does: a single node's controller (a cluster of one) starts each partition from
+:func:`last_epoch_used`, so its next leader epoch begins at the recovered log end offset, above
+every epoch the log knew, and records written after a recovery that lost a tail carry an epoch
+that tells them from the lost ones.
 
 :meth:`LeaderEpochCache.end_offset_for` answers OffsetForLeaderEpoch (API 23) exactly as Kafka's
 ``LeaderEpochFileCache.endOffsetFor``: the end offset of an epoch is the start offset of the next
@@ -136,17 +137,13 @@ class LeaderEpochCache:
             self._write()
 
 
-def open_for_leader(
-    directory: Path, headers: Callable[[], list], log_start_offset: int, log_end_offset: int
-) -> tuple[LeaderEpochCache, int]:
-    """The cache of a partition this node leads alone from now on, and its new leader epoch: one
-    above the latest it knew (0 for a new partition), starting at ``log_end_offset``. A missing
-    checkpoint of a non-empty log is rebuilt from its batches' stamped epochs (``headers``), and
-    epochs recovery cut off (a torn tail) are forgotten, though never reused."""
+def last_epoch_used(directory: Path, headers: Callable[[], list], log_start_offset: int, log_end_offset: int) -> int:
+    """The latest leader epoch a partition's log has known (-1: none), tail lost to recovery
+    included: the epoch its next leadership must go above, so that records written after a crash
+    that lost a tail carry an epoch that tells them from the lost ones. A missing checkpoint of a
+    non-empty log is rebuilt from its batches' stamped epochs (``headers``) first. (The entries past
+    the recovered end are dropped when the replica opens, ``LeaderEpochCache.truncate_from_end``.)"""
     cache = LeaderEpochCache(directory)
     if not cache.path.exists() and log_end_offset > log_start_offset:
         cache.rebuild(headers(), log_end_offset)
-    epoch = cache.latest_epoch + 1  # above every epoch used before, also those of a lost tail
-    cache.truncate_from_end(log_end_offset)
-    cache.assign(epoch, log_end_offset)
-    return cache, epoch
+    return cache.latest_epoch

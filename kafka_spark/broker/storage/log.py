@@ -42,7 +42,6 @@ from kafka_spark.broker.storage.batch import (
     validate_batches,
 )
 from kafka_spark.broker.storage.config import LogConfig
-from kafka_spark.broker.storage.epochs import LeaderEpochCache
 from kafka_spark.broker.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from kafka_spark.broker.storage.segment import (
     CLEANED_SUFFIX,
@@ -117,13 +116,11 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = time_ms()
         self.first_unstable_offset: int | None = None  # hook for the transaction layer
-        # Replication (kafka_spark.broker.cluster): the epoch stamped into appended batches, and
-        # the high watermark the replicas agreed on (None: a single replica, the HW is the LEO).
+        # Replication (kafka_spark.broker.replication): the epoch stamped into appended batches,
+        # and the high watermark the replicas agreed on (None: a leader alone in its ISR, or a log
+        # no broker leads, whose HW is its LEO).
         self.leader_epoch = 0
         self.replicated_high_watermark: int | None = None
-        # The single-node broker's leader-epoch cache (LogManager(leader_epochs=True)); None on a
-        # cluster's brokers, whose ReplicaManager keeps it.
-        self.epochs: LeaderEpochCache | None = None
 
     # -- opening and recovery ----------------------------------------------------------------------
 
@@ -194,8 +191,9 @@ class Log:
 
     @property
     def high_watermark(self) -> int:
-        """Single replica: everything appended is replicated, so the HW is the LEO. Replicated:
-        what the leader computed (the smallest LEO of the in-sync replicas), never above the LEO."""
+        """A leader alone in its ISR: everything appended is replicated, so the HW is the LEO.
+        Replicated: what the leader computed (the smallest LEO of the in-sync replicas), or what a
+        follower learnt from its leader, never above the LEO."""
         log_end = self._segments[-1].next_offset
         replicated = self.replicated_high_watermark
         return log_end if replicated is None else min(replicated, log_end)

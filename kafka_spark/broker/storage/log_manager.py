@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from kafka_spark.broker.storage import checkpoint, epochs
+from kafka_spark.broker.storage import checkpoint
 from kafka_spark.broker.storage.cleaner import DEFAULT_BACKOFF_MS, CleanerStats, LogCleaner
 from kafka_spark.broker.storage.config import LogConfig
 from kafka_spark.broker.storage.errors import (
@@ -49,7 +49,7 @@ TOPICS_DIR = ".topics"
 LOCK_FILE = ".lock"
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
-_MAX_PARTITIONS = 10_000  # keeps "<249-char topic>-<partition>" within 255 bytes
+MAX_PARTITIONS = 10_000  # keeps "<249-char topic>-<partition>" within 255 bytes
 
 
 def is_valid_topic_name(name: str) -> bool:
@@ -95,6 +95,43 @@ class TopicInfo:
         return info, bool(document.get("deleted", False))
 
 
+def check_new_topic(
+    name: str,
+    partitions: int,
+    configs: Mapping[str, str | None] | None,
+    existing: Mapping[str, TopicInfo],
+    default_config: LogConfig,
+) -> LogConfig:
+    """Check a new topic against the ``existing`` ones; returns its effective config.
+
+    Raises InvalidTopicError (17) for an illegal name or one colliding with an existing topic's,
+    TopicExistsError (36), InvalidPartitionsError (37) or InvalidConfigError (40).
+    """
+    if not is_valid_topic_name(name):
+        raise InvalidTopicError(
+            f"topic name {name!r} is illegal: use 1-{MAX_TOPIC_NAME_LENGTH} characters of "
+            "ASCII letters, digits, '.', '_' and '-', and not '.' or '..'"
+        )
+    if name in existing:
+        raise TopicExistsError(f"topic {name!r} already exists with {existing[name].partitions} partition(s)")
+    for other in existing:
+        if _collision_key(other) == _collision_key(name):
+            raise InvalidTopicError(
+                f"topic {name!r} collides with existing topic {other!r}: names differing only "
+                "by '.' and '_' are refused, as in Kafka"
+            )
+    check_partition_count(name, partitions)
+    return LogConfig.from_topic_configs(configs or {}, default_config)
+
+
+def check_partition_count(name: str, partitions: int) -> None:
+    """InvalidPartitionsError (37) unless 1 <= ``partitions`` <= the most a topic may have."""
+    if not 1 <= partitions <= MAX_PARTITIONS:
+        raise InvalidPartitionsError(
+            f"topic {name!r} needs between 1 and {MAX_PARTITIONS} partitions, not {partitions}"
+        )
+
+
 class LogManager:
     """Every topic and partition log under ``log_dir``; loads (and recovers) them all at start.
 
@@ -102,10 +139,8 @@ class LogManager:
     by the topic's configs. ``time_ms`` is the clock given to the logs (tests inject one).
     ``cleaner`` compacts the logs of compacted topics: a background thread every
     ``cleaner_backoff_ms`` (Kafka's log.cleaner.backoff.ms) unless ``enable_cleaner=False``
-    (log.cleaner.enable); ``run_cleaner()`` runs a pass now. ``leader_epochs`` (the single-node
-    broker): this node leads every partition alone, with a leader epoch bumped each time a log is
-    opened and kept in the partition's leader-epoch cache (``storage/epochs.py``); a cluster's
-    brokers leave epochs to their ReplicaManager.
+    (log.cleaner.enable); ``run_cleaner()`` runs a pass now. Leader epochs are the replica
+    manager's (kafka_spark.broker.replication), which keeps each partition's leader-epoch cache.
     """
 
     def __init__(
@@ -116,7 +151,6 @@ class LogManager:
         time_ms: Callable[[], int] | None = None,
         enable_cleaner: bool = True,
         cleaner_backoff_ms: int = DEFAULT_BACKOFF_MS,
-        leader_epochs: bool = False,
     ) -> None:
         self.log_dir = Path(log_dir)
         self.default_config = default_config or LogConfig()
@@ -126,7 +160,6 @@ class LogManager:
         self._names_by_id: dict[uuid.UUID, str] = {}  # Fetch v13+, Produce v13+ and friends name topics by id
         self._logs: dict[tuple[str, int], Log] = {}
         self._closed = False
-        self._leader_epochs = leader_epochs
         try:
             self._topics_dir.mkdir(parents=True, exist_ok=True)
             self._lock_fd: int | None = self._acquire_dir_lock()
@@ -183,10 +216,6 @@ class LogManager:
 
     def _open_log(self, topic: str, partition: int, config: LogConfig) -> Log:
         log = Log.open(partition_dir(self.log_dir, topic, partition), topic, partition, config, time_ms=self._time_ms)
-        if self._leader_epochs:
-            log.epochs, log.leader_epoch = epochs.open_for_leader(
-                log.directory, log.batch_headers, log.log_start_offset, log.log_end_offset
-            )
         self._logs[(topic, partition)] = log
         return log
 
@@ -196,32 +225,10 @@ class LogManager:
     # -- topics --------------------------------------------------------------------------------------
 
     def validate_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None) -> LogConfig:
-        """Check a CreateTopics request without creating anything; returns the effective config.
-
-        Raises InvalidTopicError (17), TopicExistsError (36), InvalidPartitionsError (37) or
-        InvalidConfigError (40).
-        """
-        if not is_valid_topic_name(name):
-            raise InvalidTopicError(
-                f"topic name {name!r} is illegal: use 1-{MAX_TOPIC_NAME_LENGTH} characters of "
-                "ASCII letters, digits, '.', '_' and '-', and not '.' or '..'"
-            )
+        """Check a CreateTopics request against this directory's topics without creating anything;
+        returns the effective config (see :func:`check_new_topic` for the errors)."""
         with self._lock:
-            if name in self._topics:
-                raise TopicExistsError(
-                    f"topic {name!r} already exists with {self._topics[name].partitions} partition(s)"
-                )
-            for existing in self._topics:
-                if _collision_key(existing) == _collision_key(name):
-                    raise InvalidTopicError(
-                        f"topic {name!r} collides with existing topic {existing!r}: names differing only "
-                        "by '.' and '_' are refused, as in Kafka"
-                    )
-        if not 1 <= partitions <= _MAX_PARTITIONS:
-            raise InvalidPartitionsError(
-                f"topic {name!r} needs between 1 and {_MAX_PARTITIONS} partitions, not {partitions}"
-            )
-        return LogConfig.from_topic_configs(configs or {}, self.default_config)
+            return check_new_topic(name, partitions, configs, self._topics, self.default_config)
 
     def create_topic(
         self, name: str, partitions: int, configs: Mapping[str, str] | None = None, *, topic_id: uuid.UUID | None = None
@@ -301,10 +308,10 @@ class LogManager:
             info = self._topics.get(name)
             if info is None:
                 raise UnknownTopicOrPartitionError(f"cannot add partitions to topic {name!r}: it does not exist")
-            if count <= info.partitions or count > _MAX_PARTITIONS:
+            if count <= info.partitions or count > MAX_PARTITIONS:
                 raise InvalidPartitionsError(
                     f"topic {name!r} has {info.partitions} partition(s); the new total must be above that "
-                    f"and at most {_MAX_PARTITIONS}, not {count}"
+                    f"and at most {MAX_PARTITIONS}, not {count}"
                 )
             return info
 

@@ -16,6 +16,8 @@ from kafka_spark.broker.coordinator.group import (
     IllegalGroupTransition,
 )
 from kafka_spark.broker.durability import GroupCommit
+from kafka_spark.broker.internal_topics import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS
+from kafka_spark.broker.notifier import DataNotifier
 from kafka_spark.broker.storage.log_manager import LogManager
 
 S = GroupState
@@ -38,13 +40,29 @@ def test_transition_table_is_kafkas():
 
 
 @pytest.fixture
-def coordinator(tmp_path):
-    loop = asyncio.new_event_loop()
+def logs(tmp_path):
     logs = LogManager(tmp_path)
-    broker = SimpleNamespace(loop=loop, logs=logs, group_commit=GroupCommit(loop))
-    yield GroupCoordinator(broker, initial_rebalance_delay_ms=200)
-    broker.group_commit.close()
+    logs.create_topic(OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS)
+    yield logs
     logs.close()
+
+
+@pytest.fixture
+def coordinator(logs):
+    loop = asyncio.new_event_loop()
+    group_commit = GroupCommit(loop)
+    # This broker leads every partition of __consumer_offsets and is alone in their ISRs, as a
+    # single node: nothing to wait for but the fsync.
+    replication = SimpleNamespace(
+        topics=logs.topics, leads=lambda topic, partition: True, wait_replicated=lambda *args: None
+    )
+    coordinator = GroupCoordinator(
+        loop, logs, replication, group_commit, DataNotifier(loop), initial_rebalance_delay_ms=200
+    )
+    for partition in range(OFFSETS_TOPIC_PARTITIONS):
+        coordinator.partition_moved(partition, 0)
+    yield coordinator
+    group_commit.close()
     loop.close()
 
 
@@ -84,10 +102,10 @@ def test_members_arriving_within_the_initial_delay_share_the_first_generation(co
     coordinator.close()
 
 
-def test_transactional_commit_bypasses_generation_checks_and_skips_missing_partitions(coordinator):
+def test_transactional_commit_bypasses_generation_checks_and_skips_missing_partitions(coordinator, logs):
     from kafka_spark.common.topic_partition import TopicPartition
 
-    coordinator._broker.logs.create_topic("t", 2)
+    logs.create_topic("t", 2)
 
     async def scenario() -> None:
         coordinator.commit_offsets(

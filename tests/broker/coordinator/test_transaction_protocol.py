@@ -570,9 +570,9 @@ def test_compacted_transaction_state_replays_to_the_same_coordinator_state(tmp_p
             last = (txn.producer_id, txn.epoch)
     logs = LogManager(tmp_path, enable_cleaner=False)
     try:
-        state_log = logs.get_log(TRANSACTION_STATE_TOPIC, 0)
         before = TransactionLog(logs).replay()
-        state_log.roll()
+        for partition in range(logs.topics()[TRANSACTION_STATE_TOPIC].partitions):
+            logs.get_log(TRANSACTION_STATE_TOPIC, partition).roll()
         assert logs.cleaner.clean_now(force=True).records_removed > 30  # 4 records per transaction
         assert TransactionLog(logs).replay() == before
     finally:
