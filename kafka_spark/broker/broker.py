@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from kafka_spark.broker.apis.fetch_session import FetchSessionCache
 from kafka_spark.broker.authorizer import Authorizer
 from kafka_spark.broker.config import BrokerConfig
-from kafka_spark.broker.coordinator.group import DEFAULT_INITIAL_REBALANCE_DELAY_MS, GroupCoordinator
+from kafka_spark.broker.coordinator.classic_state import DEFAULT_INITIAL_REBALANCE_DELAY_MS
+from kafka_spark.broker.coordinator.group import GroupCoordinator
 from kafka_spark.broker.coordinator.transaction import TransactionCoordinator
 from kafka_spark.broker.coordinator.txn_markers import MarkerChannel
 from kafka_spark.broker.credentials import CredentialStore

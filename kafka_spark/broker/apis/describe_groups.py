@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
-from kafka_spark.broker.coordinator.group import GroupState
+from kafka_spark.broker.coordinator.classic_state import GroupState
 
 
 def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:

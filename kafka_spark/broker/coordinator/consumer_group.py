@@ -29,6 +29,9 @@ that has members, or a JoinGroup for a consumer group that has members, is refus
 INCONSISTENT_GROUP_PROTOCOL; an empty group (committed offsets only) can be taken up by either
 protocol, keeping its offsets.
 
+Session timers and static members are shared with the classic protocol (membership.py); the
+assignors are in assignors.py, Kafka's checks of a heartbeat's fields in heartbeat_checks.py.
+
 Membership lives in memory, as the classic groups' does: after a restart of the broker, or a
 move of the coordinator on a cluster, a member's heartbeat gets UNKNOWN_MEMBER_ID and the member
 joins again with epoch 0 (Kafka keeps the membership in ``__consumer_offsets`` and would not make
@@ -50,30 +53,26 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kafka_spark.broker.coordinator.assignors import ASSIGNORS, Assignment, range_assignment, uniform_assignment
+from kafka_spark.broker.coordinator.heartbeat_checks import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    HeartbeatError,
+    subscribed_regex,
+    validate_heartbeat,
+)
+from kafka_spark.broker.coordinator.membership import Groups, Sessions, cancel, static_member
+
 logger = logging.getLogger("kafka_spark.broker.coordinator.group")
 
 #: Kafka's group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms defaults.
 DEFAULT_SESSION_TIMEOUT_MS = 45_000
 DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000
-#: The assignors this coordinator has (group.consumer.assignors), the default first.
-ASSIGNORS = ("uniform", "range")
 
-LEAVE_EPOCH = -1
-STATIC_LEAVE_EPOCH = -2
 
 STABLE = "stable"
 UNREVOKED = "unrevoked_partitions"
 UNRELEASED = "unreleased_partitions"
-
-Assignment = dict[str, frozenset[int]]  # topic name -> partitions
-
-
-class HeartbeatError(Exception):
-    """A heartbeat refused with ``error_code``, and the reason."""
-
-    def __init__(self, error_code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
 
 
 @dataclass
@@ -94,6 +93,10 @@ class ConsumerMember:
     pending_revocation: Assignment = field(default_factory=dict)
     session_timer: asyncio.TimerHandle | None = None
     revocation_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def group_instance_id(self) -> str | None:
+        return self.instance_id
 
 
 @dataclass
@@ -120,7 +123,7 @@ class ConsumerGroup:
         return "Stable"
 
 
-class ConsumerGroups:
+class ConsumerGroups(Groups[ConsumerGroup]):
     """The consumer groups of one coordinator.
 
     ``topics()`` gives the topics that exist (name -> (topic id, partition count)); ``blocked(group_id)``
@@ -136,24 +139,15 @@ class ConsumerGroups:
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
     ) -> None:
+        super().__init__()
         self._loop = loop
         self._topics = topics
         self._blocked = blocked
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
-        self._groups: dict[str, ConsumerGroup] = {}
+        self._sessions: Sessions[ConsumerGroup, ConsumerMember] = Sessions(loop, self._on_session_expired)
 
     # -- lookups -----------------------------------------------------------------------------------
-
-    def group(self, group_id: str) -> ConsumerGroup | None:
-        return self._groups.get(group_id)
-
-    def group_ids(self) -> list[str]:
-        return list(self._groups)
-
-    def has_members(self, group_id: str) -> bool:
-        group = self._groups.get(group_id)
-        return group is not None and bool(group.members)
 
     def subscribed_topics(self, group_id: str) -> set[str]:
         """Topics the group's members subscribe to (OffsetDelete refuses their partitions)."""
@@ -178,7 +172,7 @@ class ConsumerGroups:
         self, body: Any, client_id: str, client_host: str, allowed_topic: Callable[[str], bool]
     ) -> dict[str, Any]:
         group_id, member_id, epoch = body.group_id, body.member_id, body.member_epoch
-        _validate(body)
+        validate_heartbeat(body)
         if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(group_id, member_id, body.instance_id, epoch)
         for name in body.subscribed_topic_names or ():
@@ -219,7 +213,7 @@ class ConsumerGroups:
         self._reset_session(group, member)
         full = epoch == 0 or (
             body.rebalance_timeout.total_seconds() >= 0
-            and (body.subscribed_topic_names is not None or _regex(body) is not None)
+            and (body.subscribed_topic_names is not None or subscribed_regex(body) is not None)
             and body.topic_partitions is not None
         )
         response = _heartbeat_response(ErrorCode.none, None, member.member_id, member.member_epoch)
@@ -245,7 +239,7 @@ class ConsumerGroups:
         )
         static: ConsumerMember | None = None
         if body.instance_id is not None:
-            static = next((m for m in group.members.values() if m.instance_id == body.instance_id), None)
+            static = static_member(group.members.values(), body.instance_id)
             if static is not None and static.member_epoch != STATIC_LEAVE_EPOCH:
                 raise HeartbeatError(
                     ErrorCode.unreleased_instance_id,
@@ -259,7 +253,7 @@ class ConsumerGroups:
         return member, changed or static is None
 
     def _take_over(self, group: ConsumerGroup, old: ConsumerMember, new: ConsumerMember) -> None:
-        _cancel(old.session_timer)
+        cancel(old.session_timer)
         del group.members[old.member_id]
         new.member_epoch, new.previous_member_epoch = old.previous_member_epoch, old.previous_member_epoch
         new.assigned, new.pending_revocation = old.assigned, old.pending_revocation
@@ -284,7 +278,7 @@ class ConsumerGroups:
             and tuple(sorted(body.subscribed_topic_names)) != member.subscribed_names
         ):
             member.subscribed_names, changed = tuple(sorted(body.subscribed_topic_names)), True
-        if (given := _regex(body)) is not None:
+        if (given := subscribed_regex(body)) is not None:
             regex = given or None  # an empty string clears it
             if regex != member.subscribed_regex:
                 member.subscribed_regex, changed = regex, True
@@ -301,7 +295,7 @@ class ConsumerGroups:
             logger.info("group %s: static member %s leaves for now", group_id, member_id)
             member.previous_member_epoch = member.member_epoch
             member.member_epoch = STATIC_LEAVE_EPOCH  # its session timer still runs
-            _cancel(member.revocation_timer)
+            cancel(member.revocation_timer)
         else:
             logger.info("group %s: member %s leaves", group_id, member_id)
             self._remove(group, member)
@@ -352,7 +346,7 @@ class ConsumerGroups:
                 return  # still owns partitions it must give up
             self._release(group, member, member.pending_revocation)
             member.pending_revocation = {}
-            _cancel(member.revocation_timer)
+            cancel(member.revocation_timer)
             member.state = STABLE
         if member.state == STABLE and member.member_epoch == group.assignment_epoch:
             return
@@ -367,7 +361,7 @@ class ConsumerGroups:
                 revoke[topic] = current - wanted
         if revoke and (owned is None or _overlap(owned, revoke)):
             member.assigned, member.pending_revocation, member.state = keep, revoke, UNREVOKED
-            _cancel(member.revocation_timer)
+            cancel(member.revocation_timer)
             member.revocation_timer = self._loop.call_later(
                 member.rebalance_timeout_ms / 1000, self._on_revocation_timeout, group, member
             )
@@ -411,14 +405,9 @@ class ConsumerGroups:
     # -- sessions and removal ----------------------------------------------------------------------
 
     def _reset_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        _cancel(member.session_timer)
-        member.session_timer = self._loop.call_later(
-            self.session_timeout_ms / 1000, self._on_session_expired, group, member
-        )
+        self._sessions.reset(group, member, self.session_timeout_ms)
 
     def _on_session_expired(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        if group.members.get(member.member_id) is not member:
-            return
         logger.info(
             "group %s: member %s expired after %d ms without a heartbeat",
             group.group_id,
@@ -429,8 +418,8 @@ class ConsumerGroups:
         group.group_epoch += 1
 
     def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        _cancel(member.session_timer)
-        _cancel(member.revocation_timer)
+        cancel(member.session_timer)
+        cancel(member.revocation_timer)
         group.members.pop(member.member_id, None)
         group.target.pop(member.member_id, None)
         for key in [key for key, owner in group.owners.items() if owner == member.member_id]:
@@ -487,8 +476,8 @@ class ConsumerGroups:
             group = self._groups.pop(group_id, None)
             if group is not None:
                 for member in group.members.values():
-                    _cancel(member.session_timer)
-                    _cancel(member.revocation_timer)
+                    cancel(member.session_timer)
+                    cancel(member.revocation_timer)
 
     def close(self) -> None:
         self.forget(list(self._groups))
@@ -534,157 +523,7 @@ class ConsumerGroups:
         }
 
 
-# -- assignors -------------------------------------------------------------------------------------
-
-
-def uniform_assignment(
-    subscriptions: Mapping[str, set[str]], partitions: Mapping[str, int], previous: Mapping[str, Assignment]
-) -> dict[str, Assignment]:
-    """Every partition of a subscribed topic to one member subscribing to it, balanced (counts
-    differ by at most one between members that could swap a partition) and sticky: a member keeps
-    the partitions of its previous target that it still may have, except what balancing moves."""
-    owned: dict[str, set[tuple[str, int]]] = {member: set() for member in subscriptions}
-    taken: set[tuple[str, int]] = set()
-    for member, assignment in previous.items():
-        if member not in subscriptions:
-            continue
-        for topic, indexes in assignment.items():
-            if topic in subscriptions[member] and topic in partitions:
-                for index in indexes:
-                    if index < partitions[topic] and (topic, index) not in taken:
-                        owned[member].add((topic, index))
-                        taken.add((topic, index))
-    eligible = {
-        (topic, index): sorted(m for m, topics in subscriptions.items() if topic in topics)
-        for topic, count in partitions.items()
-        for index in range(count)
-    }
-    for key in sorted(eligible):
-        if key not in taken and eligible[key]:
-            member = min(eligible[key], key=lambda m: (len(owned[m]), m))
-            owned[member].add(key)
-            taken.add(key)
-    # Balance: move a partition from a member with more to an eligible one with at least two fewer.
-    moved = True
-    while moved:
-        moved = False
-        for giver in sorted(owned, key=lambda m: (-len(owned[m]), m)):
-            for key in sorted(owned[giver]):
-                taker = min(eligible[key], key=lambda m: (len(owned[m]), m))
-                if len(owned[taker]) + 1 < len(owned[giver]):
-                    owned[giver].remove(key)
-                    owned[taker].add(key)
-                    moved = True
-                    break
-            if moved:
-                break
-    return {member: _grouped(keys) for member, keys in owned.items()}
-
-
-def range_assignment(
-    subscriptions: Mapping[str, set[str]], partitions: Mapping[str, int], previous: Mapping[str, Assignment]
-) -> dict[str, Assignment]:
-    """Per topic, its partitions in contiguous ranges over the members subscribing to it, in
-    member id order (the first ones get one more when they do not divide evenly)."""
-    owned: dict[str, set[tuple[str, int]]] = {member: set() for member in subscriptions}
-    for topic, count in sorted(partitions.items()):
-        members = sorted(m for m, topics in subscriptions.items() if topic in topics)
-        if not members:
-            continue
-        share, extra = divmod(count, len(members))
-        start = 0
-        for position, member in enumerate(members):
-            size = share + (1 if position < extra else 0)
-            owned[member].update((topic, index) for index in range(start, start + size))
-            start += size
-    return {member: _grouped(keys) for member, keys in owned.items()}
-
-
 # -- helpers ---------------------------------------------------------------------------------------
-
-
-def _validate(body: Any) -> None:
-    """Kafka's checks of a heartbeat's fields (INVALID_REQUEST with the reason)."""
-    if not body.group_id:
-        raise HeartbeatError(ErrorCode.invalid_request, "GroupId can't be empty.")
-    epoch = body.member_epoch
-    if epoch == 0:
-        if body.rebalance_timeout.total_seconds() < 0:
-            raise HeartbeatError(ErrorCode.invalid_request, "RebalanceTimeoutMs must be provided in first request.")
-        if body.topic_partitions is None or any(topic.partitions for topic in body.topic_partitions):
-            raise HeartbeatError(ErrorCode.invalid_request, "TopicPartitions must be empty when (re-)joining.")
-        if body.subscribed_topic_names is None and _regex(body) is None:
-            raise HeartbeatError(
-                ErrorCode.invalid_request, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
-            )
-    elif epoch == STATIC_LEAVE_EPOCH:
-        if body.instance_id is None:
-            raise HeartbeatError(ErrorCode.invalid_request, "InstanceId can't be null when leaving with epoch -2.")
-    elif epoch != LEAVE_EPOCH and epoch < 0:
-        raise HeartbeatError(ErrorCode.invalid_request, f"MemberEpoch {epoch} is not valid.")
-    if epoch != 0 and not body.member_id:
-        raise HeartbeatError(ErrorCode.invalid_request, "MemberId can't be empty.")
-    if body.server_assignor is not None and body.server_assignor not in ASSIGNORS:
-        raise HeartbeatError(
-            ErrorCode.unsupported_assignor,
-            f"ServerAssignor {body.server_assignor!r} is not supported; supported assignors: {', '.join(ASSIGNORS)}",
-        )
-    regex = _regex(body)
-    if regex:
-        refusal = re2_refusal(regex)
-        if refusal is not None:
-            raise HeartbeatError(
-                ErrorCode.invalid_regular_expression,
-                f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {refusal}.",
-            )
-
-
-#: Python ``re`` constructs that RE2 (Kafka compiles subscription regexes with RE2/J) does not have,
-#: by the parser's opcode name.
-_NOT_RE2 = {
-    "GROUPREF": "backreferences are not supported",
-    "GROUPREF_EXISTS": "conditional groups are not supported",
-    "ASSERT": "lookahead and lookbehind are not supported",
-    "ASSERT_NOT": "lookahead and lookbehind are not supported",
-    "ATOMIC_GROUP": "atomic groups are not supported",
-    "POSSESSIVE_REPEAT": "possessive quantifiers are not supported",
-}
-
-_NOT_RE2_FLAGS = re.VERBOSE | re.ASCII | re.LOCALE
-
-
-def re2_refusal(pattern: str) -> str | None:
-    """Why RE2/J would refuse ``pattern`` (None: it compiles there too, as far as Python's parser
-    shows). Kafka's coordinator compiles a SubscribedTopicRegex with RE2/J and refuses what does not
-    compile; Python's ``re`` accepts more (backreferences, lookaround, atomic groups, possessive
-    quantifiers, ``\\Z``), so those are refused here as Kafka refuses them."""
-    from re import _parser  # type: ignore[attr-defined]
-
-    try:
-        parsed = _parser.parse(pattern)
-    except re.error as error:
-        return str(error)
-    if parsed.state.flags & _NOT_RE2_FLAGS:
-        return "the flags x, a and L are not supported (RE2 has i, m, s and U)"
-    pending: list[Any] = [parsed]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, _parser.SubPattern):
-            pending.extend(item.data)
-        elif isinstance(item, (list, tuple)):
-            if len(item) == 2 and str(item[0]) in _NOT_RE2:
-                return _NOT_RE2[str(item[0])]
-            if len(item) == 2 and str(item[0]) == "SUBPATTERN" and item[1][1] & _NOT_RE2_FLAGS:
-                return "the flags x, a and L are not supported (RE2 has i, m, s and U)"
-            if len(item) == 2 and str(item[0]) == "AT" and str(item[1]) == "AT_END_STRING":
-                return "\\Z is not supported (RE2 writes the end of the text \\z)"
-            pending.extend(item)
-    return None
-
-
-def _regex(body: Any) -> str | None:
-    """A heartbeat's SubscribedTopicRegex (v0 has no such field: None)."""
-    return getattr(body, "subscribed_topic_regex", None)
 
 
 def _check_epoch(member: ConsumerMember, epoch: int, owned: Assignment | None) -> None:
@@ -721,13 +560,6 @@ def _overlap(first: Assignment, second: Assignment) -> bool:
     return any(first.get(topic, frozenset()) & indexes for topic, indexes in second.items())
 
 
-def _grouped(keys: Iterable[tuple[str, int]]) -> Assignment:
-    grouped: dict[str, set[int]] = {}
-    for topic, index in keys:
-        grouped.setdefault(topic, set()).add(index)
-    return {topic: frozenset(indexes) for topic, indexes in grouped.items()}
-
-
 def _by_topic_id(assignment: Assignment, topics: Mapping[str, tuple[uuid.UUID, int]]) -> list[dict[str, Any]]:
     return [
         {"topic_id": topics[topic][0], "partitions": sorted(indexes)}
@@ -750,8 +582,3 @@ def _heartbeat_response(code: ErrorCode, message: str | None, member_id: str | N
         "heartbeat_interval": 0,
         "assignment": None,
     }
-
-
-def _cancel(timer: asyncio.TimerHandle | None) -> None:
-    if timer is not None:
-        timer.cancel()

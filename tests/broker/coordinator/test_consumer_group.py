@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from kafka_spark.broker import EmbeddedBroker
-from kafka_spark.broker.coordinator.consumer_group import range_assignment, uniform_assignment
+from kafka_spark.broker.coordinator.assignors import range_assignment, uniform_assignment
 from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 

@@ -1,5 +1,6 @@
-"""The coordinator's transition table, driven directly on an event loop (no sockets): it is
-Kafka's, illegal moves raise, and the initial rebalance delay gathers members that start together."""
+"""The classic group protocol's transition table (coordinator/classic_state.py), driven directly on
+an event loop (no sockets): it is Kafka's, illegal moves raise, and the initial rebalance delay
+gathers members that start together."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from kafka_spark.broker.coordinator.group import (
+from kafka_spark.broker.coordinator.classic_state import (
     LEGAL_TRANSITIONS,
     Group,
-    GroupCoordinator,
     GroupState,
     IllegalGroupTransition,
 )
+from kafka_spark.broker.coordinator.group import GroupCoordinator
 from kafka_spark.broker.durability import GroupCommit
 from kafka_spark.broker.internal_topics import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS
 from kafka_spark.broker.notifier import DataNotifier
@@ -69,7 +70,7 @@ def coordinator(logs):
 def test_an_illegal_transition_is_a_bug_that_raises(coordinator):
     group = Group("g")
     with pytest.raises(IllegalGroupTransition, match="Empty -> Stable"):
-        coordinator._transition(group, GroupState.STABLE)
+        coordinator.classic._transition(group, GroupState.STABLE)
     assert group.state is GroupState.EMPTY
 
 
