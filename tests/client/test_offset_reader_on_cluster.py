@@ -16,7 +16,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_spark.broker.cluster import EmbeddedCluster
-from kafka_spark.broker.metadata.controller import NO_LEADER
+from kafka_spark.broker.metadata.image import NO_LEADER
 from kafka_spark.client.offset_reader import OffsetFetchError, OffsetReader
 from kafka_spark.common.topic_partition import TopicPartition
 from kafka_spark.options import parse_source_options

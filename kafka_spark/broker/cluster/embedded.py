@@ -39,7 +39,8 @@ from typing import Any
 from kafka_spark.broker import meta_properties
 from kafka_spark.broker.broker import Broker
 from kafka_spark.broker.embedded import EmbeddedBroker
-from kafka_spark.broker.metadata.controller import NO_LEADER, Controller, PartitionState
+from kafka_spark.broker.metadata.controller import Controller
+from kafka_spark.broker.metadata.image import NO_LEADER, PartitionState
 from kafka_spark.broker.oauthbearer.login import broker_login
 from kafka_spark.broker.replication.replica_manager import ReplicaManager
 from kafka_spark.broker.storage.producer_state import ProducerIdManager

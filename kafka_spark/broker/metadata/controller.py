@@ -48,20 +48,19 @@ brokers' loops, so no broker ever waits for another.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import random
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from types import MappingProxyType
 
 from kio.schema.errors import ErrorCode
 
+from kafka_spark.broker.metadata.image import NO_LEADER, BrokerRegistration, MetadataImage, PartitionState
 from kafka_spark.broker.storage import checkpoint
 from kafka_spark.broker.storage.errors import (
     InvalidPartitionsError,
@@ -75,8 +74,6 @@ from kafka_spark.common.topic_partition import TopicPartition
 
 logger = logging.getLogger("kafka_spark.broker.cluster")
 
-NO_LEADER = -1
-
 
 class InvalidReplicationFactorError(StorageError):
     """CreateTopics with a replication factor the live brokers cannot host (38)."""
@@ -88,62 +85,6 @@ class InvalidReplicaAssignmentError(StorageError):
     """A replica assignment naming no broker, one twice, or one not registered (39)."""
 
     error_code = ErrorCode.invalid_replica_assignment
-
-
-@dataclass(frozen=True)
-class PartitionState:
-    """What the controller decided about one partition (KRaft's PartitionRecord)."""
-
-    leader: int
-    leader_epoch: int
-    partition_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class BrokerRegistration:
-    node_id: int
-    host: str
-    port: int
-    epoch: int
-    alive: bool
-
-
-@dataclass(frozen=True)
-class MetadataImage:
-    """An immutable snapshot of the cluster metadata; ``version`` grows with every change."""
-
-    version: int
-    controller_id: int
-    controller_epoch: int
-    brokers: Mapping[int, BrokerRegistration]
-    topics: Mapping[str, TopicInfo]
-    partitions: Mapping[TopicPartition, PartitionState]
-    defaults: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-
-    def alive(self, node_id: int) -> bool:
-        registration = self.brokers.get(node_id)
-        return registration is not None and registration.alive
-
-    @functools.cached_property
-    def topic_names(self) -> Mapping[uuid.UUID, str]:
-        """topic id -> topic name (KIP-516's requests name topics by id)."""
-        return {info.topic_id: name for name, info in self.topics.items()}
-
-    def min_insync_replicas(self, topic: str) -> int:
-        info = self.topics.get(topic)
-        value = (info.configs.get("min.insync.replicas") if info is not None else None) or self.defaults.get(
-            "min.insync.replicas", "1"
-        )
-        return int(value)
-
-    def unclean_leader_election(self, topic: str) -> bool:
-        info = self.topics.get(topic)
-        value = (info.configs.get("unclean.leader.election.enable") if info is not None else None) or self.defaults.get(
-            "unclean.leader.election.enable", "false"
-        )
-        return str(value).lower() == "true"
 
 
 class Controller:

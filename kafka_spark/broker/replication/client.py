@@ -1,7 +1,8 @@
-"""A broker's own Kafka client, for replication: one asyncio connection to another broker.
+"""A broker's own Kafka client: asyncio connections to other brokers.
 
 Followers reach their leader over its listener with the requests Kafka's replica fetchers send
-(Fetch with a replica id, OffsetForLeaderEpoch), encoded and decoded with kio — the leader serves
+(Fetch with a replica id, OffsetForLeaderEpoch), and transaction coordinators send WriteTxnMarkers
+to the partitions' leaders (:class:`Peers`), encoded and decoded with kio — the other broker serves
 them on the same code path as any client's request.
 """
 
@@ -12,13 +13,17 @@ import io
 import logging
 import struct
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from kafka_spark.broker.protocol.codec import build
 from kafka_spark.broker.protocol.schemas import request_class, response_class
+
+if TYPE_CHECKING:
+    from kafka_spark.broker.metadata.image import BrokerRegistration
 
 _SIZE = struct.Struct(">i")
 _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 17, 36
@@ -95,3 +100,40 @@ class BrokerConnection:
         if self._writer is not None:
             self._writer.close()
         self._reader = self._writer = None
+
+
+class Peers:
+    """One connection per other broker, one request at a time on each (the coordinators'
+    requests); a connection that fails is dropped and the next request opens a new one."""
+
+    def __init__(self, client_id: str, login: Callable[[], Any]) -> None:
+        """``login()``: how this broker logs in to the others (None without SASL), asked when a
+        connection opens."""
+        self._client_id = client_id
+        self._login = login
+        self._connections: dict[int, tuple[BrokerConnection, asyncio.Lock]] = {}
+
+    async def request(
+        self, broker: BrokerRegistration, api_key: int, version: int, body: dict[str, Any], timeout: float
+    ) -> Any:
+        """``broker``'s response; OSError-family errors when the connection fails."""
+        known = self._connections.get(broker.node_id)
+        if known is None or (known[0].host, known[0].port) != (broker.host, broker.port):
+            if known is not None:
+                known[0].close()
+            known = (BrokerConnection(broker.host, broker.port, self._client_id, self._login()), asyncio.Lock())
+            self._connections[broker.node_id] = known
+        connection, lock = known
+        async with lock:
+            try:
+                return await connection.request(api_key, version, body, timeout=timeout)
+            except BaseException:
+                connection.close()
+                if self._connections.get(broker.node_id) is known:
+                    del self._connections[broker.node_id]
+                raise
+
+    def close(self) -> None:
+        for connection, _ in self._connections.values():
+            connection.close()
+        self._connections.clear()

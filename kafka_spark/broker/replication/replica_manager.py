@@ -1,4 +1,9 @@
-"""One broker's side of replication (Kafka's ReplicaManager + Partition + ReplicaFetcherThread).
+"""One broker's side of replication (Kafka's ReplicaManager; a partition's leader state is in
+partition.py, Kafka's Partition, and the follower's fetcher in fetcher.py, its ReplicaFetcherThread).
+
+(About 650 lines, one class: as Kafka's ReplicaManager it is the broker's view of the metadata and
+the one place that applies it, so the roles, the checks every request of a partition goes through
+and the admin changes a broker forwards to the controller, which it applies at once, stay together.)
 
 Every broker has one (``broker.replicas``), whatever the size of its cluster: a single node is a
 cluster of one (its controller is its own, see ``metadata/controller.py``), whose partitions have
@@ -40,23 +45,30 @@ offsets and leader epochs kept) and taking the leader's HW (capped at its own LE
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.internal_topics import INTERNAL_TOPICS, partition_for
-from kafka_spark.broker.metadata.controller import NO_LEADER, Controller, MetadataImage, PartitionState
+from kafka_spark.broker.metadata.controller import Controller
+from kafka_spark.broker.metadata.image import NO_LEADER, MetadataImage, PartitionState
 from kafka_spark.broker.oauthbearer.login import broker_login
-from kafka_spark.broker.protocol.versions import ApiKey
-from kafka_spark.broker.replication.client import BrokerConnection
-from kafka_spark.broker.storage.batch import validate_batches
-from kafka_spark.broker.storage.epochs import LeaderEpochCache, current_epoch_error
+from kafka_spark.broker.replication.client import Peers
+from kafka_spark.broker.replication.fetcher import ReplicaFetcher
+from kafka_spark.broker.replication.partition import (
+    FOLLOWER,
+    LEADER,
+    OFFLINE,
+    FollowerState,
+    Replica,
+    Waiter,
+    fail,
+    now_ms,
+)
+from kafka_spark.broker.storage.epochs import LeaderEpochCache
 from kafka_spark.broker.storage.errors import StorageError, TopicExistsError
 from kafka_spark.broker.storage.log import Log
 from kafka_spark.broker.storage.log_manager import TopicInfo, check_new_topic, check_partition_count
@@ -69,60 +81,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("kafka_spark.broker.cluster")
 
-LEADER, FOLLOWER, OFFLINE = "leader", "follower", "offline"
 #: The coordinators' topics -> (partition count, configs). A key's coordinator is the leader of the
 #: key's partition (Kafka's hash of the group / transactional id).
 COORDINATOR_TOPICS = INTERNAL_TOPICS
 coordinator_partition = partition_for
 #: Fetch and OffsetForLeaderEpoch versions the fetchers send (classic encoding, replica id in the body).
-FETCH_VERSION = 11
-OFFSET_FOR_LEADER_EPOCH_VERSION = 4
-_RETRY_S = 0.1
-_FENCING = {
-    ErrorCode.not_leader_or_follower,
-    ErrorCode.fenced_leader_epoch,
-    ErrorCode.unknown_leader_epoch,
-    ErrorCode.unknown_topic_or_partition,
-    ErrorCode.kafka_storage_error,
-}
-
-
-@dataclass
-class FollowerState:
-    """What a leader knows of one follower."""
-
-    leo: int = -1
-    last_caught_up_ms: float = 0.0
-    last_fetch_leader_leo: int = -1
-    last_fetch_ms: float = 0.0
-
-
-@dataclass
-class _Waiter:
-    required_offset: int
-    future: asyncio.Future[None]
-    entry: dict[str, Any]
-    timer: asyncio.TimerHandle | None = None
-
-
-@dataclass
-class Replica:
-    """This broker's replica of one partition."""
-
-    tp: TopicPartition
-    log: Log
-    epochs: LeaderEpochCache
-    state: PartitionState | None = None
-    role: str = OFFLINE
-    followers: dict[int, FollowerState] = field(default_factory=dict)
-    waiters: list[_Waiter] = field(default_factory=list)
-    epoch_start_offset: int = 0
-    needs_truncation: bool = False
-    stalled_until: float = 0.0
-
-
-def _now_ms() -> float:
-    return time.monotonic() * 1000
 
 
 class ReplicaHost(Protocol):
@@ -167,17 +130,27 @@ class ReplicaManager:
         self.replica_fetch_wait_max_ms = replica_fetch_wait_max_ms
         self.image: MetadataImage | None = None
         self.partitions: dict[TopicPartition, Replica] = {}
-        self.fetchers: dict[int, _Fetcher] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
         self.broker_epoch = -1
         self._timers: list[asyncio.TimerHandle] = []
         self._closed = False
-        # Coordinators' requests to other brokers (WriteTxnMarkers): one connection per broker,
-        # one request at a time on it.
-        self._connections: dict[int, tuple[BrokerConnection, asyncio.Lock]] = {}
+        # Coordinators' requests to other brokers (WriteTxnMarkers).
+        self._peers = Peers(f"pylog-broker-{self.node_id}", self.login)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         return self.broker.loop
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def forget_producer_state(self, tp: TopicPartition) -> None:
+        self.broker.forget_producer_state(tp)
+
+    def login(self) -> Any:
+        """How this broker logs in to the others on a SASL listener (None without SASL)."""
+        return broker_login(self.broker.config)
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -225,14 +198,12 @@ class ReplicaManager:
         for fetcher in self.fetchers.values():
             fetcher.stop()
         self.fetchers.clear()
-        for connection, _ in self._connections.values():
-            connection.close()
-        self._connections.clear()
+        self._peers.close()
         for replica in self.partitions.values():
             if replica.tp.topic in COORDINATOR_TOPICS and replica.role == LEADER:
                 self.broker.coordinator_partition_moved(replica.tp, None)
             replica.role = OFFLINE
-            self._fail_waiters(replica, ErrorCode.not_leader_or_follower)
+            replica.fail_waiters(ErrorCode.not_leader_or_follower)
 
     # -- metadata ------------------------------------------------------------------------------------
 
@@ -257,7 +228,7 @@ class ReplicaManager:
                     logs.set_topic_configs(name, info.configs)
         for tp in [tp for tp in self.partitions if tp not in image.partitions]:
             replica = self.partitions.pop(tp)
-            self._fail_waiters(replica, ErrorCode.unknown_topic_or_partition)
+            replica.fail_waiters(ErrorCode.unknown_topic_or_partition)
             if tp.topic not in image.topics and logs.topic_info(tp.topic) is not None:
                 logs.delete_topic(tp.topic)
         for tp, state in image.partitions.items():
@@ -314,7 +285,7 @@ class ReplicaManager:
         if log.replicated_high_watermark is None:
             log.replicated_high_watermark = log.log_end_offset
         self.broker.forget_producer_state(replica.tp)  # rebuilt from the log, with the records it got as follower
-        now = _now_ms()
+        now = now_ms()
         replica.followers = {
             node: FollowerState(last_caught_up_ms=now if node in state.isr else 0.0)
             for node in state.replicas
@@ -337,7 +308,7 @@ class ReplicaManager:
         assert state is not None
         if replica.tp.topic in COORDINATOR_TOPICS and replica.role == LEADER:
             self.broker.coordinator_partition_moved(replica.tp, None)
-        self._fail_waiters(replica, ErrorCode.not_leader_or_follower)
+        replica.fail_waiters(ErrorCode.not_leader_or_follower)
         self._stop_fetching(replica.tp)
         replica.followers = {}
         if state.leader == NO_LEADER:
@@ -348,7 +319,7 @@ class ReplicaManager:
         replica.stalled_until = 0.0
         fetcher = self.fetchers.get(state.leader)
         if fetcher is None:
-            fetcher = self.fetchers[state.leader] = _Fetcher(self, state.leader)
+            fetcher = self.fetchers[state.leader] = ReplicaFetcher(self, state.leader)
         fetcher.partitions.add(replica.tp)
         fetcher.wake()
         logger.debug(
@@ -388,46 +359,25 @@ class ReplicaManager:
         written into ``entry`` (the partition's produce response) and the future still completes."""
         replica = self.partitions.get(TopicPartition(log.topic, log.partition))
         if replica is None or replica.role != LEADER or replica.state is None:
-            _fail(entry, ErrorCode.not_leader_or_follower)
+            fail(entry, ErrorCode.not_leader_or_follower)
             return None
         if log.high_watermark >= required_offset:
             if self.image is not None and len(replica.state.isr) < self.image.min_insync_replicas(replica.tp.topic):
-                _fail(entry, ErrorCode.not_enough_replicas_after_append)
+                fail(entry, ErrorCode.not_enough_replicas_after_append)
             return None
         future: asyncio.Future[None] = self.loop.create_future()
-        waiter = _Waiter(required_offset, future, entry)
+        waiter = Waiter(required_offset, future, entry)
         replica.waiters.append(waiter)
 
         def expire() -> None:
             if not future.done():
                 replica.waiters.remove(waiter)
-                _fail(entry, ErrorCode.request_timed_out)
+                fail(entry, ErrorCode.request_timed_out)
                 future.set_result(None)
 
         waiter.timer = self.loop.call_later(max(timeout_ms, 1) / 1000, expire)
         self._complete_waiters(replica)
         return future
-
-    def _complete_waiters(self, replica: Replica) -> None:
-        if not replica.waiters or replica.state is None:
-            return
-        high_watermark = replica.log.high_watermark
-        enough = self.image is None or len(replica.state.isr) >= self.image.min_insync_replicas(replica.tp.topic)
-        pending = []
-        for waiter in replica.waiters:
-            if high_watermark >= waiter.required_offset:
-                if not enough:
-                    _fail(waiter.entry, ErrorCode.not_enough_replicas_after_append)
-                _settle(waiter)
-            else:
-                pending.append(waiter)
-        replica.waiters = pending
-
-    def _fail_waiters(self, replica: Replica, code: int) -> None:
-        for waiter in replica.waiters:
-            _fail(waiter.entry, code)
-            _settle(waiter)
-        replica.waiters = []
 
     # -- leader: fetch --------------------------------------------------------------------------------
 
@@ -452,63 +402,29 @@ class ReplicaManager:
 
     @staticmethod
     def check_epoch(replica: Replica, current_leader_epoch: int) -> int:
-        assert replica.state is not None
-        return current_epoch_error(current_leader_epoch, replica.state.leader_epoch)
+        return replica.check_epoch(current_leader_epoch)
 
     def _update_follower(self, replica: Replica, node: int, follower: FollowerState, fetch_offset: int) -> None:
-        now = _now_ms()
-        leader_leo = replica.log.log_end_offset
-        if fetch_offset >= leader_leo:
-            follower.last_caught_up_ms = now
-        elif fetch_offset >= follower.last_fetch_leader_leo >= 0:
-            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
-        follower.last_fetch_leader_leo = leader_leo
-        follower.last_fetch_ms = now
-        follower.leo = min(fetch_offset, leader_leo)
-        state = replica.state
-        assert state is not None
-        if (
-            node not in state.isr
-            and follower.leo >= replica.log.high_watermark
-            and follower.leo >= replica.epoch_start_offset
-        ):
-            self._alter_isr(replica, state.isr + (node,))
+        replica.record_follower_fetch(follower, fetch_offset)
+        if replica.may_join_isr(node, follower):
+            assert replica.state is not None
+            self._alter_isr(replica, replica.state.isr + (node,))
         self._maybe_advance_high_watermark(replica)
 
     def _maybe_advance_high_watermark(self, replica: Replica) -> None:
-        state, log = replica.state, replica.log
-        assert state is not None
-        if state.isr == (self.node_id,):
-            # Alone in its ISR: everything appended is replicated, the HW follows the LEO (None).
-            if log.replicated_high_watermark is not None:
-                log.replicated_high_watermark = None
-                self.broker.notifier.notify()  # wakes consumers' fetches parked at the old HW
-            self._complete_waiters(replica)
-            return
-        ends = [log.log_end_offset]
-        for node in state.isr:
-            if node != self.node_id:
-                follower = replica.followers.get(node)
-                ends.append(follower.leo if follower is not None else -1)
-        new = min(ends)  # -1 while an in-sync follower has not fetched from this leader yet
-        current = log.high_watermark
-        if new >= 0 and new > current or log.replicated_high_watermark is None:
-            log.replicated_high_watermark = max(new, current)
+        if replica.advance_high_watermark(self.node_id):
             self.broker.notifier.notify()  # wakes consumers' fetches parked at the old HW
         self._complete_waiters(replica)
 
+    def _complete_waiters(self, replica: Replica) -> None:
+        replica.complete_waiters(self.image.min_insync_replicas(replica.tp.topic) if self.image is not None else 1)
+
     def _shrink_isrs(self) -> None:
-        now = _now_ms()
         for replica in self.partitions.values():
             state = replica.state
             if replica.role != LEADER or state is None:
                 continue
-            lagging = [
-                node
-                for node in state.isr
-                if node != self.node_id
-                and now - replica.followers.get(node, FollowerState()).last_caught_up_ms > self.replica_lag_time_max_ms
-            ]
+            lagging = replica.lagging_followers(self.node_id, self.replica_lag_time_max_ms)
             if lagging:
                 logger.warning(
                     "%s: replica(s) %s fell behind by more than replica.lag.time.max.ms=%d; removing them from the ISR",
@@ -563,95 +479,15 @@ class ReplicaManager:
         epoch, end = replica.epochs.end_offset_for(leader_epoch, replica.log.log_end_offset)
         return ErrorCode.none, epoch, end
 
-    # -- follower -------------------------------------------------------------------------------------
-
-    def append_as_follower(self, replica: Replica, data: bytes | memoryview) -> None:
-        log = replica.log
-        view = memoryview(data)
-        headers = validate_batches(view, 1 << 31, allow_control=True)
-        first = headers[0]
-        if log.log_end_offset == log.log_start_offset and first.base_offset < log.log_end_offset <= first.last_offset:
-            # An empty log started inside the leader's first batch (its log start offset is mid-batch):
-            # start at the batch instead, as Kafka's fetcher does on an UnexpectedAppendOffsetException.
-            log.truncate_fully_and_start_at(first.base_offset)
-        position = 0
-        groups: list[tuple[int, int, list[Any]]] = []  # (byte start, epoch, headers)
-        for header in headers:
-            if header.last_offset < log.log_end_offset:
-                position += header.size
-                continue
-            if not groups and header.base_offset != log.log_end_offset:
-                logger.warning(
-                    "%s: leader sent offset %d, the log ends at %d; truncating again",
-                    replica.tp,
-                    header.base_offset,
-                    log.log_end_offset,
-                )
-                replica.needs_truncation = True
-                return
-            if groups and groups[-1][1] == header.partition_leader_epoch:
-                groups[-1][2].append(header)
-            else:
-                groups.append((position, header.partition_leader_epoch, [header]))
-            position += header.size
-        for start, epoch, group in groups:
-            size = sum(header.size for header in group)
-            base = log.log_end_offset
-            log.append(view[start : start + size], headers=group, acks=1, leader_epoch=epoch)
-            if epoch >= 0:
-                replica.epochs.assign(epoch, base)
-
-    def truncate(self, replica: Replica, epoch: int, end_offset: int) -> None:
-        """After OffsetForLeaderEpoch: cut this replica's log where the leader's history diverges."""
-        log = replica.log
-        requested = replica.epochs.latest_epoch
-        if end_offset < 0:
-            target = log.high_watermark  # the leader knows no such epoch: keep what was committed
-        else:
-            target = min(end_offset, log.log_end_offset)
-            if epoch != requested and epoch >= 0:
-                target = min(target, replica.epochs.end_offset_for(epoch, log.log_end_offset)[1])
-        if target < log.log_end_offset:
-            logger.info(
-                "%s: broker %d truncates its log from %d to %d (leader epoch %d ended there)",
-                replica.tp,
-                self.node_id,
-                log.log_end_offset,
-                target,
-                epoch,
-            )
-            log.truncate_to(max(target, log.log_start_offset))
-            replica.epochs.truncate_from_end(log.log_end_offset)
-            self.broker.forget_producer_state(replica.tp)
-        replica.needs_truncation = False
-
     # -- requests to other brokers ----------------------------------------------------------------------
 
     async def request(self, node: int, api_key: int, version: int, body: dict[str, Any], timeout: float = 30.0) -> Any:
-        """Send a request to broker ``node`` (as the image knows it) and return its response;
-        raises ConnectionError when that broker is not alive, OSError-family errors when the
-        connection fails (it is dropped, the next request opens a new one)."""
+        """Send a request to broker ``node`` (as the image knows it) and return its response
+        (``Peers.request``: ConnectionError when that broker is not alive)."""
         registration = self.image.brokers.get(node) if self.image is not None else None
         if self._closed or registration is None or not registration.alive:
             raise ConnectionError(f"broker {node} is not alive")
-        known = self._connections.get(node)
-        if known is None or (known[0].host, known[0].port) != (registration.host, registration.port):
-            if known is not None:
-                known[0].close()
-            connection = BrokerConnection(
-                registration.host, registration.port, f"pylog-broker-{self.node_id}", broker_login(self.broker.config)
-            )
-            known = (connection, asyncio.Lock())
-            self._connections[node] = known
-        connection, lock = known
-        async with lock:
-            try:
-                return await connection.request(api_key, version, body, timeout=timeout)
-            except BaseException:
-                connection.close()
-                if self._connections.get(node) is known:
-                    del self._connections[node]
-                raise
+        return await self._peers.request(registration, api_key, version, body, timeout)
 
     # -- what Metadata and the admin requests read ------------------------------------------------------
 
@@ -670,29 +506,13 @@ class ReplicaManager:
         is offline (no leader, this broker among the offline replicas) until a restart."""
         assert self.image is not None
         tp = TopicPartition(topic, index)
-        state = self.image.partitions[tp]
-        offline = tuple(node for node in state.replicas if not self.image.alive(node))
-        leader = state.leader
         replica = self.partitions.get(tp)
-        if leader == self.node_id and replica is not None and replica.log.failure is not None:
-            leader, offline = NO_LEADER, tuple(sorted({*offline, self.node_id}))
-        return {
-            "error_code": ErrorCode.leader_not_available if leader == NO_LEADER else ErrorCode.none,
-            "partition_index": index,
-            "leader_id": leader,
-            "leader_epoch": state.leader_epoch,
-            "replica_nodes": state.replicas,
-            "isr_nodes": state.isr,
-            "offline_replicas": offline,
-        }
+        failed = replica is not None and replica.role == LEADER and replica.log.failure is not None
+        return self.image.partition_entry(tp, failed_leader=failed)
 
     def broker_entries(self) -> list[dict[str, Any]]:
         assert self.image is not None
-        return [
-            {"node_id": registration.node_id, "host": registration.host, "port": registration.port, "rack": None}
-            for registration in sorted(self.image.brokers.values(), key=lambda b: b.node_id)
-            if registration.alive
-        ]
+        return self.image.broker_entries()
 
     @property
     def alone(self) -> bool:
@@ -730,11 +550,10 @@ class ReplicaManager:
         info = self.ensure_internal_topic(topic)
         if info is None:
             return ErrorCode.coordinator_not_available, None
-        state = self.image.partitions.get(TopicPartition(topic, coordinator_partition(key, info.partitions)))
-        registration = self.image.brokers.get(state.leader) if state is not None else None
-        if registration is None or not registration.alive or (created and registration.node_id != self.node_id):
+        leader = self.image.live_leader(TopicPartition(topic, coordinator_partition(key, info.partitions)))
+        if leader is None or (created and leader.node_id != self.node_id):
             return ErrorCode.coordinator_not_available, None
-        return ErrorCode.none, {"node_id": registration.node_id, "host": registration.host, "port": registration.port}
+        return ErrorCode.none, {"node_id": leader.node_id, "host": leader.host, "port": leader.port}
 
     def hosted_replica(self, topic: str, partition: int) -> tuple[int, Log | None, bool]:
         """``(error code, log, leads)`` of this broker's replica of a partition: UNKNOWN_TOPIC_OR_PARTITION
@@ -752,8 +571,7 @@ class ReplicaManager:
 
     def leader_of(self, tp: TopicPartition) -> int:
         """The partition's leader in the metadata (NO_LEADER while it has none or does not exist)."""
-        state = self.image.partitions.get(tp) if self.image is not None else None
-        return state.leader if state is not None else NO_LEADER
+        return self.image.leader_of(tp) if self.image is not None else NO_LEADER
 
     @property
     def controller_id(self) -> int:
@@ -848,211 +666,3 @@ class ReplicaManager:
 
 
 _ELECTION_MESSAGES: dict[int, str] = {ErrorCode.election_not_needed: "Leader election not needed for topic partition."}
-
-
-def _fail(entry: dict[str, Any], code: int) -> None:
-    entry["error_code"] = code
-    entry["base_offset"] = -1
-
-
-def _settle(waiter: _Waiter) -> None:
-    if waiter.timer is not None:
-        waiter.timer.cancel()
-    if not waiter.future.done():
-        waiter.future.set_result(None)
-
-
-def _log_failure(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        logger.error("a replica fetcher stopped: %r", task.exception())
-
-
-class _Fetcher:
-    """Fetches, for one leader broker, every partition this broker follows there."""
-
-    def __init__(self, manager: ReplicaManager, leader: int) -> None:
-        self.manager = manager
-        self.leader = leader
-        self.partitions: set[TopicPartition] = set()
-        self._event = asyncio.Event()
-        self._connection: BrokerConnection | None = None
-        self._address: tuple[str, int] | None = None
-        self._task = manager.loop.create_task(self._run())
-        self._task.add_done_callback(_log_failure)
-
-    def wake(self) -> None:
-        self._event.set()
-
-    def stop(self) -> None:
-        self._task.cancel()
-        if self._connection is not None:
-            self._connection.close()
-
-    def _ready(self) -> list[Replica]:
-        now = time.monotonic()
-        replicas = []
-        for tp in sorted(self.partitions):
-            replica = self.manager.partitions.get(tp)
-            if (
-                replica is not None
-                and replica.role == FOLLOWER
-                and replica.state is not None
-                and replica.state.leader == self.leader
-                and replica.stalled_until <= now
-            ):
-                replicas.append(replica)
-        return replicas
-
-    async def _run(self) -> None:
-        manager = self.manager
-        while not manager._closed:
-            replicas = self._ready()
-            image = manager.image
-            registration = image.brokers.get(self.leader) if image is not None else None
-            if not replicas or registration is None or not registration.alive:
-                self._event.clear()
-                try:
-                    await asyncio.wait_for(self._event.wait(), _RETRY_S * 2)
-                except TimeoutError:
-                    pass
-                continue
-            address = (registration.host, registration.port)
-            if self._connection is None or self._address != address:
-                if self._connection is not None:
-                    self._connection.close()
-                self._connection = BrokerConnection(
-                    address[0], address[1], f"pylog-replica-{manager.node_id}", broker_login(manager.broker.config)
-                )
-                self._address = address
-            try:
-                truncating = [replica for replica in replicas if replica.needs_truncation]
-                if truncating:
-                    await self._truncate(truncating)
-                fetching = [replica for replica in replicas if not replica.needs_truncation]
-                if fetching:
-                    await self._fetch(fetching)
-            except asyncio.CancelledError:
-                raise
-            except (TimeoutError, OSError, EOFError, asyncio.IncompleteReadError, ValueError) as error:
-                logger.debug(
-                    "broker %d: fetching from broker %d failed (%s); retrying", manager.node_id, self.leader, error
-                )
-                if self._connection is not None:
-                    self._connection.close()
-                self._connection = None
-                await asyncio.sleep(_RETRY_S)
-            except StorageError as error:
-                logger.warning("broker %d: replicating from broker %d: %s", manager.node_id, self.leader, error)
-                await asyncio.sleep(_RETRY_S)
-            except Exception:  # noqa: BLE001 - a fetcher that died would leave its partitions unreplicated
-                logger.exception("broker %d: replicating from broker %d failed; retrying", manager.node_id, self.leader)
-                if self._connection is not None:
-                    self._connection.close()
-                self._connection = None
-                await asyncio.sleep(_RETRY_S)
-
-    def _stall(self, replica: Replica, code: int) -> None:
-        logger.debug("%s: leader %d answered error %d; waiting for new metadata", replica.tp, self.leader, code)
-        replica.stalled_until = time.monotonic() + _RETRY_S
-
-    async def _truncate(self, replicas: list[Replica]) -> None:
-        manager = self.manager
-        asked = {}
-        for replica in replicas:
-            if replica.epochs.latest_epoch < 0:  # nothing stamped yet: nothing to truncate
-                replica.needs_truncation = False
-                continue
-            asked[replica.tp] = (replica, replica.state.leader_epoch if replica.state else -1)
-        if not asked:
-            return
-        topics: dict[str, list[dict[str, int]]] = {}
-        for tp, (replica, current) in asked.items():
-            topics.setdefault(tp.topic, []).append(
-                {
-                    "partition": tp.partition,
-                    "current_leader_epoch": current,
-                    "leader_epoch": replica.epochs.latest_epoch,
-                }
-            )
-        assert self._connection is not None
-        response = await self._connection.request(
-            ApiKey.OFFSET_FOR_LEADER_EPOCH,
-            OFFSET_FOR_LEADER_EPOCH_VERSION,
-            {
-                "replica_id": manager.node_id,
-                "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
-            },
-        )
-        for topic in response.topics:
-            for result in topic.partitions:
-                replica, current = asked[TopicPartition(topic.topic, result.partition)]
-                if replica.state is None or replica.state.leader_epoch != current or replica.role != FOLLOWER:
-                    continue  # metadata moved on while we asked
-                if result.error_code:
-                    self._stall(replica, result.error_code)
-                else:
-                    manager.truncate(replica, result.leader_epoch, result.end_offset)
-
-    async def _fetch(self, replicas: list[Replica]) -> None:
-        manager = self.manager
-        by_tp = {replica.tp: (replica, replica.state.leader_epoch if replica.state else -1) for replica in replicas}
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, (replica, epoch) in by_tp.items():
-            topics.setdefault(tp.topic, []).append(
-                {
-                    "partition": tp.partition,
-                    "current_leader_epoch": epoch,
-                    "fetch_offset": replica.log.log_end_offset,
-                    "log_start_offset": replica.log.log_start_offset,
-                    "partition_max_bytes": 1 << 20,
-                }
-            )
-        assert self._connection is not None
-        response = await self._connection.request(
-            ApiKey.FETCH,
-            FETCH_VERSION,
-            {
-                "replica_id": manager.node_id,
-                "max_wait": datetime.timedelta(milliseconds=manager.replica_fetch_wait_max_ms),
-                "min_bytes": 1,
-                "max_bytes": 10 << 20,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            },
-            timeout=manager.replica_fetch_wait_max_ms / 1000 + 30,
-        )
-        for topic in response.responses:
-            for result in topic.partitions:
-                replica, epoch = by_tp[TopicPartition(topic.topic, result.partition_index)]
-                if replica.state is None or replica.state.leader_epoch != epoch or replica.role != FOLLOWER:
-                    continue
-                if result.error_code == ErrorCode.offset_out_of_range:
-                    log = replica.log
-                    if 0 <= log.log_end_offset < result.log_start_offset:  # behind the leader's retention
-                        logger.warning(
-                            "%s: broker %d ends at %d, below the leader's log start %d; starting over there",
-                            replica.tp,
-                            manager.node_id,
-                            log.log_end_offset,
-                            result.log_start_offset,
-                        )
-                        log.truncate_fully_and_start_at(result.log_start_offset)
-                        replica.epochs.truncate_from_end(0)
-                        manager.broker.forget_producer_state(replica.tp)
-                    else:  # ahead of the leader: find where the histories part
-                        replica.needs_truncation = True
-                        self._stall(replica, result.error_code)
-                    continue
-                if result.error_code:
-                    self._stall(replica, result.error_code)
-                    continue
-                if result.records:
-                    manager.append_as_follower(replica, result.records)
-                log = replica.log
-                log.replicated_high_watermark = min(result.high_watermark, log.log_end_offset)
-                if result.log_start_offset > log.log_start_offset:  # the leader's retention / DeleteRecords
-                    log.delete_records_before(min(result.log_start_offset, log.high_watermark))
