@@ -20,6 +20,7 @@ itself:
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from kafka_spark.broker.storage.log import Log
     from kafka_spark.broker.storage.log_manager import TopicInfo
     from kafka_spark.common.topic_partition import TopicPartition
+
+logger = logging.getLogger("kafka_spark.broker.coordinator")
 
 #: How long a coordinator's write may wait for the in-sync replicas before the client is told to
 #: find its coordinator again.
@@ -160,3 +163,27 @@ async def _all(waits: list[asyncio.Future[None]]) -> None:
             failure = failure or error
     if failure is not None:
         raise failure
+
+
+async def answer_after(waits: list[asyncio.Future[None]], response: dict[str, Any], what: str) -> dict[str, Any]:
+    """``response`` once ``waits`` are done: NOT_COORDINATOR when a write did not reach the in-sync
+    replicas (the client finds its coordinator again), KAFKA_STORAGE_ERROR when an fsync failed
+    (the state is applied in memory; the disk failure is reported)."""
+    for wait in waits:
+        try:
+            await wait
+        except NotReplicatedError as error:
+            logger.warning("%s not replicated: %s", what, error)
+            response["error_code"] = ErrorCode.not_coordinator
+        except StorageError as error:
+            logger.error("%s not durable: %s", what, error)
+            response["error_code"] = ErrorCode.kafka_storage_error
+    return response
+
+
+def log_failure(what: str, future: asyncio.Future[None]) -> None:
+    """A done callback: say when a write nobody waits for failed (a failover is only a warning)."""
+    if not future.cancelled() and future.exception() is not None:
+        error = future.exception()
+        level = logging.WARNING if isinstance(error, NotReplicatedError) else logging.ERROR
+        logger.log(level, "%s failed: %s", what, error)

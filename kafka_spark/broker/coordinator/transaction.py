@@ -30,22 +30,14 @@ makes that partition one of the transaction's, so its COMMIT marker applies them
 them). A single node before issue 39 staged them in the transaction's own record instead
 (``pending_offsets``); such records are honoured (committed on commit).
 
-Transaction protocol v2 (KIP-890 part 2; ``transaction.version`` 2, which ApiVersions finalizes
-where the partitions' leader is the coordinator, a cluster of one): a producer sends Produce v12+
-and TxnOffsetCommit v5+ without AddPartitionsToTxn / AddOffsetsToTxn, and the coordinator adds the
-partitions and the group to the transaction when they arrive. EndTxn v5+ bumps the epoch with every
-commit or abort (transaction_state.py). On a cluster a partition's leader accepts transactional
-batches of producers its own coordinator does not know, as Kafka did before KIP-890 (the markers'
-epochs fence older epochs).
-
-Fencing: InitProducerId on a known id bumps the epoch (aborting an ongoing transaction first); a
-transaction older than its timeout is aborted by a periodic check that also bumps the epoch, so the
-abandoned producer ("zombie") gets INVALID_PRODUCER_EPOCH (47) or PRODUCER_FENCED (90).
-
-Expiry: a transactional id not used for ``transactional_id_expiration_ms`` (Kafka's
-``transactional.id.expiration.ms``, 7 days) while no transaction of it is open is forgotten, with a
-tombstone in ``__transaction_state``, checked every hour as Kafka does; its next InitProducerId
-starts afresh with a new producer id.
+Transaction protocol v2 (KIP-890 part 2, finalized by ApiVersions where the partitions' leader is
+the coordinator, a cluster of one): Produce v12+ and TxnOffsetCommit v5+ add the partition or group
+to the transaction themselves, and EndTxn v5+ bumps the epoch (transaction_state.py). Elsewhere a
+partition's leader accepts transactional batches of producers its own coordinator does not know,
+as Kafka did before KIP-890 (the markers' epochs fence older epochs). Fencing: InitProducerId on a
+known id, and the abort of a transaction past its timeout, bump the epoch; the abandoned producer
+gets INVALID_PRODUCER_EPOCH (47) or PRODUCER_FENCED (90). Expiry: an id unused for
+``transactional_id_expiration_ms`` (7 days) with no transaction open is tombstoned and forgotten.
 
 Durability: responses that changed state wait (``respond``) for the fsync of the state log and of
 the markers written within the request when their ``flush_on_ack_all`` is on, like acks=all
@@ -57,6 +49,7 @@ Thread-safety: event loop only.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -66,10 +59,11 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.coordinator.context import (
     Durability,
-    NotReplicatedError,
     OwnedPartitions,
     Replication,
+    answer_after,
     durable,
+    log_failure,
 )
 from kafka_spark.broker.coordinator.transaction_log import TransactionLog
 from kafka_spark.broker.coordinator.transaction_state import (
@@ -574,13 +568,13 @@ class TransactionCoordinator:
         waits = self._drain_unsynced()
         if not waits:
             return response
-        return Deferred(_after(waits, response))
+        return Deferred(answer_after(waits, response, "transaction state"))
 
     def _drain_unsynced(self) -> list[asyncio.Future[None]]:
         unsynced, self._unsynced = self._unsynced, {}
         waits = durable(unsynced, self._replication, self._durability)
         for wait in waits:
-            wait.add_done_callback(_log_failure)
+            wait.add_done_callback(functools.partial(log_failure, "writing the transaction coordinator's state"))
         return waits
 
     # -- helpers ---------------------------------------------------------------------------------------
@@ -605,26 +599,6 @@ class TransactionCoordinator:
             if timer is not None:
                 timer.cancel()
         self._timer = self._expiry_timer = None
-
-
-async def _after(waits: list[asyncio.Future[None]], response: dict[str, Any]) -> dict[str, Any]:
-    for wait in waits:
-        try:
-            await wait
-        except NotReplicatedError as error:
-            logger.warning("transaction state not replicated: %s", error)
-            response["error_code"] = ErrorCode.not_coordinator
-        except StorageError as error:  # the state is applied in memory; report the disk failure
-            logger.error("transaction state not durable: %s", error)
-            response["error_code"] = ErrorCode.kafka_storage_error
-    return response
-
-
-def _log_failure(future: asyncio.Future[None]) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        error = future.exception()
-        level = logging.WARNING if isinstance(error, NotReplicatedError) else logging.ERROR  # a failover
-        logger.log(level, "writing the transaction coordinator's state failed: %s", error)
 
 
 def _now_ms() -> int:
