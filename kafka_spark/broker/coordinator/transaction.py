@@ -9,6 +9,9 @@ Kafka's ``TransactionCoordinator``. Three collaborators do the work, as in Kafka
 * the marker channel (txn_markers.py: COMMIT / ABORT markers at each partition's leader, here or
   with WriteTxnMarkers).
 
+(About 600 lines, 50 of them this docstring: one class, as Kafka's TransactionCoordinator,
+whose methods are the transaction APIs' entry points; the checks and moves are the state machine's.)
+
 This module ties them together: it owns the transactional ids of the partitions of
 ``__transaction_state`` its broker leads (a single node, a cluster of one, leads them all;
 ``partition_moved`` loads and drops them, other ids are answered NOT_COORDINATOR so the client
