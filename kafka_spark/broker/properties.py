@@ -144,8 +144,6 @@ IGNORED = frozenset(
         "zookeeper.connect",
         "zookeeper.connection.timeout.ms",
         "group.coordinator.rebalance.protocols",
-        "log.preallocate",
-        "log.segment.delete.delay.ms",
         "metadata.log.dir",
         "sasl.mechanism.inter.broker.protocol",
         "security.inter.broker.protocol",

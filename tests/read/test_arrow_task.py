@@ -92,7 +92,7 @@ def test_a_task_of_many_partitions_reads_each_range_exactly(pylog_broker, pylog_
     of one partition, an aborted transaction (read_committed) and a compacted partition, plus a
     second topic: every range yields exactly its visible records, in offset order."""
     bootstrap = pylog_broker.bootstrap_servers
-    topic = pylog_topic(partitions=64, config={"cleanup.policy": "compact", "segment.bytes": "2048"})
+    topic = pylog_topic(partitions=64, config={"cleanup.policy": "compact", "internal.segment.bytes": "2048"})
     other = pylog_topic(partitions=2)
     written = _Written()
     counts = {p: 0 if p % 9 == 0 else 3 + (p * 37) % 60 for p in range(64)}

@@ -31,7 +31,7 @@ def _options(cluster, **options):
 @pytest.fixture()
 def aged_out(embedded_kafka):
     """A topic whose partition 0 lost its oldest records to retention (log start > 0)."""
-    topic = embedded_kafka.new_topic("retention", config={"segment.bytes": "200", "retention.bytes": "400"})
+    topic = embedded_kafka.new_topic("retention", config={"internal.segment.bytes": "200", "retention.bytes": "400"})
     for i in range(40):
         embedded_kafka.produce_values(topic, 0, 1, start=i)  # one batch per record: many segments
     embedded_kafka.broker.run_retention()

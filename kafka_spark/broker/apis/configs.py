@@ -1,10 +1,16 @@
 """DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
 
-Topics: every topic-level setting this broker has (storage/config.py), with where its value comes
-from: the topic's own override (DYNAMIC_TOPIC_CONFIG), the broker's default when it differs from
-Kafka's (STATIC_BROKER_CONFIG) or Kafka's default (DEFAULT_CONFIG); with ``include_synonyms``
-the chain behind it, under Kafka's broker-level names (``retention.ms`` <- ``log.retention.ms``).
-Changes are persisted with the topic's metadata and apply to its logs from their next operation.
+Topics (internal ones included): Apache Kafka 4.3's topic configs (storage/config.py), each with
+the value Kafka would show and where it comes from: the topic's own override
+(DYNAMIC_TOPIC_CONFIG), the broker's default when it differs from Kafka's (STATIC_BROKER_CONFIG)
+or Kafka's default (DEFAULT_CONFIG); ``min.insync.replicas`` is the cluster's, a cluster-level
+config (DYNAMIC_DEFAULT_BROKER_CONFIG), as Kafka 4.1+ writes it (KIP-966). With
+``include_synonyms`` the chain behind each value, under Kafka's broker-level names
+(``cleanup.policy`` <- ``log.cleanup.policy``) where Kafka lists them. A change is checked as Kafka
+4.3 checks it (INVALID_CONFIG, 40, with Kafka's message), stored as Kafka writes it (``+5`` as
+``5``) and persisted with the topic's metadata; the logs apply it from their next operation.
+IncrementalAlterConfigs APPENDs to and SUBTRACTs from list configs (``cleanup.policy``, the
+throttled-replica lists) item by item, starting from the effective value.
 
 The broker (resource name "" or this node's id): its settings, read-only, ``listeners`` and
 ``advertised.listeners`` among them (with the port bound); they are changed by restarting the
@@ -21,14 +27,22 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
-from kafka_spark.broker.internal_topics import is_internal_topic
-from kafka_spark.broker.storage.config import LogConfig
+from kafka_spark.broker.storage.config import (
+    REPLICATION_CONFIGS,
+    TOPIC_CONFIGS,
+    LogConfig,
+    normalize_topic_configs,
+)
+from kafka_spark.broker.storage.config import (
+    config_type as topic_config_type,
+)
+from kafka_spark.broker.storage.config_def import ConfigType
 from kafka_spark.broker.storage.errors import StorageError
 
 TOPIC, BROKER = 2, 4
-_DYNAMIC_TOPIC_CONFIG, _STATIC_BROKER_CONFIG, _DEFAULT_CONFIG = 1, 4, 5
+_DYNAMIC_TOPIC_CONFIG, _DYNAMIC_DEFAULT_BROKER_CONFIG, _STATIC_BROKER_CONFIG, _DEFAULT_CONFIG = 1, 3, 4, 5
 _SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
-_LIST_CONFIGS = frozenset({"cleanup.policy"})  # the list-typed topic configs (APPEND / SUBTRACT)
+_OPERATIONS = {_SET: "SET", _DELETE: "DELETE", _APPEND: "APPEND", _SUBTRACT: "SUBTRACT"}
 
 # Kafka's broker-level names of the topic-level settings (ServerTopicConfigSynonyms).
 BROKER_NAMES = {
@@ -51,7 +65,30 @@ BROKER_NAMES = {
     "compression.zstd.level": "compression.zstd.level",
     "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
     "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "preallocate": "log.preallocate",
+    "local.retention.ms": "log.local.retention.ms",
+    "local.retention.bytes": "log.local.retention.bytes",
 }
+# The topic configs whose broker-level default Kafka does not list among the synonyms (no broker
+# setting, or one given in coarser units: log.retention.hours, log.roll.hours).
+_NO_DEFAULT_SYNONYM = frozenset(
+    {
+        "flush.ms",
+        "retention.ms",
+        "segment.ms",
+        "segment.jitter.ms",
+        "internal.segment.bytes",
+        "leader.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+        "remote.storage.enable",
+        "remote.log.copy.disable",
+        "remote.log.delete.on.disable",
+    }
+)
 # pylog's own broker setting: fsync before acknowledging acks=all (a single node has no replicas).
 FLUSH_ON_ACK_ALL = "log.flush.on.ack.all"
 
@@ -100,44 +137,31 @@ def topic_config_entries(
     broker: BrokerContext, overrides: Mapping[str, str], synonyms: bool = False
 ) -> list[dict[str, Any]]:
     """Every topic-level setting of a topic with ``overrides``, as DescribeConfigs and
-    CreateTopics v5+ list them."""
+    CreateTopics v5+ list them: Kafka 4.3's topic configs (``internal.segment.bytes`` only when
+    set), with the value Kafka would show."""
     defaults = broker.config.log
-    effective = LogConfig.from_topic_configs(overrides, defaults).to_topic_configs()
+    effective = LogConfig.from_stored_configs(overrides, defaults).to_topic_configs()
     broker_values = defaults.to_topic_configs()
-    kafka_defaults = LogConfig().to_topic_configs()
+    image = broker.replicas.image
+    cluster_defaults = image.defaults if image is not None else {}
+    for name in REPLICATION_CONFIGS:
+        broker_values[name] = cluster_defaults.get(name, TOPIC_CONFIGS[name].default)
+        effective[name] = overrides.get(name, broker_values[name])
     entries = []
     for key, value in sorted(effective.items()):
+        kafka_default = TOPIC_CONFIGS[key].default
+        broker_name = BROKER_NAMES.get(key, key)
         chain = []
         if key in overrides:
             chain.append((key, value, _DYNAMIC_TOPIC_CONFIG))
-        if broker_values[key] != kafka_defaults[key]:
-            chain.append((BROKER_NAMES.get(key, key), broker_values[key], _STATIC_BROKER_CONFIG))
-        chain.append((BROKER_NAMES.get(key, key), kafka_defaults[key], _DEFAULT_CONFIG))
-        entries.append(_entry(key, value, chain[0][2], read_only=False, synonyms=chain if synonyms else ()))
-    image = broker.replicas.image
-    entries.extend(_replication_entries(image.defaults if image is not None else {}, overrides, synonyms))
-    entries.sort(key=lambda entry: entry["name"])
-    return entries
-
-
-#: Topic settings that act on the partitions' leaders (the controller's image holds them), with
-#: Kafka's defaults.
-_REPLICATION_DEFAULTS = {"min.insync.replicas": "1", "unclean.leader.election.enable": "false"}
-
-
-def _replication_entries(
-    cluster_defaults: Mapping[str, str], overrides: Mapping[str, str], synonyms: bool
-) -> list[dict[str, Any]]:
-    entries = []
-    for key, kafka_default in _REPLICATION_DEFAULTS.items():
-        chain = []
-        if key in overrides:
-            chain.append((key, overrides[key], _DYNAMIC_TOPIC_CONFIG))
-        cluster_value = cluster_defaults.get(key, kafka_default)
-        if cluster_value != kafka_default:
-            chain.append((key, cluster_value, _STATIC_BROKER_CONFIG))
-        chain.append((key, kafka_default, _DEFAULT_CONFIG))
-        entries.append(_entry(key, chain[0][1], chain[0][2], read_only=False, synonyms=chain if synonyms else ()))
+        if key == "min.insync.replicas":  # the cluster's, a cluster-level config as Kafka 4.1+ (KIP-966) writes it
+            chain.append((key, broker_values[key], _DYNAMIC_DEFAULT_BROKER_CONFIG))
+        elif broker_values.get(key, kafka_default) != kafka_default:
+            chain.append((broker_name, broker_values[key], _STATIC_BROKER_CONFIG))
+        source = chain[0][2] if chain else _DEFAULT_CONFIG
+        if key not in _NO_DEFAULT_SYNONYM:
+            chain.append((broker_name, kafka_default, _DEFAULT_CONFIG))
+        entries.append(_entry(key, value, source, read_only=False, synonyms=chain if synonyms else ()))
     return entries
 
 
@@ -239,6 +263,9 @@ _TYPES = {
 def config_type(name: str, value: str) -> int:
     """The type DescribeConfigs v3+ reports for ``name``: from Kafka's definitions where they
     differ from the obvious; booleans as BOOLEAN; other numbers as LONG; the rest STRING."""
+    topic_type = topic_config_type(name)
+    if topic_type is not None:
+        return int(topic_type)
     known = _TYPES.get(name) or _TYPES.get(BROKER_NAMES.get(name, ""))
     if known is None:
         for topic_name, broker_name in BROKER_NAMES.items():
@@ -257,16 +284,18 @@ def config_type(name: str, value: str) -> int:
 def handle_alter(broker: BrokerContext, request: Any) -> dict[str, Any]:
     """AlterConfigs: the configs given become the topic's whole set of overrides."""
 
-    def overrides(resource: Any, current: dict[str, str]) -> dict[str, str]:
-        return {config.name: config.value for config in resource.configs if config.value is not None}
+    def overrides(resource: Any, current: dict[str, str]) -> tuple[dict[str, str], set[str]]:
+        wanted = {config.name: config.value for config in resource.configs if config.value is not None}
+        return wanted, set(wanted)
 
     return _alter(broker, request, overrides)
 
 
 def handle_incremental_alter(broker: BrokerContext, request: Any) -> dict[str, Any]:
-    """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on the current overrides."""
+    """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on the current overrides. APPEND
+    and SUBTRACT apply to list configs only, item by item, starting from the effective value."""
 
-    def overrides(resource: Any, current: dict[str, str]) -> dict[str, str]:
+    def overrides(resource: Any, current: dict[str, str]) -> tuple[dict[str, str], set[str]]:
         names = [config.name for config in resource.configs]
         if len(names) != len(set(names)):
             raise _RequestError(ErrorCode.invalid_request, "a config key appears more than once in one resource")
@@ -280,15 +309,13 @@ def handle_incremental_alter(broker: BrokerContext, request: Any) -> dict[str, A
             elif operation == _DELETE:
                 changed.pop(config.name, None)
             elif operation in (_APPEND, _SUBTRACT):
-                if config.name not in _LIST_CONFIGS:
+                if topic_config_type(config.name) is not ConfigType.LIST:
                     raise _RequestError(
                         ErrorCode.invalid_config,
-                        f"{'APPEND' if operation == _APPEND else 'SUBTRACT'} "
-                        f"applies to list configs ({', '.join(sorted(_LIST_CONFIGS))}), "
-                        f"not {config.name}",
+                        f"Can't {_OPERATIONS[operation]} to key {config.name} because its type is not LIST.",
                     )
                 items = _effective_list(broker, config.name, current)
-                given = [item.strip() for item in (config.value or "").split(",") if item.strip()]
+                given = (config.value or "").split(",")
                 if operation == _APPEND:
                     items += [item for item in given if item not in items]
                 else:
@@ -298,7 +325,7 @@ def handle_incremental_alter(broker: BrokerContext, request: Any) -> dict[str, A
                 raise _RequestError(
                     ErrorCode.invalid_request, f"unknown config operation {operation} for {config.name}"
                 )
-        return changed
+        return changed, {name for name in names if name in changed}
 
     return _alter(broker, request, overrides)
 
@@ -334,8 +361,8 @@ def _alter(broker: BrokerContext, request: Any, overrides: Any) -> dict[str, Any
                     f"resource type {resource.resource_type} is not supported here; alter topic ({TOPIC}) configs",
                 )
             info = _topic(broker, resource.resource_name)
-            wanted = overrides(resource, dict(info.configs))
-            LogConfig.from_topic_configs(wanted, broker.config.log)  # InvalidConfigError (40) if wrong
+            wanted, changed = overrides(resource, dict(info.configs))
+            wanted = _checked(broker, wanted, changed)
             if not body.validate_only:  # every replica's broker takes them from the controller's next image
                 broker.replicas.alter_topic_configs(resource.resource_name, wanted)
         except _RequestError as error:
@@ -344,6 +371,18 @@ def _alter(broker: BrokerContext, request: Any, overrides: Any) -> dict[str, Any
             response.update(error_code=error.error_code, error_message=str(error))
         responses.append(response)
     return {"throttle_time": 0, "responses": responses}
+
+
+def _checked(broker: BrokerContext, wanted: dict[str, str], changed: set[str]) -> dict[str, str]:
+    """``wanted`` with the ``changed`` configs checked as Kafka 4.3 checks them and written as Kafka
+    stores them, and the whole checked for consistency (InvalidConfigError, 40, if Kafka would
+    refuse it). Overrides kept from before are not checked again (an older pylog stored them)."""
+    fresh = normalize_topic_configs({name: wanted[name] for name in changed})
+    kept = LogConfig.from_stored_configs(
+        {name: value for name, value in wanted.items() if name not in changed}, broker.config.log
+    )
+    LogConfig.from_topic_configs(fresh, kept)
+    return {**wanted, **fresh}
 
 
 def _authorize(broker: BrokerContext, request: Any, operation: Any, resource: Any) -> None:
@@ -362,13 +401,14 @@ def _authorize(broker: BrokerContext, request: Any, operation: Any, resource: An
 
 
 def _effective_list(broker: BrokerContext, name: str, current: dict[str, str]) -> list[str]:
-    value = LogConfig.from_topic_configs(current, broker.config.log).to_topic_configs()[name]
-    return [item for item in value.split(",") if item]
+    value = LogConfig.from_stored_configs(current, broker.config.log).to_topic_configs()[name]
+    return value.split(",") if value else []
 
 
 def _topic(broker: BrokerContext, name: str) -> Any:
-    """The topic's info, from the controller's metadata image (this broker may host no replica of it)."""
-    info = None if is_internal_topic(name) else broker.replicas.topics().get(name)
+    """The topic's info, from the controller's metadata image (this broker may host no replica of
+    it); internal topics included, as Kafka describes and alters their configs too."""
+    info = broker.replicas.topics().get(name)
     if info is None:
         raise _RequestError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
     return info

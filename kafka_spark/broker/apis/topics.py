@@ -23,6 +23,7 @@ from kafka_spark.broker.apis.configs import topic_config_entries
 from kafka_spark.broker.apis.context import BrokerContext
 from kafka_spark.broker.apis.topic_ids import topic_id
 from kafka_spark.broker.internal_topics import is_internal_topic
+from kafka_spark.broker.storage.config import normalize_topic_configs
 from kafka_spark.broker.storage.errors import StorageError
 
 logger = logging.getLogger("kafka_spark.broker")
@@ -53,7 +54,7 @@ def handle_create(broker: BrokerContext, request: Any) -> dict[str, Any]:
 
 def _created(broker: BrokerContext, topic: Any, validate_only: bool) -> dict[str, Any]:
     """What CreateTopics v5+ says of a topic it created (or would create, validate_only)."""
-    configs = {config.name: config.value for config in topic.configs if config.value is not None}
+    configs = normalize_topic_configs({config.name: config.value for config in topic.configs})
     controller = broker.replicas.controller
     partitions = controller.num_partitions if topic.num_partitions == -1 else topic.num_partitions
     factor = controller.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
@@ -93,6 +94,9 @@ def _create(broker: BrokerContext, topic: Any, validate_only: bool) -> tuple[int
             error = _replica_error(broker, assignment.broker_ids)
             if error:
                 return ErrorCode.invalid_replica_assignment, error
+    nulls = [config.name for config in topic.configs if config.value is None]
+    if nulls:
+        return ErrorCode.invalid_config, f"Null value not supported for topic configs: {', '.join(nulls)}"
     try:
         broker.replicas.create_topic(
             topic.name,

@@ -62,6 +62,7 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.metadata.image import NO_LEADER, BrokerRegistration, MetadataImage, PartitionState
 from kafka_spark.broker.storage import checkpoint
+from kafka_spark.broker.storage.config import normalize_topic_configs
 from kafka_spark.broker.storage.errors import (
     InvalidPartitionsError,
     StorageError,
@@ -271,7 +272,7 @@ class Controller:
         as ``assignments`` says (one replica list per partition, of registered brokers).
         ``replication_factor`` None or -1: default.replication.factor; ``configs`` may set
         min.insync.replicas and unclean.leader.election.enable per topic."""
-        configs = {key: value for key, value in (configs or {}).items() if value is not None}
+        configs = normalize_topic_configs({key: value for key, value in (configs or {}).items() if value is not None})
         with self._lock:
             if name in self._topics:
                 raise TopicExistsError(

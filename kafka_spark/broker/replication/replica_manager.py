@@ -68,6 +68,7 @@ from kafka_spark.broker.replication.partition import (
     fail,
     now_ms,
 )
+from kafka_spark.broker.storage.config import normalize_topic_configs
 from kafka_spark.broker.storage.epochs import LeaderEpochCache
 from kafka_spark.broker.storage.errors import StorageError, TopicExistsError
 from kafka_spark.broker.storage.log import Log
@@ -599,7 +600,7 @@ class ReplicaManager:
             else partitions
         )
         check_new_topic(name, count or 0, configs, self.topics(), self.broker.logs.default_config)
-        cleaned = {key: value for key, value in (configs or {}).items() if value is not None}
+        cleaned = normalize_topic_configs({key: value for key, value in (configs or {}).items() if value is not None})
         info = self.controller.create_topic(
             name,
             count,

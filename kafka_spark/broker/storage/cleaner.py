@@ -236,7 +236,7 @@ class LogCleaner:
             self._retain_empty = _batches_to_keep_as_empty(sources, cleanable)
             horizons: list[int] = []
             complete = True
-            for group in _group_segments(cleanable, config.segment_bytes):
+            for group in _group_segments(cleanable, config.segment_size):
                 self._check_abort(log)
                 swapped, horizon = self._clean_group(log, group, offset_map, fates, now, stats)
                 complete = complete and swapped is not False

@@ -257,7 +257,7 @@ class Log:
         if active.is_empty:
             return
         if (
-            active.size + size > self.config.segment_bytes
+            active.size + size > self.config.segment_size
             or active.time_waited_for_roll(now, max_timestamp) > self.config.segment_ms
             or not active.fits_offset(last_offset)
         ):

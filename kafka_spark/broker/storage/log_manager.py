@@ -200,7 +200,7 @@ class LogManager:
                 self._remove_partition_dirs(info)
                 path.unlink()
                 continue
-            config = LogConfig.from_topic_configs(info.configs, self.default_config)
+            config = LogConfig.from_stored_configs(info.configs, self.default_config)
             self._topics[info.name] = info
             self._names_by_id[info.topic_id] = info.name
             for partition in range(info.partitions):
@@ -224,20 +224,19 @@ class LogManager:
 
     # -- topics --------------------------------------------------------------------------------------
 
-    def validate_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None) -> LogConfig:
-        """Check a CreateTopics request against this directory's topics without creating anything;
-        returns the effective config (see :func:`check_new_topic` for the errors)."""
-        with self._lock:
-            return check_new_topic(name, partitions, configs, self._topics, self.default_config)
-
     def create_topic(
         self, name: str, partitions: int, configs: Mapping[str, str] | None = None, *, topic_id: uuid.UUID | None = None
     ) -> TopicInfo:
-        """Create a topic and its partition logs; returns its TopicInfo (see validate_topic for errors).
+        """Create a topic and its partition logs; returns its TopicInfo. The name and partition
+        count are checked as :func:`check_new_topic` checks them; ``configs`` were checked by the
+        request that created the topic (:meth:`LogConfig.from_stored_configs` reads them).
         ``topic_id``: the id to give it (a cluster's brokers share the id its controller chose)."""
         with self._lock:
             self._check_open()
-            config = self.validate_topic(name, partitions, configs)
+            check_new_topic(name, partitions, None, self._topics, self.default_config)
+            config = LogConfig.from_stored_configs(
+                {k: v for k, v in (configs or {}).items() if v is not None}, self.default_config
+            )
             info = TopicInfo(
                 name,
                 partitions,
@@ -292,7 +291,7 @@ class LogManager:
             self._check_open()
             info = self.check_add_partitions(name, count)
             grown = TopicInfo(name, count, info.configs, info.topic_id)
-            config = LogConfig.from_topic_configs(info.configs, self.default_config)
+            config = LogConfig.from_stored_configs(info.configs, self.default_config)
             try:
                 checkpoint.atomic_write(self._metadata_path(grown), grown.to_json())
                 self._topics[name] = grown
@@ -317,15 +316,15 @@ class LogManager:
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str], *, validate_only: bool = False) -> TopicInfo:
         """Replace topic ``name``'s config overrides with ``configs`` (Kafka names; a name left out
-        goes back to the broker default), as AlterConfigs does; the logs apply them from their next
-        operation. Raises UnknownTopicOrPartitionError (3) or InvalidConfigError (40), changing
-        nothing."""
+        goes back to the broker default), as AlterConfigs does, after the request checked them; the
+        logs apply them from their next operation. Raises UnknownTopicOrPartitionError (3),
+        changing nothing."""
         with self._lock:
             self._check_open()
             info = self._topics.get(name)
             if info is None:
                 raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
-            config = LogConfig.from_topic_configs(configs, self.default_config)
+            config = LogConfig.from_stored_configs(configs, self.default_config)
             changed = TopicInfo(name, info.partitions, MappingProxyType(dict(configs)), info.topic_id)
             if validate_only:
                 return changed

@@ -72,9 +72,10 @@ def test_confluent_admin_describes_and_alters_topic_configs(pylog_broker, pylog_
     assert configs["retention.ms"].value == "3600000"
     assert configs["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     assert not configs["retention.ms"].is_default
-    assert [(s.name, s.value) for s in configs["retention.ms"].synonyms.values()] == [
-        ("retention.ms", "3600000"),
-        ("log.retention.ms", "604800000"),
+    # as Kafka lists them: the topic's override; no broker-level default (log.retention.hours is in hours)
+    assert [(s.name, s.value) for s in configs["retention.ms"].synonyms.values()] == [("retention.ms", "3600000")]
+    assert [(s.name, s.value) for s in configs["cleanup.policy"].synonyms.values()] == [
+        ("log.cleanup.policy", "delete")
     ]
     assert configs["cleanup.policy"].value == "delete" and configs["cleanup.policy"].is_default
     assert configs["compression.type"].value == "producer"
@@ -92,7 +93,7 @@ def test_confluent_admin_describes_and_alters_topic_configs(pylog_broker, pylog_
     admin.incremental_alter_configs([change])[change].result(10)
     configs = describe(admin, resource)
     assert (configs["cleanup.policy"].value, configs["retention.ms"].value, configs["segment.bytes"].value) == (
-        "compact,delete",
+        "delete,compact",  # appended after the effective value, as Kafka does
         "604800000",
         "1048576",
     )
@@ -141,14 +142,16 @@ def test_broker_configs_are_described_and_read_only(pylog_broker):
 def test_partitions_and_configs_survive_a_restart_and_retention_follows_the_new_setting(tmp_path):
     with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-        admin.create_topics([NewTopic("kept", 1, config={"segment.bytes": "1024"})])["kept"].result(10)
+        admin.create_topics([NewTopic("kept", 1, config={"internal.segment.bytes": "1024"})])["kept"].result(10)
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
         old = int(time.time() * 1000) - 3_600_000  # an hour ago
         for i in range(20):
             producer.produce("kept", value=b"x" * 300, partition=0, timestamp=old + i)
             producer.flush(10)  # one batch each: several segments
         admin.create_partitions([NewPartitions("kept", 3)])["kept"].result(10)
-        change = ConfigResource("topic", "kept", set_config={"segment.bytes": "1024", "retention.ms": "600000"})
+        change = ConfigResource(
+            "topic", "kept", set_config={"internal.segment.bytes": "1024", "retention.ms": "600000"}
+        )
         with pytest.warns(DeprecationWarning):  # confluent-kafka prefers incremental_alter_configs
             admin.alter_configs([change])[change].result(10)
     with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
@@ -226,7 +229,7 @@ def consume_offsets(bootstrap: str, topic: str) -> list[int]:
 def test_delete_records_moves_the_log_start_and_removes_whole_segments(tmp_path):
     with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
         bootstrap = broker.bootstrap_servers
-        broker.create_topic("trim", partitions=1, config={"segment.bytes": "1024"})
+        broker.create_topic("trim", partitions=1, config={"internal.segment.bytes": "1024"})
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
         for _ in range(30):
             producer.produce("trim", value=b"x" * 200, partition=0)

@@ -94,7 +94,7 @@ def segment_base_offsets(log_dir: Path, topic: str) -> list[int]:
 
 @pytest.fixture
 def segmented_topic(pylog_broker, pylog_topic):
-    topic = pylog_topic(partitions=1, config={"segment.bytes": "4096"})
+    topic = pylog_topic(partitions=1, config={"internal.segment.bytes": "4096"})
     produce_batches(pylog_broker.bootstrap_servers, topic, 60)
     return topic
 
@@ -165,7 +165,7 @@ def test_the_fixture_broker_keeps_old_records_a_ticking_retention_check_deletes(
             producer.flush(10)  # one batch each: several segments of 4096 bytes
         assert producer.flush(10) == 0
 
-    config = {"segment.bytes": "4096"}
+    config = {"internal.segment.bytes": "4096"}
     kept = pylog_topic(partitions=1, config=config)
     produce_old(pylog_broker.bootstrap_servers, kept)
     ticking = pylog_broker_factory(retention_check_interval_ms=100)
@@ -183,7 +183,7 @@ def test_the_fixture_broker_keeps_old_records_a_ticking_retention_check_deletes(
 
 
 def test_retention_deletes_old_segments_and_earliest_moves_forward(pylog_broker, pylog_topic):
-    topic = pylog_topic(partitions=1, config={"segment.bytes": "4096", "retention.bytes": "8192"})
+    topic = pylog_topic(partitions=1, config={"internal.segment.bytes": "4096", "retention.bytes": "8192"})
     produce_batches(pylog_broker.bootstrap_servers, topic, 80)
     with WireClient(pylog_broker.bootstrap_servers) as client:
         assert list_offset(client, topic, -2) == 0

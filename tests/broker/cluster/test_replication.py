@@ -480,7 +480,7 @@ def test_follower_behind_the_leaders_log_start_starts_over_there(tmp_path: Path)
     with EmbeddedCluster(
         brokers=2, log_dir=tmp_path, broker_session_timeout_ms=120_000, replica_lag_time_max_ms=300
     ) as cluster:
-        cluster.create_topic("trimmed", replication_factor=2, config={"segment.bytes": "1024"})
+        cluster.create_topic("trimmed", replication_factor=2, config={"internal.segment.bytes": "1024"})
         leader = cluster.leader("trimmed")
         follower = 1 - leader
         cluster.kill_broker(follower)

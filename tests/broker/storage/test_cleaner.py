@@ -350,9 +350,11 @@ def test_log_manager_cleaner_thread_compacts_compacted_topics(tmp_path: Path) ->
     manager = LogManager(tmp_path, cleaner_backoff_ms=50)
     try:
         manager.create_topic(
-            "table", 1, {"cleanup.policy": "compact", "segment.bytes": "300", "min.cleanable.dirty.ratio": "0.01"}
+            "table",
+            1,
+            {"cleanup.policy": "compact", "internal.segment.bytes": "300", "min.cleanable.dirty.ratio": "0.01"},
         )
-        manager.create_topic("events", 1, {"segment.bytes": "300"})
+        manager.create_topic("events", 1, {"internal.segment.bytes": "300"})
         for name in ("table", "events"):
             log = manager.get_log(name, 0)
             for n in range(30):

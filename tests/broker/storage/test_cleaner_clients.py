@@ -63,7 +63,9 @@ def test_consumer_reads_newest_value_per_key_at_original_offsets_then_no_deleted
 ) -> None:
     # The session broker's background cleaner may also run during this test: the tombstone
     # horizon must outlast the first checks, or a background pass removes tombstones early.
-    topic = pylog_topic(config={"cleanup.policy": "compact", "segment.bytes": "4096", "delete.retention.ms": "5000"})
+    topic = pylog_topic(
+        config={"cleanup.policy": "compact", "internal.segment.bytes": "4096", "delete.retention.ms": "5000"}
+    )
     records: list[tuple[bytes, bytes | None]] = []
     for n in range(3000):
         key = b"key-%03d" % (n * 7919 % 150)
@@ -115,7 +117,7 @@ def test_consumer_reaches_the_end_when_compaction_removed_the_last_records(pylog
 
 def test_cleaning_while_a_producer_writes_and_a_consumer_reads_loses_no_newest_value(pylog_broker, pylog_topic) -> None:
     topic = pylog_topic(
-        config={"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.1"}
+        config={"cleanup.policy": "compact", "internal.segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.1"}
     )
     bootstrap = pylog_broker.bootstrap_servers
     logs = pylog_broker.broker.logs

@@ -17,7 +17,7 @@ from kafka_spark.broker.storage.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from kafka_spark.broker.storage.log_manager import LogManager, is_valid_topic_name
+from kafka_spark.broker.storage.log_manager import LogManager, check_new_topic, is_valid_topic_name
 
 TS = 1_700_000_000_000
 
@@ -115,9 +115,11 @@ def test_bad_config_creates_nothing(manager: LogManager, tmp_path: Path) -> None
     assert not (tmp_path / "orders-0").exists()
 
 
-def test_validate_topic_checks_without_creating(manager: LogManager, tmp_path: Path) -> None:
-    config = manager.validate_topic("orders", 2, {"segment.bytes": "1000"})
-    assert config.segment_bytes == 1000
+def test_check_new_topic_checks_without_creating(manager: LogManager, tmp_path: Path) -> None:
+    config = check_new_topic("orders", 2, {"internal.segment.bytes": "1000"}, manager.topics(), LogConfig())
+    assert config.segment_size == 1000 and config.segment_bytes == 1073741824
+    with pytest.raises(InvalidConfigError, match="Value must be at least 1048576"):
+        check_new_topic("orders", 2, {"segment.bytes": "1000"}, manager.topics(), LogConfig())
     assert manager.topics() == {} and not (tmp_path / "orders-0").exists()
 
 
