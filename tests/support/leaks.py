@@ -18,8 +18,10 @@ runs more of any of:
 
 What lives as long as the process by design is not a leak: threads started before the test
 (session and module fixtures are set up before it), py4j's threads (Spark's gateway and its
-callback connections, which the session keeps), and the pools' evictor threads, one per pool and
-process (kafka_spark.client.evictor) — the clients *in* those pools are counted. Things end
+callback connections, which the session keeps), the pools' evictor threads, one per pool and
+process (kafka_spark.client.evictor) — the clients *in* those pools are counted — and the log
+storage's file deleter, one per process, which removes deleted segments' files
+``file.delete.delay.ms`` later (kafka_spark.broker.storage.file_deleter) and ends once none wait. Things end
 asynchronously (a closed client's threads, a terminated process), so the check waits up to
 :data:`SETTLE_S` for the count to come down before it fails; a clean test pays nothing.
 """
@@ -66,6 +68,8 @@ class Snapshot:
 
 def _lifetime_thread(thread: threading.Thread) -> bool:
     if thread.name.startswith("pylog-") and thread.name.endswith("-evictor"):  # one per pool and process
+        return True
+    if thread.name == "pylog-file-deleter":  # one per process
         return True
     module = type(thread).__module__ or ""
     target = getattr(thread, "_target", None)

@@ -25,7 +25,9 @@ What a cleaning pass of one log does, in Kafka's terms:
 * **Tombstones** (null values) are kept ``delete.retention.ms`` after the pass that first cleaned
   them: that pass stamps their batch with a delete horizon (KIP-534: attribute bit 6, the horizon
   in ``base_timestamp``); a pass at or after the horizon drops them. A pass runs when the dirty
-  bytes reach ``min.cleanable.dirty.ratio`` of the cleanable bytes or a tombstone horizon is due.
+  bytes reach ``min.cleanable.dirty.ratio`` of the cleanable bytes, when the oldest dirty record
+  waited ``max.compaction.lag.ms`` (a compacted log's segments also roll that soon) or when a
+  tombstone horizon is due.
 * **Swap**: ``Log.replace_segments`` renames files under the log's lock (crash-safe:
   ``.cleaned`` -> ``.swap`` -> final; ``Log.open`` finishes or undoes an interrupted swap).
 
@@ -230,7 +232,8 @@ class LogCleaner:
             dirty_bytes = sum(source.size for source in dirty)
             due = state.tombstone_horizon is not None and now >= state.tombstone_horizon
             ratio_reached = dirty_bytes > 0 and dirty_bytes >= config.min_cleanable_dirty_ratio * total_bytes
-            if not (due or ratio_reached or (force and dirty_bytes > 0)):
+            overdue = bool(dirty) and _compaction_overdue(dirty[0], config.max_compaction_lag_ms, now)
+            if not (due or ratio_reached or overdue or (force and dirty_bytes > 0)):
                 return stats
             offset_map = self._build_offset_map(log, dirty, fates)
             self._retain_empty = _batches_to_keep_as_empty(sources, cleanable)
@@ -480,6 +483,13 @@ def _control_type(source: _Source, position: int, header: BatchHeader) -> int:
         raise CorruptRecordError(f"control batch at offset {header.base_offset} has no marker key")
     _version, kind = struct.unpack_from(">hh", decoded[1][0].key)
     return kind
+
+
+def _compaction_overdue(first_dirty: _Source, max_lag_ms: int, now: int) -> bool:
+    """``max.compaction.lag.ms``: the oldest dirty record (by its batch's timestamp) waited that
+    long, so the log is cleaned whatever its dirty ratio (Kafka's ``maxCompactionLagMs``)."""
+    first_timestamp = first_dirty.segment.first_batch_timestamp
+    return first_timestamp >= 0 and now - first_timestamp >= max_lag_ms
 
 
 def _group_segments(sources: list[_Source], segment_bytes: int) -> Iterator[list[_Source]]:

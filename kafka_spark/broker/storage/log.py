@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import shutil
 import threading
 import time
@@ -37,7 +38,7 @@ from struct import Struct, unpack_from
 from typing import NamedTuple
 
 from kafka_spark.broker.file_region import FileRegion
-from kafka_spark.broker.storage import checkpoint
+from kafka_spark.broker.storage import checkpoint, file_deleter
 from kafka_spark.broker.storage.batch import (
     LOG_OVERHEAD,
     BatchHeader,
@@ -48,6 +49,7 @@ from kafka_spark.broker.storage.batch import (
 )
 from kafka_spark.broker.storage.config import LogConfig
 from kafka_spark.broker.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
+from kafka_spark.broker.storage.file_deleter import DELETE_LATER_SUFFIX
 from kafka_spark.broker.storage.recovery import LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE, recover
 from kafka_spark.broker.storage.segment import (
     DELETED_SUFFIX,
@@ -70,6 +72,14 @@ _max_timestamp = attrgetter("max_timestamp")
 def partition_dir(log_dir: Path, topic: str, partition: int) -> Path:
     """Where a partition's log lives: ``<log_dir>/<topic>-<partition>``, as in Kafka."""
     return Path(log_dir) / f"{topic}-{partition}"
+
+
+def _roll_jitter(config: LogConfig) -> int:
+    """Kafka's ``randomSegmentJitter``: 0 without ``segment.jitter.ms``, else a random number of
+    milliseconds below ``min(segment.jitter.ms, segment.ms)``."""
+    if config.segment_jitter_ms <= 0:
+        return 0
+    return random.randrange(min(config.segment_jitter_ms, config.segment_ms))
 
 
 def _wall_clock_ms() -> int:
@@ -121,6 +131,11 @@ class Log:
         # no broker leads, whose HW is its LEO).
         self.leader_epoch = 0
         self.replicated_high_watermark: int | None = None
+        # segment.jitter.ms: how much sooner than segment.ms the active segment rolls (drawn anew
+        # for each segment, as Kafka draws it)
+        self._roll_jitter_ms = _roll_jitter(config)
+        if config.preallocate and segments and segments[-1].is_empty:
+            segments[-1].preallocate(config.segment_size)
 
     # -- opening and recovery ----------------------------------------------------------------------
 
@@ -256,9 +271,11 @@ class Log:
         active = self._segments[-1]
         if active.is_empty:
             return
+        config = self.config
         if (
-            active.size + size > self.config.segment_size
-            or active.time_waited_for_roll(now, max_timestamp) > self.config.segment_ms
+            active.size + size > config.segment_size
+            or active.time_waited_for_roll(now, max_timestamp) > config.max_segment_ms - self._roll_jitter_ms
+            or active.indexes_hold(config.segment_index_bytes)
             or not active.fits_offset(last_offset)
         ):
             self._roll()
@@ -275,6 +292,9 @@ class Log:
             created_ms=self._time_ms(),
         )
         self._segments.append(new)
+        self._roll_jitter_ms = _roll_jitter(self.config)
+        if self.config.preallocate:
+            new.preallocate(self.config.segment_size)
         checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, new.base_offset)
         logger.debug("rolled %s to a new segment at offset %d", self.name, new.base_offset)
 
@@ -490,8 +510,7 @@ class Log:
                 if new_start != self._log_start_offset:
                     checkpoint.write_offset(self.directory / LOG_START_OFFSET_FILE, new_start)
                     self._log_start_offset = new_start
-                for segment in doomed:
-                    segment.delete()
+                self._delete_segment_files(doomed)
             except OSError as error:
                 raise KafkaStorageError(f"retention on {self.name} failed: {error}") from error
             logger.info(
@@ -530,12 +549,27 @@ class Log:
                 while count < len(self._segments) - 1 and self._segments[count + 1].base_offset <= target:
                     count += 1
                 doomed, self._segments = self._segments[:count], self._segments[count:]
-                for segment in doomed:
-                    segment.delete()
+                self._delete_segment_files(doomed)
             except OSError as error:
                 raise KafkaStorageError(f"deleting records of {self.name} failed: {error}") from error
             logger.info("records of %s before offset %d deleted (%d segment(s) removed)", self.name, target, count)
             return target
+
+    def _delete_segment_files(self, doomed: Sequence[LogSegment]) -> None:
+        """Remove the files of segments that left the log: at once with ``file.delete.delay.ms=0``,
+        else renamed ``*.deleted-later`` now and unlinked once the delay has passed
+        (file_deleter.py), as Kafka deletes segments."""
+        delay = self.config.file_delete_delay_ms
+        if delay <= 0:
+            for segment in doomed:
+                segment.delete()
+            return
+        paths = []
+        for segment in doomed:
+            segment.close()
+            segment.rename_files(DELETE_LATER_SUFFIX)
+            paths += [segment.log_path, segment.offset_index.path, segment.time_index.path]
+        file_deleter.schedule(paths, delay)
 
     # -- compaction hooks (the cleaner: cleaner.py) ---------------------------------------------------
 
@@ -678,6 +712,7 @@ class Log:
             for segment in self._segments:
                 segment.close()
             self._closed = True
+            file_deleter.forget(self.directory)
 
     def delete(self) -> None:
         """Close and remove the partition directory."""
@@ -686,6 +721,7 @@ class Log:
                 for segment in self._segments:
                     segment.close()
                 self._closed = True
+            file_deleter.forget(self.directory)
             shutil.rmtree(self.directory, ignore_errors=False)
 
     def update_config(self, config: LogConfig) -> None:

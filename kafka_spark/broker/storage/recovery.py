@@ -1,6 +1,7 @@
 """Opening a partition's log directory: recovery after a crash or a clean stop.
 
-* a temporary checkpoint file left by an interrupted atomic write is removed;
+* a temporary checkpoint file left by an interrupted atomic write is removed, and so are segment
+  files waiting for their delayed removal (file_deleter.py);
 * a compaction swap a crash cut short is finished (its ``.log.swap`` present: committed) or undone
   (see ``Log.replace_segments`` for the protocol), and stray ``.cleaned`` files go;
 * index files without their segment are removed; segments from the recovery point on (normally
@@ -22,6 +23,7 @@ from pathlib import Path
 from kafka_spark.broker.storage import checkpoint
 from kafka_spark.broker.storage.config import LogConfig
 from kafka_spark.broker.storage.errors import KafkaStorageError
+from kafka_spark.broker.storage.file_deleter import DELETE_LATER_SUFFIX
 from kafka_spark.broker.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -46,6 +48,8 @@ def recover(directory: Path, name: str, config: LogConfig, now_ms: int) -> tuple
         created = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
         for leftover in directory.glob("*" + checkpoint.TMP_SUFFIX):
+            leftover.unlink()
+        for leftover in directory.glob("*" + DELETE_LATER_SUFFIX):  # their removal was pending
             leftover.unlink()
         _finish_interrupted_swap(directory, name)
         bases = sorted(

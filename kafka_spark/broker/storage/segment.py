@@ -159,6 +159,14 @@ class LogSegment:
             return incoming_max_timestamp - self.first_batch_timestamp
         return now_ms - self.created_ms
 
+    def indexes_hold(self, max_index_bytes: int) -> bool:
+        """Whether an index is full at ``segment.index.bytes`` (Kafka's ``OffsetIndex.isFull`` /
+        ``TimeIndex.isFull``: 8- and 12-byte entries), so the segment must roll."""
+        return (
+            len(self.offset_index) >= max_index_bytes // OffsetIndex.entry_size
+            or len(self.time_index) >= max_index_bytes // TimeIndex.entry_size
+        )
+
     def fits_offset(self, last_offset: int) -> bool:
         """Whether ``last_offset`` is representable in this segment's 32-bit relative index entries."""
         return last_offset - self.base_offset <= INT_MAX
@@ -220,6 +228,18 @@ class LogSegment:
                 "%s: no blocks reserved ahead (%s); writing without", self.log_path, os.strerror(ctypes.get_errno())
             )
             self._reserved = sys.maxsize
+
+    def preallocate(self, size: int) -> None:
+        """Kafka's ``preallocate``: reserve the disk blocks of the whole segment (``size`` bytes)
+        now, without changing the file's size; given back at roll and close like the blocks
+        reserved ahead of each write."""
+        start = max(self._reserved, self._size)
+        if _fallocate is None or size <= start or self._reserved == sys.maxsize:
+            return
+        if _fallocate(self._fd, _FALLOC_FL_KEEP_SIZE, start, size - start) == 0:
+            self._reserved = size
+        else:
+            logger.debug("%s: not preallocated (%s)", self.log_path, os.strerror(ctypes.get_errno()))
 
     def _release_reserved(self) -> None:
         """Give back the blocks reserved past the data (a truncate to the file's own size does)."""

@@ -183,6 +183,20 @@ def test_a_write_stopped_by_the_file_size_limit_leaves_the_segment_as_it_was(tmp
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 
 
+def skip_unless_blocks_can_be_reserved(directory: Path, consequence: str) -> None:
+    """Skip the test where ``directory``'s file system reserves no blocks (no fallocate)."""
+    import pytest
+
+    from kafka_spark.broker.storage import segment as segment_module
+
+    probe = os.open(directory / "probe", os.O_RDWR | os.O_CREAT)
+    try:
+        if segment_module._fallocate is None or segment_module._fallocate(probe, 1, 0, 4096) != 0:
+            pytest.skip(f"this file system reserves no blocks (no fallocate): {consequence}")
+    finally:
+        os.close(probe)
+
+
 def _allocated(path: Path) -> int:
     return os.stat(path).st_blocks * 512
 
@@ -191,16 +205,9 @@ def test_an_active_segment_reserves_blocks_ahead_and_gives_them_back(tmp_path: P
     """Appends reserve RESERVE_BYTES of disk blocks past the data (cheaper writes than ext4's
     page-by-page reservation) without changing the file's size; rolling and closing give them
     back, and a segment recovered after a kill gives back what the killed broker had reserved."""
-    import pytest
-
     from kafka_spark.broker.storage import segment as segment_module
 
-    probe = os.open(tmp_path / "probe", os.O_RDWR | os.O_CREAT)
-    try:
-        if segment_module._fallocate is None or segment_module._fallocate(probe, 1, 0, 4096) != 0:
-            pytest.skip("this file system reserves no blocks (no fallocate): appends write without")
-    finally:
-        os.close(probe)
+    skip_unless_blocks_can_be_reserved(tmp_path, "appends write without")
     reserve = segment_module.RESERVE_BYTES
     (tmp_path / "rolled").mkdir()
     rolled = LogSegment(tmp_path / "rolled", 0)
