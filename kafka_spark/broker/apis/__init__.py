@@ -19,6 +19,7 @@ from kafka_spark.broker.apis import (
     acls,
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_replica_log_dirs,
     api_versions,
     client_quotas,
     configs,
@@ -30,6 +31,7 @@ from kafka_spark.broker.apis import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_quorum,
     describe_topic_partitions,
     describe_transactions,
     elect_leaders,
@@ -40,6 +42,7 @@ from kafka_spark.broker.apis import (
     init_producer_id,
     join_group,
     leave_group,
+    list_config_resources,
     list_groups,
     list_offsets,
     list_partition_reassignments,
@@ -108,6 +111,9 @@ HANDLERS: dict[int, Callable[[BrokerContext, Any], Any]] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_describe.handle,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments.handle,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: alter_replica_log_dirs.handle,
+    ApiKey.DESCRIBE_QUORUM: describe_quorum.handle,
+    ApiKey.LIST_CONFIG_RESOURCES: list_config_resources.handle,
 }
 
 

@@ -1,6 +1,8 @@
-"""DescribeLogDirs (35), v1-5: the broker's one log directory and the size on disk of each
-partition in it (kafka-log-dirs, the topic sizes Kafka UIs show). No replica lags on one node,
-and there are no "future" replicas (no moves between directories). Internal topics are listed too,
+"""DescribeLogDirs (35), v1-5: the broker's one log directory (its absolute path, as Kafka names
+it, and the path AlterReplicaLogDirs takes) and the size on disk of each partition in it
+(kafka-log-dirs, the topic sizes Kafka UIs show). Offset lags are those of "future" replicas,
+which a move between directories would create (alter_replica_log_dirs.py): with one directory
+there are none, so every lag is 0 and no partition is a future key. Internal topics are listed too,
 as Kafka lists them; topics asked for that do not exist are left out, as Kafka does. v4+ add the
 size and free space of the directory's volume (statvfs), v5 whether it is cordoned (never: one
 directory cannot be taken out of service while the broker runs). With an authorizer: DESCRIBE on the
@@ -15,6 +17,11 @@ from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.apis import access
 from kafka_spark.broker.apis.context import BrokerContext
+
+
+def log_dir_path(broker: BrokerContext) -> str:
+    """The broker's log directory as Kafka names it: its absolute path (``File.getAbsolutePath``)."""
+    return os.path.abspath(broker.config.log_dir)
 
 
 def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
@@ -41,7 +48,7 @@ def handle(broker: BrokerContext, request: Any) -> dict[str, Any]:
         "results": [
             {
                 "error_code": ErrorCode.none,
-                "log_dir": str(broker.config.log_dir),
+                "log_dir": log_dir_path(broker),
                 "topics": described,
                 "total_bytes": volume.f_blocks * volume.f_frsize,
                 "usable_bytes": volume.f_bavail * volume.f_frsize,

@@ -61,6 +61,7 @@ from types import MappingProxyType
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.metadata.image import NO_LEADER, BrokerRegistration, MetadataImage, PartitionState
+from kafka_spark.broker.metadata.quorum import QuorumState, VoterState
 from kafka_spark.broker.storage import checkpoint
 from kafka_spark.broker.storage.config import normalize_topic_configs
 from kafka_spark.broker.storage.errors import (
@@ -114,6 +115,8 @@ class Controller:
         self._lock = threading.RLock()
         self._brokers: dict[int, BrokerRegistration] = {}
         self._last_heartbeat: dict[int, float] = {}
+        # node -> (metadata version it last applied, when it said so, when that was the newest; wall ms)
+        self._fetched: dict[int, tuple[int, int, int]] = {}
         self._listeners: dict[int, Callable[[MetadataImage], None]] = {}
         self._topics: dict[str, TopicInfo] = {}
         self._partitions: dict[TopicPartition, PartitionState] = {}
@@ -194,6 +197,8 @@ class Controller:
             self._brokers[node_id] = BrokerRegistration(node_id, host, port, epoch, True)
             self._last_heartbeat[node_id] = time.monotonic()
             self._listeners[node_id] = on_image
+            now = _wall_ms()
+            self._fetched[node_id] = (self._version, now, now)  # it applies the image it is handed
             for tp, state in self._partitions.items():
                 if (
                     state.leader == NO_LEADER
@@ -212,14 +217,38 @@ class Controller:
             logger.info("broker %d registered at %s:%d (broker epoch %d)", node_id, host, port, epoch)
             return epoch
 
-    def heartbeat(self, node_id: int, broker_epoch: int) -> bool:
-        """False when the broker was fenced or re-registered since (it must stop acting)."""
+    def heartbeat(self, node_id: int, broker_epoch: int, metadata_version: int | None = None) -> bool:
+        """False when the broker was fenced or re-registered since (it must stop acting).
+        ``metadata_version``: the newest image the broker applied (KRaft's heartbeat carries the
+        broker's metadata offset), which DescribeQuorum reports."""
         with self._lock:
             registration = self._brokers.get(node_id)
             if registration is None or registration.epoch != broker_epoch or not registration.alive:
                 return False
             self._last_heartbeat[node_id] = time.monotonic()
+            if metadata_version is not None:
+                now = _wall_ms()
+                _, _, caught_up = self._fetched.get(node_id, (-1, -1, -1))
+                self._fetched[node_id] = (
+                    metadata_version,
+                    now,
+                    now if metadata_version >= self._version else caught_up,
+                )
             return True
+
+    def quorum(self) -> QuorumState:
+        """The controller quorum as DescribeQuorum describes it (see metadata/quorum.py): every
+        registered broker a voter, the active controller their leader."""
+        with self._lock:
+            now = _wall_ms()
+            voters = []
+            for node_id, registration in sorted(self._brokers.items()):
+                if node_id == self._controller_id:
+                    fetched = (self._version, now, now)
+                else:
+                    fetched = self._fetched.get(node_id, (-1, -1, -1))
+                voters.append(VoterState(node_id, registration.host, registration.port, *fetched))
+            return QuorumState(self._controller_id, self._controller_epoch, self._version, tuple(voters))
 
     def shutdown_broker(self, node_id: int, broker_epoch: int) -> None:
         """Controlled shutdown: move leadership off the broker and fence it now."""
@@ -545,6 +574,10 @@ class Controller:
                 on_image(image)
             except RuntimeError:  # its loop is closed: the broker died; its heartbeats will lapse
                 logger.debug("broker %d did not take metadata version %d", node_id, image.version)
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def _check_min_insync(topic: str, configs: Mapping[str, str]) -> None:

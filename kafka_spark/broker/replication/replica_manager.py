@@ -182,7 +182,8 @@ class ReplicaManager:
         self._timers.append(self.loop.call_later(interval_ms / 1000, tick))
 
     def _heartbeat(self) -> None:
-        if not self.controller.heartbeat(self.node_id, self.broker_epoch):
+        version = self.image.version if self.image is not None else None
+        if not self.controller.heartbeat(self.node_id, self.broker_epoch, version):
             # Fenced while alive (heartbeats delayed past the session timeout): register anew and
             # rejoin as a follower of every partition, as a Kafka broker does after being fenced.
             logger.warning("broker %d was fenced by the controller; registering again", self.node_id)

@@ -67,6 +67,9 @@ KAFKA_4_4_MAX = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
     ApiKey.DESCRIBE_TRANSACTIONS: 0,
     ApiKey.LIST_TRANSACTIONS: 2,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: 2,
+    ApiKey.DESCRIBE_QUORUM: 2,
+    ApiKey.LIST_CONFIG_RESOURCES: 1,
 }
 
 CASES = [(key, version) for key, (low, high) in sorted(SUPPORTED_VERSIONS.items()) for version in range(low, high + 1)]
