@@ -13,6 +13,7 @@ with the outcome Kafka 4.3.1 gives: the values DescribeConfigs then shows, or th
 from __future__ import annotations
 
 import itertools
+import re
 import time
 
 import pytest
@@ -360,3 +361,26 @@ def test_a_null_config_value_in_create_topics_is_invalid(cluster: Cluster):
         INVALID_CONFIG,
         "Null value not supported for topic configs: retention.ms",
     )
+
+
+def test_kafka_tools_show_the_same_topic_and_broker_configs(cluster: Cluster):
+    """kafka-configs and kafka-topics print what Kafka prints: every topic config with its
+    synonyms, and the cluster's min.insync.replicas as the brokers' dynamic default."""
+    topic = cluster.topic()
+    every = cluster.tool("kafka-configs", "--entity-type", "topics", "--entity-name", topic, "--describe", "--all")
+    shown = dict(re.findall(r"^\s+([a-z0-9.]+)=(\S*) sensitive=false", every.stdout, re.MULTILINE))
+    assert shown == DEFAULTS, every.stdout
+    for line in (
+        "min.insync.replicas=1 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1, "
+        "DEFAULT_CONFIG:min.insync.replicas=1}",
+        "segment.ms=604800000 sensitive=false synonyms={}",  # Kafka's log.roll.ms has no default
+        "file.delete.delay.ms=60000 sensitive=false synonyms={DEFAULT_CONFIG:log.segment.delete.delay.ms=60000}",
+    ):
+        assert f"  {line}\n" in every.stdout, (line, every.stdout)
+    described = cluster.tool("kafka-topics", "--describe", "--topic", topic).stdout
+    assert "\tConfigs: min.insync.replicas=1\n" in described, described
+    brokers = cluster.tool("kafka-configs", "--entity-type", "brokers", "--describe").stdout
+    assert brokers.endswith(
+        "Default configs for brokers in the cluster are:\n"
+        "  min.insync.replicas=1 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1}\n"
+    ), brokers

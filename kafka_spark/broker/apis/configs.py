@@ -142,10 +142,8 @@ def topic_config_entries(
     defaults = broker.config.log
     effective = LogConfig.from_stored_configs(overrides, defaults).to_topic_configs()
     broker_values = defaults.to_topic_configs()
-    image = broker.replicas.image
-    cluster_defaults = image.defaults if image is not None else {}
     for name in REPLICATION_CONFIGS:
-        broker_values[name] = cluster_defaults.get(name, TOPIC_CONFIGS[name].default)
+        broker_values[name] = _cluster_default(broker, name)
         effective[name] = overrides.get(name, broker_values[name])
     entries = []
     for key, value in sorted(effective.items()):
@@ -193,7 +191,7 @@ def _broker_entries(broker: BrokerContext, name: str, synonyms: bool) -> list[di
         "producer.id.expiration.check.interval.ms": config.producer_id_expiration_check_interval_ms,
         "offsets.topic.replication.factor": 1,
         "transaction.state.log.replication.factor": 1,
-        "min.insync.replicas": 1,
+        "min.insync.replicas": _cluster_default(broker, "min.insync.replicas"),
         FLUSH_ON_ACK_ALL: config.log.flush_on_ack_all,
     }
     for key, value in config.log.to_topic_configs().items():
@@ -201,16 +199,18 @@ def _broker_entries(broker: BrokerContext, name: str, synonyms: bool) -> list[di
     entries = []
     for key, value in sorted(values.items()):
         text = str(value).lower() if isinstance(value, bool) else str(value)
-        entries.append(
-            _entry(
-                key,
-                text,
-                _STATIC_BROKER_CONFIG,
-                read_only=True,
-                synonyms=[(key, text, _STATIC_BROKER_CONFIG)] if synonyms else (),
-            )
-        )
+        chain = [(key, text, _STATIC_BROKER_CONFIG)]
+        if key == "min.insync.replicas":  # the cluster's, a cluster-level config as Kafka 4.1+ writes it
+            chain = [(key, text, _DYNAMIC_DEFAULT_BROKER_CONFIG)]
+        entries.append(_entry(key, text, chain[0][2], read_only=True, synonyms=chain if synonyms else ()))
     return entries
+
+
+def _cluster_default(broker: BrokerContext, name: str) -> str:
+    """A replication setting's cluster-wide value (the controller's), or Kafka's default."""
+    image = broker.replicas.image
+    defaults = image.defaults if image is not None else {}
+    return defaults.get(name, TOPIC_CONFIGS[name].default)
 
 
 def _entry(
