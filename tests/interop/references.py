@@ -295,11 +295,13 @@ class ApacheKafka:
 
     ``start()`` formats a fresh log directory and starts the JVM, returning once the PLAINTEXT
     listener answers a Metadata request; ``stop()`` ends it (SIGTERM, then SIGKILL) and removes
-    the data. ``overrides`` are extra server.properties lines (e.g. ``flush.messages``).
+    the data. ``overrides`` are extra server.properties lines (e.g. ``flush.messages``);
+    ``node_id`` is the node's id (1 by default; pylog's single node is 0).
     """
 
     scram_users: dict[str, str] = field(default_factory=dict)
     heap: str = "512m"
+    node_id: int = 1
     overrides: dict[str, str] = field(default_factory=dict)
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="apache-kafka-")))
     port: int = 0
@@ -339,8 +341,8 @@ class ApacheKafka:
         mechanisms = "SCRAM-SHA-256,SCRAM-SHA-512"
         lines = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": f"{self.node_id}@127.0.0.1:{controller_port}",
             "listeners": (
                 f"PLAINTEXT://127.0.0.1:{self.port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
                 f"OAUTH://127.0.0.1:{self.oauth_port},CONTROLLER://127.0.0.1:{controller_port}"
