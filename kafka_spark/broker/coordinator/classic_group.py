@@ -490,12 +490,13 @@ class ClassicGroups(Groups[Group]):
         transactional: bool = False,
         group_instance_id: str | None = None,
     ) -> ErrorCode:
-        """Kafka 2.x's rules: generation -1 with no member id only for Empty (or unknown) groups,
-        which standalone consumers and admin tools use; otherwise a current member of the current
+        """Kafka's rules: generation -1 only for Empty (or unknown) groups, which standalone
+        consumers and admin tools use, whatever member id they send (a KIP-848 consumer that never
+        subscribed sends the id it made itself); otherwise a current member of the current
         generation; never while CompletingRebalance (the assignment is not known yet), except for a
         transactional commit (KIP-447), which only proves the member's generation."""
         group = self._groups.get(group_id)
-        standalone = generation_id < 0 and not member_id
+        standalone = generation_id < 0
         if group is None or group.state is GroupState.DEAD:
             return ErrorCode.none if standalone else ErrorCode.illegal_generation
         if standalone and group.state is GroupState.EMPTY:
