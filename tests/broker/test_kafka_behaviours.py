@@ -182,19 +182,18 @@ def test_the_session_timeout_bounds_are_broker_settings(pylog_broker_factory):
     options = broker_options({"group.min.session.timeout.ms": "50", "group.max.session.timeout.ms": "60000"})
     assert options.settings == {"group_min_session_timeout_ms": 50, "group_max_session_timeout_ms": 60000}
     broker = pylog_broker_factory(**options.settings)
+    join = {
+        "group_id": "g",
+        "session_timeout": 100,
+        "rebalance_timeout": 100,
+        "member_id": "",
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}],
+    }
     with WireClient(broker.bootstrap_servers) as client:
-        joined = client.call(
-            ApiKey.JOIN_GROUP,
-            5,
-            {
-                "group_id": "g",
-                "session_timeout": 100,
-                "rebalance_timeout": 100,
-                "member_id": "",
-                "protocol_type": "consumer",
-                "protocols": [{"name": "range", "metadata": b""}],
-            },
-        )
+        told = client.call(ApiKey.JOIN_GROUP, 5, join)
+        assert told.error_code == 79  # MEMBER_ID_REQUIRED: the timeout passed (a refused one is 26)
+        joined = client.call(ApiKey.JOIN_GROUP, 5, {**join, "member_id": told.member_id})
     assert joined.error_code == 0
 
 

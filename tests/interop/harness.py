@@ -14,8 +14,13 @@ from confluent_kafka import Producer
 from pyspark.sql import DataFrame
 
 from tests.interop.references import ToolRunner, java_command, kafka_tool
+from tests.support.waiting import wait_until
+from tests.support.wire import WireClient
 
 SCRAM_USER, SCRAM_PASSWORD = "alice", "alice-secret"
+
+# The group coordinator is still being elected or loaded (Kafka's first groups after it starts).
+COORDINATOR_BUSY = {14, 15, 16}
 
 _names = itertools.count()
 
@@ -143,3 +148,23 @@ def read(reader, fmt: str, bootstrap: str, **options: str) -> DataFrame:
     for name, value in options.items():
         reader = reader.option(name, value)
     return reader.load()
+
+
+def wait_for_group_coordinator(bootstrap_servers: str, group: str) -> None:
+    """Until ``group``'s coordinator is found and has loaded its partition of __consumer_offsets
+    (Kafka creates the topic when a client first looks for a coordinator, then loads it): a
+    group's first join then meets a coordinator at work, as it does once a broker has settled."""
+    with WireClient(bootstrap_servers) as client:
+        wait_until(
+            lambda: client.call(10, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators[0].error_code == 0,
+            f"a coordinator for {group}",
+            interval=0.2,
+        )
+        wait_until(  # DescribeGroups answers 14 while the coordinator loads the group's partition
+            lambda: (
+                client.call(15, 5, {"groups": [group], "include_authorized_operations": False}).groups[0].error_code
+                not in COORDINATOR_BUSY
+            ),
+            f"the coordinator of {group} to have loaded it",
+            interval=0.2,
+        )

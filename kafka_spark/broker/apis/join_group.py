@@ -1,7 +1,7 @@
 """JoinGroup (11): parked until the rebalance completes (a coroutine mutes only this connection).
 
-v4+ brokers may first answer 79 MEMBER_ID_REQUIRED; every client we serve accepts a member id
-assigned in the one response, so that round-trip is skipped.
+From v4 a new dynamic member is first answered 79 MEMBER_ID_REQUIRED with the id to join with, as
+Kafka answers it; from v9 a static leader back in a Stable group may be told to skip assigning.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ def handle(broker: BrokerContext, request: Any) -> Any:
         protocol_type=body.protocol_type,
         protocols=[(protocol.name, protocol.metadata) for protocol in body.protocols],
         group_instance_id=getattr(body, "group_instance_id", None),  # v5+: static membership (KIP-345)
+        require_member_id=request.api_version >= 4,  # KIP-394
+        skip_assignment=request.api_version >= 9,  # KIP-814
     )
     if isinstance(result, asyncio.Future):
         return _parked(result)

@@ -17,12 +17,22 @@ Session timers (membership.py, shared with the consumer protocol) run per member
 JoinGroup, SyncGroup, Heartbeat and offset commits; a member whose JoinGroup or SyncGroup is
 parked is kept alive, as Kafka does.
 
+A dynamic member's first JoinGroup (v4+, no member id) is answered 79 MEMBER_ID_REQUIRED with the
+id it is to join with, as Kafka answers it; until it joins with that id (or its session timeout
+passes) it is pending, and a rebalance waits for it as for a member.
+
 Static membership (KIP-345): a member that joins with a ``group.instance.id`` is known by it. When
 it comes back (a restart within its session timeout) with the same instance id and an unknown
-member id, it replaces its old self without a rebalance: a new member id, the old one's
-assignment and place (leader included), the old member id fenced (82 FENCED_INSTANCE_ID for its
-requests). Only a change of its subscription rebalances the group. A static member that stops
-is removed when its session expires (or by a LeaveGroup naming its instance id).
+member id, it replaces its old self: a new member id, the old one's assignment and place (leader
+included), the old member id fenced (82 FENCED_INSTANCE_ID for its requests). In a Stable group
+that is all, unless the protocol the group would choose changes; in CompletingRebalance the group
+rebalances (the leader may have assigned the old id). A static member that does not rejoin a
+rebalance stays a member (its session decides), and one that stops is removed when its session
+expires (or by a LeaveGroup naming its instance id).
+
+Who is answered first: when a request completes a rebalance (the last JoinGroup, the leader's
+SyncGroup), the leader is answered first, then the others, as Kafka's coordinator answers: a
+leader's own request is answered at once, a follower's after the leader's.
 
 The group coordinator (group.py) owns these groups beside those of the consumer protocol
 (consumer_group.py): it checks that this broker coordinates a group before anything here runs,
@@ -105,9 +115,14 @@ class ClassicGroups(Groups[Group]):
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
         group_instance_id: str | None = None,
+        require_member_id: bool = False,
+        skip_assignment: bool = True,
     ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
-        """A JoinGroup: a response dict now (errors, or a member rejoining unchanged), else a
-        future resolved when the rebalance completes. Response keys are JoinGroupResponse's."""
+        """A JoinGroup: a response dict now (errors, a member rejoining unchanged, the leader whose
+        join completed the rebalance), else a future resolved when the rebalance completes.
+        Response keys are JoinGroupResponse's. ``require_member_id``: the request is v4+ (a new
+        dynamic member gets MEMBER_ID_REQUIRED first); ``skip_assignment``: v9+ (a static leader
+        back in a Stable group is told not to assign again)."""
         if not group_id:
             return _join_error(ErrorCode.invalid_group_id, member_id)
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
@@ -140,13 +155,30 @@ class ClassicGroups(Groups[Group]):
                 return _join_error(ErrorCode.fenced_instance_id, member_id)
             if not member_id:
                 return self._replace_static_member(
-                    group, static, client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocols
+                    group,
+                    static,
+                    client_id,
+                    client_host,
+                    session_timeout_ms,
+                    rebalance_timeout_ms,
+                    protocols,
+                    skip_assignment,
                 )
-        if member_id and member_id not in group.members:
+        pending = member_id in group.pending_members
+        if pending:
+            cancel(group.pending_members.pop(member_id))
+        elif member_id and member_id not in group.members:
             return _join_error(ErrorCode.unknown_member_id, member_id)
+        if not member_id and group_instance_id is None and require_member_id:
+            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            group.pending_members[member_id] = self._loop.call_later(
+                session_timeout_ms / 1000, self._on_pending_member_expired, group, member_id
+            )
+            logger.info("group %s: new member %s is to join again with its member id", group_id, member_id)
+            return _join_error(ErrorCode.member_id_required, member_id)
 
-        if not member_id:
-            member_id = f"{group_instance_id or client_id or 'member'}-{uuid.uuid4()}"
+        if not member_id or pending:
+            member_id = member_id or f"{group_instance_id or client_id or 'member'}-{uuid.uuid4()}"
             member = Member(
                 member_id,
                 group_instance_id,
@@ -184,7 +216,23 @@ class ClassicGroups(Groups[Group]):
             self._try_complete_join(group)
         else:
             self._prepare_rebalance(group, f"member {member_id} joined")
+        return self._answer(group, member, future)
+
+    def _answer(
+        self, group: Group, member: Member, future: asyncio.Future[dict[str, Any]]
+    ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+        """The leader's answer, when its own request completed the rebalance, goes out at once,
+        ahead of the others' (theirs were resolved first, but wait for the next turn of the
+        loop); everyone else is answered through the future, after the leader."""
+        if future.done() and member.member_id == group.leader_id:
+            return future.result()
         return future
+
+    def _on_pending_member_expired(self, group: Group, member_id: str) -> None:
+        if group.pending_members.pop(member_id, None) is None:
+            return
+        logger.info("group %s: pending member %s did not join within its session timeout", group.group_id, member_id)
+        self._try_complete_join(group)
 
     def _replace_static_member(
         self,
@@ -195,9 +243,12 @@ class ClassicGroups(Groups[Group]):
         session_timeout_ms: int,
         rebalance_timeout_ms: int,
         protocols: list[tuple[str, bytes]],
+        skip_assignment: bool,
     ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
-        """A static member back under a new member id: it takes the old one's place; the group
-        rebalances only when its subscription changed (or a rebalance is under way anyway)."""
+        """A static member back under a new member id: it takes the old one's place. Kafka's
+        rules: in a Stable group nothing else happens unless the protocol the group would choose
+        changes; in CompletingRebalance the group rebalances (the leader may have assigned the
+        old id); in PreparingRebalance the member has joined the rebalance under way."""
         old_id, new_id = old.member_id, f"{old.group_instance_id}-{uuid.uuid4()}"
         _resolve(old.join_future, _join_error(ErrorCode.fenced_instance_id, old_id))
         _resolve(old.sync_future, _sync_response(ErrorCode.fenced_instance_id))
@@ -207,7 +258,6 @@ class ClassicGroups(Groups[Group]):
         }
         if group.leader_id == old_id:
             group.leader_id = new_id
-        unchanged = old.protocols == list(protocols)
         old.member_id, old.client_id, old.client_host = new_id, client_id, client_host
         old.session_timeout_ms, old.rebalance_timeout_ms, old.protocols = (
             session_timeout_ms,
@@ -217,18 +267,27 @@ class ClassicGroups(Groups[Group]):
         logger.info(
             "group %s: static member %s is back as %s (was %s)", group.group_id, old.group_instance_id, new_id, old_id
         )
-        if unchanged and group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._reset_session(group, old)
+        self._reset_session(group, old)
+        if (
+            group.state is GroupState.STABLE
+            and group.candidate_protocols()
+            and select_protocol(group) == (group.protocol_name)
+        ):
             response = self._join_response(group, old)
-            response["skip_assignment"] = group.state is GroupState.STABLE and new_id == group.leader_id
+            if skip_assignment:  # v9+: the leader gets the members and is told not to assign again
+                response["skip_assignment"] = new_id == group.leader_id
+            else:  # older versions: nobody gets the members (a leader would assign again), and
+                # Kafka names the leader as it was before the replacement
+                response["members"] = []
+                response["leader"] = old_id if group.leader_id == new_id else group.leader_id
             return response
         future: asyncio.Future[dict[str, Any]] = self._loop.create_future()
         old.join_future = future
         if group.state is GroupState.PREPARING_REBALANCE:
             self._try_complete_join(group)
         else:
-            self._prepare_rebalance(group, f"static member {old.group_instance_id} rejoined with a new subscription")
-        return future
+            self._prepare_rebalance(group, f"static member {old.group_instance_id} rejoined as {new_id}")
+        return self._answer(group, old, future)
 
     def _prepare_rebalance(self, group: Group, reason: str) -> None:
         """Move to PreparingRebalance: pending SyncGroups get 27 and members learn to rejoin from
@@ -270,17 +329,29 @@ class ClassicGroups(Groups[Group]):
     def _on_rebalance_timeout(self, group: Group, generation_id: int) -> None:
         if group.state is not GroupState.PREPARING_REBALANCE or group.generation_id != generation_id:
             return
-        for member in [m for m in group.members.values() if m.join_future is None]:
+        for member in [m for m in group.members.values() if m.join_future is None and m.group_instance_id is None]:
             logger.info(
                 "group %s: member %s did not rejoin within the rebalance timeout", group.group_id, member.member_id
             )
             self._remove_member(group, member)
+        # Static members that did not rejoin stay (their session decides). The leader must have
+        # rejoined: else one that did leads; if none did, the rebalance waits another timeout.
+        joined = [m for m in group.members.values() if m.join_future is not None]
+        if group.members and not joined:
+            logger.info("group %s: no member rejoined within the rebalance timeout; waiting again", group.group_id)
+            group.rebalance_timer = self._loop.call_later(
+                group.rebalance_timeout_ms() / 1000, self._on_rebalance_timeout, group, generation_id
+            )
+            return
+        if group.leader_id not in {m.member_id for m in joined} and joined:
+            group.leader_id = joined[0].member_id
         self._complete_join(group)
 
     def _try_complete_join(self, group: Group) -> None:
         if (
             group.state is GroupState.PREPARING_REBALANCE
             and group.initial_delay_deadline is None
+            and not group.pending_members
             and all(member.join_future is not None for member in group.members.values())
         ):
             self._complete_join(group)
@@ -309,7 +380,7 @@ class ClassicGroups(Groups[Group]):
             group.protocol_name,
             group.leader_id,
         )
-        for member in group.members.values():
+        for member in _leader_first(group):
             future, member.join_future = member.join_future, None
             self._reset_session(group, member)
             _resolve(future, self._join_response(group, member))
@@ -379,10 +450,10 @@ class ClassicGroups(Groups[Group]):
             cancel(group.rebalance_timer)
             group.rebalance_timer = None
             self._transition(group, GroupState.STABLE)
-            for other in group.members.values():
+            for other in _leader_first(group):
                 pending, other.sync_future = other.sync_future, None
                 _resolve(pending, _sync_response(ErrorCode.none, other.assignment))
-        return future
+        return self._answer(group, member, future)
 
     # -- Heartbeat / LeaveGroup ------------------------------------------------------------------
 
@@ -405,6 +476,11 @@ class ClassicGroups(Groups[Group]):
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
+        if member_id in group.pending_members:
+            cancel(group.pending_members.pop(member_id))
+            logger.info("group %s: pending member %s leaves", group_id, member_id)
+            self._try_complete_join(group)
+            return ErrorCode.none
         member = group.members.get(member_id) if member_id else None
         if group_instance_id is not None:
             static = self._static_member(group, group_instance_id)
@@ -519,6 +595,7 @@ class ClassicGroups(Groups[Group]):
         """Forget a group without members (DeleteGroups): Dead."""
         group = self._groups.pop(group_id, None)
         if group is not None:
+            _cancel_timers(group)
             self._transition(group, GroupState.DEAD)
 
     def forget(self, group_ids: Iterable[str]) -> None:
@@ -528,17 +605,14 @@ class ClassicGroups(Groups[Group]):
             group = self._groups.pop(group_id, None)
             if group is None:
                 continue
-            cancel(group.rebalance_timer)
+            _cancel_timers(group)
             for member in group.members.values():
-                cancel(member.session_timer)
                 _resolve(member.join_future, _join_error(ErrorCode.not_coordinator, member.member_id))
                 _resolve(member.sync_future, _sync_response(ErrorCode.not_coordinator))
 
     def close(self) -> None:
         for group in self._groups.values():
-            cancel(group.rebalance_timer)
-            for member in group.members.values():
-                cancel(member.session_timer)
+            _cancel_timers(group)
 
 
 def _join_error(code: ErrorCode, member_id: str) -> dict[str, Any]:
@@ -562,6 +636,18 @@ def _resolve(future: asyncio.Future[dict[str, Any]] | None, response: dict[str, 
     # A parked request whose connection closed has a cancelled future: nobody to answer.
     if future is not None and not future.done():
         future.set_result(response)
+
+
+def _cancel_timers(group: Group) -> None:
+    cancel(group.rebalance_timer)
+    for member in group.members.values():
+        cancel(member.session_timer)
+    for timer in group.pending_members.values():
+        cancel(timer)
+
+
+def _leader_first(group: Group) -> list[Member]:
+    return sorted(group.members.values(), key=lambda member: member.member_id != group.leader_id)
 
 
 def _pending(future: asyncio.Future[Any] | None) -> bool:

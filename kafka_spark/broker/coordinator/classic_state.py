@@ -87,6 +87,8 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)  # join order: first = default leader
     rebalance_timer: asyncio.TimerHandle | None = None
     initial_delay_deadline: float | None = None  # loop time; set while the first join is delayed
+    # Member ids handed out with MEMBER_ID_REQUIRED, not joined yet -> their expiry timers.
+    pending_members: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
 
     def candidate_protocols(self) -> set[str]:
         """Protocols every member supports."""

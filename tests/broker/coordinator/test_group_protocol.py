@@ -16,6 +16,7 @@ from tests.support.wire import WireClient
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, METADATA = 13, 14, 15, 16, 3
 CREATE_TOPICS, DELETE_TOPICS = 19, 20
+MEMBER_ID_REQUIRED = 79
 EMPTY_ASSIGNMENT = b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff"
 
 _groups = itertools.count()
@@ -71,7 +72,19 @@ def join_body(
 
 
 def join(client: WireClient, group: str, member_id: str = "", **options: Any) -> Any:
-    return client.call(JOIN_GROUP, 5, join_body(group, member_id, **options))
+    """A JoinGroup v5; a new member's first is answered 79 MEMBER_ID_REQUIRED and joins again
+    with the member id it was given, as clients do."""
+    joined = client.call(JOIN_GROUP, 5, join_body(group, member_id, **options))
+    if not member_id and joined.error_code == MEMBER_ID_REQUIRED:
+        joined = client.call(JOIN_GROUP, 5, join_body(group, joined.member_id, **options))
+    return joined
+
+
+def new_member(client: WireClient, group: str, **options: Any) -> str:
+    """The member id a new member is told to join with (79 MEMBER_ID_REQUIRED, v4+)."""
+    answer = client.call(JOIN_GROUP, 5, join_body(group, **options))
+    assert (answer.error_code, answer.generation_id) == (MEMBER_ID_REQUIRED, -1) and answer.member_id
+    return answer.member_id
 
 
 def sync(
@@ -157,7 +170,7 @@ def test_join_is_held_until_every_known_member_rejoins(connect, group):
     a, b = connect(), connect()
     member_a, generation = stable_member(a, group)
 
-    b.send(JOIN_GROUP, 5, join_body(group))  # held: member a has not rejoined yet
+    b.send(JOIN_GROUP, 5, join_body(group, new_member(b, group)))  # held: member a has not rejoined yet
     wait_until(lambda: describe(a, group).group_state == "PreparingRebalance", "b's JoinGroup to start a rebalance")
     assert heartbeat(a, group, generation, member_a) == 27  # a learns of the rebalance on its own socket
     assert describe(a, group).group_state == "PreparingRebalance"
@@ -193,7 +206,9 @@ def test_join_is_held_until_every_known_member_rejoins(connect, group):
 def test_protocol_is_chosen_by_vote_among_protocols_every_member_supports(connect, group):
     a, b, c = connect(), connect(), connect()
     for client, protocols in ((a, ("roundrobin", "range")), (b, ("range", "roundrobin")), (c, ("roundrobin",))):
-        client.send(JOIN_GROUP, 5, join_body(group, protocols=protocols))
+        client.send(
+            JOIN_GROUP, 5, join_body(group, new_member(client, group, protocols=protocols), protocols=protocols)
+        )
     responses = [client.receive(JOIN_GROUP, 5) for client in (a, b, c)]
     assert {r.protocol_name for r in responses} == {"roundrobin"}
     assert len({r.generation_id for r in responses}) == 1  # the initial delay gathered all three
@@ -208,8 +223,12 @@ def test_join_with_no_common_protocol_is_refused(connect, group):
 
 def test_session_expiry_removes_the_member_and_rebalances_the_rest(connect, group):
     a, b = connect(), connect()
-    a.send(JOIN_GROUP, 5, join_body(group))
-    b.send(JOIN_GROUP, 5, join_body(group, session_ms=500, rebalance_ms=500))
+    a.send(JOIN_GROUP, 5, join_body(group, new_member(a, group)))
+    b.send(
+        JOIN_GROUP,
+        5,
+        join_body(group, new_member(b, group, session_ms=500, rebalance_ms=500), session_ms=500, rebalance_ms=500),
+    )
     joined_a, joined_b = a.receive(JOIN_GROUP, 5), b.receive(JOIN_GROUP, 5)
     generation = joined_a.generation_id
     leader_client = a if joined_a.leader == joined_a.member_id else b
@@ -230,14 +249,16 @@ def test_session_expiry_removes_the_member_and_rebalances_the_rest(connect, grou
 
 def test_members_that_do_not_rejoin_within_the_rebalance_timeout_are_removed(connect, group):
     a, b, c = connect(), connect(), connect()
-    a.send(JOIN_GROUP, 5, join_body(group, rebalance_ms=800))
-    b.send(JOIN_GROUP, 5, join_body(group, rebalance_ms=800))
+    a.send(JOIN_GROUP, 5, join_body(group, new_member(a, group, rebalance_ms=800), rebalance_ms=800))
+    b.send(JOIN_GROUP, 5, join_body(group, new_member(b, group, rebalance_ms=800), rebalance_ms=800))
     joined_a, joined_b = a.receive(JOIN_GROUP, 5), b.receive(JOIN_GROUP, 5)
     generation = joined_a.generation_id
     leader_client = a if joined_a.leader == joined_a.member_id else b
     sync(leader_client, group, generation, joined_a.leader, {})
 
-    c.send(JOIN_GROUP, 5, join_body(group, rebalance_ms=800))  # starts a rebalance
+    c.send(
+        JOIN_GROUP, 5, join_body(group, new_member(c, group, rebalance_ms=800), rebalance_ms=800)
+    )  # starts a rebalance
     wait_until(lambda: describe(a, group).group_state == "PreparingRebalance", "c's JoinGroup to start a rebalance")
     started = time.monotonic()
     a.send(JOIN_GROUP, 5, join_body(group, joined_a.member_id, rebalance_ms=800))
@@ -255,8 +276,8 @@ def test_members_that_do_not_rejoin_within_the_rebalance_timeout_are_removed(con
 
 def test_leave_group_rebalances_at_once_and_the_last_leave_empties_the_group(connect, group):
     a, b = connect(), connect()
-    a.send(JOIN_GROUP, 5, join_body(group))
-    b.send(JOIN_GROUP, 5, join_body(group))
+    a.send(JOIN_GROUP, 5, join_body(group, new_member(a, group)))
+    b.send(JOIN_GROUP, 5, join_body(group, new_member(b, group)))
     joined_a, joined_b = a.receive(JOIN_GROUP, 5), b.receive(JOIN_GROUP, 5)
     assert b.call(LEAVE_GROUP, 2, {"group_id": group, "member_id": joined_b.member_id}).error_code == 0
     assert describe(a, group).group_state == "PreparingRebalance"
@@ -430,7 +451,11 @@ def test_internal_offsets_topic_is_listed_as_internal_and_never_created_by_clien
 def test_a_member_that_disconnects_while_parked_expires_and_the_group_carries_on(connect, group):
     a, b = connect(), connect()
     member_a, generation = stable_member(a, group)
-    b.send(JOIN_GROUP, 5, join_body(group, session_ms=500, rebalance_ms=500))
+    b.send(
+        JOIN_GROUP,
+        5,
+        join_body(group, new_member(b, group, session_ms=500, rebalance_ms=500), session_ms=500, rebalance_ms=500),
+    )
     wait_until(lambda: describe(a, group).group_state == "PreparingRebalance", "b's JoinGroup to be held")
     b.close()  # gone while its JoinGroup is held
     rejoined = join(a, group, member_a)
