@@ -277,12 +277,135 @@ class Controller:
             if new_isr == state.isr:
                 return ErrorCode.none, state
             state = replace(state, isr=new_isr, partition_epoch=state.partition_epoch + 1)
-            self._partitions[tp] = state
             logger.info(
                 "%s: ISR is now %s (leader %d, partition epoch %d)", tp, list(new_isr), leader, state.partition_epoch
             )
+            if state.adding and set(state.adding) <= set(new_isr):  # the new replicas caught up
+                state = self._complete_reassignment(tp, state)
+            self._partitions[tp] = state
             self._publish()
             return ErrorCode.none, state
+
+    # -- partition reassignments (KIP-455) ------------------------------------------------------------
+
+    def reassign(
+        self, targets: Mapping[TopicPartition, Sequence[int] | None], *, allow_replication_factor_change: bool = True
+    ) -> dict[TopicPartition, tuple[int, str | None]]:
+        """AlterPartitionReassignments, as Kafka's controller does it: a partition's replicas
+        become its target plus the current ones not in it (``adding`` the new, ``removing`` the
+        rest); the new replicas fetch from the leader, and once they are all in sync the
+        partition keeps the target only (a leader outside it hands over to the first in-sync
+        replica of the target, in a new leader epoch). A target already in sync completes at
+        once; None cancels a reassignment under way (back to the replicas before it). Returns
+        (error code, message) per partition."""
+        results: dict[TopicPartition, tuple[int, str | None]] = {}
+        with self._lock:
+            for tp, target in targets.items():
+                state = self._partitions.get(tp)
+                if state is None or tp.topic not in self._topics:
+                    results[tp] = (
+                        ErrorCode.unknown_topic_or_partition,
+                        "This server does not host this topic-partition.",
+                    )
+                    continue
+                original = tuple(node for node in state.replicas if node not in state.adding)
+                if target is None:
+                    if not (state.adding or state.removing):
+                        results[tp] = (
+                            ErrorCode.no_reassignment_in_progress,
+                            f"No ongoing reassignment for {tp.topic}-{tp.partition}.",
+                        )
+                        continue
+                    self._partitions[tp] = self._with_replicas(tp, state, original)
+                    results[tp] = (ErrorCode.none, None)
+                    continue
+                error = self._replica_assignment_error(tuple(target))
+                if error is not None:
+                    results[tp] = (ErrorCode.invalid_replica_assignment, error)
+                    continue
+                if not allow_replication_factor_change and len(target) != len(original):
+                    results[tp] = (
+                        ErrorCode.invalid_replication_factor,
+                        f"The replication factor is changed from {len(original)} to {len(target)} "
+                        "but allowReplicationFactorChange is false",
+                    )
+                    continue
+                target = tuple(target)
+                adding = tuple(node for node in target if node not in original)
+                removing = tuple(node for node in original if node not in target)
+                if not adding and not removing and not (state.adding or state.removing):
+                    if target != state.replicas:  # the same replicas in another order
+                        self._partitions[tp] = replace(
+                            state, replicas=target, partition_epoch=state.partition_epoch + 1
+                        )
+                    results[tp] = (ErrorCode.none, None)
+                    continue
+                state = replace(
+                    state,
+                    replicas=target + removing,
+                    isr=tuple(node for node in state.isr if node in target + removing),
+                    adding=adding,
+                    removing=removing,
+                    partition_epoch=state.partition_epoch + 1,
+                )
+                if set(adding) <= set(state.isr):
+                    state = self._complete_reassignment(tp, state)
+                else:
+                    logger.info(
+                        "%s: reassignment to %s under way (adding %s, removing %s)",
+                        tp,
+                        list(target),
+                        list(adding),
+                        list(removing),
+                    )
+                self._partitions[tp] = state
+                results[tp] = (ErrorCode.none, None)
+            if any(code == ErrorCode.none for code, _ in results.values()):
+                self._publish()
+        return results
+
+    def reassignments(self) -> dict[TopicPartition, PartitionState]:
+        """The partitions with a reassignment under way (ListPartitionReassignments)."""
+        with self._lock:
+            return {tp: state for tp, state in self._partitions.items() if state.adding or state.removing}
+
+    def _replica_assignment_error(self, target: tuple[int, ...]) -> str | None:
+        """Kafka's checks of a manual replica assignment, with its messages."""
+        if not target:
+            return "The manual partition assignment includes an empty replica list."
+        for node in target:
+            if target.count(node) > 1:
+                return f"The manual partition assignment includes the broker {node} more than once."
+            if node not in self._brokers:
+                return f"The manual partition assignment includes broker {node}, but no such broker is registered."
+        return None
+
+    def _complete_reassignment(self, tp: TopicPartition, state: PartitionState) -> PartitionState:
+        target = tuple(node for node in state.replicas if node not in state.removing)
+        logger.info("%s: reassignment to %s complete", tp, list(target))
+        return self._with_replicas(tp, state, target)
+
+    def _with_replicas(self, tp: TopicPartition, state: PartitionState, replicas: tuple[int, ...]) -> PartitionState:
+        """``state`` keeping only ``replicas`` (no reassignment): the ISR shrinks to them, and a
+        leader outside them hands over to the first of them alive and in sync."""
+        isr = tuple(node for node in state.isr if node in replicas)
+        leader, leader_epoch = state.leader, state.leader_epoch
+        if leader not in replicas:
+            candidates = [node for node in replicas if node in isr and self._alive(node)]
+            leader = candidates[0] if candidates else NO_LEADER
+            leader_epoch += 1
+            if leader == NO_LEADER:
+                isr = isr or replicas[:1]
+        return replace(
+            state,
+            leader=leader,
+            leader_epoch=leader_epoch,
+            partition_epoch=state.partition_epoch + 1,
+            replicas=replicas,
+            isr=isr or (leader,),
+            adding=(),
+            removing=(),
+        )
 
     # -- what users and admin requests call -----------------------------------------------------------
 
@@ -540,7 +663,13 @@ class Controller:
             self._topics[info.name] = info
         for raw in document["partitions"]:
             self._partitions[TopicPartition(raw["topic"], raw["partition"])] = PartitionState(
-                raw["leader"], raw["leader_epoch"], raw["partition_epoch"], tuple(raw["replicas"]), tuple(raw["isr"])
+                raw["leader"],
+                raw["leader_epoch"],
+                raw["partition_epoch"],
+                tuple(raw["replicas"]),
+                tuple(raw["isr"]),
+                tuple(raw.get("adding", ())),
+                tuple(raw.get("removing", ())),
             )
         now = time.monotonic()
         for raw in document["brokers"]:  # alive until their first session timeout passes without them

@@ -31,6 +31,10 @@ class PartitionState:
     partition_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    # A reassignment under way (KIP-455): the replicas joining and the ones to leave once the
+    # joining ones are in sync; ``replicas`` holds both meanwhile.
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -235,6 +235,8 @@ class ReplicaManager:
                 logs.delete_topic(tp.topic)
         for tp, state in image.partitions.items():
             if self.node_id not in state.replicas:
+                if tp in self.partitions:  # reassigned away (KIP-455)
+                    self._drop_replica(self.partitions.pop(tp))
                 continue
             known = self.partitions.get(tp)
             replica = known if known is not None else self._open_replica(tp)
@@ -271,6 +273,12 @@ class ReplicaManager:
             if old is None or replica.role != LEADER or old.leader_epoch != state.leader_epoch:
                 self._become_leader(replica)
             else:
+                if old.replicas != state.replicas:  # a reassignment added or removed followers
+                    replica.followers = {
+                        node: replica.followers.get(node) or FollowerState()
+                        for node in state.replicas
+                        if node != self.node_id
+                    }
                 self._maybe_advance_high_watermark(replica)
         elif old is None or old.leader_epoch != state.leader_epoch or replica.role == LEADER:
             self._become_follower(replica)
@@ -331,6 +339,19 @@ class ReplicaManager:
             state.leader,
             state.leader_epoch,
         )
+
+    def _drop_replica(self, replica: Replica) -> None:
+        """This broker no longer hosts ``replica`` (a reassignment moved it): it stops leading
+        or fetching, and its records are removed, as Kafka deletes a removed replica's log."""
+        if replica.tp.topic in COORDINATOR_TOPICS and replica.role == LEADER:
+            self.broker.coordinator_partition_moved(replica.tp, None)
+        replica.fail_waiters(ErrorCode.not_leader_or_follower)
+        self._stop_fetching(replica.tp)
+        replica.followers = {}
+        replica.role = OFFLINE
+        replica.log.truncate_fully_and_start_at(0)
+        replica.epochs.truncate_from_end(0)
+        logger.info("broker %d no longer hosts %s: its records are removed", self.node_id, replica.tp)
 
     def _stop_fetching(self, tp: TopicPartition) -> None:
         for fetcher in self.fetchers.values():
@@ -647,6 +668,18 @@ class ReplicaManager:
                 {"partition_id": tp.partition, "error_code": code, "error_message": message}
             )
         return [{"topic": topic, "partition_result": results} for topic, results in by_topic.items()]
+
+    def reassign(
+        self, targets: Mapping[TopicPartition, Sequence[int] | None], allow_replication_factor_change: bool = True
+    ) -> dict[TopicPartition, tuple[int, str | None]]:
+        """AlterPartitionReassignments, decided by the controller (metadata/controller.py)."""
+        results = self.controller.reassign(targets, allow_replication_factor_change=allow_replication_factor_change)
+        self.apply(self.controller.image)
+        return results
+
+    def reassignments(self) -> dict[TopicPartition, PartitionState]:
+        """The partitions being reassigned (ListPartitionReassignments)."""
+        return self.controller.reassignments()
 
     def add_partitions(
         self, name: str, count: int, validate_only: bool = False, *, assignments: Sequence[Sequence[int]] | None = None
