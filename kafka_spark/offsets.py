@@ -57,6 +57,7 @@ __all__ = [
     "OffsetRange",
     "OffsetSpec",
     "EPOCHS_KEY",
+    "START_KEY",
     "PartitionEpochs",
     "PartitionOffsets",
     "SpecificOffsets",
@@ -68,6 +69,7 @@ __all__ = [
     "offsets_to_json",
     "out_of_range_position",
     "partitions_from_json",
+    "first_batch_start",
     "positions_from_dict",
     "positions_to_dict",
     "rate_limit",
@@ -186,6 +188,11 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> str:
 #: The top-level key of checkpointed offsets under which the leader epochs go (module docstring).
 EPOCHS_KEY = "@leaderEpochs"
 
+#: The top-level key under which, without admission control (PySpark before 4.2), a new query's
+#: first batch records in its end offsets where it starts (kafka_spark.read.stream). Like
+#: :data:`EPOCHS_KEY`, it cannot collide with a topic.
+START_KEY = "@firstBatchStart"
+
 #: A leader epoch per topic-partition, where one is known.
 PartitionEpochs = dict[TopicPartition, int]
 
@@ -202,7 +209,10 @@ def positions_to_dict(offsets: Mapping[TopicPartition, int], epochs: Mapping[Top
 
 def positions_from_dict(data: Any) -> tuple[PartitionOffsets, PartitionEpochs]:
     """Inverse of :func:`positions_to_dict`: ``(offsets, epochs)``; offsets without
-    :data:`EPOCHS_KEY` have no epochs. Epochs of partitions without an offset are dropped."""
+    :data:`EPOCHS_KEY` have no epochs. Epochs of partitions without an offset are dropped; a
+    recorded first-batch start (:data:`START_KEY`) is not a position and is left out."""
+    if isinstance(data, dict) and START_KEY in data:
+        data = {key: value for key, value in data.items() if key != START_KEY}
     if isinstance(data, dict) and EPOCHS_KEY in data:
         rest = {topic: value for topic, value in data.items() if topic != EPOCHS_KEY}
         offsets = offsets_from_dict(rest)
@@ -211,6 +221,14 @@ def positions_from_dict(data: Any) -> tuple[PartitionOffsets, PartitionEpochs]:
         epochs = offsets_from_dict(raw, source_text=json.dumps(data), example=example)
         return offsets, {tp: epoch for tp, epoch in epochs.items() if tp in offsets and epoch >= 0}
     return offsets_from_dict(data), {}
+
+
+def first_batch_start(data: Any) -> dict[str, Any] | None:
+    """The start a first batch recorded in its end offsets (:data:`START_KEY`), as the offset
+    dict it was (offsets and epochs), or None."""
+    if isinstance(data, dict) and isinstance(data.get(START_KEY), dict):
+        return data[START_KEY]
+    return None
 
 
 def _int_value(value: Any) -> int | None:

@@ -17,6 +17,9 @@ Where a batch N starts (:func:`batch_start`), per Kafka-style source (offsets
 * N > 0: ``<checkpoint>/offsets/<N-1>``, exact.
 * N = 0 with a Spark Kafka source initial-offset log ``<checkpoint>/sources/<i>/0``: that log,
   exact (Spark's ``format("kafka")`` writes it).
+* N = 0 whose end offsets record their start (the pylog source without admission control,
+  PySpark before 4.2, where the first batch reads data: kafka_spark.read.stream): that start,
+  exact.
 * N = 0 that wrote no rows: ``offsets/0`` itself. Nothing was written, so after this batch the
   output continues at the batch's end. The pylog source's first batch is such an empty "start
   batch" (kafka_spark.read.stream), so a new pylog query is checked before it reads anything.
@@ -54,6 +57,7 @@ from kafka_spark.files.sidecar import (
     KafkaOffsets,
     OffsetContinuityError,
     SinkState,
+    kafka_first_batch_start,
     kafka_offsets_of,
     merge_kafka_offsets,
     offsets_json,
@@ -123,7 +127,9 @@ def batch_start(checkpoint: Checkpoint, batch_id: int, sources: list[str | None]
         end = kafka_offsets_of(raw)
         if end is None:
             continue
-        initial = checkpoint.kafka_initial_offsets(index) if batch_id == 0 else None
+        initial = None
+        if batch_id == 0:
+            initial = checkpoint.kafka_initial_offsets(index) or kafka_first_batch_start(raw)
         if initial is not None:
             known.update(initial)
         elif batch_id == 0 and not wrote_rows:

@@ -39,7 +39,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from kafka_spark.files.fs import FileSinkError, create_if_absent, read_bytes, read_text, write_replace
-from kafka_spark.offsets import EPOCHS_KEY
+from kafka_spark.offsets import EPOCHS_KEY, START_KEY, first_batch_start
 
 SINK_DIR = "_sink"
 KafkaOffsets = dict[str, dict[str, int]]
@@ -73,9 +73,20 @@ def kafka_offsets_of(raw: str | None) -> KafkaOffsets | None:
         return None
 
 
+def kafka_first_batch_start(raw: str | None) -> KafkaOffsets | None:
+    """The start a pylog first batch recorded in its end offsets (kafka_spark.offsets.START_KEY:
+    PySpark before 4.2), as Kafka-style offsets, or None."""
+    if raw is None:
+        return None
+    try:
+        return _as_kafka_offsets(first_batch_start(json.loads(raw)))
+    except json.JSONDecodeError:
+        return None
+
+
 def _as_kafka_offsets(value: Any) -> KafkaOffsets | None:
-    if isinstance(value, dict) and EPOCHS_KEY in value:  # pylog's leader epochs: not offsets
-        value = {topic: parts for topic, parts in value.items() if topic != EPOCHS_KEY}
+    if isinstance(value, dict) and (EPOCHS_KEY in value or START_KEY in value):  # pylog's: not offsets
+        value = {topic: parts for topic, parts in value.items() if topic not in (EPOCHS_KEY, START_KEY)}
     if not isinstance(value, dict) or not value:
         return None
     result: KafkaOffsets = {}

@@ -87,11 +87,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from kafka_spark.files.commit import (
@@ -105,6 +101,7 @@ from kafka_spark.files.fs import FileSinkError
 from kafka_spark.files.options import SINK_NAME, FileSinkOptionError, FileSinkOptions
 from kafka_spark.files.sidecar import OffsetContinuityError
 from kafka_spark.files.task import FileSinkCommitMessage, TaskWrite, task_context
+from kafka_spark.spark_api import StreamArrowWriter
 
 __all__ = [
     "ConcurrentWriterError",
@@ -120,7 +117,7 @@ __all__ = [
 ]
 
 
-class FileStreamWriter(DataSourceStreamArrowWriter):
+class FileStreamWriter(StreamArrowWriter):
     """Streaming writer: tasks write part files; ``commit`` publishes the manifest.
 
     Holds the parsed options, the schema and the last batch the checkpoint's query committed

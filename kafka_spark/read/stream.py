@@ -48,6 +48,22 @@ options set the engine passes ``ReadMaxRows`` and the source applies ``minOffset
 is not applied (it could only delay the end of the query, which must drain the snapshot and
 stop).
 
+Without admission control (PySpark before 4.2; kafka_spark.spark_api). Spark calls
+``latestOffset()`` with no arguments, so the reader keeps the start of the next batch itself:
+the end of the range Spark last handed it (``partitions(start, end)``, which Spark also calls
+with ``(end, end)`` of the newest checkpointed batch when a query restarts, before anything else)
+or that it last returned from ``latestOffset`` (Spark plans the next batch from exactly that,
+or, when it equals the start, plans none), else, for a new query, ``initialOffset()``. From that
+start it applies ``maxOffsetsPerTrigger`` (:func:`~kafka_spark.offsets.rate_limit`) and
+``minOffsetsPerTrigger`` / ``maxTriggerDelay`` as with admission control, so what Spark
+checkpoints is the capped end and a restart continues from it. Spark runs Trigger.Once and
+Trigger.AvailableNow there as a single batch, indistinguishable from a first trigger: so there is
+no empty start batch (a new query's first batch reads data) and that batch's end offsets record
+where it started under :data:`~kafka_spark.offsets.START_KEY`: a replay of it reads the same
+records, and the ``pylog-files`` sink knows where the query starts. Under Trigger.AvailableNow a
+``maxOffsetsPerTrigger`` then bounds the one batch the run reads (a warning says so when the
+reader is created): draining in bounded batches needs PySpark 4.2.
+
 Trigger.AvailableNow fetches the latest offsets once and drains up to them. Before each batch is
 read, as Spark's ``verifyEndOffsetForTriggerAvailableNow``, the planned end is checked against
 the log: a planned partition that is gone, or that now ends before the planned end (the topic
@@ -66,21 +82,16 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    ReadMinRows,
-    SupportsTriggerAvailableNow,
-)
 
 from kafka_spark.client.config import consumer_config
 from kafka_spark.client.offset_reader import OffsetFetchError, OffsetReader
 from kafka_spark.errors import PylogError
 from kafka_spark.offsets import (
+    START_KEY,
     OffsetRange,
     PartitionEpochs,
     PartitionOffsets,
+    first_batch_start,
     new_offset_count,
     offsets_to_dict,
     positions_from_dict,
@@ -92,6 +103,16 @@ from kafka_spark.options import Assign, SourceOptions, Subscribe, SubscribePatte
 from kafka_spark.planning import KafkaInputPartition, plan_for_options
 from kafka_spark.read.partition import read_partition
 from kafka_spark.read.start import starting_offsets
+from kafka_spark.spark_api import (
+    ADMISSION_CONTROL,
+    ADMISSION_CONTROL_SINCE,
+    PYSPARK_VERSION,
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
 
 __all__ = ["AvailableNowTopicChangedError", "CheckpointTopicsError", "PylogStreamReader", "UNLIMITED"]
 
@@ -135,6 +156,8 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # whether validation is possible at all (None: not decided yet).
         self._validated: set = set()
         self._can_validate: bool | None = None
+        # Without admission control: the start of the next batch (module docstring).
+        self._next_start: dict | None = None
 
     # The planner's client is not picklable and has no use on executors.
     def __getstate__(self) -> dict[str, Any]:
@@ -186,10 +209,13 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _fetch_latest(self) -> PartitionOffsets:
         return self.reader.latest_offsets(self.reader.topic_partitions())
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
         """The end of the next micro-batch: the latest offsets, or fewer under a read limit, or
         ``start`` itself when ``minOffsetsPerTrigger`` says to wait, or for the start batch of a
-        new query (module docstring)."""
+        new query (module docstring). Without admission control (PySpark before 4.2) Spark
+        passes no arguments: :meth:`_latest_offset_unaided`."""
+        if start is None or limit is None:
+            return self._latest_offset_unaided()
         start_batch = self._is_first_batch_of_new_query(start)
         self._planned = True
         start_offsets, start_epochs = positions_from_dict(start)
@@ -229,6 +255,51 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = [tp for tp in latest if tp not in start_offsets]
         earliest_of_new = self.reader.earliest_offsets(new) if new else {}
         return planned(rate_limit(max_rows, start_offsets, latest, earliest_of_new))
+
+    def _latest_offset_unaided(self) -> dict:
+        """``latestOffset()`` of PySpark before 4.2: the read limits applied from the start the
+        reader keeps (module docstring, "Without admission control")."""
+        new_query = self._next_start is None
+        if new_query:
+            self._warn_unaided()
+        start = self.initialOffset() if self._next_start is None else self._next_start
+        self._planned = True
+        start_offsets, start_epochs = positions_from_dict(start)
+        latest = self._fetch_latest()
+        self._latest = latest
+        end_offsets = latest
+        min_rows = self.options.min_offsets_per_trigger
+        if min_rows is not None and self._delay(min_rows, start_offsets, latest):
+            end_offsets = start_offsets
+        elif self.options.max_offsets_per_trigger is not None:
+            new = [tp for tp in latest if tp not in start_offsets]
+            earliest_of_new = self.reader.earliest_offsets(new) if new else {}
+            end_offsets = rate_limit(self.options.max_offsets_per_trigger, start_offsets, latest, earliest_of_new)
+        if end_offsets == start_offsets and not new_query:
+            end = start  # the same JSON: Spark plans no batch
+        else:
+            end = positions_to_dict(end_offsets, self._epochs_of(end_offsets, start_offsets, start_epochs))
+            if new_query:
+                end[START_KEY] = start
+        self._next_start = end
+        return end
+
+    def _warn_unaided(self) -> None:
+        limit = self.options.max_offsets_per_trigger
+        if limit is None or ADMISSION_CONTROL:  # (a direct call, as in tests: Spark passes arguments)
+            return
+        log.warning(
+            "pylog source: PySpark %s has no admission control for Python sources (PySpark %s and "
+            "later): pylog applies maxOffsetsPerTrigger=%d itself. This PySpark runs "
+            "Trigger.AvailableNow and Trigger.Once as a single batch, so such a run reads at most "
+            "%d offsets and stops. To drain everything available in bounded batches use PySpark "
+            "%s or later; on this PySpark run Trigger.AvailableNow without maxOffsetsPerTrigger.",
+            PYSPARK_VERSION,
+            ADMISSION_CONTROL_SINCE,
+            limit,
+            limit,
+            ADMISSION_CONTROL_SINCE,
+        )
 
     def _delay(self, min_rows: int, start: PartitionOffsets, latest: PartitionOffsets) -> bool:
         # Spark's delayBatch: fire once maxTriggerDelay has passed since the last batch fired,
@@ -485,7 +556,14 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
         opts = self.options
-        if self._is_first_batch_of_new_query(start):
+        self._next_start = end
+        recorded = first_batch_start(end)
+        if recorded is not None and start != end:
+            # A first batch that read data (no admission control): exactly its recorded range,
+            # also when a restart replays it from a recomputed initialOffset.
+            self._planned = True
+            ranges = self.offset_ranges(recorded, end)
+        elif self._is_first_batch_of_new_query(start):
             self._planned = True
             ranges = self._replay_of_first_batch(start, end)
         else:

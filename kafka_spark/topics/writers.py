@@ -11,12 +11,10 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql.datasource import (
-    DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
-)
+from pyspark.sql.datasource import DataSourceArrowWriter
 
 from kafka_spark.client.librdkafka_log import routed
+from kafka_spark.spark_api import StreamArrowWriter
 from kafka_spark.topics import task
 from kafka_spark.topics.options import AT_LEAST_ONCE, EXACTLY_ONCE, TopicSinkError, TopicSinkOptions, _security
 
@@ -88,7 +86,7 @@ def check_cluster(options: TopicSinkOptions) -> None:
         connect_admin(options)
 
 
-class TopicStreamWriter(DataSourceStreamArrowWriter):
+class TopicStreamWriter(StreamArrowWriter):
     def __init__(self, options: TopicSinkOptions, define: bool = True) -> None:
         self.options = options
         if not define:

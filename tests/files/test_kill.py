@@ -35,9 +35,13 @@ QUERY = textwrap.dedent(
     class Reader(DataSourceStreamReader):
         def initialOffset(self):
             return {"t": {"0": 0, "1": 0}}
-        def latestOffset(self, start, limit):
-            return {"t": {p: min(o + STEP, END) for p, o in start["t"].items()}}
+        next_start = None
+        def latestOffset(self, start=None, limit=None):  # PySpark before 4.2 passes no start
+            start = start or self.next_start or self.initialOffset()
+            self.next_start = {"t": {p: min(o + STEP, END) for p, o in start["t"].items()}}
+            return self.next_start
         def partitions(self, start, end):
+            self.next_start = end
             return [InputPartition((p, start["t"][p], end["t"][p])) for p in sorted(end["t"])]
         def read(self, partition):
             p, low, high = partition.value

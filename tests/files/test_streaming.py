@@ -4,7 +4,9 @@ The input is a small Python streaming source shaped like Spark's Kafka source (c
 partition, offset, value; offsets ``{"topic": {"partition": next}}``), so the sink's offset
 bookkeeping is exercised exactly as with the pylog source, with deterministic data: partition p
 holds records 0..endOffset-1, value "<topic>-<p>-<offset>". Like the pylog source, a new query's
-first batch is an empty start batch (kafka_spark.read.stream), unless ``firstBatchCarriesData``.
+first batch is an empty start batch (kafka_spark.read.stream), unless ``firstBatchCarriesData``;
+and, like it without admission control (PySpark before 4.2), a new query's first batch there
+reads data and records its start in its end offsets (kafka_spark.offsets.START_KEY).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from kafka_spark.files.metadata_log import MetadataLog, SinkFileStatus
 from kafka_spark.files.table import committed_source_offsets, vacuum
 from kafka_spark.files.writers import FileSinkCommitMessage, FileSinkOptions, FileStreamWriter
+from kafka_spark.offsets import START_KEY
+from kafka_spark.spark_api import ADMISSION_CONTROL
 from tests.support.waiting import wait_until
 
 # Spark ships the source class to Python workers, which cannot import this test module (nor the
@@ -46,19 +50,35 @@ class KafkaShapedReader(DataSourceStreamReader):
         self.fail_after = options.get("failAfterFileMatching")  # a glob: raise once a file matches it
         self.start_batch = options.get("firstBatchCarriesData", "false") != "true"
         self.planned = False
+        self.next_start: dict | None = None  # without admission control, as pylog's reader
 
     def initialOffset(self) -> dict:
         if self.starting != "earliest":
             return json.loads(self.starting)
         return {TOPIC: {str(p): 0 for p in range(self.partitions_n)}}
 
-    def latestOffset(self, start: dict, limit) -> dict:  # noqa: ANN001 (ReadLimit)
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:  # noqa: ANN001 (ReadLimit)
+        # PySpark before 4.2 passes no start: keep it, and let a new query's first batch read and
+        # record where it started, as pylog's reader does (kafka_spark.read.stream).
+        unaided = start is None
+        new_query = unaided and self.next_start is None
+        if start is None:
+            start = self.next_start or self.initialOffset()
         first, self.planned = not self.planned, True
-        if first and self.start_batch and start == self.initialOffset():
+        if first and self.start_batch and start == self.initialOffset() and not unaided:
             return start
-        return {TOPIC: {p: min(o + self.step, max(self.end, o)) for p, o in start[TOPIC].items()}}
+        end: dict = {TOPIC: {p: min(o + self.step, max(self.end, o)) for p, o in start[TOPIC].items()}}
+        if new_query and self.start_batch:  # firstBatchCarriesData: nothing recorded
+            end[START_KEY] = start
+        elif end[TOPIC] == start[TOPIC]:
+            end = start
+        self.next_start = end
+        return end
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        self.next_start = end
+        if START_KEY in end and start != end:
+            start = end[START_KEY]
         return [
             InputPartition((p, start[TOPIC][p], end[TOPIC][p], self.fail_on, self.fail_after))
             for p in sorted(end[TOPIC], key=int)
@@ -139,10 +159,11 @@ def test_restart_from_checkpoint_writes_each_record_once(kspark, tmp_path):
     assert committed_source_offsets(out) == {TOPIC: {"0": 20, "1": 20}}
     # Each Spark batch got one manifest (the empty start batch too), ids contiguous; the sidecar
     # names the batch it came from.
-    assert manifest_ids(out) == [0, 1, 2]
-    assert MetadataLog(LocalFileSystem(), out).get(0) == []
-    record = json.loads(open(os.path.join(out, "_sink", "offsets", "2")).read())
-    assert record["batchId"] == 2 and record["offsets"] == {TOPIC: {"0": 20, "1": 20}}
+    assert manifest_ids(out) == list(range(2 + START))
+    if START:
+        assert MetadataLog(LocalFileSystem(), out).get(0) == []
+    record = json.loads(open(os.path.join(out, "_sink", "offsets", str(1 + START))).read())
+    assert record["batchId"] == 1 + START and record["offsets"] == {TOPIC: {"0": 20, "1": 20}}
 
 
 def test_named_query_writes_each_record_once(kspark, tmp_path):
@@ -163,6 +184,11 @@ def test_named_query_writes_each_record_once(kspark, tmp_path):
     finally:
         query.stop()
     assert visible(kspark, out) == expected(10)
+
+
+#: Manifests of a new query's empty start batch: one with admission control (PySpark 4.2+), none
+#: without it, where the first batch reads data.
+START = 1 if ADMISSION_CONTROL else 0
 
 
 def manifest_ids(out: str) -> list[int]:
@@ -210,9 +236,10 @@ def test_commit_of_replay_deletes_the_replays_files(kspark, tmp_path):
     writer = FileStreamWriter(
         FileSinkOptions.parse({"path": out, "checkpointLocation": ck}, streaming=True), kspark_schema()
     )
-    writer.commit([FileSinkCommitMessage(query_id, 1, 0, 1, files=[status])], 1)
+    data_batch = START  # the batch that wrote the records
+    writer.commit([FileSinkCommitMessage(query_id, data_batch, 0, 1, files=[status])], data_batch)
     assert not os.path.exists(stray)
-    assert manifest_ids(out) == [0, 1]
+    assert manifest_ids(out) == list(range(1 + START))
     assert visible(kspark, out) == expected(10)
 
 
@@ -240,7 +267,7 @@ def test_new_query_overlapping_the_output_fails_and_names_starting_offsets(kspar
     ) in str(failure)
     assert """.option("startingOffsets", '{"orders":{"0":20,"1":20}}')""" in str(failure)
     assert visible(kspark, out) == expected(20)
-    assert manifest_ids(out) == [0, 1, 2]  # the refused query committed nothing, not even its start batch
+    assert manifest_ids(out) == list(range(2 + START))  # the refused query committed nothing (not even a start batch)
 
 
 def test_new_query_whose_first_batch_read_data_from_an_unrecorded_start_is_refused(kspark, tmp_path):
@@ -271,7 +298,7 @@ def test_new_query_continuing_from_committed_offsets_has_no_gap_or_duplicate(ksp
     assert visible(kspark, out) == expected(30)
     assert committed_source_offsets(out) == {TOPIC: {"0": 30, "1": 30}}
     # The new query's batch ids restart at 0, its manifests continue after the old ones.
-    assert manifest_ids(out) == [0, 1, 2, 3, 4]
+    assert manifest_ids(out) == list(range(3 + 2 * START))
 
 
 def test_new_query_leaving_a_gap_fails(kspark, tmp_path):

@@ -4,7 +4,6 @@ by retention and topics deleted while a query reads them."""
 from __future__ import annotations
 
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from kafka_spark.client.config import consumer_config
 from kafka_spark.client.consumer_pool import close_pooled_consumers
@@ -15,6 +14,7 @@ from kafka_spark.options import parse_source_options
 from kafka_spark.planning import KafkaInputPartition
 from kafka_spark.read.partition import read_partition
 from kafka_spark.read.stream import PylogStreamReader
+from kafka_spark.spark_api import ReadAllAvailable
 from tests.support.source_fixtures import embedded_kafka  # noqa: F401
 
 

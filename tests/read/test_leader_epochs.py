@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from kafka_spark.broker import EmbeddedBroker
 from kafka_spark.common.topic_partition import TopicPartition
@@ -24,6 +23,7 @@ from kafka_spark.errors import DataLossError
 from kafka_spark.offsets import EPOCHS_KEY, positions_from_dict
 from kafka_spark.options import parse_source_options
 from kafka_spark.read.stream import PylogStreamReader
+from kafka_spark.spark_api import ReadAllAvailable
 
 TOPIC = "epochs"
 RECORD = 100  # value bytes: every batch has the same size, so batch boundaries are computable

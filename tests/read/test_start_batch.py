@@ -22,7 +22,6 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
-from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from kafka_spark.offsets import EPOCHS_KEY, DataLossError, offsets_to_dict, positions_from_dict
 from kafka_spark.options import parse_source_options
@@ -31,6 +30,7 @@ from kafka_spark.read.stream import (
     CheckpointTopicsError,
     PylogStreamReader,
 )
+from kafka_spark.spark_api import ReadMaxRows
 from tests.support.source_fixtures import embedded_kafka  # noqa: F401
 from tests.support.waiting import wait_until
 
