@@ -13,13 +13,13 @@ repeated runs fast), then, from a directory outside the clone:
    (the tests are copied next to the virtualenv, so kafka_spark comes from the install).
 
 ``--pyspark VERSION`` installs that PySpark instead of the newest one the dependencies allow:
-``--pyspark 4.2.0`` checks the lowest release setup.cfg declares. ``--artifact pure`` installs the
+``--pyspark 4.0.5`` checks the lowest minor setup.cfg declares. ``--artifact pure`` installs the
 pure wheel, what platforms without the abi3 wheel get. ``--sdist`` instead installs the sdist
 without dependencies, built from source with a C compiler and then without one, and imports
 pylog's Spark formats with no PySpark there.
 
     python scripts/check_install.py                                  # the wheel pip picks, newest deps
-    python scripts/check_install.py --pyspark 4.2.0 -- tests/read/test_stream.py
+    python scripts/check_install.py --pyspark 4.0.5 -- tests/read/test_stream.py
     python scripts/check_install.py --sdist
 """
 
@@ -188,7 +188,7 @@ def check_sdist(work: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pyspark", help="install this PySpark release (e.g. 4.2.0, the lowest supported)")
+    parser.add_argument("--pyspark", help="install this PySpark release (e.g. 4.0.5, the lowest minor supported)")
     parser.add_argument("--work-dir", type=Path, help="where to build (default: a temporary directory, removed)")
     parser.add_argument(
         "--artifact",
