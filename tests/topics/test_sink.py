@@ -12,6 +12,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from kafka_spark.spark_api import ADMISSION_CONTROL
 from tests.support.partition_reads import read_partitions_to_end
 
 
@@ -70,10 +71,17 @@ def test_streaming_exactly_once_survives_restarts_and_replays(spark, pylog_broke
             .option("kafka.bootstrap.servers", bootstrap)
             .option("topic", sink)
             .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
         )
-        query.awaitTermination()
+        if ADMISSION_CONTROL:
+            query = query.trigger(availableNow=True).start()
+            query.awaitTermination()
+            return
+        # PySpark before 4.2 runs Trigger.AvailableNow as one batch: drain with micro-batches.
+        query = query.start()
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
 
     produce(bootstrap, source, 100)
     run_once()
