@@ -222,6 +222,16 @@ def _run_collect(spark, df, checkpoint, batches: _Batches, trigger: dict, **opti
     return query.exception()
 
 
+def _drain_after_replay(spark, df, checkpoint, batches: _Batches) -> None:
+    """A Trigger.AvailableNow run after a failed batch 0: it replays batch 0, then reads the rest.
+    PySpark before 4.2 runs it as one batch (Spark's Trigger.Once fallback for a Python source),
+    the replay, so a second run reads the rest there."""
+    assert _run_collect(spark, df, checkpoint, batches, {"availableNow": True}) is None
+    if not ADMISSION_CONTROL:
+        assert set(batches.sizes) == {0}
+        assert _run_collect(spark, df, checkpoint, batches, {"availableNow": True}) is None
+
+
 def _add_partitions(cluster, topic: str, total: int) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_partitions([NewPartitions(topic, total)])[topic].result(10)
@@ -249,7 +259,7 @@ def test_failed_first_batch_replays_from_the_recorded_start_after_partitions_wer
     _add_partitions(embedded_kafka, topic, 5)
     embedded_kafka.produce_values(topic, 4, 2, start=5)
     batches = _Batches(str(tmp_path / "rows"))
-    assert _run_collect(spark, df, checkpoint, batches, {"availableNow": True}) is None
+    _drain_after_replay(spark, df, checkpoint, batches)
     assert batches.sizes[0] == 0  # the replayed start batch read nothing
     assert sorted(batches.rows) == [(0, 3, "v3"), (0, 4, "v4"), (4, 0, "v5"), (4, 1, "v6")]
 
@@ -268,7 +278,7 @@ def test_failed_first_batch_that_read_data_replays_it_once(spark, embedded_kafka
     _add_partitions(embedded_kafka, topic, 5)
     embedded_kafka.produce_values(topic, 4, 1, start=3)
     batches = _Batches(str(tmp_path / "rows"))
-    assert _run_collect(spark, df, checkpoint, batches, {"availableNow": True}) is None
+    _drain_after_replay(spark, df, checkpoint, batches)
     assert batches.sizes[0] == 3
     assert sorted(batches.rows) == [(1, 0, "v0"), (1, 1, "v1"), (1, 2, "v2"), (4, 0, "v3")]
 
