@@ -18,8 +18,20 @@ from __future__ import annotations
 import difflib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-__all__ = ["close_match", "did_you_mean", "one_of", "unknown_options", "warn_once"]
+__all__ = [
+    "DIFFERS",
+    "PYLOG_ONLY",
+    "SAME",
+    "OptionDoc",
+    "close_match",
+    "did_you_mean",
+    "known_names",
+    "one_of",
+    "unknown_options",
+    "warn_once",
+]
 
 log = logging.getLogger("kafka_spark")
 
@@ -32,6 +44,38 @@ VALUE_CUTOFF = 0.6
 
 
 _warned: set[str] = set()
+
+#: How an option compares with Spark's own Kafka source or sink (the documentation's third column).
+SAME = "same"
+DIFFERS = "differs"
+PYLOG_ONLY = "pylog only"
+
+
+@dataclass(frozen=True)
+class OptionDoc:
+    """One option as the documentation lists it: the option tables of the source and the sinks
+    (``SOURCE_OPTIONS``, ``TOPIC_SINK_OPTIONS``, ``FILE_SINK_OPTIONS``, ``AVRO_OPTION_DOCS``) are
+    tuples of these, the known names that typos are compared against are derived from them, and
+    the reference pages of the documentation are rendered from them (docs/_ext/pylog_reference.py).
+
+    ``spark`` says how the option compares with Spark's Kafka source or sink, or for the file sink
+    Spark's file sink: :data:`SAME`, :data:`DIFFERS` (the note says how) or :data:`PYLOG_ONLY`.
+    ``default`` is what applies without the option, in words; ``note`` what it does, in Markdown.
+    """
+
+    name: str
+    spark: str
+    default: str
+    note: str
+
+    def __post_init__(self) -> None:
+        if self.spark not in (SAME, DIFFERS, PYLOG_ONLY):
+            raise ValueError(f"OptionDoc({self.name!r}): spark must be {SAME!r}, {DIFFERS!r} or {PYLOG_ONLY!r}")
+
+
+def known_names(options: Iterable[OptionDoc]) -> dict[str, str]:
+    """Lower-cased name -> documented spelling, as :func:`unknown_options` takes them."""
+    return {option.name.lower(): option.name for option in options}
 
 
 def warn_once(message: str) -> None:

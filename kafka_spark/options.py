@@ -62,9 +62,10 @@ from kafka_spark.offsets import (
     offsets_from_json,
     partitions_from_json,
 )
-from kafka_spark.option_names import one_of, unknown_options
+from kafka_spark.option_names import DIFFERS, PYLOG_ONLY, SAME, OptionDoc, known_names, one_of, unknown_options
 
 __all__ = [
+    "SOURCE_OPTIONS",
     "Assign",
     "PylogOptionError",
     "SourceOptions",
@@ -181,39 +182,139 @@ class SourceOptions:
         return self.ending if self.ending is not None else LatestOffsets()
 
 
-_KNOWN_OPTIONS = {
-    name.lower(): name
-    for name in (
+#: Every option of the source, as the documentation's tables show it (docs/reference/source-options.md
+#: and the migration guide are rendered from this tuple): the names typos are compared against
+#: come from here, so an option is added here first (CONTRIBUTING.md, "Adding a source option").
+SOURCE_OPTIONS: tuple[OptionDoc, ...] = (
+    OptionDoc(
         "subscribe",
+        DIFFERS,
+        "",
+        "Comma-separated topics to read; exactly one of `subscribe`, `subscribePattern` and `assign`. "
+        "Partitions added later are read. A subscribed topic that does not exist yet reads as empty, "
+        "where Spark's batch read fails.",
+    ),
+    OptionDoc(
         "subscribePattern",
+        SAME,
+        "",
+        "A Java regular expression; topics that match later are read too. Internal topics never match.",
+    ),
+    OptionDoc(
         "assign",
+        SAME,
+        "",
+        'Topic-partitions as JSON, `{"orders":[0,1]}`. Partitions that do not exist yet are read once they do.',
+    ),
+    OptionDoc(
         "startingOffsets",
+        SAME,
+        "`latest` (streaming), `earliest` (batch)",
+        '`earliest`, `latest`, or offset JSON `{"orders":{"0":23,"1":-2}}` (-2 earliest, -1 latest); whole '
+        'topics as in the newest Spark (SPARK-58774): `{"a":"earliest","b":{"0":23}}`. Checked against the '
+        "topic's partitions, and against `endingOffsets`, before anything is read, with Spark's messages.",
+    ),
+    OptionDoc(
         "endingOffsets",
-        "startingTimestamp",
-        "startingOffsetsByTimestamp",
+        SAME,
+        "`latest`",
+        "Batch reads only: `latest` or offset JSON. `earliest`, `latest` and timestamps are bound at every "
+        "execution of the DataFrame (SPARK-30656): a reused DataFrame sees new records and partitions.",
+    ),
+    OptionDoc("startingTimestamp", SAME, "", "Start every partition at the first record at or after this time (ms)."),
+    OptionDoc(
+        "startingOffsetsByTimestamp", SAME, "", 'Per-partition start times as JSON, `{"orders":{"0":1700000000000}}`.'
+    ),
+    OptionDoc(
         "startingOffsetsByTimestampStrategy",
-        "endingTimestamp",
-        "endingOffsetsByTimestamp",
-        "maxOffsetsPerTrigger",
-        "minOffsetsPerTrigger",
-        "maxTriggerDelay",
+        SAME,
+        "`error`",
+        "`error` or `latest`: what a partition without a record after the timestamp does.",
+    ),
+    OptionDoc("endingTimestamp", SAME, "", "Batch reads only: end every partition at this time (ms)."),
+    OptionDoc("endingOffsetsByTimestamp", SAME, "", "Batch reads only: per-partition end times as JSON."),
+    OptionDoc("maxOffsetsPerTrigger", SAME, "no limit", "The most records a micro-batch reads (admission control)."),
+    OptionDoc("minOffsetsPerTrigger", SAME, "", "The fewest records a micro-batch waits for, up to `maxTriggerDelay`."),
+    OptionDoc("maxTriggerDelay", SAME, "`15m`", "How long a micro-batch waits for `minOffsetsPerTrigger` records."),
+    OptionDoc(
         "minPartitions",
+        SAME,
+        "tasks planned by work",
+        "The fewest Spark tasks a batch is split into; large ranges are split as Spark's "
+        "KafkaOffsetRangeCalculator. Setting it gives Spark's planning (a task per partition range at least); "
+        "without it pylog plans tasks by work (the migration guide, *Tasks*).",
+    ),
+    OptionDoc(
         "maxRecordsPerPartition",
+        SAME,
+        "tasks planned by work",
+        "The most records a Spark task reads; setting it gives Spark's planning, as `minPartitions` does.",
+    ),
+    OptionDoc(
         "maxPartitions",
+        PYLOG_ONLY,
+        "tasks planned by work",
+        "The most Spark tasks a batch is planned into; partition ranges are grouped by `assignmentStrategy`. "
+        "At least `minPartitions`.",
+    ),
+    OptionDoc(
         "assignmentStrategy",
+        PYLOG_ONLY,
+        "`range`",
+        "`range` or `roundrobin`: Kafka's assignor that groups partition ranges into tasks when `maxPartitions` "
+        "is below their count.",
+    ),
+    OptionDoc(
         "failOnDataLoss",
+        SAME,
+        "`true`",
+        "Fail when records to read were deleted (retention) or a log was truncated; errors name topic, "
+        "partition and offsets. `false` skips the lost range with a warning.",
+    ),
+    OptionDoc(
         "includeHeaders",
+        SAME,
+        "`false`",
+        "Adds the column `headers: array<struct<key:string,value:binary>>`.",
+    ),
+    OptionDoc(
         "groupIdPrefix",
-        "kafkaConsumer.pollTimeoutMs",
-        "fetchOffset.numRetries",
-        "fetchOffset.retryIntervalMs",
+        SAME,
+        "`spark-kafka-source` (streaming), `spark-kafka-relation` (batch)",
+        "The prefix of the consumer group ids pylog makes up when `kafka.group.id` is not set.",
+    ),
+    OptionDoc("kafkaConsumer.pollTimeoutMs", SAME, "`120000`", "How long a task waits for a fetch to answer."),
+    OptionDoc("fetchOffset.numRetries", SAME, "`3`", "Attempts of a driver's offset lookup."),
+    OptionDoc("fetchOffset.retryIntervalMs", SAME, "`1000`", "Milliseconds between those attempts."),
+    OptionDoc(
         "commitOffsetsToGroup",
+        PYLOG_ONLY,
+        "`false`",
+        "Commit each batch's end offsets to `kafka.group.id`, so lag monitors (`kafka-consumer-groups "
+        "--describe`, Burrow) see the query. The group trails the query by one batch; Spark's checkpoint "
+        "stays where the query resumes from.",
+    ),
+    OptionDoc(
         "startingOffsetsFromOutput",
+        PYLOG_ONLY,
+        "",
+        "A `pylog-files` output path: a new query starts where that output's committed batches end "
+        "(partitions it never saw start at earliest); it wins over the other starting options.",
+    ),
+    OptionDoc(
         "fetcher",
-        # Accepted and ignored by Spark's source too (path is set by load(path)).
-        "path",
-    )
-}
+        PYLOG_ONLY,
+        "`auto`",
+        "How executors read: `arrow` fetches record batches itself and decodes them into Arrow with compiled "
+        "loops; `librdkafka` reads through confluent-kafka consumers; `auto` is `arrow` on plaintext "
+        "connections and `librdkafka` with TLS or SASL. `kafka.fetch.max.bytes`, `kafka.max.partition.fetch.bytes` "
+        "(4 MiB by default on the `arrow` path), `kafka.fetch.min.bytes`, `kafka.fetch.wait.max.ms` (Java's "
+        "`fetch.max.wait.ms`) and `kafka.isolation.level` apply to both.",
+    ),
+    # Accepted and ignored by Spark's source too (path is set by load(path)).
+    OptionDoc("path", SAME, "", "Accepted and ignored, as by Spark's source."),
+)
+_KNOWN_OPTIONS = known_names(SOURCE_OPTIONS)
 
 _TIME_UNITS_MS = {
     "us": 0.001,

@@ -83,8 +83,11 @@ from kafka_spark.avro.schema import (
     union_converters,
 )
 from kafka_spark.errors import PylogError, PylogOptionError
+from kafka_spark.option_names import PYLOG_ONLY, OptionDoc
 
 __all__ = [
+    "AVRO_OPTIONS",
+    "AVRO_OPTION_DOCS",
     "AvroColumn",
     "AvroDecoder",
     "AvroEncodeError",
@@ -103,18 +106,53 @@ __all__ = [
 
 MODES = ("FAILFAST", "PERMISSIVE")
 #: The options of Avro columns, shared by the source and the topic sink (plus ``schemaRegistry.*``).
-AVRO_OPTIONS = (
-    "valueFormat",
-    "keyFormat",
-    "avroSchema",
-    "keyAvroSchema",
-    "avroWriterSchema",
-    "keyAvroWriterSchema",
-    "avroWireFormat",
-    "keyAvroWireFormat",
-    "schemaRegistryUrl",
-    "avroMode",
+AVRO_OPTION_DOCS: tuple[OptionDoc, ...] = (
+    OptionDoc(
+        "valueFormat",
+        PYLOG_ONLY,
+        "`binary`",
+        "`avro`: the source adds a decoded struct column `valueAvro`; the topic sink encodes a struct `value` column.",
+    ),
+    OptionDoc("keyFormat", PYLOG_ONLY, "`binary`", "`avro`: the same for keys (`keyAvro`, a struct `key` column)."),
+    OptionDoc(
+        "avroSchema",
+        PYLOG_ONLY,
+        "",
+        "Required with `avro`: inline JSON, a primitive name such as `string`, or an `.avsc` path. Source: the "
+        "reader schema (it fixes the column's Spark type). Sink: the writer schema.",
+    ),
+    OptionDoc("keyAvroSchema", PYLOG_ONLY, "", "`avroSchema` for keys."),
+    OptionDoc(
+        "avroWriterSchema",
+        PYLOG_ONLY,
+        "`avroSchema`",
+        "Source, plain wire format: the schema the producer wrote with, when it differs from the reader "
+        "schema (schema evolution). Confluent framing carries it instead.",
+    ),
+    OptionDoc("keyAvroWriterSchema", PYLOG_ONLY, "`keyAvroSchema`", "`avroWriterSchema` for keys."),
+    OptionDoc(
+        "avroWireFormat",
+        PYLOG_ONLY,
+        "`confluent` with `schemaRegistryUrl`, else `plain`",
+        "`plain`: one schemaless Avro datum; `confluent`: Confluent's framing (magic byte, schema id, datum).",
+    ),
+    OptionDoc("keyAvroWireFormat", PYLOG_ONLY, "`avroWireFormat`", "`avroWireFormat` for keys."),
+    OptionDoc(
+        "schemaRegistryUrl",
+        PYLOG_ONLY,
+        "",
+        "Schema Registry URL(s), comma-separated. `schemaRegistry.<setting>` options (`basic.auth.user.info`, "
+        "`ssl.ca.location`, ...) go to confluent-kafka's registry client and are never logged.",
+    ),
+    OptionDoc(
+        "avroMode",
+        PYLOG_ONLY,
+        "`FAILFAST`",
+        "`FAILFAST` fails naming topic, partition and offset of a malformed payload; `PERMISSIVE` gives null "
+        "beside the raw bytes (Spark's `from_avro` `mode`).",
+    ),
 )
+AVRO_OPTIONS = tuple(option.name for option in AVRO_OPTION_DOCS)
 WIRE_FORMATS = ("plain", "confluent")
 _MAGIC = 0
 _HEADER = 5

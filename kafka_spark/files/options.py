@@ -14,19 +14,52 @@ from dataclasses import dataclass
 
 from kafka_spark.files import formats as sink_formats
 from kafka_spark.files.fs import FileSinkError
-from kafka_spark.option_names import did_you_mean, one_of
+from kafka_spark.option_names import DIFFERS, PYLOG_ONLY, SAME, OptionDoc, did_you_mean, known_names, one_of
 
 SINK_NAME = "pylog-files"
-_KNOWN_OPTIONS = {
-    "path": "path",
-    "checkpointlocation": "checkpointLocation",
-    "fileformat": "fileFormat",
-    "compression": "compression",
-    "partitionby": "partitionBy",
-    "failondataloss": "failOnDataLoss",
+#: The sink's options as the documentation lists them, compared with Spark's file sink
+#: (``format("parquet")``); unknown options are errors here, not warnings.
+FILE_SINK_OPTIONS: tuple[OptionDoc, ...] = (
+    OptionDoc("path", SAME, "", "The output directory, or `.start(path)` / `.save(path)`; local, `hdfs://`, `s3://`."),
+    OptionDoc(
+        "checkpointLocation",
+        SAME,
+        "",
+        "Spark's checkpoint; required by streaming queries. The sink also reads it to decide whether a new "
+        "query continues the output.",
+    ),
+    OptionDoc(
+        "fileFormat",
+        PYLOG_ONLY,
+        "`parquet`",
+        "`parquet`, `avro` or `json`: the files stock Spark reads (the format name Spark's sinks take).",
+    ),
+    OptionDoc(
+        "compression",
+        SAME,
+        "the format's usual codec",
+        "The codec of the data files; the valid ones are listed on error.",
+    ),
+    OptionDoc(
+        "partitionBy",
+        DIFFERS,
+        "",
+        "Comma-separated columns for Hive-style `column=value/` directories, given as this option "
+        '(`.option("partitionBy", "country")`) where Spark\'s file sink takes `.partitionBy(...)`.',
+    ),
+    OptionDoc(
+        "failOnDataLoss",
+        PYLOG_ONLY,
+        "`true`",
+        "`false` lets a new query commit batches that leave a gap after the output's last committed offsets "
+        "(overlaps are always refused).",
+    ),
     # Set by Spark, not by the user: DataStreamWriter.queryName(...) reaches the sink as an option.
-    "queryname": "queryName",
-}
+    OptionDoc(
+        "queryName", SAME, "", "Set by Spark, not by you: a query's `.queryName(...)` reaches the sink as this option."
+    ),
+)
+_KNOWN_OPTIONS = known_names(FILE_SINK_OPTIONS)
 
 
 class FileSinkOptionError(FileSinkError, ValueError):

@@ -23,6 +23,7 @@ from pyspark.sql.types import (
 from kafka_spark.client.bootstrap import resolve_bootstrap_servers
 from kafka_spark.errors import PylogError
 from kafka_spark.java_properties import ROUND_ROBIN
+from kafka_spark.option_names import PYLOG_ONLY, SAME, OptionDoc, known_names
 
 log = logging.getLogger("kafka_spark")
 
@@ -39,22 +40,62 @@ DEFAULT_API_TIMEOUT_MS = 30_000
 AT_LEAST_ONCE = "at-least-once"
 
 
-_SINK_OPTIONS = {
-    name.lower(): name
-    for name in (
+#: The topic sink's options as the documentation lists them, compared with Spark's Kafka sink.
+TOPIC_SINK_OPTIONS: tuple[OptionDoc, ...] = (
+    OptionDoc(
         "topic",
+        SAME,
+        "",
+        "The topic of rows without a `topic` column (a `topic` column wins over it, as in Spark).",
+    ),
+    OptionDoc(
         "deliveryGuarantee",
+        PYLOG_ONLY,
+        "`exactly-once`",
+        "`exactly-once`: each task writes its rows in one Kafka transaction with a marker record; "
+        "`at-least-once`: Spark's own behaviour, with an idempotent producer.",
+    ),
+    OptionDoc(
         "markerTopic",
+        PYLOG_ONLY,
+        "`pylog-sink-markers`",
+        "The compacted topic of the (query, batch, partition) markers that make a replayed task skip.",
+    ),
+    OptionDoc(
         "transactionalIdPrefix",
+        PYLOG_ONLY,
+        "`pylog-sink`",
+        "The prefix of each task's `transactional.id` (grant it in ACLs); the rest is derived from the "
+        "query id and the task's partition, which fences older attempts.",
+    ),
+    OptionDoc(
         "transactionTimeoutMs",
+        PYLOG_ONLY,
+        "`kafka.transaction.timeout.ms`, else `600000`",
+        "The transaction timeout of each task, 1000 to 900000 (the broker's maximum).",
+    ),
+    OptionDoc(
         "includeHeaders",
-        "path",
-        "checkpointLocation",
-        "queryName",  # Spark passes DataStreamWriter.queryName(...) to the sink as an option
+        SAME,
+        "",
+        "Accepted and ignored: a `headers` column is written whenever the input has one, as by Spark's sink.",
+    ),
+    OptionDoc("path", SAME, "", "Accepted and ignored."),
+    OptionDoc("checkpointLocation", SAME, "", "Spark's checkpoint, as for any streaming sink."),
+    OptionDoc(
         "queryId",
-        "batchId",
-    )
-}
+        PYLOG_ONLY,
+        "",
+        "With `batchId`: a batch write that is that batch of that streaming query, written exactly once "
+        "however often it runs (`kafka_spark.topic_writer` sets both).",
+    ),
+    OptionDoc("batchId", PYLOG_ONLY, "", "See `queryId`."),
+    # Set by Spark, not by the user: DataStreamWriter.queryName(...) reaches the sink as an option.
+    OptionDoc(
+        "queryName", SAME, "", "Set by Spark, not by you: a query's `.queryName(...)` reaches the sink as this option."
+    ),
+)
+_SINK_OPTIONS = known_names(TOPIC_SINK_OPTIONS)
 
 
 _HEADER_TYPE = ArrayType(StructType().add("key", StringType()).add("value", BinaryType()))
