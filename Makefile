@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test lint lint-imports bootstrap bootstrap-demo bench dist clean
+.PHONY: demo test lint lint-imports docs bootstrap bootstrap-demo bench dist clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh test
@@ -34,6 +34,13 @@ lint: lint-imports
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy
 
+# The documentation site (docs/, Sphinx with Markdown pages): warnings are errors, so a broken link,
+# page, anchor or docstring fails the build. CI runs it (.ci/run); the pages' code blocks run in
+# `make test` (tests/test_docs_code.py). The reference tables are written from the code as it
+# starts (docs/_ext/pylog_reference.py).
+docs: bootstrap
+	.venv/bin/sphinx-build -q -W --keep-going -b html docs docs/_build/html
+
 # The release artifacts in dist/: the sdist, the pure wheel and this platform's abi3 wheel
 # (scripts/build_dist.py; tests/test_install.py installs them).
 dist: bootstrap
@@ -43,4 +50,4 @@ bench: bootstrap
 	$(PY) bench/broker_throughput.py
 
 clean:
-	rm -rf .venv build *.egg-info .mypy_cache .ruff_cache
+	rm -rf .venv build *.egg-info .mypy_cache .ruff_cache docs/_build docs/_generated

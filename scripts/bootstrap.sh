@@ -2,9 +2,9 @@
 # Installs what a job needs on a fresh Debian machine, in two levels:
 #   bootstrap.sh demo   `make demo`: Java 17 (Spark's JVM) and a virtualenv .venv holding pylog
 #                       with PySpark (extra `spark`);
-#   bootstrap.sh test   `make test`, `make lint`, `make dist` (the default): also the JDK (the
-#                       interop tests compile small Java clients), Maven and kcat (client
-#                       compatibility tests and benchmarks), the test, lint and release extras, and
+#   bootstrap.sh test   `make test`, `make lint`, `make docs`, `make dist` (the default): also the
+#                       JDK (the interop tests compile small Java clients), Maven and kcat (client
+#                       compatibility tests and benchmarks), the test, lint, docs and release extras, and
 #                       Apache Kafka and Spark's Kafka connector from Maven Central
 #                       (scripts/fetch_references.sh).
 # Idempotent: each step is skipped when its result is already there, and a test-level .venv
@@ -66,7 +66,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # One stamp per level, newer than what the install reads: setup.py and the C source too (the install
 # builds kafka_spark/cli/_console_values.c, optional, in place, with its generated header).
-if [ "$level" = demo ]; then extras=spark; else extras=spark,test,lint,release; fi
+if [ "$level" = demo ]; then extras=spark; else extras=spark,test,lint,docs,release; fi
 installed() {  # installed LEVEL: that level's install is newer than what it reads
   local stamp=".venv/.pylog-installed-$1"
   [ -f "$stamp" ] && [ ! setup.cfg -nt "$stamp" ] && [ ! setup.py -nt "$stamp" ] \
