@@ -252,6 +252,7 @@ class BrokerProcess:
 
     @property
     def pid(self) -> int:
+        """The process id of the running command."""
         return self.process.pid
 
     def start(self) -> BrokerProcess:
@@ -311,6 +312,7 @@ class BrokerProcess:
         return self.stderr_path.read_text(errors="replace")
 
     def running(self) -> bool:
+        """Whether the command is still running."""
         return self.process.poll() is None
 
     def stop(self, timeout_s: float = 60) -> int:

@@ -204,10 +204,12 @@ class EmbeddedSchemaRegistry:
 
     @property
     def url(self) -> str:
+        """The address clients and the Avro options name the registry by, ``http://host:port``."""
         host, port = self._server.socket.getsockname()[:2]  # what server_bind set server_address to
         return f"http://{host}:{port}"
 
     def start(self) -> EmbeddedSchemaRegistry:
+        """Serve on a thread of its own (a second call does nothing); returns the registry."""
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._server.serve_forever, name="pylog-schema-registry", daemon=True
@@ -216,6 +218,7 @@ class EmbeddedSchemaRegistry:
         return self
 
     def close(self) -> None:
+        """Stop serving."""
         if self._thread is not None:
             self._server.shutdown()
             self._thread.join(10)

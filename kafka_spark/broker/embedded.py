@@ -117,6 +117,7 @@ class EmbeddedBroker:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> EmbeddedBroker:
+        """Start serving on a thread of its own (a second call does nothing); returns the broker."""
         if self._thread is not None:
             return self
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -187,6 +188,7 @@ class EmbeddedBroker:
         self._retention = self._loop.call_later(interval, tick)
 
     def close(self) -> None:
+        """Stop serving and close the log files (a second call does nothing)."""
         if self._thread is None:
             return
         loop = self._loop
@@ -222,6 +224,7 @@ class EmbeddedBroker:
 
     @property
     def port(self) -> int:
+        """The port the broker listens on (the chosen one when ``port=0``)."""
         if self._broker is None:
             raise RuntimeError("the broker is not started; use `with EmbeddedBroker() as broker:`")
         return self._broker.port
@@ -240,6 +243,7 @@ class EmbeddedBroker:
         self._broker.replicas.create_topic(name, partitions, None, config or {})
 
     def delete_topic(self, name: str) -> None:
+        """Delete a topic and its log files."""
         self._call(self._delete_topic(name))
 
     async def _delete_topic(self, name: str) -> None:

@@ -164,6 +164,7 @@ class EmbeddedCluster:
     # -- lifecycle -----------------------------------------------------------------------------------
 
     def start(self) -> EmbeddedCluster:
+        """Start the controller and every broker (a second call does nothing); returns the cluster."""
         if self._started:
             return self
         self._started = True
@@ -224,6 +225,7 @@ class EmbeddedCluster:
         return node
 
     def close(self) -> None:
+        """Stop every broker and the controller."""
         for node in list(self.nodes.values()):
             node.kill()  # no leadership moves while everything stops
         self.nodes.clear()
@@ -288,6 +290,7 @@ class EmbeddedCluster:
         self.wait_for_metadata(timeout)
 
     def delete_topic(self, name: str, timeout: float = 30.0) -> None:
+        """Delete a topic, waiting until every running broker has applied the deletion."""
         self.controller.delete_topic(name)
         self.wait_for_metadata(timeout)
 
@@ -311,6 +314,7 @@ class EmbeddedCluster:
         return state
 
     def leader(self, topic: str, partition: int = 0) -> int:
+        """The id of the broker leading a partition, as the controller sees it."""
         return self.partition(topic, partition).leader
 
     def wait_for_leader(
