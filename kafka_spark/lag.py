@@ -90,7 +90,7 @@ def _listener_base() -> type:
 
 class LagListener(_listener_base()):  # type: ignore[misc]
     """A ``StreamingQueryListener`` that computes :func:`lag_metrics` for every progress event:
-    logged at INFO (logger ``kafka_spark``), kept in :attr:`latest` by query id, and passed to
+    logged at INFO (logger ``kafka_spark``), kept in its ``latest`` dict by query id, and passed to
     ``publish(query_id, batch_id, name, metrics)`` when given (e.g. to a metrics system).
 
     ``spark.streams.addListener(LagListener())``; events arrive asynchronously after each batch.

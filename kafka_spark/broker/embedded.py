@@ -285,7 +285,7 @@ class EmbeddedBroker:
 
     @property
     def server(self) -> BrokerServer:
-        """The listener and its connections (their memory: ``server.memory``), for tests and tools
+        """The listener and its connections (``server.memory`` is their memory), for tests and tools
         in this process."""
         if self._server is None:
             raise RuntimeError("the broker is not started")
