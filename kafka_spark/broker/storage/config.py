@@ -153,8 +153,8 @@ class LogConfig:
 
     @property
     def max_segment_ms(self) -> int:
-        """How old a segment may grow before it rolls: ``segment.ms``, or ``max.compaction.lag.ms``
-        when sooner on a compacted log (Kafka's ``maxSegmentMs``)."""
+        """How old a segment may grow before it rolls (Kafka's ``maxSegmentMs``); ``segment.ms``, or
+        ``max.compaction.lag.ms`` when sooner on a compacted log."""
         if self.compacts and self.max_compaction_lag_ms > 0:
             return min(self.max_compaction_lag_ms, self.segment_ms)
         return self.segment_ms
