@@ -233,7 +233,15 @@ SOURCE_OPTIONS: tuple[OptionDoc, ...] = (
     ),
     OptionDoc("endingTimestamp", SAME, "", "Batch reads only: end every partition at this time (ms)."),
     OptionDoc("endingOffsetsByTimestamp", SAME, "", "Batch reads only: per-partition end times as JSON."),
-    OptionDoc("maxOffsetsPerTrigger", SAME, "no limit", "The most records a micro-batch reads (admission control)."),
+    OptionDoc(
+        "maxOffsetsPerTrigger",
+        SAME,
+        "no limit",
+        (
+            "The most records a micro-batch reads (admission control; before PySpark 4.2 pylog applies it "
+            "itself, and Trigger.AvailableNow is one batch there: docs/spark-versions.md)."
+        ),
+    ),
     OptionDoc("minOffsetsPerTrigger", SAME, "", "The fewest records a micro-batch waits for, up to `maxTriggerDelay`."),
     OptionDoc("maxTriggerDelay", SAME, "`15m`", "How long a micro-batch waits for `minOffsetsPerTrigger` records."),
     OptionDoc(
