@@ -39,7 +39,7 @@ lint: lint-imports
 # `make test` (tests/test_docs_code.py). The reference tables are written from the code as it
 # starts (docs/_ext/pylog_reference.py).
 docs: bootstrap
-	.venv/bin/sphinx-build -q -W --keep-going -b html docs docs/_build/html
+	.venv/bin/sphinx-build -q -E -W --keep-going -b html docs docs/_build/html
 
 # The release artifacts in dist/: the sdist, the pure wheel and this platform's abi3 wheel
 # (scripts/build_dist.py; tests/test_install.py installs them).

@@ -61,7 +61,7 @@ nitpicky = True
 nitpick_ignore_regex = [
     ("py:.*", r"(pyspark|pytest|_pytest|os|pathlib|collections\.abc|typing)\..*"),
     ("py:class", r"Path|OidcProvider"),
-    ("py:class", r"kafka_spark\.broker\.(server|broker|cluster\.\w+)\.\w+"),
+    ("py:class", r"kafka_spark\.broker\.(server|broker|cluster\.\w+|metadata\.\w+|replication\.\w+)\.\w+"),
 ]
 
 # Warnings are errors in `make docs` (-W); these are the ones that say nothing about our pages.

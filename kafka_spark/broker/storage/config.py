@@ -148,7 +148,7 @@ class LogConfig:
 
     @property
     def segment_size(self) -> int:
-        """The size at which a segment rolls: ``internal.segment.bytes`` when set, as in Kafka."""
+        """Returns the size in bytes at which a segment rolls (``internal.segment.bytes`` when set, as in Kafka)."""
         return self.internal_segment_bytes if self.internal_segment_bytes is not None else self.segment_bytes
 
     @property
