@@ -11,6 +11,7 @@
    notices a crashed broker by its missing heartbeats.
 
     python bench/cluster_failover.py [--messages 50000] [--rounds 3] [--kills 20] [--session-timeout-ms 1000]
+        [--json PATH]
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ import confluent_kafka
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kafka_spark import EmbeddedBroker, EmbeddedCluster  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _results import Comparison, Results  # noqa: E402
 
 VALUE = b"x" * 100
 
@@ -67,7 +72,7 @@ def throughput(messages: int, rounds: int) -> tuple[float, float]:
                     f"round {round_ + 1}: cluster {cluster_rates[-1]:,.0f} msg/s  single {single_rates[-1]:,.0f} msg/s",
                     flush=True,
                 )
-    return statistics.median(cluster_rates), statistics.median(single_rates)
+    return cluster_rates, single_rates
 
 
 def failover_times(kills: int, session_timeout_ms: int) -> list[float]:
@@ -111,8 +116,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--session-timeout-ms", type=int, default=1_000)
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON (bench/plot.py draws them)")
     args = parser.parse_args()
-    cluster_rate, single_rate = throughput(args.messages, args.rounds)
+    results = Results("cluster_failover", {key: value for key, value in vars(args).items() if key != "json"})
+    cluster_rates, single_rates = throughput(args.messages, args.rounds)
+    cluster_rate, single_rate = statistics.median(cluster_rates), statistics.median(single_rates)
+    results.add(
+        Comparison.rates(
+            "cluster-produce",
+            f"acks=all produce, {args.messages:,} records of 100 bytes, one partition",
+            {"3 brokers, rf 3": cluster_rates, "1 broker": single_rates},
+            "3 brokers / 1",
+            "produce",
+            unit="msg/s",
+        )
+    )
     print(
         f"acks=all produce  cluster(3 brokers, rf 3) {cluster_rate:,.0f} msg/s  single node {single_rate:,.0f} msg/s  "
         f"ratio cluster/single {cluster_rate / single_rate:.2f}"
@@ -124,6 +142,19 @@ def main() -> None:
         f"p50 {statistics.median(times) * 1000:,.0f} ms  p95 {p95 * 1000:,.0f} ms  "
         f"broker.session.timeout.ms {args.session_timeout_ms}"
     )
+    results.add(
+        Comparison(
+            id="cluster-failover",
+            title=f"leader killed -> first acks=all record acknowledged, {len(times)} kills",
+            unit="ms",
+            better="lower",
+            groups=[f"broker.session.timeout.ms={args.session_timeout_ms}"],
+            series={"3-broker cluster": [[t * 1000 for t in times]]},
+        )
+    )
+    if args.json:
+        results.write(args.json)
+        print(f"results: {args.json}")
 
 
 if __name__ == "__main__":

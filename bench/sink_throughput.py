@@ -19,7 +19,9 @@ and by Spark's built-in, at-least-once ``df.write.format("kafka")`` (spark-sql-k
 (8: Kafka's broker JVM compiles its transactional produce path over the first rounds). Prints
 rows/s, the CPU Kafka's broker spent on a write of each, and the ratio pylog/Spark (target >= 0.8).
 
-    .venv/bin/python bench/sink_throughput.py [--parts files,topic,kafka]
+    .venv/bin/python bench/sink_throughput.py [--parts files,topic,kafka] [--json PATH]
+
+``--json PATH`` also writes every run's figures as JSON; ``python bench/plot.py PATH`` draws them.
 
 The input is staged once as ``--files`` Parquet files and read by a streaming file source with
 ``maxFilesPerTrigger``, so both sinks see byte-identical micro-batches (files / files-per-batch of
@@ -41,6 +43,10 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _results import Comparison, Results  # noqa: E402
 
 SCHEMA = "id long, payload binary, ts timestamp"
 
@@ -80,8 +86,8 @@ def stream_once(
 
 def bench_file_sink(
     spark: SparkSession, rows: int, files: int, files_per_batch: int, repeats: int, workdir: str
-) -> dict[str, float]:
-    """Median rows/s of pylog-files and of Spark's parquet sink on the same staged input.
+) -> dict[str, list[float]]:
+    """rows/s of pylog-files and of Spark's parquet sink on the same staged input, a value a run.
 
     Runs alternate between the two sinks (the machine is shared, so load drifts) and every run
     checks that all rows arrived.
@@ -103,7 +109,7 @@ def bench_file_sink(
             if written != rows:
                 raise RuntimeError(f"{name} wrote {written} rows, expected {rows}")
             rates[name].append(rows / seconds)
-    return {name: statistics.median(values) for name, values in rates.items()}
+    return rates
 
 
 def _plain_producer(bootstrap: str, topic: str, rows: int, worker: int) -> None:
@@ -121,7 +127,7 @@ def _plain_producer(bootstrap: str, topic: str, rows: int, worker: int) -> None:
     producer.flush(120)
 
 
-def bench_topic_sink(spark: SparkSession, rows: int, repeats: int) -> dict[str, float]:
+def bench_topic_sink(spark: SparkSession, rows: int, repeats: int) -> dict[str, list[float]]:
     import multiprocessing
 
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -167,7 +173,7 @@ def bench_topic_sink(spark: SparkSession, rows: int, repeats: int) -> dict[str, 
                 for name, took in seconds.items():
                     results[name].append(rows / took)
     df.unpersist()
-    return {name: statistics.median(rates) for name, rates in results.items()}
+    return results
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -243,7 +249,9 @@ def main() -> None:
         "--kafka-warmup", type=int, default=8, help="uncounted rounds of both sinks before --parts kafka measures"
     )
     parser.add_argument("--parts", default="files,topic,kafka", help="files, topic, kafka (comma-separated)")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON (bench/plot.py draws them)")
     args = parser.parse_args()
+    out = Results("sink_throughput", {key: value for key, value in vars(args).items() if key != "json"})  # load now
     parts = set(args.parts.split(","))
     builder = (
         SparkSession.builder.master("local[2]")
@@ -275,6 +283,8 @@ def main() -> None:
         print_file_sink(results, args)
     if topic_results is not None:
         print_topic_sink(topic_results, args)
+    if args.json:
+        write_json(out, args, results, topic_results, kafka_results)
     if kafka_results is not None:
         ratios = [p / s for p, s in zip(kafka_results["pylog"], kafka_results["spark"], strict=False)]
         print(
@@ -293,8 +303,52 @@ def main() -> None:
         )
 
 
-def print_file_sink(results: dict[str, float], args: argparse.Namespace) -> None:
-    ours, theirs = results["pylog-files"], results["spark parquet"]
+def write_json(
+    out: Results,
+    args: argparse.Namespace,
+    files: dict[str, list[float]] | None,
+    topic: dict[str, list[float]] | None,
+    kafka: dict[str, list[float]] | None,
+) -> None:
+    """Every run's rows/s of each comparison into ``args.json`` (bench/_results.py)."""
+    rows, topic_rows = f"{args.rows:,} rows", f"{args.topic_rows:,} rows, 2 tasks"
+    pylog_eos = ("pylog, exactly once", "pylog")
+    comparisons = (  # id, rates, title, (name, key) of each contender, ratio label
+        (
+            "sink-kafka",
+            kafka,
+            f"df.write, {topic_rows}, Apache Kafka 4.3.1",
+            pylog_eos,
+            ("Spark's Kafka sink, at least once", "spark"),
+            "Spark",
+        ),
+        (
+            "sink-topic",
+            topic,
+            f"df.write, {topic_rows}, pylog's broker",
+            (pylog_eos[0], "exactly-once"),
+            ("plain producer loop", "plain"),
+            "plain",
+        ),
+        (
+            "sink-files",
+            files,
+            f"writeStream, {rows}, Parquet/snappy",
+            ("pylog-files",) * 2,
+            ("Spark's parquet sink", "spark parquet"),
+            "Spark",
+        ),
+    )
+    for cid, rates, title, ours, theirs, reference in comparisons:
+        if rates is not None:
+            series = {ours[0]: rates[ours[1]], theirs[0]: rates[theirs[1]]}
+            out.add(Comparison.rates(cid, title, series, f"pylog / {reference}", "write"))
+    out.write(args.json)
+    print(f"results: {args.json}")
+
+
+def print_file_sink(rates: dict[str, list[float]], args: argparse.Namespace) -> None:
+    ours, theirs = statistics.median(rates["pylog-files"]), statistics.median(rates["spark parquet"])
     batches = -(-args.files // args.files_per_batch)
     print(f"file sink, {args.rows:,} rows x 96-byte payload, Parquet/snappy, local[2], {batches} micro-batches")
     print(f"  pylog-files               {ours:12,.0f} rows/s (median of {args.repeats})")
@@ -302,7 +356,8 @@ def print_file_sink(results: dict[str, float], args: argparse.Namespace) -> None
     print(f"  ratio pylog/spark         {ours / theirs:12.2f}  (target >= 0.80)")
 
 
-def print_topic_sink(topic_results: dict[str, float], args: argparse.Namespace) -> None:
+def print_topic_sink(rates: dict[str, list[float]], args: argparse.Namespace) -> None:
+    topic_results = {name: statistics.median(values) for name, values in rates.items()}
     plain = topic_results["plain"]
     print(f"topic sink, {args.topic_rows:,} rows x 100-byte values, 2 tasks vs 2 producer processes")
     print(f"  plain producer loop       {plain:12,.0f} rows/s (median of {args.repeats})")

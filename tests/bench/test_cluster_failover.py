@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -11,9 +12,10 @@ from tests.support.paths import BENCH
 SCRIPT = BENCH / "cluster_failover.py"
 
 
-def test_cluster_benchmark_prints_the_throughput_ratio_and_failover_percentiles():
+def test_cluster_benchmark_prints_the_throughput_ratio_and_failover_percentiles(tmp_path):
+    data = tmp_path / "cluster.json"
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--messages", "2000", "--rounds", "1", "--kills", "2"],
+        [sys.executable, str(SCRIPT), "--messages", "2000", "--rounds", "1", "--kills", "2", "--json", str(data)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -24,3 +26,7 @@ def test_cluster_benchmark_prints_the_throughput_ratio_and_failover_percentiles(
     failover = re.search(r"^failover .* kills 2  p50 ([\d,]+) ms  p95 ([\d,]+) ms", result.stdout, re.MULTILINE)
     assert failover, result.stdout
     print(ratio.group(0), failover.group(0), sep="\n")  # the figures at this size, for the record; not asserted
+    comparisons = {c["id"]: c for c in json.loads(data.read_text())["comparisons"]}
+    assert [len(r) for r in comparisons["cluster-produce"]["ratios"]] == [1]
+    (kills,) = comparisons["cluster-failover"]["series"]["3-broker cluster"]
+    assert len(kills) == 2 and all(ms > 0 for ms in kills)
