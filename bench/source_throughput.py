@@ -23,8 +23,16 @@ pre-built RecordBatches): rounds interleaved, medians, ratio pylog/synthetic (ta
 Latency: a streaming query with a 0-second processing-time trigger; a producer stamps the send
 time into each value, foreachBatch notes when the row is visible; p50 and p95 of the difference.
 
+Latency beside Spark's own source (``--parts latency``): the same measurement with
+``format("pylog")`` and ``format("kafka")`` on one broker (Apache Kafka, or pylog's with
+``--latency-broker pylog``) in one Spark session, ``--latency-rounds`` runs of each interleaved,
+each on a fresh topic; p50, p95 and p99 per run, the ratio pylog/Spark per run.
+
+``--json PATH`` also writes every round's figures as JSON; ``python bench/plot.py PATH`` draws them.
+
 Usage: python bench/source_throughput.py [--messages 4000000] [--rounds 3] [--latency-messages 2000]
-           [--sweep-rows 1000000] [--sweep-pylog-only] [--sweep-even] [--parts synthetic,kafka,sweep]
+           [--sweep-rows 1000000] [--sweep-pylog-only] [--sweep-even] [--parts synthetic,kafka,sweep,latency]
+           [--latency-rounds 5] [--latency-warmup 1] [--latency-broker kafka|pylog] [--json PATH]
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from _harness import pylog_broker_process, tree_cpu_seconds  # noqa: E402
+from _results import Comparison, Results  # noqa: E402
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition  # noqa: E402
 
 PARTITIONS = 8
@@ -140,21 +149,45 @@ def timed_count(df) -> float:  # noqa: ANN001
     return time.perf_counter() - start
 
 
-def latency(spark, bootstrap: str, count: int) -> tuple[float, float]:  # noqa: ANN001
+LATENCY_PERCENTILES = (50, 95, 99)
+LATENCY_SOURCES = {"pylog": "pylog", "kafka": "Spark's Kafka source"}
+
+
+def percentile(ordered: list[float], p: int) -> float:
+    """The nearest-rank ``p``th percentile of sorted ``ordered``."""
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+
+def latency(  # noqa: ANN001
+    spark, bootstrap: str, count: int, fmt: str = "pylog", topic: str = "latency", batches: list[float] | None = None
+) -> list[float]:
+    """Produce-to-visible latencies in seconds, sorted: a streaming query of source ``fmt`` with a
+    0-second processing-time trigger reads ``topic``; a producer stamps the send time into each of
+    ``count`` values (one every 2 ms), and foreachBatch notes when the driver holds the row. A
+    warm-up record is produced and seen first, so the query's start is not counted. ``batches``,
+    if given, receives the duration in ms of each micro-batch that read measured records (Spark's
+    progress, ``triggerExecution``)."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    topic = "latency"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=2)])[topic].result(timeout=30)
     samples: list[float] = []
+    warmed: list[bool] = []
+    measured: set[int] = set()  # the micro-batches that read measured records
 
-    def record(batch_df, _batch_id) -> None:  # noqa: ANN001
+    def record(batch_df, batch_id) -> None:  # noqa: ANN001
+        rows = batch_df.collect()
         seen = time.time()
-        samples.extend(seen - float(row.value) for row in batch_df.collect())
+        for row in rows:
+            if row.value == "warm-up":
+                warmed.append(True)
+            else:
+                samples.append(seen - float(row.value))
+                measured.add(batch_id)
 
     query = (
-        spark.readStream.format("pylog")
+        spark.readStream.format(fmt)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
@@ -165,23 +198,105 @@ def latency(spark, bootstrap: str, count: int) -> tuple[float, float]:  # noqa: 
         .start()
     )
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    time.sleep(3)  # let the query start polling
-    for _ in range(count):
-        producer.produce(topic, value=repr(time.time()).encode())
-        producer.poll(0)
-        time.sleep(0.002)
-    producer.flush(10)
-    deadline = time.monotonic() + 60
-    while len(samples) < count and time.monotonic() < deadline:
-        time.sleep(0.2)
-    query.stop()
+    try:
+        producer.produce(topic, value=b"warm-up")
+        producer.flush(30)
+        deadline = time.monotonic() + 120
+        while not warmed and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not warmed:
+            raise RuntimeError(f"the {fmt} query did not show its warm-up record within 120 s")
+        for _ in range(count):
+            producer.produce(topic, value=repr(time.time()).encode())
+            producer.poll(0)
+            time.sleep(0.002)  # pacing the records, not waiting for anything
+        producer.flush(30)
+        deadline = time.monotonic() + 120
+        while len(samples) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if batches is not None:
+            batches.extend(
+                float(p["durationMs"]["triggerExecution"]) for p in query.recentProgress if p["batchId"] in measured
+            )
+    finally:
+        query.stop()
     if len(samples) < count:
-        raise RuntimeError(f"only {len(samples)} of {count} latency samples arrived")
-    ordered = sorted(samples)
-    return ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.95)]
+        raise RuntimeError(f"only {len(samples)} of {count} latency samples arrived from the {fmt} query")
+    return sorted(samples)
 
 
-def synthetic_part(spark, args) -> None:  # noqa: ANN001
+def latency_part(spark, args, results: Results) -> None:  # noqa: ANN001
+    """pylog's source and Spark's own Kafka source side by side: the same broker, the same Spark
+    session, runs interleaved (pylog first in odd rounds, Spark's source first in even ones), each
+    run on a fresh topic, after ``--latency-warmup`` uncounted runs of both (the session's first
+    streaming query pays for starting Python workers and the JIT). Percentiles per run and source,
+    the ratio pylog/Spark per run, and each run's median micro-batch duration."""
+    from contextlib import ExitStack
+
+    from tests.interop.references import ApacheKafka
+
+    with ExitStack() as stack:
+        if args.latency_broker == "kafka":
+            bootstrap = stack.enter_context(ApacheKafka(heap="1g")).bootstrap_servers
+        else:
+            bootstrap = stack.enter_context(pylog_broker_process(partitions=2))
+        for warm_up in range(args.latency_warmup):
+            for fmt in LATENCY_SOURCES:
+                latency(spark, bootstrap, min(args.latency_messages, 200), fmt, f"latency-warm-up-{fmt}-{warm_up}")
+        runs: dict[str, list[list[float]]] = {fmt: [[] for _ in LATENCY_PERCENTILES] for fmt in LATENCY_SOURCES}
+        batch_ms: dict[str, list[float]] = {fmt: [] for fmt in LATENCY_SOURCES}
+        for round_index in range(args.latency_rounds):
+            order = list(LATENCY_SOURCES) if round_index % 2 == 0 else list(reversed(LATENCY_SOURCES))
+            for fmt in order:
+                batches: list[float] = []
+                topic = f"latency-{fmt}-{round_index}"
+                ordered = latency(spark, bootstrap, args.latency_messages, fmt, topic, batches)
+                for i, p in enumerate(LATENCY_PERCENTILES):
+                    runs[fmt][i].append(percentile(ordered, p) * 1000)
+                batch_ms[fmt].append(statistics.median(batches) if batches else float("nan"))
+            print(
+                f"latency round {round_index + 1}: "
+                + "  ".join(
+                    f"{fmt} p50 {runs[fmt][0][-1]:.0f} ms p95 {runs[fmt][1][-1]:.0f} ms "
+                    f"(micro-batch {batch_ms[fmt][-1]:.0f} ms)"
+                    for fmt in LATENCY_SOURCES
+                ),
+                flush=True,
+            )
+    broker = "Apache Kafka 4.3.1" if args.latency_broker == "kafka" else "pylog's broker"
+    comparison = results.add(
+        Comparison(
+            id="source-latency",
+            title=f"produce -> visible, 0 s trigger, {broker}",
+            unit="ms",
+            better="lower",
+            groups=[f"p{p}" for p in LATENCY_PERCENTILES],
+            series={LATENCY_SOURCES[fmt]: runs[fmt] for fmt in LATENCY_SOURCES},
+            ratio_label="pylog / Spark",
+            note=f"{args.latency_messages} records a run, one every 2 ms, 2 partitions, local[2], one session",
+        )
+    )
+    batch_comparison = results.add(
+        Comparison(
+            id="source-latency-batch",
+            title=f"micro-batch duration in the latency runs, {broker}",
+            unit="ms",
+            better="lower",
+            groups=["median micro-batch"],
+            series={LATENCY_SOURCES[fmt]: [batch_ms[fmt]] for fmt in LATENCY_SOURCES},
+            ratio_label="pylog / Spark",
+            note="Spark's progress (triggerExecution) of the micro-batches that read measured records",
+        )
+    )
+    print(
+        f"latency produce -> visible, {args.latency_messages} records a run, {args.latency_rounds} interleaved runs "
+        f"a source, {broker}, one Spark session (medians over the runs; ratio pylog/spark with its range)"
+    )
+    for line in comparison.summary() + batch_comparison.summary():
+        print(line, flush=True)
+
+
+def synthetic_part(spark, args, results: Results) -> None:  # noqa: ANN001
     spark.dataSource.register(SyntheticKafka)
     with pylog_broker_process(partitions=PARTITIONS) as bootstrap:
         rows = fill(bootstrap, "bench", args.messages)
@@ -193,8 +308,18 @@ def synthetic_part(spark, args) -> None:  # noqa: ANN001
         for _ in range(args.rounds):
             rates["pylog"].append(rows / timed_count(pylog.load()))
             rates["synthetic"].append(rows / timed_count(synthetic.load()))
-        p50, p95 = latency(spark, bootstrap, args.latency_messages)
+        ordered = latency(spark, bootstrap, args.latency_messages)
+        p50, p95 = percentile(ordered, 50), percentile(ordered, 95)
     pylog_rate, synthetic_rate = statistics.median(rates["pylog"]), statistics.median(rates["synthetic"])
+    results.add(
+        Comparison.rates(
+            "source-vs-synthetic",
+            f"spark.read, {rows:,} rows in {PARTITIONS} partitions, pylog's broker",
+            {"pylog": rates["pylog"], "in-memory Arrow source": rates["synthetic"]},
+            "pylog / in-memory",
+            "read",
+        )
+    )
     print(
         f"spark.read, {rows:,} rows of 100-byte values in {PARTITIONS} partitions; median of {args.rounds} "
         f"interleaved rounds, local[2]"
@@ -232,7 +357,7 @@ def interleaved(
     return rates
 
 
-def kafka_parts(spark, args, parts: set[str]) -> None:  # noqa: ANN001
+def kafka_parts(spark, args, parts: set[str], results: Results) -> None:  # noqa: ANN001
     from tests.interop.references import ApacheKafka
 
     median = statistics.median
@@ -242,6 +367,15 @@ def kafka_parts(spark, args, parts: set[str]) -> None:  # noqa: ANN001
             rows = fill(bootstrap, "bench", args.messages)
             rates = interleaved(spark, bootstrap, "bench", rows, args.rounds)
             ratios = [p / k for p, k in zip(rates["pylog"], rates["kafka"], strict=False)]
+            results.add(
+                Comparison.rates(
+                    "source-read",
+                    f"spark.read, {rows:,} rows in {PARTITIONS} partitions, Apache Kafka 4.3.1",
+                    {"pylog": rates["pylog"], "Spark's Kafka source": rates["kafka"]},
+                    "pylog / Spark",
+                    "read",
+                )
+            )
             print(
                 f"spark.read on Apache Kafka, {rows:,} rows of 100-byte values in {PARTITIONS} partitions; "
                 f"median of {args.rounds} interleaved rounds, local[2], one session"
@@ -253,10 +387,10 @@ def kafka_parts(spark, args, parts: set[str]) -> None:  # noqa: ANN001
                 flush=True,
             )
         if "sweep" in parts:
-            sweep_part(spark, bootstrap, args)
+            sweep_part(spark, bootstrap, args, results)
 
 
-def sweep_part(spark, bootstrap: str, args) -> None:  # noqa: ANN001
+def sweep_part(spark, bootstrap: str, args, results: Results) -> None:  # noqa: ANN001
     """The sweep, partition counts interleaved: every topic is filled and warmed up first, then
     each round reads every partition count with both sources, so a JIT still warming up or load
     drifting over the minutes of the run hits every count alike, not the first one measured.
@@ -310,6 +444,19 @@ def sweep_part(spark, bootstrap: str, args) -> None:  # noqa: ANN001
             ),
             flush=True,
         )
+    names = {"pylog": "pylog", "kafka": "Spark's Kafka source"}
+    results.add(
+        Comparison(
+            id="source-partitions",
+            title=f"spark.read of {args.sweep_rows:,} rows over more and more partitions, Apache Kafka 4.3.1",
+            unit="rows/s",
+            better="higher",
+            groups=[f"{n:,}" for n in counts],
+            series={names[fmt]: [rates[n][fmt] for n in counts] for fmt in sources},
+            ratio_label="pylog / Spark",
+            log_y=True,
+        )
+    )
     best_of_round = [max(rates[n]["pylog"][i] for n in counts) for i in range(args.rounds)]
     best_median = max(median(rates[n]["pylog"]) for n in counts)
     print(
@@ -367,11 +514,26 @@ def main() -> int:
     )
     parser.add_argument(
         "--parts",
-        default="synthetic,kafka,sweep",
-        help="which comparisons to run: synthetic, kafka, sweep (comma-separated)",
+        default="synthetic,kafka,sweep,latency",
+        help="which comparisons to run: synthetic, kafka, sweep, latency (comma-separated)",
     )
+    parser.add_argument(
+        "--latency-rounds", type=int, default=5, help="latency: interleaved runs of each source (a fresh topic each)"
+    )
+    parser.add_argument("--latency-warmup", type=int, default=1, help="latency: uncounted runs of both sources first")
+    parser.add_argument(
+        "--latency-broker",
+        choices=("kafka", "pylog"),
+        default="kafka",
+        help="latency: the broker both sources read, Apache Kafka (default) or pylog's",
+    )
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON (bench/plot.py draws them)")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
+    unknown = parts - {"synthetic", "kafka", "sweep", "latency"}
+    if unknown:
+        parser.error(f"--parts: unknown {', '.join(sorted(unknown))}; choose from synthetic, kafka, sweep, latency")
+    results = Results("source_throughput", {key: value for key, value in vars(args).items() if key != "json"})
     from pyspark.sql import SparkSession
 
     builder = (
@@ -379,7 +541,7 @@ def main() -> int:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
     )
-    if parts & {"kafka", "sweep"}:
+    if parts & {"kafka", "sweep", "latency"}:
         from tests.interop.references import spark_kafka_jars
 
         builder = builder.config("spark.jars", ",".join(spark_kafka_jars()))
@@ -387,11 +549,16 @@ def main() -> int:
     spark.sparkContext.setLogLevel("ERROR")
     try:
         if "synthetic" in parts:
-            synthetic_part(spark, args)
+            synthetic_part(spark, args, results)
         if parts & {"kafka", "sweep"}:
-            kafka_parts(spark, args, parts)
+            kafka_parts(spark, args, parts, results)
+        if "latency" in parts:
+            latency_part(spark, args, results)
     finally:
         spark.stop()
+    if args.json:
+        results.write(args.json)
+        print(f"results: {args.json}")
     return 0
 
 
