@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test lint lint-imports docs bootstrap bootstrap-demo bench dist clean
+.PHONY: demo test lint lint-imports docs bootstrap bootstrap-demo bench bench-plots dist clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh test
@@ -48,6 +48,18 @@ dist: bootstrap
 
 bench: bootstrap
 	$(PY) bench/broker_throughput.py
+
+# The benchmarks' data and plots of docs/benchmarks.md: each script writes every round's figures as
+# JSON into docs/benchmarks/, and bench/plot.py draws each comparison from it as SVG beside it; both
+# are checked in. Sizes that finish in minutes on 2 cores; tests/bench/test_source_throughput.py
+# runs the JSON -> plot path on a tiny run in `make test`.
+bench-plots: bootstrap
+	$(PY) bench/source_throughput.py --parts latency,kafka --messages 1000000 --rounds 5 \
+		--latency-messages 2000 --latency-rounds 5 --json docs/benchmarks/source.json
+	$(PY) bench/sink_throughput.py --parts kafka,topic --topic-rows 500000 --repeats 5 --kafka-warmup 4 \
+		--json docs/benchmarks/sink.json
+	$(PY) bench/cluster_failover.py --messages 30000 --rounds 3 --kills 10 --json docs/benchmarks/cluster.json
+	$(PY) bench/plot.py docs/benchmarks/*.json --out docs/benchmarks
 
 clean:
 	rm -rf .venv build *.egg-info .mypy_cache .ruff_cache docs/_build docs/_generated
