@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test lint lint-imports docs bootstrap bootstrap-demo bench bench-plots dist clean
+.PHONY: demo test test-matrix lint lint-imports docs bootstrap bootstrap-demo bench bench-plots dist clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh test
@@ -22,6 +22,14 @@ demo: bootstrap-demo
 
 test: bootstrap
 	$(PY) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# The installed wheel with the newest patch of PySpark 4.0, 4.1 and 4.2, a virtualenv each (kept in
+# .cache/matrix), against the Spark-facing tests of scripts/test_matrix.py (MATRIX_TESTS), or the
+# pytest arguments in MATRIX_ARGS; MATRIX_PYSPARK picks the releases. A table per release at the end.
+MATRIX_PYSPARK ?= 4.0.5 4.1.4 4.2.1
+MATRIX_ARGS ?=
+test-matrix: bootstrap
+	$(PY) scripts/test_matrix.py --pyspark $(MATRIX_PYSPARK) $(if $(MATRIX_ARGS),-- $(MATRIX_ARGS))
 
 # The layering contracts of setup.cfg ([importlinter]); tests/test_layout_imports.py runs them in `make test`.
 lint-imports: bootstrap
