@@ -18,6 +18,7 @@ release installed and passed.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import shutil
 import subprocess
@@ -109,8 +110,10 @@ def install(row: Row, venv: Path, wheel: Path, env: dict[str, str]) -> str | Non
         result = subprocess.run([str(python), "-m", "pip", *step], env=env, capture_output=True, text=True)
         if result.returncode != 0:
             row.install = "failed"
-            lines = [line for line in result.stderr.splitlines() if line.strip()]
-            row.note = " | ".join(lines[-4:])[:400]
+            lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+            # pip's resolver names the conflicting requirements ("... depends on pyspark<5,>=4.2")
+            named = [line for line in lines if "depends on" in line or "Cannot install" in line]
+            row.note = "; ".join(named or lines[-3:]).replace("|", "/")[:400]
             return None
     version = subprocess.run(
         [str(python), "-c", "import pyspark; print(pyspark.__version__)"], env=env, capture_output=True, text=True
@@ -177,13 +180,17 @@ def main(argv: list[str] | None = None) -> int:
         row = Row(version)
         rows.append(row)
         env = environment(work / "runs" / f"pyspark-{version}")
-        started = time.monotonic()
-        python = install(row, work / "venvs" / f"pyspark-{version}", wheel, env)
-        print(
-            f"test_matrix: pyspark {version}: install {row.install} in {time.monotonic() - started:.0f} s", flush=True
-        )
-        if python is not None:
-            run_tests(row, python, work / "runs" / f"pyspark-{version}", tests, {**env, "PYSPARK_PYTHON": python})
+        (work / "venvs").mkdir(exist_ok=True)
+        # One run at a time per release (`make test` and `make test-matrix` share the venvs).
+        with open(work / "venvs" / f"pyspark-{version}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            started = time.monotonic()
+            python = install(row, work / "venvs" / f"pyspark-{version}", wheel, env)
+            took = time.monotonic() - started
+            print(f"test_matrix: pyspark {version}: install {row.install} in {took:.0f} s", flush=True)
+            if python is not None:
+                run = work / "runs" / f"pyspark-{version}"
+                run_tests(row, python, run, tests, {**env, "PYSPARK_PYTHON": python})
     print(table(rows), flush=True)
     return 0 if all(r.ok for r in rows) else 1
 
