@@ -12,6 +12,7 @@ formatted as Spark's. :class:`LagListener` does so for every batch of every quer
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 from collections.abc import Callable
@@ -33,13 +34,19 @@ def _as_dict(progress: Any) -> dict:
 
 
 def _offsets(value: Any) -> dict | None:
+    """A source's offsets in query progress: Spark's JSON text, or, as PySpark 4.0 and 4.1 show a
+    Python source's offsets in ``lastProgress``, the repr of a dict (read as a literal, never
+    evaluated)."""
     if value is None:
         return None
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except ValueError:
-            return None
+            try:
+                value = ast.literal_eval(value)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                return None
     return value if isinstance(value, dict) else None
 
 

@@ -111,3 +111,18 @@ def test_lag_listener_reports_every_batch(spark, pylog_broker, pylog_topic, tmp_
         "avgOffsetsBehindLatest": "20.0",
     }
     assert listener.latest[str(query.id)] == expected[max(expected)]
+
+
+def test_offsets_shown_as_a_python_dict_repr_read_as_spark_json_is():
+    """PySpark 4.0 and 4.1 show a Python source's offsets in ``lastProgress`` as a dict's repr
+    (single quotes); the lag is the same as from Spark's JSON, and text that is neither gives no
+    figures rather than an error or an evaluation."""
+    latest, end = {"t": {"0": 60, "1": 30}}, {"t": {"0": 25, "1": 30}}
+
+    def progress(show):  # noqa: ANN001, ANN202
+        return {"sources": [{"latestOffset": show(latest), "endOffset": show(end)}]}
+
+    expected = {"minOffsetsBehindLatest": "0", "maxOffsetsBehindLatest": "35", "avgOffsetsBehindLatest": "17.5"}
+    assert lag_metrics(progress(json.dumps)) == expected
+    assert lag_metrics(progress(repr)) == expected
+    assert lag_metrics(progress(lambda _: "__import__('os').getpid()")) == {}
