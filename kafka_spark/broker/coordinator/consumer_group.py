@@ -32,10 +32,13 @@ protocol, keeping its offsets.
 Session timers and static members are shared with the classic protocol (membership.py); the
 assignors are in assignors.py, Kafka's checks of a heartbeat's fields in heartbeat_checks.py.
 
-Membership lives in memory, as the classic groups' does: after a restart of the broker, or a
-move of the coordinator on a cluster, a member's heartbeat gets UNKNOWN_MEMBER_ID and the member
-joins again with epoch 0 (Kafka keeps the membership in ``__consumer_offsets`` and would not make
-it rejoin). Committed offsets are kept as ever.
+Membership is kept in ``__consumer_offsets`` with Kafka's records (consumer_group_log.py): the
+group coordinator (group.py) writes what a change altered (``changed(group_id)`` is called after
+changes no request made: a session or a rebalance timeout), and :meth:`ConsumerGroups.restore`
+takes back a group the coordinator replayed when it loads the partition, after a restart of the
+broker or a move of the coordinator on a cluster: members keep their ids, epochs and partitions,
+and their sessions (and the rebalance timeouts of members giving partitions up) start over, as
+Kafka's do.
 
 Thread-safety: none; everything runs on the broker's event loop.
 """
@@ -127,7 +130,8 @@ class ConsumerGroups(Groups[ConsumerGroup]):
     """The consumer groups of one coordinator.
 
     ``topics()`` gives the topics that exist (name -> (topic id, partition count)); ``blocked(group_id)``
-    says why the group id is taken by a classic group with members (None when it is not).
+    says why the group id is taken by a classic group with members (None when it is not);
+    ``changed(group_id)`` is told of a change no request made (a member expired or removed).
     """
 
     def __init__(
@@ -138,11 +142,13 @@ class ConsumerGroups(Groups[ConsumerGroup]):
         *,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+        changed: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__()
         self._loop = loop
         self._topics = topics
         self._blocked = blocked
+        self._changed = changed or (lambda group_id: None)
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self._sessions: Sessions[ConsumerGroup, ConsumerMember] = Sessions(loop, self._on_session_expired)
@@ -320,8 +326,7 @@ class ConsumerGroups(Groups[ConsumerGroup]):
     def _assign(
         self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]], allowed: Callable[[str], bool]
     ) -> None:
-        chosen = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
-        group.assignor = chosen.most_common(1)[0][0] if chosen else ASSIGNORS[0]
+        group.assignor = _chosen_assignor(group)
         subscriptions = {
             member_id: {t for t in self._subscription(member, topics) if t in group.subscribed_partitions}
             for member_id, member in sorted(group.members.items())
@@ -401,6 +406,7 @@ class ConsumerGroups(Groups[ConsumerGroup]):
         )
         self._remove(group, member)
         group.group_epoch += 1
+        self._changed(group.group_id)
 
     # -- sessions and removal ----------------------------------------------------------------------
 
@@ -416,6 +422,7 @@ class ConsumerGroups(Groups[ConsumerGroup]):
         )
         self._remove(group, member)
         group.group_epoch += 1
+        self._changed(group.group_id)
 
     def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         cancel(member.session_timer)
@@ -468,6 +475,28 @@ class ConsumerGroups(Groups[ConsumerGroup]):
             return False
         self._groups.pop(group_id, None)
         return True
+
+    def restore(self, group: ConsumerGroup) -> None:
+        """Take back a group replayed from ``__consumer_offsets`` (this broker now coordinates it):
+        who owns which partition and the group's assignor follow from its members; every member's
+        session starts over, and so does the rebalance timeout of a member giving partitions up."""
+        self.forget([group.group_id])
+        group.assignor = _chosen_assignor(group)
+        group.owners = {
+            (topic, index): member.member_id
+            for member in group.members.values()
+            for partitions in (member.assigned, member.pending_revocation)
+            for topic, indexes in partitions.items()
+            for index in indexes
+        }
+        self._groups[group.group_id] = group
+        for member in group.members.values():
+            self._reset_session(group, member)
+            if member.state == UNREVOKED:
+                member.revocation_timer = self._loop.call_later(
+                    member.rebalance_timeout_ms / 1000, self._on_revocation_timeout, group, member
+                )
+        logger.info("group %s: loaded with %d member(s) (consumer protocol)", group.group_id, len(group.members))
 
     def forget(self, group_ids: Iterable[str]) -> None:
         """This broker no longer coordinates these groups (their members find the new coordinator
@@ -540,6 +569,12 @@ def _check_epoch(member: ConsumerMember, epoch: int, owned: Assignment | None) -
             f"member {member.member_id} sent epoch {epoch}; its epoch is {member.member_epoch}: "
             "join again with epoch 0",
         )
+
+
+def _chosen_assignor(group: ConsumerGroup) -> str:
+    """The assignor most members ask for (the default when none asks)."""
+    chosen = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
+    return chosen.most_common(1)[0][0] if chosen else ASSIGNORS[0]
 
 
 def _owned(body: Any, topics: Mapping[str, tuple[uuid.UUID, int]]) -> Assignment | None:

@@ -9,14 +9,18 @@ Kafka's ``GroupCoordinator``, split by concern as Kafka's is:
 * what both share: membership (membership.py: session timers, static members), and, here, the
   ownership of groups, the committed offsets (group_offsets.py, ``__consumer_offsets``) and the
   checks of an offset commit, which ask the group's protocol about its member;
+* the consumer protocol's membership, written to ``__consumer_offsets`` with Kafka's records
+  (consumer_group_log.py) after each change and replayed with the offsets, so that members keep
+  their epochs when the coordinator restarts or moves (classic groups' membership is in memory);
 * the group ids: one space for both protocols (a group whose members use one protocol refuses the
   other's joins with INCONSISTENT_GROUP_PROTOCOL; an empty group, committed offsets only, can be
   taken up by either, keeping its offsets).
 
 Ownership: this broker coordinates the groups of the partitions of ``__consumer_offsets`` it leads
 (a single node, a cluster of one, leads them all): ``partition_moved`` loads a partition's offsets
-when it becomes the leader and forgets its groups when it stops (members get NOT_COORDINATOR and
-join the new coordinator); requests for other groups are answered NOT_COORDINATOR.
+and consumer groups when it becomes the leader and forgets its groups when it stops (members get
+NOT_COORDINATOR and go on at the new coordinator: a consumer group's with the epochs they have, a
+classic group's by joining again); requests for other groups are answered NOT_COORDINATOR.
 
 Durability: every write to ``__consumer_offsets`` waits, before its answer, for the fsync where the
 topic flushes on acks=all and for the partition's in-sync replicas (at once for a leader alone in
@@ -33,7 +37,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -45,12 +49,14 @@ from kafka_spark.broker.coordinator.consumer_group import (
     DEFAULT_SESSION_TIMEOUT_MS,
     ConsumerGroups,
 )
+from kafka_spark.broker.coordinator.consumer_group_log import ConsumerGroupRecords, ConsumerGroupReplay
 from kafka_spark.broker.coordinator.context import (
     Durability,
     NotReplicatedError,
     OwnedPartitions,
     Replication,
     durable,
+    log_failure,
     settled,
 )
 from kafka_spark.broker.coordinator.group_offsets import CommittedOffset, GroupOffsetStore
@@ -108,7 +114,9 @@ class GroupCoordinator:
             self._classic_members,
             session_timeout_ms=consumer_session_timeout_ms,
             heartbeat_interval_ms=consumer_heartbeat_interval_ms,
+            changed=self._consumer_group_changed,
         )
+        self._consumer_records = ConsumerGroupRecords()  # what is written of each consumer group
 
     def _topic_ids(self) -> dict[str, tuple[uuid.UUID, int]]:
         return {name: (info.topic_id, info.partitions) for name, info in self._replication.topics().items()}
@@ -137,14 +145,28 @@ class GroupCoordinator:
         get NOT_COORDINATOR and join again at the new coordinator)."""
         if leader_epoch is not None:
             if partition not in self._owned.epochs:
-                applied = self.offsets.load_partition(partition)
-                logger.info("%s-%d: loaded %d offset record(s)", OFFSETS_TOPIC, partition, applied)
+                replay = ConsumerGroupReplay()
+                applied = self.offsets.load_partition(partition, replay.apply)
+                groups = replay.groups(self._topic_ids(), f"{OFFSETS_TOPIC}-{partition}")
+                for group, records in groups:
+                    self.consumer.restore(group)
+                    self._consumer_records.forget([group.group_id])
+                    self._consumer_records.written(group.group_id, records.items())
+                logger.info(
+                    "%s-%d: loaded %d offset record(s), %d consumer group(s)",
+                    OFFSETS_TOPIC,
+                    partition,
+                    applied,
+                    len(groups),
+                )
             self._owned.epochs[partition] = leader_epoch
             return
         if self._owned.epochs.pop(partition, None) is None:
             return
         self.offsets.unload_partition(partition)
-        self.consumer.forget(self._owned.keys_of(partition, self.consumer.group_ids()))
+        consumer_groups = self._owned.keys_of(partition, self.consumer.group_ids())
+        self.consumer.forget(consumer_groups)
+        self._consumer_records.forget(consumer_groups)
         self.classic.forget(self._owned.keys_of(partition, self.classic.group_ids()))
 
     def stage_txn_offsets(
@@ -181,6 +203,44 @@ class GroupCoordinator:
         if group is not None:
             return group.state
         return GroupState.EMPTY if group_id in self.offsets.groups() else GroupState.DEAD
+
+    # -- the consumer protocol's membership in __consumer_offsets --------------------------------------
+
+    def consumer_heartbeat(
+        self, body: Any, client_id: str, client_host: str, allowed_topic: Callable[[str], bool]
+    ) -> tuple[dict[str, Any], Awaitable[None] | None]:
+        """A ConsumerGroupHeartbeat (where this broker coordinates the group): the response, and
+        what it waits for before it goes, the write of what the heartbeat changed in the group
+        (None: it changed nothing), as Kafka answers once its records are committed."""
+        response = self.consumer.heartbeat(body, client_id, client_host, allowed_topic)
+        members = {member_id for member_id in (body.member_id, response["member_id"]) if member_id}
+        return response, self._store_consumer_group(body.group_id, members)
+
+    def _store_consumer_group(self, group_id: str, members: Collection[str] = ()) -> Awaitable[None] | None:
+        """Write the records of what changed in consumer group ``group_id`` (tombstones when it is
+        gone), ``members`` the members a request changed (members removed and a new target
+        assignment are found without); returns the durability wait, a failed one when the append
+        failed."""
+        records = self._consumer_records.changes(group_id, self.consumer.group(group_id), self._topic_ids(), members)
+        if not records:
+            return None
+        try:
+            written = self.offsets.append_records(group_id, records)
+        except StorageError as error:  # memory is ahead of the log: the next change writes it again
+            failed: asyncio.Future[None] = self._loop.create_future()
+            failed.set_exception(error)
+            return failed
+        self._consumer_records.written(group_id, records)
+        return self._durable(written)
+
+    def _consumer_group_changed(self, group_id: str) -> None:
+        if self.owner_error(group_id):
+            return
+        stored = self._store_consumer_group(group_id)
+        if stored is not None:
+            asyncio.ensure_future(stored).add_done_callback(
+                functools.partial(log_failure, f"group {group_id}: writing its membership")
+            )
 
     # -- the classic protocol, where this broker coordinates the group ---------------------------------
 
@@ -301,8 +361,13 @@ class GroupCoordinator:
         known = self.classic.group(group_id) is not None or self.consumer.group(group_id) is not None
         if not known and group_id not in self.offsets.groups():
             return ErrorCode.group_id_not_found, None
-        self.consumer.delete(group_id)
         written = self.offsets.delete(group_id)
+        # Kafka's tombstones of a consumer group's own records (its epochs: it has no members left)
+        records = self._consumer_records.changes(group_id, None, self._topic_ids())
+        if records:
+            written = self.offsets.append_records(group_id, records)
+            self._consumer_records.written(group_id, records)
+        self.consumer.delete(group_id)
         self.classic.delete(group_id)
         return ErrorCode.none, self._durable(written)
 

@@ -12,8 +12,9 @@ own (``OffsetCommitKey`` v1 and ``OffsetCommitValue`` v3, big endian)::
 
 Replay rule: when its broker becomes the leader of a partition of the topic,
 :meth:`GroupOffsetStore.load_partition` reads it from its log start to its end and applies records in
-order; the last record per key wins and a tombstone removes the key. Records of other kinds
-(Kafka's group-metadata key, version 2) are skipped.
+order; the last record per key wins and a tombstone removes the key. Records of other kinds go to
+the caller's ``other`` (the consumer-protocol groups' membership, consumer_group_log.py); those it
+does not take (Kafka's classic group metadata, type 2) are skipped.
 
 The topic is created through the controller (on a single node too: a cluster of one), this broker
 holds the groups of the partitions it leads only (:meth:`GroupOffsetStore.load_partition` when it
@@ -143,10 +144,11 @@ class GroupOffsetStore:
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.partitions())
 
-    def load_partition(self, partition: int) -> int:
+    def load_partition(self, partition: int, other: Callable[[bytes, bytes | None], object] | None = None) -> int:
         """Replay one partition of ``__consumer_offsets`` (this broker became its leader): plain
         commits apply in order; transactional ones wait for their producer's marker (COMMIT
-        applies them, ABORT drops them) and stay staged when none follows yet."""
+        applies them, ABORT drops them) and stay staged when none follows yet. Records that are
+        not offset commits go to ``other(key, value)`` in offset order."""
         log = self._logs.get_log(OFFSETS_TOPIC, partition)
         pending: dict[int, dict[str, dict[TopicPartition, CommittedOffset]]] = {}
         applied = 0
@@ -159,6 +161,8 @@ class GroupOffsetStore:
                 continue
             decoded = decode_key(key)
             if decoded is None:
+                if other is not None and producer_id < 0:
+                    other(key, value)
                 continue
             group_id, topic_partition = decoded
             applied += 1
@@ -257,6 +261,11 @@ class GroupOffsetStore:
             if result is not None:
                 written.append(result)
         return written
+
+    def append_records(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> tuple[Log, int]:
+        """Append records of ``group_id`` other than offsets (its membership) to its partition, as
+        one batch; returns ``(log, end_offset)`` for the durability wait. Raises StorageError."""
+        return self._append(group_id, records)
 
     def _append(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> tuple[Log, int]:
         log = self._log_for(group_id)
