@@ -412,9 +412,10 @@ def test_leader_and_follower_describe_a_partitions_producers_and_its_open_transa
 
 def test_consumer_protocol_members_join_the_next_coordinator_after_a_kill(pylog_cluster: EmbeddedCluster) -> None:
     """KIP-848 groups on a cluster: the members of a group.protocol=consumer group find the next
-    coordinator when the broker leading the group's offsets partition is killed, join it again
-    (membership is not replicated: UNKNOWN_MEMBER_ID, then epoch 0) and go on from the committed
-    offsets, reading every record once."""
+    coordinator when the broker leading the group's offsets partition is killed, and go on there
+    with the ids and epochs they had: the membership is in ``__consumer_offsets`` (replicated with
+    the offsets), which the next coordinator replays, so their heartbeats and synchronous commits
+    with their current epochs are taken at once, and every record is read once."""
     pylog_cluster.create_topic("events", partitions=6, replication_factor=3)
     producer = confluent_kafka.Producer({"bootstrap.servers": pylog_cluster.bootstrap_servers, "log_level": 0})
 
@@ -423,44 +424,73 @@ def test_consumer_protocol_members_join_the_next_coordinator_after_a_kill(pylog_
             producer.produce("events", b"%d" % index, partition=index % 6)
         assert producer.flush(60) == 0
 
-    consumers = [
-        confluent_kafka.Consumer(
+    def watcher(name: str) -> confluent_kafka.Consumer:
+        consumer = confluent_kafka.Consumer(
             {
                 "bootstrap.servers": pylog_cluster.bootstrap_servers,
                 "group.id": "watchers",
                 "group.protocol": "consumer",
-                "client.id": f"watcher-{index}",
+                "client.id": name,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
                 "topic.metadata.refresh.interval.ms": 500,
                 "log_level": 0,
             }
         )
-        for index in range(2)
-    ]
-    for consumer in consumers:
         consumer.subscribe(["events"])
+        return consumer
+
+    consumers = [watcher(f"watcher-{index}") for index in range(2)]
     read: collections.Counter[bytes] = collections.Counter()
+
+    def poll(polled: list[confluent_kafka.Consumer]) -> None:
+        for consumer in polled:
+            message = consumer.poll(0.05)
+            if message is not None and message.error() is None:
+                read[message.value()] += 1
+                consumer.commit(message, asynchronous=False)
 
     def read_until(count: int) -> None:
         def read_enough() -> bool:
             if len(read) >= count:
                 return True
-            for consumer in consumers:
-                message = consumer.poll(0.05)
-                if message is not None and message.error() is None:
-                    read[message.value()] += 1
-                    consumer.commit(message, asynchronous=False)
+            poll(consumers)
             return False
 
         wait_until(read_enough, lambda: f"{count} records, read {len(read)}", 90, interval=0)
 
+    def stable_members(node_id: int) -> tuple[int, dict[str, int]]:
+        """The group's epoch and its members' epochs, as its coordinator describes them once the
+        group is Stable (ConsumerGroupDescribe)."""
+        with WireClient(pylog_cluster.nodes[node_id].bootstrap_servers) as client:
+
+            def stable() -> Any:
+                poll(consumers)
+                described = client.call(69, 0, {"group_ids": ["watchers"], "include_authorized_operations": False})
+                (group,) = described.groups
+                return group if group.error_code == 0 and group.group_state == "Stable" else None
+
+            group = wait_until(stable, "the group to be Stable at its coordinator", 90, interval=0)
+        return group.group_epoch, {member.member_id: member.member_epoch for member in group.members}
+
     produce(0, 300)
     read_until(300)
+    visitor = watcher("visitor")  # a third member comes and goes: the group's epoch moves past 2,
+    wait_until(
+        lambda: poll([*consumers, visitor]) or visitor.assignment(), "partitions for the visitor", 90, interval=0
+    )
+    visitor.close()
     coordinator = _coordinator(pylog_cluster, OFFSETS_TOPIC, "watchers")
+    before = stable_members(coordinator)
+    # ... which two members joining afresh would reach (epochs 1 and 2): a rejoin would show.
+    assert before[0] > 2 and len(before[1]) == 2 and min(before[1].values()) > 2, before
     pylog_cluster.kill_broker(coordinator)
     produce(300, 360)
     read_until(360)
     assert set(read.values()) == {1}, [value for value, count in read.items() if count > 1]
+    successor = _coordinator(pylog_cluster, OFFSETS_TOPIC, "watchers")
+    assert successor != coordinator
+    # Nobody joined again: the same members with the same epochs, and the group's epoch unmoved.
+    assert stable_members(successor) == before
     for consumer in consumers:
         consumer.close()
