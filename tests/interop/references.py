@@ -68,6 +68,7 @@ TOOLS = {
     "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
 }
 
 # A tool is a short-lived client: the client JIT tier starts it in a fraction of the time (the

@@ -1,0 +1,76 @@
+"""Kafka 4.3.1's own decoder (``kafka-dump-log --offsets-decoder``, Kafka's GroupCoordinatorRecordSerde)
+reads the records pylog's coordinator writes to ``__consumer_offsets`` for a group of the consumer
+protocol (KIP-848): the member's metadata, the group's epochs, target and current assignments,
+and the tombstones of a member that left, in Kafka's order."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+
+from kafka_spark.broker import EmbeddedBroker
+from tests.broker.coordinator.test_consumer_group import TOPIC, Member
+from tests.interop.references import ToolRunner, kafka_tool
+
+_RECORD = re.compile(r"key: (\{.*\}) payload: (<DELETE>|\{.*\})$")
+
+
+def test_kafkas_decoder_reads_the_consumer_groups_records_pylog_writes(tmp_path, tool_runner: ToolRunner) -> None:
+    with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
+        broker.create_topic(TOPIC, partitions=2)
+        stays, leaves = Member(broker, "stays"), Member(broker, "leaves")
+        assert stays.join().error_code == 0 and leaves.join().error_code == 0
+        assert leaves.heartbeat(member_epoch=-1).error_code == 0
+        assert stays.heartbeat(owned=stays.owned).error_code == 0
+        stays.close()
+        leaves.close()
+        topic_id = broker.broker.logs.topic_info(TOPIC).topic_id
+    segments = [str(path) for path in sorted(tmp_path.glob("__consumer_offsets-*/*.log")) if path.stat().st_size]
+    assert len(segments) == 1, segments  # one group, one partition
+    dumped = kafka_tool("kafka-dump-log", "--offsets-decoder", "--files", segments[0], runner=tool_runner).stdout
+    records = []
+    for line in dumped.splitlines():
+        found = _RECORD.search(line)
+        if found:
+            key = json.loads(found.group(1))
+            value = None if found.group(2) == "<DELETE>" else json.loads(found.group(2))
+            records.append((int(key["type"]), key["data"].get("memberId"), value))
+    assert [(kind, member, value is None) for kind, member, value in records] == [
+        (5, "stays", False),  # stays joins: its metadata, the group's partitions and epoch 1,
+        (4, None, False),
+        (3, None, False),
+        (7, "stays", False),  # its target, the assignment epoch, its current assignment
+        (6, None, False),
+        (8, "stays", False),
+        (5, "leaves", False),  # leaves joins: epoch 2, both targets move
+        (3, None, False),
+        (7, "leaves", False),
+        (7, "stays", False),
+        (6, None, False),
+        (8, "leaves", False),
+        (8, "leaves", True),  # leaves goes: Kafka's tombstones, then epoch 3
+        (7, "leaves", True),
+        (5, "leaves", True),
+        (3, None, False),
+        (7, "stays", False),  # stays takes everything back at epoch 3
+        (6, None, False),
+        (8, "stays", False),
+    ]
+    assert records[-1][2] == {
+        "version": "0",
+        "data": {
+            "memberEpoch": 3,
+            "previousMemberEpoch": 1,
+            "state": 0,
+            "assignedPartitions": [{"topicId": _base64(topic_id), "partitions": [0, 1]}],
+            "partitionsPendingRevocation": [],
+        },
+    }
+    assert records[0][2] is not None and records[0][2]["data"]["subscribedTopicNames"] == [TOPIC]
+
+
+def _base64(topic_id: uuid.UUID) -> str:
+    """A topic id as Kafka's JSON prints it."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
