@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test test-matrix lint lint-imports docs bootstrap bootstrap-demo bench bench-plots dist clean
+.PHONY: demo test test-matrix lint lint-imports docs bootstrap bootstrap-demo bench bench-plots bench-plots-long dist clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh test
@@ -67,6 +67,16 @@ bench-plots: bootstrap
 	$(PY) bench/sink_throughput.py --parts kafka,topic --topic-rows 500000 --repeats 5 --kafka-warmup 4 \
 		--json docs/benchmarks/sink.json
 	$(PY) bench/cluster_failover.py --messages 30000 --rounds 3 --kills 10 --json docs/benchmarks/cluster.json
+	$(PY) bench/plot.py docs/benchmarks/*.json --out docs/benchmarks
+
+# The two longer ones, ~10 minutes each on 2 loaded cores: pylog's broker against Apache Kafka
+# (kcat and Kafka's Java perf tools; tests/interop/test_benchmarks.py runs it tiny) and the
+# partition sweep against Spark's source (a task per partition: minutes at 256, more at 1,000).
+bench-plots-long: bootstrap
+	$(PY) bench/broker_throughput.py --messages 1000000 --java-messages 3000000 --rounds 3 --warmup 1 \
+		--consume-runs 5 --java-consume-runs 3 --json docs/benchmarks/broker.json
+	$(PY) bench/source_throughput.py --parts sweep --sweep-even --sweep-rows 200000 \
+		--sweep-partitions 1,8,64,256 --rounds 2 --json docs/benchmarks/source-partitions.json
 	$(PY) bench/plot.py docs/benchmarks/*.json --out docs/benchmarks
 
 clean:

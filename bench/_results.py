@@ -5,7 +5,9 @@ end, UTC time) and its comparisons. A comparison holds every round's value, not 
 a plot and a reader see the spread: ``series`` maps each contender (``"pylog"``, ``"Spark's
 source"``) to one list of per-round values per group (the groups are what the plot's x axis
 shows: percentiles, partition counts, or a single measure), and ``ratios`` holds the per-round
-ratio first/second of each group.
+ratio first/second of each group. ``plot`` is how bench/plot.py draws it: ``"bars"`` (a bar a
+contender a group) or ``"lines"`` (a line a contender over the groups, for groups on a scale such
+as partition counts), ``x_label`` what the groups are.
 """
 
 from __future__ import annotations
@@ -36,10 +38,14 @@ class Comparison:
     log_y: bool = False
     note: str = ""
     ratios: list[list[float]] = field(default_factory=list)
+    plot: str = "bars"
+    x_label: str = ""
 
     def __post_init__(self) -> None:
         if self.better not in ("lower", "higher"):
             raise ValueError(f"comparison {self.id!r}: better must be 'lower' or 'higher', not {self.better!r}")
+        if self.plot not in ("bars", "lines"):
+            raise ValueError(f"comparison {self.id!r}: plot must be 'bars' or 'lines', not {self.plot!r}")
         for name, per_group in self.series.items():
             if len(per_group) != len(self.groups):
                 raise ValueError(

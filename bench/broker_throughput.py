@@ -61,8 +61,12 @@ of the per-round ratios with their range. The old anchor, librdkafka's in-memory
 .cache/kafka (scripts/fetch_references.sh) with Kafka's JVM settings and a 1 GiB heap, as
 kafka-server-start.sh gives it.
 
+``--json PATH`` also writes every round's figures (bench/_results.py; bench/plot.py draws them):
+"broker-os-flush" (produce and consume, kcat and Java), "broker-fsync-each" (produce) and
+"broker-fetch-answer", each pylog against Apache Kafka; the librdkafka mock's line stays printed only.
+
 Usage: python bench/broker_throughput.py [--messages 2000000] [--java-messages 10000000] [--rounds 3]
-       [--warmup 1] [--consume-runs 7] [--java-consume-runs 3] [--fetch-requests 200]
+       [--warmup 1] [--consume-runs 7] [--java-consume-runs 3] [--fetch-requests 200] [--json PATH]
 """
 
 from __future__ import annotations
@@ -95,6 +99,7 @@ from _harness import (  # noqa: E402
     scratch_dir,
     timed,
 )
+from _results import Comparison, Results  # noqa: E402
 from kio.schema.types import BrokerId, TopicName  # noqa: E402
 from kio.serial import entity_reader, entity_writer  # noqa: E402
 from kio.static.primitive import i8, i32, i64  # noqa: E402
@@ -372,6 +377,55 @@ def consume(
     return runs
 
 
+#: The plotted phases: (key in the results, label on the plot).
+PHASES = (
+    ("produce kcat", "produce\nkcat"),
+    ("produce java", "produce\nJava perf test"),
+    ("consume kcat", "consume\nkcat"),
+    ("consume java", "consume\nJava perf test"),
+)
+
+
+def comparisons(results: dict[str, dict[str, list[float]]], args: argparse.Namespace) -> list[Comparison]:
+    """The round-by-round figures as comparisons, pylog first (ratios pylog/Kafka): one a flush
+    policy over its phases, and the fetch answer time."""
+    sizes = f"{args.messages:,} msgs a kcat run, {args.java_messages:,} a Java run"
+    found = []
+    for pair, pylog_name, kafka_name in PAIRS:
+        phases = [(key, label) for key, label in PHASES if results[pylog_name].get(key)]
+        found.append(
+            Comparison(
+                id=f"broker-{pair}",
+                title=f"pylog's broker and Apache Kafka 4.3.1, {pair}: 100-byte messages, {PARTITIONS} partitions, "
+                f"{sizes}",
+                unit="msg/s",
+                better="higher",
+                groups=[label for _, label in phases],
+                series={
+                    "pylog": [results[pylog_name][key] for key, _ in phases],
+                    "Apache Kafka": [results[kafka_name][key] for key, _ in phases],
+                },
+                ratio_label="pylog / Kafka",
+            )
+        )
+    found.append(
+        Comparison(
+            id="broker-fetch-answer",
+            title=f"the broker's answer to a Fetch of 1 MiB from each of {PARTITIONS} partitions "
+            "(median over a run's requests)",
+            unit="ms",
+            better="lower",
+            groups=["fetch answer"],
+            series={
+                "pylog": [[seconds * 1000 for seconds in results["pylog-os"]["fetch answer"]]],
+                "Apache Kafka": [[seconds * 1000 for seconds in results["kafka-os"]["fetch answer"]]],
+            },
+            ratio_label="pylog / Kafka (time)",
+        )
+    )
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=2_000_000)
@@ -409,7 +463,9 @@ def main() -> int:
         help="kafka-consumer-perf-test runs on each consume topic per round, their median counted (default 3)",
     )
     parser.add_argument("--kafka-heap", default="1g")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON (bench/plot.py draws them)")
     args = parser.parse_args()
+    record = Results("broker_throughput", {key: value for key, value in vars(args).items() if key != "json"})
     workdir = scratch_dir("pylog-bench-input-")
     kafka_dir = scratch_dir("apache-kafka-")  # Kafka's data, which ApacheKafka removes at its end
     path = os.path.join(workdir, "input.txt")
@@ -531,6 +587,11 @@ def main() -> int:
         f"kafka {median(answer[1]) * 1000:6.3f} ms ({sizes[1]:,.0f} bytes)   "
         f"ratio kafka/pylog time {median(speed):5.2f}   (rounds {min(speed):.2f} to {max(speed):.2f})"
     )
+    if args.json:
+        for comparison in comparisons(results, args):
+            record.add(comparison)
+        record.write(args.json)
+        print(f"results: {args.json}")
     for name in BROKERS:
         print(
             f"java produce CPU {name:12s} broker {median(b for b, _ in cpu[name]):5.1f} s   "

@@ -32,8 +32,51 @@ def draw(comparison: Comparison, document: dict, path: str) -> None:
     matplotlib.rcParams["svg.hashsalt"] = "pylog-bench"  # fixed element ids: the same data, the same file
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: small files, found by search
     names = list(comparison.series)
-    width = 0.8 / len(names)
     figure, axes = plt.subplots(figsize=(max(6.0, 1.3 * len(comparison.groups) + 4.0), 3.6))
+    (_lines if comparison.plot == "lines" else _bars)(axes, comparison)
+    top = max(v for per_group in comparison.series.values() for values in per_group for v in values)
+    for g, ratios in enumerate(comparison.ratios):
+        group_top = max(v for per_group in comparison.series.values() for v in per_group[g])
+        if ratios:
+            text = f"{statistics.median(ratios):.2f}" + (
+                f"\n({min(ratios):.2f}-{max(ratios):.2f})" if len(ratios) > 1 else ""
+            )
+            axes.annotate(
+                text, (g, group_top), xytext=(0, 6), textcoords="offset points", ha="center", va="bottom", fontsize=8
+            )
+    axes.set_xticks(range(len(comparison.groups)), comparison.groups)
+    axes.set_ylabel(comparison.unit)
+    if comparison.x_label:
+        axes.set_xlabel(comparison.x_label)
+    axes.yaxis.set_major_formatter(EngFormatter(sep=""))  # 400k, 1.2M: no offset text
+    if comparison.log_y:
+        axes.set_yscale("log")
+        low = min(v for per_group in comparison.series.values() for values in per_group for v in values)
+        axes.set_ylim(low / 2, top * 4)  # room for the ratios above the highest point
+    else:
+        axes.set_ylim(0, top * 1.25)
+    rounds = max(len(values) for per_group in comparison.series.values() for values in per_group)
+    load = (document["load_average_at_start"][0], document["load_average_at_end"][0])
+    counted = f"{rounds} interleaved rounds" if len(names) > 1 else f"{rounds} samples"
+    subtitle = (
+        f"{counted}, {comparison.better} is better; load average {load[0]:.1f} at the start, "
+        f"{load[1]:.1f} at the end, {document.get('cpus')} CPUs"
+    )
+    if comparison.ratio_label:
+        where = "above the points" if comparison.plot == "lines" else "above the bars"
+        subtitle += f"\n{where}: {comparison.ratio_label}, median (range over the rounds)"
+    axes.set_title(f"{comparison.title}\n{subtitle}", fontsize=9)
+    axes.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    axes.spines[["top", "right"]].set_visible(False)
+    figure.tight_layout()
+    figure.savefig(path, format="svg", metadata={"Date": None, "Creator": None})
+    plt.close(figure)
+
+
+def _bars(axes, comparison: Comparison) -> None:  # noqa: ANN001
+    """Per group, a bar at each contender's median, every round's value as a dot over it."""
+    names = list(comparison.series)
+    width = 0.8 / len(names)
     for s, name in enumerate(names):
         for g, values in enumerate(comparison.series[name]):
             x = g + (s - (len(names) - 1) / 2) * width
@@ -47,38 +90,17 @@ def draw(comparison: Comparison, document: dict, path: str) -> None:
             )
             spread = [x + width * 0.6 * (i / max(1, len(values) - 1) - 0.5) for i in range(len(values))]
             axes.scatter(spread, values, s=9, color=COLOURS[s % len(COLOURS)], zorder=3)
-    top = max(v for per_group in comparison.series.values() for values in per_group for v in values)
-    for g, ratios in enumerate(comparison.ratios):
-        group_top = max(v for per_group in comparison.series.values() for v in per_group[g])
-        if ratios:
-            text = f"{statistics.median(ratios):.2f}" + (
-                f"\n({min(ratios):.2f}-{max(ratios):.2f})" if len(ratios) > 1 else ""
-            )
-            axes.annotate(
-                text, (g, group_top), xytext=(0, 6), textcoords="offset points", ha="center", va="bottom", fontsize=8
-            )
-    axes.set_xticks(range(len(comparison.groups)), comparison.groups)
-    axes.set_ylabel(comparison.unit)
-    axes.yaxis.set_major_formatter(EngFormatter(sep=""))  # 400k, 1.2M: no offset text
-    if comparison.log_y:
-        axes.set_yscale("log")
-    else:
-        axes.set_ylim(0, top * 1.25)
-    rounds = max(len(values) for per_group in comparison.series.values() for values in per_group)
-    load = (document["load_average_at_start"][0], document["load_average_at_end"][0])
-    counted = f"{rounds} interleaved rounds" if len(names) > 1 else f"{rounds} samples"
-    subtitle = (
-        f"{counted}, {comparison.better} is better; load average {load[0]:.1f} at the start, "
-        f"{load[1]:.1f} at the end, {document.get('cpus')} CPUs"
-    )
-    if comparison.ratio_label:
-        subtitle += f"\nabove the bars: {comparison.ratio_label}, median (range over the rounds)"
-    axes.set_title(f"{comparison.title}\n{subtitle}", fontsize=9)
-    axes.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
-    axes.spines[["top", "right"]].set_visible(False)
-    figure.tight_layout()
-    figure.savefig(path, format="svg", metadata={"Date": None, "Creator": None})
-    plt.close(figure)
+
+
+def _lines(axes, comparison: Comparison) -> None:  # noqa: ANN001
+    """A line through each contender's medians over the groups (evenly spaced: partition counts
+    1, 8, 64 ...), every round's value as a dot on it."""
+    for s, (name, per_group) in enumerate(comparison.series.items()):
+        colour = COLOURS[s % len(COLOURS)]
+        axes.plot(range(len(per_group)), [statistics.median(values) for values in per_group], color=colour, label=name)
+        for g, values in enumerate(per_group):
+            axes.scatter([g] * len(values), values, s=12, color=colour, alpha=0.7, zorder=3)
+    axes.set_xlim(-0.5, len(comparison.groups) - 0.5)
 
 
 def main(argv: list[str] | None = None) -> int:

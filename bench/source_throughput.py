@@ -455,6 +455,8 @@ def sweep_part(spark, bootstrap: str, args, results: Results) -> None:  # noqa: 
             series={names[fmt]: [rates[n][fmt] for n in counts] for fmt in sources},
             ratio_label="pylog / Spark",
             log_y=True,
+            plot="lines",
+            x_label="partitions",
         )
     )
     best_of_round = [max(rates[n]["pylog"][i] for n in counts) for i in range(args.rounds)]
