@@ -69,9 +69,9 @@ bench-plots: bootstrap
 	$(PY) bench/cluster_failover.py --messages 30000 --rounds 3 --kills 10 --json docs/benchmarks/cluster.json
 	$(PY) bench/plot.py docs/benchmarks/*.json --out docs/benchmarks
 
-# The two longer ones, ~10 minutes each on 2 loaded cores: pylog's broker against Apache Kafka
-# (kcat and Kafka's Java perf tools; tests/interop/test_benchmarks.py runs it tiny) and the
-# partition sweep against Spark's source (a task per partition: minutes at 256, more at 1,000).
+# The two longer ones: pylog's broker against Apache Kafka (kcat and Kafka's Java perf tools;
+# tests/interop/test_benchmarks.py runs it tiny; 23 min at load 8-14 on 2 cores) and the partition
+# sweep against Spark's source (a task per partition: minutes a read at 256; 9 min at load 9-14).
 bench-plots-long: bootstrap
 	$(PY) bench/broker_throughput.py --messages 1000000 --java-messages 3000000 --rounds 3 --warmup 1 \
 		--consume-runs 5 --java-consume-runs 3 --json docs/benchmarks/broker.json
