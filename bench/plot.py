@@ -11,6 +11,7 @@ Usage: python bench/plot.py RESULTS.json [...] [--out docs/benchmarks]
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -31,6 +32,10 @@ def draw(comparison: Comparison, document: dict, path: str) -> None:
 
     matplotlib.rcParams["svg.hashsalt"] = "pylog-bench"  # fixed element ids: the same data, the same file
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: small files, found by search
+    for name, per_group in comparison.series.items():
+        for group, values in zip(comparison.groups, per_group, strict=True):
+            if not all(math.isfinite(v) for v in values):
+                raise SystemExit(f"plot: {comparison.id}: {name}'s {group} values are not all finite numbers: {values}")
     names = list(comparison.series)
     figure, axes = plt.subplots(figsize=(max(6.0, 1.3 * len(comparison.groups) + 4.0), 3.6))
     (_lines if comparison.plot == "lines" else _bars)(axes, comparison)

@@ -215,6 +215,13 @@ def latency(  # noqa: ANN001
         while len(samples) < count and time.monotonic() < deadline:
             time.sleep(0.05)
         if batches is not None:
+            # a batch's progress is posted after the batch has handed its rows over: wait for the
+            # last measured one's, else a run read in one batch has no duration to show
+            deadline = time.monotonic() + 60
+            while measured and time.monotonic() < deadline:
+                if any(p["batchId"] == max(measured) for p in query.recentProgress):
+                    break
+                time.sleep(0.05)
             batches.extend(
                 float(p["durationMs"]["triggerExecution"]) for p in query.recentProgress if p["batchId"] in measured
             )

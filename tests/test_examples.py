@@ -1,6 +1,7 @@
-"""Every example runs exactly as the README tells a user to run it, and says what it did.
+"""Every example runs exactly as the documentation tells a user to run it, and says what it did.
 
-The command lines come from the README's console blocks. They run from the clone's top directory
+The command lines come from the console blocks of the README and the guides (docs/getting-started.md,
+docs/running-on-a-cluster.md). They run from the clone's top directory
 with this interpreter's directory first on PATH, which is what `source .venv/bin/activate` does;
 TMPDIR points into the test's directory, where the examples' default (temporary) outputs go.
 """
@@ -22,11 +23,13 @@ BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
 def readme_example_lines() -> list[str]:
-    """Every line of a README console block that runs an example, without its comment."""
+    """Every line of a console block of the README or a guide that runs an example, without its
+    comment."""
     lines = []
-    for language, code in BLOCK.findall((ROOT / "README.md").read_text()):
-        if language == "console":
-            lines += [line.split("  #")[0].strip() for line in code.splitlines() if "examples/" in line]
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for language, code in BLOCK.findall(page.read_text()):
+            if language == "console":
+                lines += [line.split("  #")[0].strip() for line in code.splitlines() if "examples/" in line]
     return lines
 
 

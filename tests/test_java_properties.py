@@ -4,6 +4,7 @@ accepts, values convert as documented, and refusals name the option."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import re
 from pathlib import Path
@@ -21,7 +22,7 @@ from kafka_spark.java_properties import (
 )
 
 GOLDEN = Path(__file__).parent / "golden" / "kafka_client_properties.txt"
-README = Path(__file__).parent.parent / "README.md"
+DOCS = Path(__file__).parent.parent / "docs"
 
 
 def java_properties() -> list[tuple[str, str, str]]:
@@ -240,7 +241,7 @@ def test_a_value_librdkafka_refuses_fails_naming_the_kafka_option(role, given, k
 
 
 def readme_table() -> str:
-    """The README's table of the Java client properties, rendered from the module's table."""
+    """The table of the Java client properties as the reference (docs/reference/kafka-settings.md) shows it."""
 
     def cell(rule) -> str:
         if rule is None:
@@ -262,9 +263,11 @@ def readme_table() -> str:
     return "\n".join(lines)
 
 
-def test_readme_lists_every_java_property_with_what_pylog_does():
-    text = README.read_text()
-    begin, end = "<!-- java-properties:begin -->", "<!-- java-properties:end -->"
-    assert begin in text and end in text
-    table = text.split(begin, 1)[1].split(end, 1)[0].strip()
-    assert table == readme_table(), "README table out of date: regenerate it with tests/test_java_properties.py"
+def test_the_reference_lists_every_java_property_with_what_pylog_does():
+    """docs/reference/kafka-settings.md includes the table docs/_ext renders from PROPERTIES: a row
+    per property, each client's rule as this test reads it."""
+    spec = importlib.util.spec_from_file_location("pylog_reference", DOCS / "_ext" / "pylog_reference.py")
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    assert "_generated/kafka-settings.md" in (DOCS / "reference" / "kafka-settings.md").read_text()
+    assert reference.java_properties_table().strip() == readme_table()
