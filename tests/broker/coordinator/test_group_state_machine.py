@@ -125,3 +125,51 @@ def test_transactional_commit_bypasses_generation_checks_and_skips_missing_parti
         TopicPartition("t", 0): (5, "meta", 3),
         TopicPartition("t", 1): (6, "", -1),
     }  # the epoch is kept
+
+
+def test_the_leader_whose_request_completes_a_rebalance_is_answered_before_the_followers(coordinator):
+    """Kafka's order: the request that completes a rebalance (the leader's rejoin, then its
+    SyncGroup) is answered in the same call, the waiting follower through its future, which the API
+    handler awaits and so answers on a later turn of the loop. (aiokafka's KIP-345 tests read the
+    leader's new assignment as soon as the follower is ready; tests/interop/test_group_rebalances.py
+    runs that scenario on both brokers.)"""
+    loop = coordinator._loop
+
+    def join(member_id: str):
+        return coordinator.join(
+            "g",
+            member_id,
+            client_id="c",
+            client_host="",
+            session_timeout_ms=6000,
+            rebalance_timeout_ms=6000,
+            protocol_type="consumer",
+            protocols=[("range", b"")],
+        )
+
+    async def scenario() -> None:
+        leader = await join("")  # alone after the initial delay: generation 1, its own leader
+        assert leader["leader"] == leader["member_id"]
+        generation, leader_id = leader["generation_id"], leader["member_id"]
+        alone = coordinator.sync("g", generation, leader_id, {leader_id: b"a"})
+        assert isinstance(alone, dict) and alone["assignment"] == b"a"
+
+        follower_join = join("")  # a second member: the group prepares a rebalance and waits
+        assert isinstance(follower_join, asyncio.Future) and not follower_join.done()
+        leader_join = join(leader_id)  # the leader's rejoin completes it
+        assert isinstance(leader_join, dict), "the leader's JoinGroup was not answered in its own call"
+        assert follower_join.done() and leader_join["generation_id"] == generation + 1
+        follower = follower_join.result()
+        assert leader_join["leader"] == leader_id and len(leader_join["members"]) == 2
+        assert follower["members"] == [] and follower["generation_id"] == generation + 1
+
+        follower_sync = coordinator.sync("g", generation + 1, follower["member_id"], {})
+        assert isinstance(follower_sync, asyncio.Future) and not follower_sync.done()
+        assignments = {leader_id: b"L", follower["member_id"]: b"F"}
+        leader_sync = coordinator.sync("g", generation + 1, leader_id, assignments)
+        assert isinstance(leader_sync, dict), "the leader's SyncGroup was not answered in its own call"
+        assert leader_sync["assignment"] == b"L" and follower_sync.result()["assignment"] == b"F"
+        assert coordinator.state_of("g") is GroupState.STABLE
+
+    loop.run_until_complete(scenario())
+    coordinator.close()

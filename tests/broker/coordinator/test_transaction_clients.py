@@ -114,11 +114,14 @@ WORKER = textwrap.dedent("""
     bootstrap, source, sink, partitions = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ctp", "enable.auto.commit": False,
                          "enable.partition.eof": True, "isolation.level": "read_committed"})
-    committed = consumer.committed([TopicPartition(source, p) for p in range(partitions)], timeout=10)
+    # The producer first: initialising fences the killed run and aborts its open transaction, whose
+    # offsets a read_committed fetch would otherwise wait on (UNSTABLE_OFFSET_COMMIT, KIP-447) until
+    # the transaction timed out.
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ctp-worker", "linger.ms": 5})
+    producer.init_transactions(30)
+    committed = consumer.committed([TopicPartition(source, p) for p in range(partitions)], timeout=30)
     consumer.assign([TopicPartition(source, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
                      for tp in committed])
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ctp-worker", "linger.ms": 5})
-    producer.init_transactions(10)
     eof = set()
     while len(eof) < partitions:
         messages = consumer.consume(50, timeout=0.5)
