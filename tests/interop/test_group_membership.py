@@ -2,11 +2,14 @@
 dynamic member's first JoinGroup (v4+) is answered MEMBER_ID_REQUIRED; a static member
 (``group.instance.id``) back under a new member id takes its old place without a rebalance and
 fences the old id; a static member leaves by its instance id; a static member that misses a
-rebalance stays a member while the dynamic ones that miss it are dropped. Each answer is asserted
+rebalance stays a member while the dynamic ones that miss it are dropped; a member that never
+sends its SyncGroup is removed after the rebalance timeout, in a Stable group too. Each answer is asserted
 the same on both brokers."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import itertools
 import time
 from typing import Any
@@ -14,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.interop.harness import Cluster, wait_for_group_coordinator
+from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS = 11, 12, 13, 14, 15
@@ -157,3 +161,51 @@ def test_a_static_leader_that_misses_a_rebalance_stays_a_member(cluster: Cluster
         (first.member_id, "static-d"),  # still a member, for its assignment
         (member_id, None),
     }
+
+
+def test_a_member_that_never_syncs_is_removed_after_the_rebalance_timeout_even_once_stable(
+    cluster: Cluster, connect, group: str
+) -> None:
+    """Every member of a generation owes a SyncGroup within the rebalance timeout: the leader's
+    makes the group Stable, but a follower that never asks for its assignment is removed (it
+    heartbeats all along, so its session never expires) and the group rebalances without it."""
+    leader, follower = connect(), connect()
+    body = functools.partial(join_body, group, rebalance_ms=3000)
+    leader_id = leader.call(JOIN_GROUP, 9, body()).member_id
+    first = leader.call(JOIN_GROUP, 9, body(leader_id))
+    assert sync(leader, group, first.generation_id, leader_id, None, **{leader_id: b"all"}).assignment == b"all"
+
+    follower_id = follower.call(JOIN_GROUP, 9, body()).member_id
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        # the follower's join waits for the rebalance, which the leader's rejoin completes
+        parked = pool.submit(follower.call, JOIN_GROUP, 9, body(follower_id))
+        wait_until(
+            lambda: heartbeat(leader, group, first.generation_id, leader_id, None) == REBALANCE_IN_PROGRESS,
+            f"{cluster.name}: the leader is told of the rebalance",
+        )
+        rejoined = leader.call(JOIN_GROUP, 9, body(leader_id))
+        joined = parked.result(timeout=60)
+    generation = rejoined.generation_id
+    assert joined.generation_id == generation and rejoined.leader == leader_id, cluster.name
+    assignments = {leader_id: b"one", follower_id: b"other"}
+    assert sync(leader, group, generation, leader_id, None, **assignments).assignment == b"one"
+    assert describe(leader, group).group_state == "Stable"
+
+    # Both heartbeat (no session expires); the follower never syncs: removed after the rebalance
+    # timeout, and the group rebalances without it.
+    answers: list[tuple[int, int]] = []
+
+    def follower_removed() -> bool:
+        answers.append(
+            (
+                heartbeat(leader, group, generation, leader_id, None),
+                heartbeat(follower, group, generation, follower_id, None),
+            )
+        )
+        return answers[-1][1] == UNKNOWN_MEMBER_ID
+
+    wait_until(follower_removed, lambda: f"{cluster.name}: the follower that never synced is removed: {answers[-3:]}")
+    assert {leader_answer for leader_answer, _ in answers[:-1]} == {0}, cluster.name  # Stable until then
+    alone = leader.call(JOIN_GROUP, 9, body(leader_id))  # the leader rejoins the rebalance at once
+    assert (alone.error_code, alone.generation_id) == (0, generation + 1), cluster.name
+    assert [m.member_id for m in alone.members] == [leader_id], cluster.name

@@ -15,7 +15,9 @@ follower's SyncGroup is a future resolved by the leader's SyncGroup. The API han
 as coroutines, which mutes only the member's own connection (shared/reference §5 pitfall 12).
 Session timers (membership.py, shared with the consumer protocol) run per member, reset by
 JoinGroup, SyncGroup, Heartbeat and offset commits; a member whose JoinGroup or SyncGroup is
-parked is kept alive, as Kafka does.
+parked is kept alive, as Kafka does. Every member of a new generation owes a SyncGroup within the
+rebalance timeout (Kafka's pending sync): one that has not sent it by then is removed and the group
+rebalances, whether the leader's SyncGroup made the group Stable meanwhile or not.
 
 A dynamic member's first JoinGroup (v4+, no member id) is answered 79 MEMBER_ID_REQUIRED with the
 id it is to join with, as Kafka answers it; until it joins with that id (or its session timeout
@@ -258,6 +260,8 @@ class ClassicGroups(Groups[Group]):
         }
         if group.leader_id == old_id:
             group.leader_id = new_id
+        if old_id in group.pending_sync:  # its SyncGroup is still due, under the new id
+            group.pending_sync = (group.pending_sync - {old_id}) | {new_id}
         old.member_id, old.client_id, old.client_host = new_id, client_id, client_host
         old.session_timeout_ms, old.rebalance_timeout_ms, old.protocols = (
             session_timeout_ms,
@@ -298,6 +302,7 @@ class ClassicGroups(Groups[Group]):
                 _resolve(member.sync_future, _sync_response(ErrorCode.rebalance_in_progress))
                 member.sync_future = None
         self._transition(group, GroupState.PREPARING_REBALANCE)
+        group.pending_sync.clear()  # the next generation's members sync again
         logger.info("group %s: preparing rebalance (generation %d): %s", group.group_id, group.generation_id, reason)
         cancel(group.rebalance_timer)
         if initial and self.initial_rebalance_delay_ms > 0:
@@ -384,17 +389,25 @@ class ClassicGroups(Groups[Group]):
             future, member.join_future = member.join_future, None
             self._reset_session(group, member)
             _resolve(future, self._join_response(group, member))
-        # A leader that never sends its SyncGroup must not wedge the group.
+        # Every member must send its SyncGroup within the rebalance timeout, the leader's completing the
+        # rebalance or not: a leader that never sends it must not wedge the group, and a follower that
+        # never asks for its assignment must not hold partitions nobody reads (Kafka's pending sync).
+        group.pending_sync = set(group.members)
         group.rebalance_timer = self._loop.call_later(
             group.rebalance_timeout_ms() / 1000, self._on_sync_timeout, group, group.generation_id
         )
 
     def _on_sync_timeout(self, group: Group, generation_id: int) -> None:
-        if group.state is not GroupState.COMPLETING_REBALANCE or group.generation_id != generation_id:
+        if (
+            group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
+            or group.generation_id != generation_id
+            or not group.pending_sync
+        ):
             return
-        for member in [m for m in group.members.values() if m.sync_future is None]:
-            self._remove_member(group, member)
-        self._prepare_rebalance(group, "the leader's SyncGroup did not arrive within the rebalance timeout")
+        missing = sorted(group.pending_sync)
+        for member_id in missing:
+            self._remove_member(group, group.members[member_id])
+        self._prepare_rebalance(group, f"member(s) {', '.join(missing)} sent no SyncGroup within the rebalance timeout")
 
     def _join_response(self, group: Group, member: Member) -> dict[str, Any]:
         # skip_assignment (v9) stays false: a leader computes the assignment of a new generation.
@@ -438,6 +451,10 @@ class ClassicGroups(Groups[Group]):
         if group.state is GroupState.PREPARING_REBALANCE:
             return _sync_response(ErrorCode.rebalance_in_progress)
         self._reset_session(group, member)
+        group.pending_sync.discard(member_id)
+        if not group.pending_sync and group.state is GroupState.STABLE:
+            cancel(group.rebalance_timer)  # everyone has synced: the sync timeout has nothing left to do
+            group.rebalance_timer = None
         if group.state is GroupState.STABLE:
             return _sync_response(ErrorCode.none, member.assignment)
         future: asyncio.Future[dict[str, Any]] = self._loop.create_future()
@@ -447,8 +464,9 @@ class ClassicGroups(Groups[Group]):
             empty = EMPTY_CONSUMER_ASSIGNMENT if group.protocol_type == "consumer" else b""
             for other in group.members.values():
                 other.assignment = assignments.get(other.member_id) or empty
-            cancel(group.rebalance_timer)
-            group.rebalance_timer = None
+            if not group.pending_sync:
+                cancel(group.rebalance_timer)
+                group.rebalance_timer = None
             self._transition(group, GroupState.STABLE)
             for other in _leader_first(group):
                 pending, other.sync_future = other.sync_future, None
@@ -540,6 +558,7 @@ class ClassicGroups(Groups[Group]):
     def _remove_member(self, group: Group, member: Member) -> None:
         cancel(member.session_timer)
         group.members.pop(member.member_id, None)
+        group.pending_sync.discard(member.member_id)
         _resolve(member.join_future, _join_error(ErrorCode.unknown_member_id, member.member_id))
         _resolve(member.sync_future, _sync_response(ErrorCode.unknown_member_id))
         member.join_future = member.sync_future = None

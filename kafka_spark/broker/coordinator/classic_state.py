@@ -89,6 +89,9 @@ class Group:
     initial_delay_deadline: float | None = None  # loop time; set while the first join is delayed
     # Member ids handed out with MEMBER_ID_REQUIRED, not joined yet -> their expiry timers.
     pending_members: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
+    # members of this generation that have not sent their SyncGroup yet (Kafka's pendingSyncMembers):
+    # removed when the rebalance timeout passes, in CompletingRebalance and in Stable alike
+    pending_sync: set[str] = field(default_factory=set)
 
     def candidate_protocols(self) -> set[str]:
         """Protocols every member supports."""
