@@ -24,7 +24,7 @@ test: bootstrap
 	$(PY) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The installed wheel with the newest patch of PySpark 4.0, 4.1 and 4.2, a virtualenv each (kept in
-# .cache/matrix), against the Spark-facing tests of scripts/test_matrix.py (MATRIX_TESTS), or the
+# ~/.cache/pylog/matrix, shared by the checkouts of this machine), against the Spark-facing tests of scripts/test_matrix.py (MATRIX_TESTS), or the
 # pytest arguments in MATRIX_ARGS; MATRIX_PYSPARK picks the releases. A table per release at the end.
 MATRIX_PYSPARK ?= 4.0.5 4.1.4 4.2.1
 MATRIX_ARGS ?=

@@ -3,13 +3,15 @@ synthetic part (``spark.read.format("pylog")`` over the embedded broker, beside 
 data source ceiling) in two virtualenvs, rounds interleaved (the order alternating), so load drift
 falls on both alike.
 
-Each virtualenv holds pylog installed (scripts/test_matrix.py makes them in .cache/matrix/venvs);
+Each virtualenv holds pylog installed (scripts/test_matrix.py makes them in
+~/.cache/pylog/matrix/venvs);
 the benchmark runs from a copy of bench/ outside the checkout, so pylog comes from each
 virtualenv's install, not from this tree. Prints each round, then per release the median rows/s of
 pylog and of the synthetic source with their ranges, and the ratio of the medians (A/B) with the
 range of the per-round ratios.
 
-    python bench/pyspark_versions.py .cache/matrix/venvs/pyspark-4.0.5 .cache/matrix/venvs/pyspark-4.3.0
+    python bench/pyspark_versions.py ~/.cache/pylog/matrix/venvs/pyspark-4.0.5-py311 \\
+        ~/.cache/pylog/matrix/venvs/pyspark-4.3.0-py311
         [--rounds 3] [--messages 500000]
 """
 

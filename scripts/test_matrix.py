@@ -1,8 +1,12 @@
 """The PySpark matrix (`make test-matrix`): this checkout's wheel, installed with each PySpark
 release in a virtualenv of its own, against the Spark-facing tests that matter.
 
-For each ``--pyspark`` release: a plain virtualenv in ``WORK/venvs/pyspark-V`` (kept, so repeat
-runs only reinstall the wheel; pip's cache serves PySpark's 450 MB after the first download), the
+For each ``--pyspark`` release: a plain virtualenv in ``WORK/venvs/pyspark-V-pyXY`` (kept, so
+repeat runs only reinstall the wheel; pip's cache serves PySpark's 450 MB after the first
+download). ``WORK`` (``--work-dir``) is ``$XDG_CACHE_HOME/pylog/matrix`` (``~/.cache/pylog/matrix``)
+by default, as pip keeps its cache: shared by every checkout of this machine, so a fresh clone
+does not build three PySpark virtualenvs again; a lock per virtualenv lets one run at a time use
+it. Then the
 pure wheel of this checkout (scripts/build_dist.py) with the extras ``spark`` and ``test`` and
 ``pyspark[sql]==V``, then pytest over a copy of tests/ in ``WORK/runs/pyspark-V``, outside the
 checkout, so ``kafka_spark`` and its pytest plugin come from the install. Each release is one
@@ -29,6 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Where the virtualenvs are kept unless --work-dir says otherwise: the user's cache, as pip's.
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pylog" / "matrix"
+#: The virtualenvs are this interpreter's version: a venv of another Python is another venv.
+PY_TAG = f"py{sys.version_info.major}{sys.version_info.minor}"
 #: The newest patch of each PySpark minor before the suite's own (the package index, 2026-11:
 #: 4.0.0-4.0.5, 4.1.0-4.1.4, 4.2.0-4.2.1, 4.3.0; `pip index versions pyspark`).
 DEFAULT_PYSPARK = ("4.0.5", "4.1.4", "4.2.1")
@@ -80,8 +88,8 @@ def environment(work: Path, python: str | None = None) -> dict[str, str]:
     return env
 
 
-def build_wheel(work: Path) -> Path:
-    dist = work / "dist"
+def build_wheel(dist: Path) -> Path:
+    shutil.rmtree(dist, ignore_errors=True)  # one wheel: this checkout's, at its version
     result = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "build_dist.py"), "--out", str(dist), "--no-platform-wheel"],
         capture_output=True,
@@ -166,13 +174,14 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pyspark", nargs="+", default=list(DEFAULT_PYSPARK), help="PySpark releases to install")
-    parser.add_argument("--work-dir", type=Path, default=ROOT / ".cache" / "matrix", help="venvs, runs, the wheel")
+    parser.add_argument("--work-dir", type=Path, default=CACHE, help=f"venvs, runs, the wheel (default {CACHE})")
     parser.add_argument("--wheel", type=Path, help="install this wheel instead of building one")
     parser.add_argument("tests", nargs="*", help="pytest arguments after -- (default: MATRIX_TESTS)")
     args = parser.parse_args(argv)
     work = args.work_dir.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    wheel = args.wheel.resolve() if args.wheel else build_wheel(work)
+    # this checkout's wheel, in the checkout (the work dir is shared by every checkout)
+    wheel = args.wheel.resolve() if args.wheel else build_wheel(ROOT / ".cache" / "matrix-dist")
     print(f"test_matrix: {wheel.name}", flush=True)
     tests = args.tests or list(MATRIX_TESTS)
     rows = []
@@ -182,10 +191,10 @@ def main(argv: list[str] | None = None) -> int:
         env = environment(work / "runs" / f"pyspark-{version}")
         (work / "venvs").mkdir(exist_ok=True)
         # One run at a time per release (`make test` and `make test-matrix` share the venvs).
-        with open(work / "venvs" / f"pyspark-{version}.lock", "w") as lock:
+        with open(work / "venvs" / f"pyspark-{version}-{PY_TAG}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             started = time.monotonic()
-            python = install(row, work / "venvs" / f"pyspark-{version}", wheel, env)
+            python = install(row, work / "venvs" / f"pyspark-{version}-{PY_TAG}", wheel, env)
             took = time.monotonic() - started
             print(f"test_matrix: pyspark {version}: install {row.install} in {took:.0f} s", flush=True)
             if python is not None:
