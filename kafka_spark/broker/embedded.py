@@ -164,6 +164,7 @@ class EmbeddedBroker:
         self._schedule_retention()
         started.set_result(None)
         loop.run_forever()
+        _finish_tasks(loop)
         loop.close()
 
     def _make_broker(self, loop: asyncio.AbstractEventLoop) -> Broker:
@@ -296,3 +297,20 @@ class EmbeddedBroker:
             coroutine.close()
             raise RuntimeError("the broker is not started; use `with EmbeddedBroker() as broker:`")
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=60)
+
+
+def _finish_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what still runs when the broker stops (a transaction marker on its way to another
+    broker, a request parked in a coordinator) and let it unwind while the loop is open, as
+    ``asyncio.run`` does: a task left pending would be closed by the garbage collector later, its
+    cleanup then scheduling callbacks on a closed loop."""
+    tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.wait(tasks, timeout=10))
+        for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                logger.debug("broker task %s ended with %r while stopping", task.get_name(), task.exception())
+    loop.run_until_complete(loop.shutdown_asyncgens())
+
