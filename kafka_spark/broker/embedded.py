@@ -313,4 +313,3 @@ def _finish_tasks(loop: asyncio.AbstractEventLoop) -> None:
             if task.done() and not task.cancelled() and task.exception() is not None:
                 logger.debug("broker task %s ended with %r while stopping", task.get_name(), task.exception())
     loop.run_until_complete(loop.shutdown_asyncgens())
-
