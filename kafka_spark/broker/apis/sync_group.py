@@ -1,7 +1,9 @@
 """SyncGroup (14): the leader hands out assignments; followers wait for it (parked).
 
 From v5 (KIP-559) the member names the protocol type and name it believes the group uses; a
-mismatch is INCONSISTENT_GROUP_PROTOCOL (23), and a successful answer carries both."""
+mismatch is INCONSISTENT_GROUP_PROTOCOL (23), and a successful answer carries both. A classic
+member of a consumer group (KIP-848's migration) is answered by the consumer group: its assignment
+as the coordinator computed it."""
 
 from __future__ import annotations
 
@@ -27,7 +29,13 @@ def handle(broker: BrokerContext, request: Any) -> Any:
         return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_group_protocol, "assignment": b""}
     assignments = {entry.member_id: entry.assignment for entry in body.assignments}
     result = broker.groups.sync(
-        body.group_id, body.generation_id, body.member_id, assignments, getattr(body, "group_instance_id", None)
+        body.group_id,
+        body.generation_id,
+        body.member_id,
+        assignments,
+        getattr(body, "group_instance_id", None),
+        protocol_type,
+        protocol_name,
     )
     if isinstance(result, asyncio.Future):
         return _parked(broker, body.group_id, result)

@@ -38,8 +38,10 @@ leader's own request is answered at once, a follower's after the leader's.
 
 The group coordinator (group.py) owns these groups beside those of the consumer protocol
 (consumer_group.py): it checks that this broker coordinates a group before anything here runs,
-and keeps their committed offsets. Group ids are shared: ``blocked(group_id)`` says the consumer
-protocol's members hold the id (a JoinGroup then gets INCONSISTENT_GROUP_PROTOCOL).
+and keeps their committed offsets. Group ids are shared: the coordinator sends the requests of a
+group id whose members are in a consumer group to it (a classic member of a consumer group), and
+moves a group between the protocols (migration.py): :meth:`ClassicGroups.release` hands a group
+over to the consumer protocol, :meth:`ClassicGroups.adopt` takes one back.
 
 Thread-safety: none; everything runs on the broker's event loop.
 """
@@ -49,7 +51,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -74,7 +76,6 @@ class ClassicGroups(Groups[Group]):
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
-        blocked: Callable[[str], bool],
         *,
         initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS,
         min_session_timeout_ms: int = 6_000,
@@ -82,7 +83,6 @@ class ClassicGroups(Groups[Group]):
     ) -> None:
         super().__init__()
         self._loop = loop
-        self._blocked = blocked
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
@@ -97,6 +97,23 @@ class ClassicGroups(Groups[Group]):
     @staticmethod
     def sync_error(code: ErrorCode) -> dict[str, Any]:
         return _sync_response(code)
+
+    def join_refusal(self, group_id: str, member_id: str, session_timeout_ms: int) -> dict[str, Any] | None:
+        """The answer to a JoinGroup refused before any group sees it, whatever its protocol (an
+        empty group id, a session timeout out of the broker's bounds); None when it goes on."""
+        if not group_id:
+            return _join_error(ErrorCode.invalid_group_id, member_id)
+        if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
+            logger.warning(
+                "group %s: JoinGroup with session.timeout.ms=%d refused: the broker allows %d to %d "
+                "(group.min.session.timeout.ms, group.max.session.timeout.ms)",
+                group_id,
+                session_timeout_ms,
+                self.min_session_timeout_ms,
+                self.max_session_timeout_ms,
+            )
+            return _join_error(ErrorCode.invalid_session_timeout, member_id)
+        return None
 
     def subscribed_topics(self, group_id: str) -> set[str]:
         """Topics the members of a "consumer" group subscribe to (OffsetDelete refuses their partitions)."""
@@ -125,21 +142,10 @@ class ClassicGroups(Groups[Group]):
         Response keys are JoinGroupResponse's. ``require_member_id``: the request is v4+ (a new
         dynamic member gets MEMBER_ID_REQUIRED first); ``skip_assignment``: v9+ (a static leader
         back in a Stable group is told not to assign again)."""
-        if not group_id:
-            return _join_error(ErrorCode.invalid_group_id, member_id)
-        if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
-            logger.warning(
-                "group %s: JoinGroup with session.timeout.ms=%d refused: the broker allows %d to %d "
-                "(group.min.session.timeout.ms, group.max.session.timeout.ms)",
-                group_id,
-                session_timeout_ms,
-                self.min_session_timeout_ms,
-                self.max_session_timeout_ms,
-            )
-            return _join_error(ErrorCode.invalid_session_timeout, member_id)
+        refused = self.join_refusal(group_id, member_id, session_timeout_ms)
+        if refused is not None:
+            return refused
         if not protocol_type or not protocols:
-            return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
-        if self._blocked(group_id):  # members of the consumer protocol hold the id
             return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
         group = self._groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
@@ -609,6 +615,32 @@ class ClassicGroups(Groups[Group]):
             return ErrorCode.illegal_generation
         self._reset_session(group, member)  # Kafka counts a commit as a sign of life too
         return ErrorCode.none
+
+    # -- moving to and from the consumer protocol (migration.py) ------------------------------------
+
+    def release(self, group_id: str) -> Group | None:
+        """Hand the group over to the consumer protocol (it becomes a consumer group): members
+        parked in a JoinGroup or a SyncGroup are answered REBALANCE_IN_PROGRESS (they join the
+        consumer group by joining again), its timers stop, and members that were only given an id
+        (MEMBER_ID_REQUIRED) join the consumer group with it."""
+        group = self._groups.pop(group_id, None)
+        if group is None:
+            return None
+        _cancel_timers(group)
+        for member in group.members.values():
+            _resolve(member.join_future, _join_error(ErrorCode.rebalance_in_progress, member.member_id))
+            _resolve(member.sync_future, _sync_response(ErrorCode.rebalance_in_progress))
+            member.join_future = member.sync_future = None
+        group.pending_members.clear()
+        return group
+
+    def adopt(self, group: Group, reason: str) -> None:
+        """Take over a consumer group become classic (Stable, its members' assignments set): their
+        sessions start, and it rebalances at once, so that they join again and a leader assigns."""
+        self._groups[group.group_id] = group
+        for member in group.members.values():
+            self._reset_session(group, member)
+        self._prepare_rebalance(group, reason)
 
     def delete(self, group_id: str) -> None:
         """Forget a group without members (DeleteGroups): Dead."""

@@ -24,10 +24,24 @@ timeout (``group.consumer.session.timeout.ms``) is removed. Leaving is member ep
 member (``group.instance.id``) leaving with -2 keeps its assignment until its session expires,
 for the same instance to take back when it rejoins.
 
-Group ids are shared with classic groups (group.py): a consumer heartbeat for a classic group
-that has members, or a JoinGroup for a consumer group that has members, is refused with
-INCONSISTENT_GROUP_PROTOCOL; an empty group (committed offsets only) can be taken up by either
-protocol, keeping its offsets.
+Group ids are shared with classic groups (group.py), and a group moves between the protocols
+while it has members, as Kafka 4's does (migration.py): a member of the consumer protocol joining
+a classic group with members converts it (``upgrade``), the classic members staying as members of
+the **classic protocol** in the consumer group; when the last member of the consumer protocol
+goes and classic members stay, the group goes back to the classic protocol (``downgrade``). An
+empty group (committed offsets only) can be taken up by either protocol, keeping its offsets.
+
+A classic member of a consumer group speaks JoinGroup, SyncGroup, Heartbeat and LeaveGroup as
+Kafka answers them: its JoinGroup carries its subscription and the partitions it owns (its
+ConsumerProtocolSubscription) and is reconciled at once, like a heartbeat; the answer's
+generation is its member epoch, and it is no leader (nobody assigns). Its SyncGroup gets its
+assignment as it stands (what it keeps while it still owns partitions moving elsewhere, then its
+target), serialized as a ConsumerProtocolAssignment. Its Heartbeat is answered
+REBALANCE_IN_PROGRESS when it must join again: the group epoch passed its own, it has partitions
+to give up, or the partitions it waited for are free. Once told so, it must join within its
+rebalance timeout, and sync within it after a join, or it is removed; its session timeout is its
+own (its JoinGroup's). OffsetCommit and OffsetFetch take its generation as its epoch
+(ILLEGAL_GENERATION when it is not).
 
 Session timers and static members are shared with the classic protocol (membership.py); the
 assignors are in assignors.py, Kafka's checks of a heartbeat's fields in heartbeat_checks.py.
@@ -57,6 +71,12 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_spark.broker.coordinator.assignors import ASSIGNORS, Assignment, range_assignment, uniform_assignment
+from kafka_spark.broker.coordinator.consumer_protocol import (
+    PROTOCOL_TYPE,
+    MalformedProtocolError,
+    assignment_for,
+    decode_subscription,
+)
 from kafka_spark.broker.coordinator.heartbeat_checks import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -78,6 +98,25 @@ UNREVOKED = "unrevoked_partitions"
 UNRELEASED = "unreleased_partitions"
 
 
+@dataclass(frozen=True)
+class ClassicMetadata:
+    """What a member of the classic protocol in a consumer group joined with (Kafka's
+    ClassicMemberMetadata): its session timeout and its protocols (name, subscription), in its
+    order of preference; the first one is the protocol it is answered with."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        return self.protocols[0][0]
+
+    def assignment(self, assigned: Assignment) -> bytes:
+        """``assigned`` as its SyncGroup answer: a ConsumerProtocolAssignment of the version of
+        its subscription."""
+        return assignment_for(assigned, self.protocols[0][1])
+
+
 @dataclass
 class ConsumerMember:
     member_id: str
@@ -96,10 +135,18 @@ class ConsumerMember:
     pending_revocation: Assignment = field(default_factory=dict)
     session_timer: asyncio.TimerHandle | None = None
     revocation_timer: asyncio.TimerHandle | None = None
+    classic: ClassicMetadata | None = None  # a member of the classic protocol (JoinGroup, SyncGroup, Heartbeat)
+    join_timer: asyncio.TimerHandle | None = None  # classic: told to rejoin, it must within its rebalance timeout
+    sync_timer: asyncio.TimerHandle | None = None  # classic: joined, it must sync within its rebalance timeout
 
     @property
     def group_instance_id(self) -> str | None:
         return self.instance_id
+
+    def cancel_timers(self) -> None:
+        for timer in (self.session_timer, self.revocation_timer, self.join_timer, self.sync_timer):
+            cancel(timer)
+        self.join_timer = self.sync_timer = None
 
 
 @dataclass
@@ -129,16 +176,22 @@ class ConsumerGroup:
 class ConsumerGroups(Groups[ConsumerGroup]):
     """The consumer groups of one coordinator.
 
-    ``topics()`` gives the topics that exist (name -> (topic id, partition count)); ``blocked(group_id)``
-    says why the group id is taken by a classic group with members (None when it is not);
-    ``changed(group_id)`` is told of a change no request made (a member expired or removed).
+    ``topics()`` gives the topics that exist (name -> (topic id, partition count));
+    ``upgrade(group_id)`` is asked when a member of the consumer protocol joins a group id that
+    has no consumer group with members: it gives the classic group of that id converted (None:
+    there is none with members) or raises HeartbeatError (it cannot be converted);
+    ``downgrade(group, leaving)`` is asked when ``leaving``, a member of the consumer protocol,
+    goes: True when it takes the group over as a classic group (only classic members stay), which
+    is then no longer one of these; ``changed(group_id)`` is told of a change no request made (a member expired
+    or removed).
     """
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
         topics: Callable[[], Mapping[str, tuple[uuid.UUID, int]]],
-        blocked: Callable[[str], str | None],
+        upgrade: Callable[[str], ConsumerGroup | None] = lambda group_id: None,
+        downgrade: Callable[[ConsumerGroup, str], bool] = lambda group, leaving: False,
         *,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
@@ -147,7 +200,8 @@ class ConsumerGroups(Groups[ConsumerGroup]):
         super().__init__()
         self._loop = loop
         self._topics = topics
-        self._blocked = blocked
+        self._upgrade = upgrade
+        self._downgrade = downgrade
         self._changed = changed or (lambda group_id: None)
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
@@ -186,9 +240,10 @@ class ConsumerGroups(Groups[ConsumerGroup]):
                 raise HeartbeatError(
                     ErrorCode.topic_authorization_failed, f"not authorized to DESCRIBE topic {name!r} it subscribes to"
                 )
-        reason = self._blocked(group_id)
-        if reason is not None and not self.has_members(group_id):
-            raise HeartbeatError(ErrorCode.inconsistent_group_protocol, reason)
+        if epoch == 0 and not self.has_members(group_id):
+            converted = self._upgrade(group_id)  # a classic group with members becomes this consumer group
+            if converted is not None:
+                self.adopt(converted)
         group = self._groups.get(group_id)
         if epoch == 0:
             if group is None:
@@ -206,16 +261,8 @@ class ConsumerGroups(Groups[ConsumerGroup]):
             _check_epoch(member, epoch, _owned(body, self._topics()))
             bump = self._update(member, body)
         topics = self._topics()
-        subscribed = self._subscribed_partitions(group, topics, allowed_topic)
-        if subscribed != group.subscribed_partitions:
-            group.subscribed_partitions = subscribed
-            bump = True
-        if bump:
-            group.group_epoch += 1
-        if group.group_epoch > group.assignment_epoch:
-            self._assign(group, topics, allowed_topic)
         before = (member.member_epoch, dict(member.assigned))
-        self._reconcile(group, member, _owned(body, topics))
+        self._advance(group, member, _owned(body, topics), bump, topics, allowed_topic)
         self._reset_session(group, member)
         full = epoch == 0 or (
             body.rebalance_timeout.total_seconds() >= 0
@@ -227,6 +274,29 @@ class ConsumerGroups(Groups[ConsumerGroup]):
         if full or before != (member.member_epoch, member.assigned):
             response["assignment"] = {"topic_partitions": _by_topic_id(member.assigned, topics)}
         return response
+
+    def _advance(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        owned: Assignment | None,
+        bump: bool,
+        topics: Mapping[str, tuple[uuid.UUID, int]],
+        allowed: Callable[[str], bool],
+    ) -> None:
+        """After a member's request: the partitions the group subscribes to, the group epoch
+        (moved by ``bump``: the member joined or changed its subscription), a new target
+        assignment when the epoch passed the assignment's, and the member's reconciliation with
+        what it says it owns."""
+        subscribed = self._subscribed_partitions(group, topics, allowed)
+        if subscribed != group.subscribed_partitions:
+            group.subscribed_partitions = subscribed
+            bump = True
+        if bump:
+            group.group_epoch += 1
+        if group.group_epoch > group.assignment_epoch:
+            self._assign(group, topics, allowed)
+        self._reconcile(group, member, owned)
 
     def _join(self, group: ConsumerGroup, body: Any, client_id: str, client_host: str) -> tuple[ConsumerMember, bool]:
         """The joining member, and whether the group's epoch moves: always for a new member; for a
@@ -259,9 +329,12 @@ class ConsumerGroups(Groups[ConsumerGroup]):
         return member, changed or static is None
 
     def _take_over(self, group: ConsumerGroup, old: ConsumerMember, new: ConsumerMember) -> None:
-        cancel(old.session_timer)
+        """``new``, the same static instance as ``old``, takes its place: its epoch (the one it had
+        before it left for a while), subscription and partitions."""
+        old.cancel_timers()
         del group.members[old.member_id]
-        new.member_epoch, new.previous_member_epoch = old.previous_member_epoch, old.previous_member_epoch
+        epoch = old.previous_member_epoch if old.member_epoch == STATIC_LEAVE_EPOCH else old.member_epoch
+        new.member_epoch, new.previous_member_epoch = epoch, old.previous_member_epoch
         new.assigned, new.pending_revocation = old.assigned, old.pending_revocation
         new.subscribed_names, new.subscribed_regex = old.subscribed_names, old.subscribed_regex
         new.server_assignor = old.server_assignor
@@ -304,8 +377,7 @@ class ConsumerGroups(Groups[ConsumerGroup]):
             cancel(member.revocation_timer)
         else:
             logger.info("group %s: member %s leaves", group_id, member_id)
-            self._remove(group, member)
-            group.group_epoch += 1
+            self._fence(group, member)
         return _heartbeat_response(ErrorCode.none, None, member_id, epoch)
 
     # -- the target assignment ---------------------------------------------------------------------
@@ -404,29 +476,40 @@ class ConsumerGroups(Groups[ConsumerGroup]):
             _describe(member.pending_revocation),
             member.rebalance_timeout_ms,
         )
-        self._remove(group, member)
-        group.group_epoch += 1
+        self._fence(group, member)
         self._changed(group.group_id)
 
     # -- sessions and removal ----------------------------------------------------------------------
 
     def _reset_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        self._sessions.reset(group, member, self.session_timeout_ms)
+        self._sessions.reset(group, member, self._session_timeout_ms(member))
+
+    def _session_timeout_ms(self, member: ConsumerMember) -> int:
+        return member.classic.session_timeout_ms if member.classic is not None else self.session_timeout_ms
 
     def _on_session_expired(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         logger.info(
             "group %s: member %s expired after %d ms without a heartbeat",
             group.group_id,
             member.member_id,
-            self.session_timeout_ms,
+            self._session_timeout_ms(member),
         )
-        self._remove(group, member)
-        group.group_epoch += 1
+        self._fence(group, member)
         self._changed(group.group_id)
 
+    def _fence(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """``member`` goes (it left, or was removed) and the group's epoch moves; or, when it was
+        the group's last member of the consumer protocol and members of the classic protocol
+        stay, the group becomes a classic group with them (Kafka's online downgrade): it is no
+        longer one of these groups."""
+        if member.classic is None and self._downgrade(group, member.member_id):
+            self.forget([group.group_id])
+            return
+        self._remove(group, member)
+        group.group_epoch += 1
+
     def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        cancel(member.session_timer)
-        cancel(member.revocation_timer)
+        member.cancel_timers()
         group.members.pop(member.member_id, None)
         group.target.pop(member.member_id, None)
         for key in [key for key, owner in group.owners.items() if owner == member.member_id]:
@@ -438,6 +521,204 @@ class ConsumerGroups(Groups[ConsumerGroup]):
         member = group.members.get(member_id) if group is not None else None
         if group is not None and member is not None:
             self._reset_session(group, member)
+
+    # -- members of the classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) ------------
+
+    def classic_join(
+        self,
+        group_id: str,
+        member_id: str,
+        *,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        group_instance_id: str | None = None,
+        require_member_id: bool = False,
+        **_: Any,
+    ) -> dict[str, Any]:
+        """A JoinGroup to a consumer group with members (ClassicGroups.join's keywords): the member
+        joins, or rejoins, with the subscription and the owned partitions of its metadata, and is
+        reconciled at once; the answer is Kafka's: the member epoch as the generation, the first
+        of its protocols, no leader and no members (nobody assigns: the coordinator did)."""
+        group = self._groups[group_id]
+        if protocol_type != PROTOCOL_TYPE or not protocols or not self._supports(group, member_id, protocols):
+            return _join_answer(ErrorCode.inconsistent_group_protocol, member_id)
+        try:
+            subscription = decode_subscription(protocols[0][1])
+        except MalformedProtocolError as error:
+            logger.warning("group %s: JoinGroup of %s refused: its metadata is %s", group_id, member_id, error)
+            return _join_answer(ErrorCode.inconsistent_group_protocol, member_id)
+        known = bool(member_id)
+        member_id = member_id or str(uuid.uuid4())
+        if not known and group_instance_id is None and require_member_id:
+            logger.info("group %s: new member %s is to join again with its member id", group_id, member_id)
+            return _join_answer(ErrorCode.member_id_required, member_id)
+        static = static_member(group.members.values(), group_instance_id) if group_instance_id else None
+        if static is not None and static.member_id != member_id and known:
+            return _join_answer(ErrorCode.fenced_instance_id, member_id)
+        member = group.members.get(member_id)
+        if member is not None and member.classic is None:
+            return _join_answer(ErrorCode.unknown_member_id, member_id)  # a member of the consumer protocol
+        if member is None:
+            member = ConsumerMember(member_id, group_instance_id, None, client_id, client_host, rebalance_timeout_ms)
+            if static is not None:  # the same instance is back under a new id: it takes the old one's place
+                self._take_over(group, static, member)
+            group.members[member_id] = member
+            logger.info("group %s: member %s joins (classic protocol)", group_id, member_id)
+        member.client_id, member.client_host = client_id, client_host
+        member.rebalance_timeout_ms = rebalance_timeout_ms if rebalance_timeout_ms > 0 else session_timeout_ms
+        if subscription.rack_id is not None:
+            member.rack_id = subscription.rack_id
+        subscribed = tuple(sorted(set(subscription.topics)))
+        bump = member.classic is None or subscribed != member.subscribed_names
+        member.subscribed_names = subscribed
+        member.classic = ClassicMetadata(session_timeout_ms, tuple(protocols))
+        cancel(member.join_timer)
+        member.join_timer = None
+        self._advance(group, member, subscription.owned, bump, self._topics(), lambda topic: True)
+        self._reset_session(group, member)
+        cancel(member.sync_timer)
+        member.sync_timer = self._loop.call_later(
+            member.rebalance_timeout_ms / 1000, self._on_classic_timeout, group, member, "sent no SyncGroup"
+        )
+        answer = _join_answer(ErrorCode.none, member_id)
+        answer.update(
+            generation_id=member.member_epoch, protocol_type=PROTOCOL_TYPE, protocol_name=member.classic.protocol_name
+        )
+        return answer
+
+    def _supports(self, group: ConsumerGroup, member_id: str, protocols: list[tuple[str, bytes]]) -> bool:
+        """Whether one of ``protocols`` is one every other classic member has (Kafka's rule)."""
+        names = {name for name, _ in protocols}
+        for other in group.members.values():
+            if other.classic is not None and other.member_id != member_id:
+                names &= {name for name, _ in other.classic.protocols}
+        return bool(names)
+
+    def classic_sync(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> dict[str, Any]:
+        """A SyncGroup of a classic member of a consumer group: its assignment (what it may own
+        now: its target once it has given up what the target moved elsewhere), or
+        REBALANCE_IN_PROGRESS when it must join again first."""
+        group = self._groups.get(group_id)
+        member, error = self._classic_member(group, member_id, group_instance_id)
+        if member is None or group is None:
+            return {"throttle_time": 0, "error_code": error, "assignment": b""}
+        assert member.classic is not None
+        if generation_id != member.member_epoch:
+            error = ErrorCode.illegal_generation
+        elif protocol_type not in (None, PROTOCOL_TYPE) or protocol_name not in (None, member.classic.protocol_name):
+            error = ErrorCode.inconsistent_group_protocol
+        elif group.group_epoch > member.member_epoch and member.state != UNREVOKED:
+            self._expect_rejoin(group, member)
+            error = ErrorCode.rebalance_in_progress
+        if error is not ErrorCode.none:
+            return {"throttle_time": 0, "error_code": error, "assignment": b""}
+        cancel(member.sync_timer)
+        member.sync_timer = None
+        self._reset_session(group, member)
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
+            "assignment": member.classic.assignment(member.assigned),
+            "protocol_type": protocol_type,
+            "protocol_name": protocol_name,
+        }
+
+    def classic_heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
+    ) -> ErrorCode:
+        """A Heartbeat of a classic member of a consumer group: REBALANCE_IN_PROGRESS when it must
+        join again (the group epoch moved past its own; it has partitions to give up; the
+        partitions it waited for are free), and from then on it must within its rebalance
+        timeout."""
+        group = self._groups.get(group_id)
+        member, error = self._classic_member(group, member_id, group_instance_id)
+        if member is None or group is None:
+            return error
+        if generation_id != member.member_epoch:
+            return ErrorCode.illegal_generation
+        self._reset_session(group, member)
+        if (
+            member.member_epoch < group.group_epoch
+            or member.state == UNREVOKED
+            or (member.state == UNRELEASED and not self._waiting_on_unreleased(group, member))
+        ):
+            self._expect_rejoin(group, member)
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def classic_leave(self, group_id: str, member_id: str, group_instance_id: str | None = None) -> ErrorCode:
+        """A classic member leaves a consumer group (LeaveGroup; a static member may be named by
+        its instance id alone)."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.unknown_member_id
+        if group_instance_id is not None:
+            member = static_member(group.members.values(), group_instance_id)
+            if member is not None and member_id and member.member_id != member_id:
+                return ErrorCode.fenced_instance_id
+        else:
+            member = group.members.get(member_id)
+        if member is None or member.classic is None:
+            return ErrorCode.unknown_member_id
+        logger.info("group %s: member %s leaves (classic protocol)", group_id, member.member_id)
+        self._fence(group, member)
+        return ErrorCode.none
+
+    def _classic_member(
+        self, group: ConsumerGroup | None, member_id: str, group_instance_id: str | None
+    ) -> tuple[ConsumerMember | None, ErrorCode]:
+        """The classic member a SyncGroup or Heartbeat names (Kafka's checks: the instance id, then
+        the member, which must be of the classic protocol)."""
+        if group is None:
+            return None, ErrorCode.unknown_member_id
+        if group_instance_id is not None:
+            member = static_member(group.members.values(), group_instance_id)
+            if member is not None and member.member_id != member_id:
+                return None, ErrorCode.fenced_instance_id
+        else:
+            member = group.members.get(member_id)
+        if member is None or member.classic is None:
+            return None, ErrorCode.unknown_member_id
+        return member, ErrorCode.none
+
+    def _waiting_on_unreleased(self, group: ConsumerGroup, member: ConsumerMember) -> bool:
+        """Whether a partition of the member's target is still owned by another member."""
+        for topic, partitions in group.target.get(member.member_id, {}).items():
+            for partition in partitions - member.assigned.get(topic, frozenset()):
+                if group.owners.get((topic, partition)) not in (None, member.member_id):
+                    return True
+        return False
+
+    def _expect_rejoin(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        if member.join_timer is None:
+            member.join_timer = self._loop.call_later(
+                member.rebalance_timeout_ms / 1000, self._on_classic_timeout, group, member, "did not join again"
+            )
+
+    def _on_classic_timeout(self, group: ConsumerGroup, member: ConsumerMember, what: str) -> None:
+        if self._groups.get(group.group_id) is not group or group.members.get(member.member_id) is not member:
+            return
+        logger.warning(
+            "group %s: member %s %s within its rebalance timeout (%d ms); it is removed",
+            group.group_id,
+            member.member_id,
+            what,
+            member.rebalance_timeout_ms,
+        )
+        self._fence(group, member)
+        self._changed(group.group_id)
 
     # -- offsets, deletion -------------------------------------------------------------------------
 
@@ -453,9 +734,7 @@ class ConsumerGroups(Groups[ConsumerGroup]):
         member = group.members.get(member_id)
         if member is None or member.member_epoch == STATIC_LEAVE_EPOCH:
             return ErrorCode.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return ErrorCode.none
+        return _epoch_error(member, member_epoch)
 
     def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
         """OffsetFetch v9+: a member of a consumer group names itself and its epoch, which must be
@@ -466,7 +745,7 @@ class ConsumerGroups(Groups[ConsumerGroup]):
         member = group.members.get(member_id or "")
         if member is None or member.member_epoch == STATIC_LEAVE_EPOCH:
             return ErrorCode.unknown_member_id
-        return ErrorCode.none if member_epoch == member.member_epoch else ErrorCode.stale_member_epoch
+        return _epoch_error(member, member_epoch)
 
     def delete(self, group_id: str) -> bool:
         """Forget an empty consumer group (DeleteGroups); False when it has members."""
@@ -476,10 +755,11 @@ class ConsumerGroups(Groups[ConsumerGroup]):
         self._groups.pop(group_id, None)
         return True
 
-    def restore(self, group: ConsumerGroup) -> None:
-        """Take back a group replayed from ``__consumer_offsets`` (this broker now coordinates it):
-        who owns which partition and the group's assignor follow from its members; every member's
-        session starts over, and so does the rebalance timeout of a member giving partitions up."""
+    def adopt(self, group: ConsumerGroup) -> None:
+        """Take in a group replayed from ``__consumer_offsets`` (this broker now coordinates it), or
+        a classic group converted to the consumer protocol: who owns which partition and the
+        group's assignor follow from its members; every member's session starts over, and so does
+        the rebalance timeout of a member giving partitions up."""
         self.forget([group.group_id])
         group.assignor = _chosen_assignor(group)
         group.owners = {
@@ -496,7 +776,7 @@ class ConsumerGroups(Groups[ConsumerGroup]):
                 member.revocation_timer = self._loop.call_later(
                     member.rebalance_timeout_ms / 1000, self._on_revocation_timeout, group, member
                 )
-        logger.info("group %s: loaded with %d member(s) (consumer protocol)", group.group_id, len(group.members))
+        logger.info("group %s: taken in with %d member(s) (consumer protocol)", group.group_id, len(group.members))
 
     def forget(self, group_ids: Iterable[str]) -> None:
         """This broker no longer coordinates these groups (their members find the new coordinator
@@ -505,8 +785,7 @@ class ConsumerGroups(Groups[ConsumerGroup]):
             group = self._groups.pop(group_id, None)
             if group is not None:
                 for member in group.members.values():
-                    cancel(member.session_timer)
-                    cancel(member.revocation_timer)
+                    member.cancel_timers()
 
     def close(self) -> None:
         self.forget(list(self._groups))
@@ -545,7 +824,7 @@ class ConsumerGroups(Groups[ConsumerGroup]):
                     "subscribed_topic_regex": member.subscribed_regex,
                     "assignment": assignment(member.assigned),
                     "target_assignment": assignment(group.target.get(member.member_id, {})),
-                    "member_type": 1,  # the consumer protocol (0: a classic member of a consumer group)
+                    "member_type": 0 if member.classic is not None else 1,  # Kafka's: 0 classic, 1 consumer
                 }
                 for member in group.members.values()
             ],
@@ -569,6 +848,14 @@ def _check_epoch(member: ConsumerMember, epoch: int, owned: Assignment | None) -
             f"member {member.member_id} sent epoch {epoch}; its epoch is {member.member_epoch}: "
             "join again with epoch 0",
         )
+
+
+def _epoch_error(member: ConsumerMember, epoch: int) -> ErrorCode:
+    """An offset request's epoch against the member's: a classic member's generation is its
+    epoch, and a wrong one ILLEGAL_GENERATION, as Kafka answers it."""
+    if epoch == member.member_epoch:
+        return ErrorCode.none
+    return ErrorCode.illegal_generation if member.classic is not None else ErrorCode.stale_member_epoch
 
 
 def _chosen_assignor(group: ConsumerGroup) -> str:
@@ -605,6 +892,21 @@ def _by_topic_id(assignment: Assignment, topics: Mapping[str, tuple[uuid.UUID, i
 
 def _describe(assignment: Assignment) -> str:
     return ", ".join(f"{topic}-{index}" for topic, indexes in sorted(assignment.items()) for index in sorted(indexes))
+
+
+def _join_answer(code: ErrorCode, member_id: str) -> dict[str, Any]:
+    """A JoinGroup answer to a classic member of a consumer group (leader and members empty)."""
+    return {
+        "throttle_time": 0,
+        "error_code": code,
+        "generation_id": -1,
+        "protocol_type": None,
+        "protocol_name": "",
+        "leader": "",
+        "skip_assignment": False,
+        "member_id": member_id,
+        "members": [],
+    }
 
 
 def _heartbeat_response(code: ErrorCode, message: str | None, member_id: str | None, epoch: int) -> dict[str, Any]:

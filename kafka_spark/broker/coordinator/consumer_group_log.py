@@ -6,13 +6,15 @@ loads the partition, so members keep their ids, epochs and partitions across a r
 coordinator or a move of it to another broker. These are Kafka's records, with its layouts: a key
 is the record type (int16) followed by the key's fields (``string`` = int16 length + UTF-8); a
 value is its version (int16, 0 for all of these) followed by the value's fields in Kafka's flexible
-encoding (compact strings and arrays, tagged fields; pylog writes no tagged field)::
+encoding (compact strings and arrays, tagged fields: pylog writes one, type 5's tag 0)::
 
     type 3  ConsumerGroupMetadata             key: group       value: epoch int32
     type 4  ConsumerGroupPartitionMetadata    key: group       value: [topic id, name, partitions, []]
     type 5  ConsumerGroupMemberMetadata       key: group, member
             value: instance id, rack id, client id, client host, subscribed names, regex,
-                   rebalance timeout int32, server assignor
+                   rebalance timeout int32, server assignor; tagged field 0 for a member of
+                   the classic protocol (KIP-848's migration): session timeout int32 and
+                   protocols [name, metadata bytes]
     type 6  ConsumerGroupTargetAssignmentMetadata  key: group  value: assignment epoch int32
     type 7  ConsumerGroupTargetAssignmentMember    key: group, member  value: [topic id, [partition]]
     type 8  ConsumerGroupCurrentMemberAssignment   key: group, member
@@ -23,14 +25,18 @@ encoding (compact strings and arrays, tagged fields; pylog writes no tagged fiel
 (Type 4 is the form Kafka 4.0 writes the partitions a group subscribes to in; later versions keep
 a hash of them in type 3's tagged field and still read type 4.)
 
-What is written when: after every change of a group (a heartbeat, a member leaving or expiring, a
-member removed by its rebalance timeout, the group deleted) the coordinator writes, in one batch,
+What is written when: after every change of a group (a heartbeat, a classic member's JoinGroup or
+LeaveGroup, a member leaving or expiring, a member removed by its rebalance timeout, the group
+deleted, or converted to or from the classic protocol) the coordinator writes, in one batch,
 the records whose value changed, in Kafka's order: first the tombstones of what is gone (a member's
 current assignment, target assignment, then its metadata; for a deleted group the target
 assignment epoch, the partition metadata and the group epoch last), then member metadata,
 partition metadata, group epoch, target assignments, assignment epoch, current assignments. A
 compacted topic keeps the newest record per key, and a tombstone removes its key, so compaction
-keeps only the group's current state.
+keeps only the group's current state. A group converted to a classic group (its last member of
+the consumer protocol left) leaves only tombstones of all of its records: classic groups'
+membership is not written (it is kept in memory). A group converted from a classic group is
+written whole at the heartbeat that converted it.
 
 Replay (:class:`ConsumerGroupReplay`): records are applied in offset order, last per key wins,
 and the group is rebuilt once the partition is read. A member record of a group without its group
@@ -46,18 +52,20 @@ import io
 import struct
 import uuid
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from kio.serial import entity_reader, entity_writer
+from kio.serial.writers import write_unsigned_varint
 from kio.static.constants import EntityType
-from kio.static.primitive import i8, i16, i32
+from kio.static.primitive import i8, i16, i32, uvarint
 
 from kafka_spark.broker.coordinator.assignors import Assignment
 from kafka_spark.broker.coordinator.consumer_group import (
     STABLE,
     UNRELEASED,
     UNREVOKED,
+    ClassicMetadata,
     ConsumerGroup,
     ConsumerMember,
 )
@@ -157,6 +165,18 @@ class _PartitionMetadata(_Value):  # ConsumerGroupPartitionMetadataValue
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class _ClassicProtocol(_Nested):
+    name: str = _str()
+    metadata: bytes = field(metadata={"kafka_type": "bytes"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ClassicMemberMetadata(_Nested):
+    session_timeout_ms: i32 = _int32()
+    supported_protocols: tuple[_ClassicProtocol, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _MemberMetadata(_Value):  # ConsumerGroupMemberMetadataValue
     instance_id: str | None = _str()
     rack_id: str | None = _str()
@@ -166,6 +186,8 @@ class _MemberMetadata(_Value):  # ConsumerGroupMemberMetadataValue
     subscribed_topic_regex: str | None = _str()
     rebalance_timeout_ms: i32 = _int32()
     server_assignor: str | None = _str()
+    # tagged field 0: a member of the classic protocol's session timeout and protocols (null otherwise)
+    classic_member_metadata: _ClassicMemberMetadata | None = field(metadata={"tag": 0}, default=None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,13 +219,26 @@ _VALUE_CLASSES: dict[int, Any] = {
     CURRENT_ASSIGNMENT: _CurrentAssignment,
 }
 _MEMBER_TYPES = frozenset({MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT})
-_WRITERS = {cls: entity_writer(cls) for cls in {_GroupKey, _MemberKey, *_VALUE_CLASSES.values()}}
+_WRITERS = {
+    cls: entity_writer(cls) for cls in {_GroupKey, _MemberKey, _ClassicMemberMetadata, *_VALUE_CLASSES.values()}
+}
 _READERS = {cls: entity_reader(cls) for cls in {_GroupKey, _MemberKey, *_VALUE_CLASSES.values()}}
 
 
 def _encode(entity: Any) -> bytes:
     buffer = io.BytesIO()
-    _WRITERS[type(entity)](buffer, entity)
+    classic = entity.classic_member_metadata if isinstance(entity, _MemberMetadata) else None
+    if classic is None:
+        _WRITERS[type(entity)](buffer, entity)
+        return buffer.getvalue()
+    # kio writes a nullable struct in a tagged field without the presence byte Kafka writes before
+    # it (and reads, as kio's reader does): this tagged field is written here.
+    _WRITERS[_MemberMetadata](buffer, replace(entity, classic_member_metadata=None))
+    tagged = b"\x01" + _encode(classic)
+    buffer.seek(-1, io.SEEK_END)  # over kio's "no tagged field"
+    for number in (1, 0, len(tagged)):  # one tagged field: tag 0, its size, then its bytes
+        write_unsigned_varint(buffer, uvarint(number))
+    buffer.write(tagged)
     return buffer.getvalue()
 
 
@@ -286,6 +321,14 @@ def group_records(
             subscribed_topic_regex=member.subscribed_regex,
             rebalance_timeout_ms=i32(member.rebalance_timeout_ms),
             server_assignor=member.server_assignor,
+            classic_member_metadata=None
+            if member.classic is None
+            else _ClassicMemberMetadata(
+                session_timeout_ms=i32(member.classic.session_timeout_ms),
+                supported_protocols=tuple(
+                    _ClassicProtocol(name=name, metadata=metadata) for name, metadata in member.classic.protocols
+                ),
+            ),
         )
         records[encode_key(CURRENT_ASSIGNMENT, group_id, member_id)] = _CurrentAssignment(
             member_epoch=i32(member.member_epoch),
@@ -331,6 +374,8 @@ class ConsumerGroupRecords:
             gone = [(key, None) for key in written.values]
         else:
             all_targets = members is None or group.assignment_epoch != written.assignment_epoch
+            if members is not None:  # and the members never written (a group converted from the classic protocol)
+                members = set(members) | (group.members.keys() - written.members.keys())
             wanted = group_records(group, topics, members, all_targets=all_targets)
             gone = [
                 (key, None)
@@ -473,9 +518,19 @@ class ConsumerGroupReplay:
                     state=_STATE_NAMES.get(int(current.state), STABLE),
                     assigned=assignment(current.assigned_partitions),
                     pending_revocation=assignment(current.partitions_pending_revocation),
+                    classic=_classic(metadata.classic_member_metadata),
                 )
             group.target = {
                 member_id: assignment(target.topic_partitions) for member_id, target in state.targets.items()
             }
             rebuilt.append((group, dict(state.records)))
         return rebuilt
+
+
+def _classic(metadata: "_ClassicMemberMetadata | None") -> ClassicMetadata | None:
+    if metadata is None:
+        return None
+    return ClassicMetadata(
+        int(metadata.session_timeout_ms),
+        tuple((protocol.name, bytes(protocol.metadata)) for protocol in metadata.supported_protocols),
+    )

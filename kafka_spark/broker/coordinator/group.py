@@ -12,9 +12,13 @@ Kafka's ``GroupCoordinator``, split by concern as Kafka's is:
 * the consumer protocol's membership, written to ``__consumer_offsets`` with Kafka's records
   (consumer_group_log.py) after each change and replayed with the offsets, so that members keep
   their epochs when the coordinator restarts or moves (classic groups' membership is in memory);
-* the group ids: one space for both protocols (a group whose members use one protocol refuses the
-  other's joins with INCONSISTENT_GROUP_PROTOCOL; an empty group, committed offsets only, can be
-  taken up by either, keeping its offsets).
+* the group ids: one space for both protocols. A group id's members are in a classic group or in a
+  consumer group, never both: a consumer group takes classic members of a consumer (their
+  JoinGroup, SyncGroup, Heartbeat and LeaveGroup go to it), and a group moves between the
+  protocols while it has members (migration.py: a consumer-protocol member joining a classic
+  group converts it; the last one leaving a consumer group of classic members converts it back),
+  as Kafka 4's coordinator does with ``group.consumer.migration.policy=bidirectional``. An empty
+  group, committed offsets only, can be taken up by either protocol, keeping its offsets.
 
 Ownership: this broker coordinates the groups of the partitions of ``__consumer_offsets`` it leads
 (a single node, a cluster of one, leads them all): ``partition_moved`` loads a partition's offsets
@@ -47,6 +51,7 @@ from kafka_spark.broker.coordinator.classic_state import DEFAULT_INITIAL_REBALAN
 from kafka_spark.broker.coordinator.consumer_group import (
     DEFAULT_HEARTBEAT_INTERVAL_MS,
     DEFAULT_SESSION_TIMEOUT_MS,
+    ConsumerGroup,
     ConsumerGroups,
 )
 from kafka_spark.broker.coordinator.consumer_group_log import ConsumerGroupRecords, ConsumerGroupReplay
@@ -55,11 +60,14 @@ from kafka_spark.broker.coordinator.context import (
     NotReplicatedError,
     OwnedPartitions,
     Replication,
+    answer_after,
     durable,
     log_failure,
     settled,
 )
 from kafka_spark.broker.coordinator.group_offsets import CommittedOffset, GroupOffsetStore
+from kafka_spark.broker.coordinator.heartbeat_checks import HeartbeatError
+from kafka_spark.broker.coordinator.migration import UpgradeRefused, downgradable, to_classic_group, to_consumer_group
 from kafka_spark.broker.internal_topics import OFFSETS_TOPIC
 from kafka_spark.broker.storage.errors import StorageError
 from kafka_spark.common.topic_partition import TopicPartition
@@ -100,10 +108,10 @@ class GroupCoordinator:
         # The partitions of __consumer_offsets this broker leads: their groups are its own.
         self._owned = OwnedPartitions(OFFSETS_TOPIC, replication)
         self.offsets = GroupOffsetStore(logs, partitions=self._owned.partitions)
-        # The two protocols' groups, one id space: each refuses an id the other's members hold.
+        # The two protocols' groups, one id space: a group id's members are in one of them, and the
+        # group moves from one to the other while it has members (migration.py).
         self.classic = ClassicGroups(
             loop,
-            self._consumer_members,
             initial_rebalance_delay_ms=initial_rebalance_delay_ms,
             min_session_timeout_ms=min_session_timeout_ms,
             max_session_timeout_ms=max_session_timeout_ms,
@@ -111,7 +119,8 @@ class GroupCoordinator:
         self.consumer = ConsumerGroups(
             loop,
             self._topic_ids,
-            self._classic_members,
+            self._upgrade,
+            self._downgrade,
             session_timeout_ms=consumer_session_timeout_ms,
             heartbeat_interval_ms=consumer_heartbeat_interval_ms,
             changed=self._consumer_group_changed,
@@ -121,16 +130,42 @@ class GroupCoordinator:
     def _topic_ids(self) -> dict[str, tuple[uuid.UUID, int]]:
         return {name: (info.topic_id, info.partitions) for name, info in self._replication.topics().items()}
 
-    def _consumer_members(self, group_id: str) -> bool:
-        return self.consumer.has_members(group_id)
+    # -- a group moving between the protocols (migration.py) ------------------------------------------
 
-    def _classic_members(self, group_id: str) -> str | None:
-        if not self.classic.has_members(group_id):
+    def _upgrade(self, group_id: str) -> ConsumerGroup | None:
+        """A member of the consumer protocol joins ``group_id``: its classic group, if it has
+        members, becomes a consumer group (returned); an empty one is dropped. Raises
+        HeartbeatError (GROUP_ID_NOT_FOUND, Kafka's answer) when the group cannot be converted."""
+        classic = self.classic.group(group_id)
+        if classic is None:
             return None
-        return (
-            f"group {group_id} has members of the classic protocol; a consumer with group.protocol=consumer "
-            "can join it once they have left"
+        if not classic.members:
+            self.classic.delete(group_id)
+            return None
+        try:
+            converted = to_consumer_group(classic, self._topic_ids())
+        except UpgradeRefused as refused:
+            logger.info("group %s: not converted to the consumer protocol: %s", group_id, refused)
+            raise HeartbeatError(ErrorCode.group_id_not_found, str(refused)) from refused
+        self.classic.release(group_id)
+        logger.info(
+            "group %s: a member of the consumer protocol joins; its %d classic member(s) stay: it is a consumer "
+            "group from epoch %d",
+            group_id,
+            len(converted.members),
+            converted.group_epoch,
         )
+        return converted
+
+    def _downgrade(self, group: ConsumerGroup, leaving: str) -> bool:
+        """``leaving``, a member of the consumer protocol, leaves ``group``: when only classic
+        members stay, the group becomes a classic group of them, which rebalances (True)."""
+        if not downgradable(group, leaving):
+            return False
+        reason = f"its last member of the consumer protocol, {leaving}, left: back to the classic protocol"
+        logger.info("group %s: %s with %d member(s)", group.group_id, reason, len(group.members) - 1)
+        self.classic.adopt(to_classic_group(group, leaving), reason)
+        return True
 
     # -- the partitions of __consumer_offsets this broker leads ---------------------------------------
 
@@ -149,7 +184,7 @@ class GroupCoordinator:
                 applied = self.offsets.load_partition(partition, replay.apply)
                 groups = replay.groups(self._topic_ids(), f"{OFFSETS_TOPIC}-{partition}")
                 for group, records in groups:
-                    self.consumer.restore(group)
+                    self.consumer.adopt(group)
                     self._consumer_records.forget([group.group_id])
                     self._consumer_records.written(group.group_id, records.items())
                 logger.info(
@@ -192,9 +227,9 @@ class GroupCoordinator:
         return sorted(set(self.classic.group_ids()) | set(self.offsets.groups()) | set(self.consumer.group_ids()))
 
     def group_type(self, group_id: str) -> str:
-        """``consumer`` for a group of KIP-848's protocol (unless classic members hold the id),
-        else ``classic`` (ListGroups v5's group type)."""
-        if self.consumer.group(group_id) is not None and self._classic_members(group_id) is None:
+        """``consumer`` for a group of KIP-848's protocol (its members may use either protocol;
+        unless classic members hold the id), else ``classic`` (ListGroups v5's group type)."""
+        if self.consumer.group(group_id) is not None and not self.classic.has_members(group_id):
             return "consumer"
         return "classic"
 
@@ -246,9 +281,25 @@ class GroupCoordinator:
 
     def join(self, group_id: str, member_id: str, **member: Any) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
         """A JoinGroup (``member``: ``ClassicGroups.join``'s keywords): a response dict now, or a
-        future resolved when the rebalance completes."""
+        future resolved when the rebalance completes (a classic group) or when what the join
+        changed is written (a consumer group with members, which a classic member joins)."""
         if group_id and self.owner_error(group_id):
             return self.classic.join_error(ErrorCode.not_coordinator, member_id)
+        consumer = self.consumer.group(group_id) if group_id else None
+        if consumer is not None and consumer.members:
+            refused = self.classic.join_refusal(group_id, member_id, member["session_timeout_ms"])
+            if refused is not None:
+                return refused
+            response = self.consumer.classic_join(group_id, member_id, **member)
+            stored = self._store_consumer_group(group_id, {response["member_id"]})
+            if stored is None:
+                return response
+            return asyncio.ensure_future(
+                answer_after([asyncio.ensure_future(stored)], response, f"group {group_id}'s membership")
+            )
+        if consumer is not None:  # an empty consumer group: the classic group takes the id, as Kafka's does
+            self.consumer.delete(group_id)
+            self._consumer_group_changed(group_id)
         return self.classic.join(group_id, member_id, **member)
 
     def sync(
@@ -258,9 +309,17 @@ class GroupCoordinator:
         member_id: str,
         assignments: Mapping[str, bytes],
         group_instance_id: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
     ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+        """A SyncGroup (``protocol_type`` and ``protocol_name``: v5+, checked for a classic member
+        of a consumer group; classic groups have them checked by the handler)."""
         if self.owner_error(group_id):
             return self.classic.sync_error(ErrorCode.not_coordinator)
+        if self.consumer.has_members(group_id):
+            return self.consumer.classic_sync(
+                group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name
+            )
         return self.classic.sync(group_id, generation_id, member_id, assignments, group_instance_id)
 
     def heartbeat(
@@ -268,11 +327,19 @@ class GroupCoordinator:
     ) -> ErrorCode:
         if self.owner_error(group_id):
             return ErrorCode.not_coordinator
+        if self.consumer.has_members(group_id):
+            return self.consumer.classic_heartbeat(group_id, generation_id, member_id, group_instance_id)
         return self.classic.heartbeat(group_id, generation_id, member_id, group_instance_id)
 
     def leave(self, group_id: str, member_id: str, group_instance_id: str | None = None) -> ErrorCode:
+        """A LeaveGroup's member (a classic member of a consumer group: what its leaving changed is
+        written in the background)."""
         if self.owner_error(group_id):
             return ErrorCode.not_coordinator
+        if self.consumer.has_members(group_id):
+            code = self.consumer.classic_leave(group_id, member_id, group_instance_id)
+            self._consumer_group_changed(group_id)
+            return code
         return self.classic.leave(group_id, member_id, group_instance_id)
 
     # -- offsets -------------------------------------------------------------------------------------

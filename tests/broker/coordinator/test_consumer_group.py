@@ -300,29 +300,22 @@ def test_offsets_need_the_members_current_epoch(broker):
     member.close()
 
 
-def test_the_protocols_share_group_ids_but_not_members(broker):
+def test_the_protocols_share_group_ids(broker):
+    """A consumer group takes classic members of a consumer only (tests/broker/coordinator/
+    test_group_migration.py has them), is listed as a consumer group and is no classic group."""
     member = Member(broker, "m", group="shared")
     member.join()
-    classic = Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap_servers,
-            "group.id": "shared",
-            "session.timeout.ms": 6000,
-            "error_cb": lambda error: errors.append(error),
-        }
-    )
-    errors: list[Any] = []
-    classic.subscribe([TOPIC])
-
-    def refused() -> bool:
-        message = classic.poll(0.1)
-        if message is not None and message.error() is not None:
-            errors.append(message.error())
-        return any("INCONSISTENT_GROUP_PROTOCOL" in str(error) for error in errors)
-
-    wait_until(refused, lambda: errors, 30, interval=0)
-    classic.close()
     with WireClient(broker.bootstrap_servers) as client:
+        worker = {
+            "group_id": "shared",
+            "session_timeout": 6000,
+            "rebalance_timeout": 6000,
+            "member_id": "",
+            "group_instance_id": None,
+            "protocol_type": "connect",
+            "protocols": [{"name": "sessioned", "metadata": b"worker"}],
+        }
+        assert client.call(11, 5, worker).error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
         listed = client.call(16, 5, {"states_filter": [], "types_filter": ["consumer"]})
         assert [(g.group_id, g.group_state, g.group_type) for g in listed.groups] == [("shared", "Stable", "consumer")]
         described = client.call(15, 6, {"groups": ["shared", "nobody"], "include_authorized_operations": True})
