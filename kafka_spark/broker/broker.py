@@ -105,6 +105,7 @@ class Broker:
             max_session_timeout_ms=config.group_max_session_timeout_ms,
             consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
             consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            migration_policy=config.group_consumer_migration_policy,
         )
         # Transaction markers at the partitions' leaders, here or with WriteTxnMarkers.
         self.markers = MarkerChannel(

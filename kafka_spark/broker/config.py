@@ -64,6 +64,10 @@ class BrokerConfig:
     # session of a member of a consumer-protocol group (KIP-848), and how often it heartbeats.
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
+    # Kafka's group.consumer.migration.policy: whether a live group moves between the classic and
+    # the consumer protocol (coordinator/migration.py): bidirectional (Kafka's default), upgrade
+    # (classic to consumer only), downgrade (back only) or disabled.
+    group_consumer_migration_policy: str = "bidirectional"
     # Kafka's max.incremental.fetch.session.cache.slots: the fetch sessions (KIP-227) kept at
     # once; a consumer that finds no slot gets full, sessionless fetches (apis/fetch_session.py).
     max_incremental_fetch_session_cache_slots: int = 1_000
@@ -135,6 +139,15 @@ class BrokerConfig:
                 f"authorizer; set it to {' or '.join(sorted(AUTHORIZER_CLASSES))}, or leave it out"
             )
         self._check_sasl()
+        from kafka_spark.broker.coordinator.migration import MIGRATION_POLICIES
+
+        policy = self.group_consumer_migration_policy.lower()
+        if policy not in MIGRATION_POLICIES:
+            raise ValueError(
+                f"group.consumer.migration.policy={self.group_consumer_migration_policy!r}: use one of "
+                f"{', '.join(MIGRATION_POLICIES)}"
+            )
+        object.__setattr__(self, "group_consumer_migration_policy", policy)
         if self.ssl_client_auth not in ("none", "requested", "required"):
             raise ValueError(f"ssl_client_auth={self.ssl_client_auth!r}: use none, requested or required")
         if self.ssl_client_auth != "none" and not self.ssl_cafile:

@@ -61,6 +61,7 @@ _BROKER_KEYS = {
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", int),
     "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", int),
     "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", int),
+    "group.consumer.migration.policy": ("group_consumer_migration_policy", str),
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),
     "max.incremental.fetch.session.cache.slots": ("max_incremental_fetch_session_cache_slots", int),
     "transactional.id.expiration.ms": ("transactional_id_expiration_ms", int),

@@ -100,8 +100,10 @@ class GroupCoordinator:
         max_session_timeout_ms: int = 1_800_000,
         consumer_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         consumer_heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+        migration_policy: str = "bidirectional",
     ) -> None:
         self._loop = loop
+        self._migration_policy = migration_policy  # group.consumer.migration.policy (migration.py)
         self._replication = replication
         self._durability = durability
         self._notifier = notifier
@@ -142,6 +144,12 @@ class GroupCoordinator:
         if not classic.members:
             self.classic.delete(group_id)
             return None
+        if self._migration_policy not in ("upgrade", "bidirectional"):
+            raise HeartbeatError(
+                ErrorCode.group_id_not_found,
+                f"Group {group_id} is not a consumer group: group.consumer.migration.policy="
+                f"{self._migration_policy} converts no classic group",
+            )
         try:
             converted = to_consumer_group(classic, self._topic_ids())
         except UpgradeRefused as refused:
@@ -160,7 +168,7 @@ class GroupCoordinator:
     def _downgrade(self, group: ConsumerGroup, leaving: str) -> bool:
         """``leaving``, a member of the consumer protocol, leaves ``group``: when only classic
         members stay, the group becomes a classic group of them, which rebalances (True)."""
-        if not downgradable(group, leaving):
+        if self._migration_policy not in ("downgrade", "bidirectional") or not downgradable(group, leaving):
             return False
         reason = f"its last member of the consumer protocol, {leaving}, left: back to the classic protocol"
         logger.info("group %s: %s with %d member(s)", group.group_id, reason, len(group.members) - 1)

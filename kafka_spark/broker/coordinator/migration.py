@@ -34,6 +34,9 @@ from kafka_spark.broker.coordinator.consumer_protocol import (
     decode_subscription,
 )
 
+#: Kafka's group.consumer.migration.policy values: which conversions a coordinator makes.
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+
 
 class UpgradeRefused(Exception):
     """A classic group that cannot become a consumer group, and Kafka's reason."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -33,10 +34,19 @@ def topic_id(broker: EmbeddedBroker, name: str = TOPIC):
 
 
 class Member:
-    """One member speaking ConsumerGroupHeartbeat v1 over its own connection."""
+    """One member speaking ConsumerGroupHeartbeat v1 over its own connection, subscribing to
+    ``topic_name`` (``topic``: its id, when ``broker`` is not an EmbeddedBroker that has it)."""
 
-    def __init__(self, broker: EmbeddedBroker, member_id: str, group: str = "g") -> None:
+    def __init__(
+        self,
+        broker: EmbeddedBroker,
+        member_id: str,
+        group: str = "g",
+        topic: uuid.UUID | None = None,
+        topic_name: str = TOPIC,
+    ) -> None:
         self.broker, self.member_id, self.group = broker, member_id, group
+        self.topic, self.topic_name = topic, topic_name
         self.client = WireClient(broker.bootstrap_servers)
         self.epoch = 0
         self.owned: set[int] = set()
@@ -54,7 +64,9 @@ class Member:
             "server_assignor": None,
             "topic_partitions": None
             if owned is None
-            else [{"topic_id": topic_id(self.broker), "partitions": sorted(owned)}],
+            else [{"topic_id": self.topic or topic_id(self.broker, self.topic_name), "partitions": sorted(owned)}]
+            if owned
+            else [],
             **fields,
         }
         answer = self.client.call(68, 1, body)
@@ -65,7 +77,7 @@ class Member:
         return answer
 
     def join(self, topics: list[str] | None = None, **fields: Any) -> Any:
-        fields.setdefault("subscribed_topic_names", topics if topics is not None else [TOPIC])
+        fields.setdefault("subscribed_topic_names", topics if topics is not None else [self.topic_name])
         return self.heartbeat(owned=set(), rebalance_timeout_ms=fields.pop("rebalance_timeout_ms", 30_000), **fields)
 
     def close(self) -> None:

@@ -12,9 +12,15 @@ from __future__ import annotations
 
 import io
 import struct
+import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
 from kio.schema.consumer_protocol_assignment.v1.data import ConsumerProtocolAssignment
 from kio.schema.consumer_protocol_subscription.v1.data import ConsumerProtocolSubscription, TopicPartition
 from kio.serial import entity_reader, entity_writer
@@ -39,31 +45,31 @@ ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, GROUP_ID_NOT_FOUND, MEMBER_ID_REQUIRE
 ALL = set(range(6))
 
 
-def subscription(owned: set[int] = frozenset(), topics: tuple[str, ...] = (TOPIC,)) -> bytes:
-    """A ConsumerProtocolSubscription v1, as a classic consumer's JoinGroup carries it."""
+def subscription(owned: set[int] = frozenset(), topic: str = TOPIC) -> bytes:
+    """A ConsumerProtocolSubscription v1 of ``topic``, as a classic consumer's JoinGroup carries it."""
     buffer = io.BytesIO()
     buffer.write(struct.pack(">h", 1))
     entity_writer(ConsumerProtocolSubscription)(
         buffer,
         ConsumerProtocolSubscription(
-            topics=topics,
+            topics=(topic,),
             user_data=None,
-            owned_partitions=(TopicPartition(topic=TOPIC, partitions=tuple(sorted(owned))),) if owned else (),
+            owned_partitions=(TopicPartition(topic=topic, partitions=tuple(sorted(owned))),) if owned else (),
         ),
     )
     return buffer.getvalue()
 
 
-def assigned(assignment: bytes) -> set[int]:
-    """The partitions of TOPIC in a SyncGroup answer (a ConsumerProtocolAssignment)."""
+def assigned(assignment: bytes, topic: str = TOPIC) -> set[int]:
+    """The partitions of ``topic`` in a SyncGroup answer (a ConsumerProtocolAssignment)."""
     (version,) = struct.unpack_from(">h", assignment, 0)
     assert version == 1  # the version of the member's subscription, as Kafka answers
     decoded, _ = entity_reader(ConsumerProtocolAssignment)(assignment, 2)
-    return {p for entry in decoded.assigned_partitions if entry.topic == TOPIC for p in entry.partitions}
+    return {p for entry in decoded.assigned_partitions if entry.topic == topic for p in entry.partitions}
 
 
-def assignment(partitions: set[int]) -> bytes:
-    """What a classic leader hands a member (a ConsumerProtocolAssignment v1)."""
+def assignment(partitions: set[int], topic: str = TOPIC) -> bytes:
+    """What a classic leader hands a member (a ConsumerProtocolAssignment v1 of ``topic``)."""
     from kio.schema.consumer_protocol_assignment.v1.data import TopicPartition as Assigned
 
     buffer = io.BytesIO()
@@ -71,7 +77,7 @@ def assignment(partitions: set[int]) -> bytes:
     entity_writer(ConsumerProtocolAssignment)(
         buffer,
         ConsumerProtocolAssignment(
-            assigned_partitions=(Assigned(topic=TOPIC, partitions=tuple(sorted(partitions))),), user_data=None
+            assigned_partitions=(Assigned(topic=topic, partitions=tuple(sorted(partitions))),), user_data=None
         ),
     )
     return buffer.getvalue()
@@ -86,12 +92,13 @@ class ClassicMember:
         broker: EmbeddedBroker,
         group: str = "g",
         *,
+        topic: str = TOPIC,
         protocol: str = "cooperative-sticky",
         session_ms: int = 6000,
         rebalance_ms: int = 30_000,
     ) -> None:
         self.client = WireClient(broker.bootstrap_servers)
-        self.group, self.protocol = group, protocol
+        self.group, self.topic, self.protocol = group, topic, protocol
         self.session_ms, self.rebalance_ms = session_ms, rebalance_ms
         self.member_id, self.generation, self.owned = "", -1, set[int]()
 
@@ -104,7 +111,10 @@ class ClassicMember:
             "group_instance_id": None,
             "protocol_type": protocol_type,
             "protocols": [
-                {"name": self.protocol, "metadata": subscription(self.owned) if metadata is None else metadata}
+                {
+                    "name": self.protocol,
+                    "metadata": subscription(self.owned, self.topic) if metadata is None else metadata,
+                }
             ],
             "reason": None,
         }
@@ -130,11 +140,13 @@ class ClassicMember:
                 "group_instance_id": None,
                 "protocol_type": "consumer",
                 "protocol_name": self.protocol,
-                "assignments": [{"member_id": m, "assignment": assignment(p)} for m, p in (assignments or {}).items()],
+                "assignments": [
+                    {"member_id": m, "assignment": assignment(p, self.topic)} for m, p in (assignments or {}).items()
+                ],
             },
         )
         if answer.error_code == 0:
-            self.owned = assigned(answer.assignment)
+            self.owned = assigned(answer.assignment, self.topic)
         return answer
 
     def heartbeat(self, generation: int | None = None) -> int:
@@ -160,7 +172,7 @@ class ClassicMember:
             "retention_time_ms": -1,
             "topics": [
                 {
-                    "name": TOPIC,
+                    "name": self.topic,
                     "partitions": [
                         {
                             "partition_index": 0,
@@ -178,20 +190,20 @@ class ClassicMember:
         self.client.close()
 
 
-def listed(client: WireClient, group: str = "g") -> tuple[str, str] | None:
+def listed(client: WireClient, group: str) -> tuple[str, str] | None:
     """The group's type and state, as ListGroups v5 reports them."""
     groups = client.call(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []}).groups
     return next(((g.group_type, g.group_state) for g in groups if g.group_id == group), None)
 
 
-def described(client: WireClient, group: str = "g") -> Any:
+def described(client: WireClient, group: str) -> Any:
     (answer,) = client.call(
         CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False}
     ).groups
     return answer
 
 
-def members(client: WireClient, group: str = "g") -> dict[str, tuple[int, int, set[int], set[int]]]:
+def members(client: WireClient, group: str) -> dict[str, tuple[int, int, set[int], set[int]]]:
     """member id -> (member type, epoch, assignment, target), as ConsumerGroupDescribe reports them."""
     return {
         m.member_id: (
@@ -204,13 +216,30 @@ def members(client: WireClient, group: str = "g") -> dict[str, tuple[int, int, s
     }
 
 
-def classic_group(broker: EmbeddedBroker) -> ClassicMember:
-    """A classic group "g" of one member that owns every partition (generation 1)."""
-    classic = ClassicMember(broker)
+@dataclass
+class Place:
+    """Where a scenario runs: a broker (anything with ``bootstrap_servers``: pylog's, or Apache
+    Kafka in tests/interop), a group id, and a topic of six partitions (its name and id)."""
+
+    broker: Any
+    group: str = "g"
+    topic: str = TOPIC
+    topic_id: uuid.UUID | None = None  # None: the EmbeddedBroker's own TOPIC
+
+    def classic(self, group: str | None = None, **options: Any) -> ClassicMember:
+        return ClassicMember(self.broker, group or self.group, topic=self.topic, **options)
+
+    def modern(self, member_id: str, group: str | None = None) -> Member:
+        return Member(self.broker, member_id, group or self.group, self.topic_id, self.topic)
+
+
+def classic_group(place: Place) -> ClassicMember:
+    """A classic group of one member that owns every partition (generation 1)."""
+    classic = place.classic()
     answer = classic.join()
     assert (answer.error_code, answer.generation_id, answer.leader) == (0, 1, classic.member_id)
     assert classic.sync({classic.member_id: ALL}).error_code == 0 and classic.owned == ALL
-    assert listed(classic.client) == ("classic", "Stable")
+    assert listed(classic.client, place.group) == ("classic", "Stable")
     return classic
 
 
@@ -220,24 +249,28 @@ def settle(classic: ClassicMember) -> None:
         if classic.heartbeat() != REBALANCE_IN_PROGRESS:
             return
         assert classic.join().error_code == 0 and classic.sync().error_code == 0
-    raise AssertionError(f"still rebalancing: {members(classic.client)}")
+    raise AssertionError(f"still rebalancing: {members(classic.client, classic.group)}")
 
 
-def test_a_consumer_joining_converts_the_classic_group_and_the_classic_member_stays(broker):
-    classic = classic_group(broker)
-    modern = Member(broker, "modern")
+def upgrade(place: Place) -> None:
+    """A consumer-protocol member joins a classic group of one member owning every partition: the
+    group is converted, the classic member stays and is answered as Kafka answers it."""
+    group = place.group
+    classic = classic_group(place)
+    modern = place.modern("modern")
     answer = modern.join()
     assert (answer.error_code, answer.member_epoch, modern.owned) == (0, 2, set())  # its share is classic's yet
-    assert listed(classic.client) == ("consumer", "Reconciling")
-    state = members(classic.client)
+    assert listed(classic.client, group) == ("consumer", "Reconciling")
+    state = members(classic.client, group)
     moving = state["modern"][3]
     assert state == {
         classic.member_id: (0, 1, ALL, ALL - moving),  # member type 0: the classic protocol, at generation 1
         "modern": (1, 2, set(), moving),
     }
     assert len(moving) == 3
-    (old,) = classic.client.call(DESCRIBE_GROUPS, 6, {"groups": ["g"], "include_authorized_operations": False}).groups
-    assert (old.error_code, old.error_message) == (69, "Group g is not a classic group.")
+    body = {"groups": [group], "include_authorized_operations": False}
+    (old,) = classic.client.call(DESCRIBE_GROUPS, 6, body).groups
+    assert (old.error_code, old.error_message) == (69, f"Group {group} is not a classic group.")
 
     assert classic.heartbeat() == REBALANCE_IN_PROGRESS  # the group epoch passed its own: rejoin
     answer = classic.join()  # still owning everything: it must give three up first
@@ -257,65 +290,72 @@ def test_a_consumer_joining_converts_the_classic_group_and_the_classic_member_st
     assert classic.sync().error_code == 0 and classic.owned == ALL - moving
     assert classic.heartbeat() == 0
     assert modern.heartbeat(owned=set()).error_code == 0 and modern.owned == moving
-    assert listed(classic.client) == ("consumer", "Stable")
+    assert listed(classic.client, group) == ("consumer", "Stable")
 
     assert classic.heartbeat(generation=1) == ILLEGAL_GENERATION  # its generation is its member epoch
     assert classic.sync(generation=1).error_code == ILLEGAL_GENERATION
     assert classic.commit(1) == ILLEGAL_GENERATION
     assert classic.commit(2) == 0
     assert classic.leave() == 0  # a classic member leaving leaves a consumer group
-    assert listed(classic.client) == ("consumer", "Assigning") and set(members(classic.client)) == {"modern"}
+    assert listed(classic.client, group) == ("consumer", "Assigning")
+    assert set(members(classic.client, group)) == {"modern"}
     assert modern.heartbeat(owned=modern.owned).error_code == 0 and modern.owned == ALL
     classic.close()
     modern.close()
 
 
-def test_a_classic_group_of_other_members_is_not_converted(broker):
-    other = ClassicMember(broker, "other")
-    answer = other.join(metadata=b"no subscription")
-    assert answer.error_code == 0 and other.sync({other.member_id: set()}).error_code == 0
-    modern = Member(broker, "modern", group="other")
+def refusals(place: Place) -> None:
+    """Classic groups that are not a consumer's are not converted (GROUP_ID_NOT_FOUND, Kafka's
+    reason), and a consumer group takes classic members of a consumer only."""
+    other, workers, modern_only = (f"{place.group}-{name}" for name in ("other", "workers", "modern-only"))
+    malformed = place.classic(other)
+    answer = malformed.join(metadata=b"no subscription")
+    assert answer.error_code == 0 and malformed.sync({malformed.member_id: set()}).error_code == 0
+    modern = place.modern("modern", other)
     answer = modern.join()
     assert answer.error_code == GROUP_ID_NOT_FOUND
     assert "the embedded consumer protocol is malformed" in answer.error_message
-    assert other.heartbeat() == 0 and listed(other.client, "other") == ("classic", "Stable")  # untouched
+    assert malformed.heartbeat() == 0 and listed(malformed.client, other) == ("classic", "Stable")  # untouched
 
-    connect = ClassicMember(broker, "workers", protocol="sessioned")
+    connect = place.classic(workers, protocol="sessioned")
     assert connect.join(metadata=b"worker", protocol_type="connect").error_code == 0
-    connector = Member(broker, "modern", group="workers")
+    connector = place.modern("modern", workers)
     answer = connector.join()
     assert (answer.error_code, answer.error_message.split(":")[0]) == (
         GROUP_ID_NOT_FOUND,
-        "Group workers is not a consumer group",
+        f"Group {workers} is not a consumer group",
     )
-    # The other way round: a consumer group takes classic members of a consumer only.
-    owner = Member(broker, "owner", group="modern-only")
+    owner = place.modern("owner", modern_only)
     assert owner.join().error_code == 0
-    stranger = ClassicMember(broker, "modern-only", protocol="sessioned")
+    stranger = place.classic(modern_only, protocol="sessioned")
     assert stranger.join(metadata=b"worker", protocol_type="connect").error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
-    for member in (other, modern, connect, connector, owner, stranger):
+    for member in (malformed, modern, connect, connector, owner, stranger):
         member.close()
 
 
-def test_the_group_goes_back_to_the_classic_protocol_when_its_last_consumer_member_leaves(broker):
-    first = classic_group(broker)
-    modern = Member(broker, "modern")
+def downgrade(place: Place) -> None:
+    """The last consumer-protocol member of a group of classic members leaves: the group is a
+    classic group again, which rebalances; a classic member leaving changes nothing of the kind."""
+    group = place.group
+    first = classic_group(place)
+    modern = place.modern("modern")
     assert modern.join().error_code == 0
     settle(first)
-    second = ClassicMember(broker)
+    second = place.classic()
     answer = second.join()  # a classic member joins the consumer group: epoch 3
     assert (answer.error_code, answer.generation_id, answer.leader, answer.members) == (0, 3, "", ())
     assert second.sync().error_code == 0
     assert first.leave() == 0  # a classic member leaves: still a consumer group (epoch 4)
-    assert listed(first.client) is not None and listed(first.client)[0] == "consumer"
+    assert (listed(first.client, group) or ("",))[0] == "consumer"
     assert second.heartbeat() == REBALANCE_IN_PROGRESS
     assert second.join().generation_id == 4 and second.sync().error_code == 0
 
     assert modern.heartbeat(member_epoch=-1).error_code == 0  # the last member of the consumer protocol
-    assert listed(second.client) == ("classic", "PreparingRebalance")  # back, and rebalancing
-    assert described(second.client).error_code == GROUP_ID_NOT_FOUND
-    (group,) = second.client.call(DESCRIBE_GROUPS, 5, {"groups": ["g"], "include_authorized_operations": False}).groups
-    assert (group.group_state, group.protocol_type, [m.member_id for m in group.members]) == (
+    assert listed(second.client, group) == ("classic", "PreparingRebalance")  # back, and rebalancing
+    assert described(second.client, group).error_code == GROUP_ID_NOT_FOUND
+    body = {"groups": [group], "include_authorized_operations": False}
+    (classic,) = second.client.call(DESCRIBE_GROUPS, 5, body).groups
+    assert (classic.group_state, classic.protocol_type, [m.member_id for m in classic.members]) == (
         "PreparingRebalance",
         "consumer",
         [second.member_id],
@@ -325,9 +365,21 @@ def test_the_group_goes_back_to_the_classic_protocol_when_its_last_consumer_memb
     assert (answer.error_code, answer.generation_id, answer.leader) == (0, 5, second.member_id)
     assert [m.member_id for m in answer.members] == [second.member_id]
     assert second.sync({second.member_id: ALL}).error_code == 0 and second.owned == ALL
-    assert listed(second.client) == ("classic", "Stable")
+    assert listed(second.client, group) == ("classic", "Stable")
     for member in (first, second, modern):
         member.close()
+
+
+def test_a_consumer_joining_converts_the_classic_group_and_the_classic_member_stays(broker):
+    upgrade(Place(broker))
+
+
+def test_a_classic_group_of_other_members_is_not_converted(broker):
+    refusals(Place(broker))
+
+
+def test_the_group_goes_back_to_the_classic_protocol_when_its_last_consumer_member_leaves(broker):
+    downgrade(Place(broker))
 
 
 def test_classic_members_that_do_not_rejoin_or_go_silent_are_removed(tmp_path, pylog_broker_factory):
@@ -338,15 +390,40 @@ def test_classic_members_that_do_not_rejoin_or_go_silent_are_removed(tmp_path, p
     modern = Member(broker, "modern")
     assert modern.join().error_code == 0
     assert late.heartbeat() == REBALANCE_IN_PROGRESS  # told to rejoin, it never does
-    wait_until(lambda: set(members(modern.client)) == {"modern"}, lambda: members(modern.client), 30)
+    wait_until(lambda: set(members(modern.client, "g")) == {"modern"}, lambda: members(modern.client, "g"), 30)
     assert late.heartbeat() == 25  # UNKNOWN_MEMBER_ID: removed after its rebalance timeout
     assert modern.heartbeat(owned=set()).error_code == 0 and modern.owned == ALL
 
     silent = ClassicMember(broker, session_ms=1000)
     assert silent.join().error_code == 0 and silent.sync().error_code == 0
-    assert silent.member_id in members(modern.client)
-    wait_until(lambda: silent.member_id not in members(modern.client), lambda: members(modern.client), 30)
+    assert silent.member_id in members(modern.client, "g")
+    wait_until(lambda: silent.member_id not in members(modern.client, "g"), lambda: members(modern.client, "g"), 30)
     for member in (late, modern, silent):
+        member.close()
+
+
+def test_the_migration_policy_decides_which_conversions_happen(pylog_broker_factory):
+    upgrade_only = Place(pylog_broker_factory(group_consumer_migration_policy="upgrade"))
+    upgrade_only.broker.create_topic(TOPIC, partitions=6)
+    classic = classic_group(upgrade_only)
+    modern = upgrade_only.modern("modern")
+    assert modern.join().error_code == 0  # upgraded
+    settle(classic)
+    assert modern.heartbeat(member_epoch=-1).error_code == 0  # not downgraded: a consumer group of one classic member
+    assert listed(classic.client, "g") == ("consumer", "Assigning")
+    settle(classic)
+    assert classic.owned == ALL and listed(classic.client, "g") == ("consumer", "Stable")
+
+    downgrade_only = Place(pylog_broker_factory(group_consumer_migration_policy="downgrade"))
+    downgrade_only.broker.create_topic(TOPIC, partitions=6)
+    kept = classic_group(downgrade_only)
+    answer = downgrade_only.modern("modern").join()
+    assert (answer.error_code, answer.error_message) == (
+        GROUP_ID_NOT_FOUND,
+        "Group g is not a consumer group: group.consumer.migration.policy=downgrade converts no classic group",
+    )
+    assert kept.heartbeat() == 0 and listed(kept.client, "g") == ("classic", "Stable")
+    for member in (classic, modern, kept):
         member.close()
 
 
@@ -373,10 +450,10 @@ def test_the_records_of_a_converted_group_survive_a_restart_and_its_downgrade_le
 
     with start() as broker:
         broker.create_topic(TOPIC, partitions=6)
-        classic = classic_group(broker)
+        classic = classic_group(Place(broker))
         modern = Member(broker, "modern")
         assert modern.join().error_code == 0
-        before = members(classic.client)
+        before = members(classic.client, "g")
         classic.close()
         modern.close()
     records = consumer_group_records(tmp_path)
@@ -391,12 +468,12 @@ def test_the_records_of_a_converted_group_survive_a_restart_and_its_downgrade_le
         again, modern = ClassicMember(broker), Member(broker, "modern")
         again.member_id, again.generation, again.owned = classic.member_id, 1, ALL
         modern.epoch = 2
-        assert members(again.client) == before
+        assert members(again.client, "g") == before
         assert again.heartbeat() == REBALANCE_IN_PROGRESS  # a member still, told to rejoin
         settle(again)
         assert again.owned == ALL - before["modern"][3]
         assert modern.heartbeat(member_epoch=-1).error_code == 0  # downgrade
-        assert listed(again.client) == ("classic", "PreparingRebalance")
+        assert listed(again.client, "g") == ("classic", "PreparingRebalance")
         again.close()
         modern.close()
     records = consumer_group_records(tmp_path)
@@ -406,5 +483,103 @@ def test_the_records_of_a_converted_group_survive_a_restart_and_its_downgrade_le
     assert last and all(value is None for value in last.values())  # every record of the group tombstoned
 
     with start() as broker, WireClient(broker.bootstrap_servers) as client:
-        assert listed(client) is None  # no group left: classic groups are kept in memory
-        assert described(client).error_code == GROUP_ID_NOT_FOUND
+        assert listed(client, "g") is None  # no group left: classic groups are kept in memory
+        assert described(client, "g").error_code == GROUP_ID_NOT_FOUND
+
+
+#: The steps of confluent-kafka-python's test_consumer_upgrade_downgrade: a consumer of ``protocol``
+#: joins (the last one to join) or the first one still there leaves; each step ends with the
+#: group's type as it is then.
+UPGRADE_DOWNGRADE = [
+    ("classic", "CLASSIC"),
+    ("consumer", "CONSUMER"),
+    (None, "CONSUMER"),
+    ("classic", "CONSUMER"),
+    (None, "CLASSIC"),
+]
+
+
+def upgrade_and_downgrade(bootstrap: str, topic: str, partitions: int, strategy: str) -> list[tuple[str, list[int]]]:
+    """confluent-kafka-python's test_consumer_upgrade_downgrade with librdkafka consumers of both
+    protocols (classic ones with ``strategy``) in group ``topic``: at each step, once every member
+    has its share of ``partitions`` (each partition owned once), 100 records produced then are read
+    once each. Returns each step's group type (AdminClient.describe_consumer_groups) and shares."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    producer = Producer({"bootstrap.servers": bootstrap})
+    base = {"bootstrap.servers": bootstrap, "group.id": topic, "auto.offset.reset": "earliest"}
+    settings = {
+        # heartbeat.interval.ms: told to rejoin sooner than after librdkafka's 3 s default
+        "classic": {
+            **base,
+            "group.protocol": "classic",
+            "partition.assignment.strategy": strategy,
+            "heartbeat.interval.ms": 500,
+        },
+        "consumer": {**base, "group.protocol": "consumer"},
+    }
+    consumers: list[Consumer] = []
+    steps: list[tuple[str, list[int]]] = []
+    try:
+        for step, (protocol, _) in enumerate(UPGRADE_DOWNGRADE):
+            if protocol is None:
+                consumers.pop(0).close()
+            else:
+                consumers.append(Consumer(settings[protocol]))
+                consumers[-1].subscribe([topic])
+            owned = _shares(consumers, partitions // len(consumers))
+            assert sorted(p for mine in owned for p in mine) == list(range(partitions)), owned
+            kind = admin.describe_consumer_groups([topic])[topic].result(timeout=30).type.name
+            sent = [b"%d-%d" % (step, index) for index in range(100)]
+            for value in sent:
+                producer.produce(topic, value, key=value)
+            assert producer.flush(30) == 0
+            assert sorted(_read(consumers, b"%d-" % step, len(sent))) == sorted(sent)
+            steps.append((kind, sorted(len(mine) for mine in owned)))
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    return steps
+
+
+def _shares(consumers: list[Consumer], share: int) -> list[set[int]]:
+    """Each consumer's partitions, once every one has ``share`` of them."""
+
+    def shared() -> bool:
+        for consumer in consumers:
+            consumer.poll(0.05)
+        return all(len(consumer.assignment()) == share for consumer in consumers)
+
+    wait_until(shared, lambda: [consumer.assignment() for consumer in consumers], 60, interval=0)
+    return [{tp.partition for tp in consumer.assignment()} for consumer in consumers]
+
+
+def _read(consumers: list[Consumer], prefix: bytes, count: int) -> list[bytes]:
+    """The records whose value starts with ``prefix`` the consumers read, once ``count`` are read
+    and half a second more shows no other (a partition that moved may give earlier ones again)."""
+    read: list[bytes] = []
+
+    def enough() -> bool:
+        for consumer in consumers:
+            message = consumer.poll(0.05)
+            if message is not None and message.error() is None and message.value().startswith(prefix):
+                read.append(message.value())
+        return len(read) >= count
+
+    wait_until(enough, lambda: len(read), 60, interval=0)
+    deadline = time.monotonic() + 0.5
+    while time.monotonic() < deadline:
+        enough()
+    return read
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin"])
+def test_librdkafka_consumers_move_a_group_between_the_protocols(pylog_broker_factory, strategy):
+    """The scenario of confluent-kafka-python's test with the eager strategies (the
+    cooperative-sticky one runs on pylog and Apache Kafka alike: tests/interop/test_group_migration.py)."""
+    broker = pylog_broker_factory(group_consumer_heartbeat_interval_ms=500, group_initial_rebalance_delay_ms=0)
+    broker.create_topic(f"upgrade-{strategy}", partitions=10)
+    assert upgrade_and_downgrade(broker.bootstrap_servers, f"upgrade-{strategy}", 10, strategy) == EXPECTED_STEPS
+
+
+#: What each step of UPGRADE_DOWNGRADE ends with: the group's type and the members' shares.
+EXPECTED_STEPS = [("CLASSIC", [10]), ("CONSUMER", [5, 5]), ("CONSUMER", [10]), ("CONSUMER", [5, 5]), ("CLASSIC", [10])]
