@@ -182,8 +182,8 @@ class ConsumerGroups(Groups[ConsumerGroup]):
     there is none with members) or raises HeartbeatError (it cannot be converted);
     ``downgrade(group, leaving)`` is asked when ``leaving``, a member of the consumer protocol,
     goes: True when it takes the group over as a classic group (only classic members stay), which
-    is then no longer one of these; ``changed(group_id)`` is told of a change no request made (a member expired
-    or removed).
+    is then no longer one of these; ``changed(group_id)`` is told of a change no request made (a
+    member expired or removed).
     """
 
     def __init__(

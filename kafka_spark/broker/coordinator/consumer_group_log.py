@@ -353,7 +353,8 @@ class ConsumerGroupRecords:
     """What this coordinator has written of each consumer group it coordinates, to write only what
     changes. A change looks at the group's own records, the members it names (a heartbeat changes
     its member only), every member's target when the assignment epoch moved (a new target
-    assignment), and the records of members no longer in the group (tombstones): encoding every
+    assignment), the members not written yet (those of a group just converted from the classic
+    protocol) and the records of members no longer in the group (tombstones): encoding every
     member at every heartbeat would cost a large group's coordinator milliseconds per heartbeat."""
 
     def __init__(self) -> None:
