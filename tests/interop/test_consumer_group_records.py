@@ -1,7 +1,8 @@
 """Kafka 4.3.1's own decoder (``kafka-dump-log --offsets-decoder``, Kafka's GroupCoordinatorRecordSerde)
 reads the records pylog's coordinator writes to ``__consumer_offsets`` for a group of the consumer
 protocol (KIP-848): the member's metadata, the group's epochs, target and current assignments,
-and the tombstones of a member that left, in Kafka's order."""
+and the tombstones of a member that left, in Kafka's order; and the metadata of a classic member
+of a consumer group (KIP-848's migration), with its tagged ClassicMemberMetadata."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import base64
 import json
 import re
 import uuid
+from pathlib import Path
+from typing import Any
 
 from kafka_spark.broker import EmbeddedBroker
 from tests.broker.coordinator.test_consumer_group import TOPIC, Member
+from tests.broker.coordinator.test_group_migration import Place, classic_group, subscription
 from tests.interop.references import ToolRunner, kafka_tool
 
 _RECORD = re.compile(r"key: (\{.*\}) payload: (<DELETE>|\{.*\})$")
@@ -27,16 +31,7 @@ def test_kafkas_decoder_reads_the_consumer_groups_records_pylog_writes(tmp_path,
         stays.close()
         leaves.close()
         topic_id = broker.broker.logs.topic_info(TOPIC).topic_id
-    segments = [str(path) for path in sorted(tmp_path.glob("__consumer_offsets-*/*.log")) if path.stat().st_size]
-    assert len(segments) == 1, segments  # one group, one partition
-    dumped = kafka_tool("kafka-dump-log", "--offsets-decoder", "--files", segments[0], runner=tool_runner).stdout
-    records = []
-    for line in dumped.splitlines():
-        found = _RECORD.search(line)
-        if found:
-            key = json.loads(found.group(1))
-            value = None if found.group(2) == "<DELETE>" else json.loads(found.group(2))
-            records.append((int(key["type"]), key["data"].get("memberId"), value))
+    records = _dumped(tmp_path, tool_runner)
     assert [(kind, member, value is None) for kind, member, value in records] == [
         (5, "stays", False),  # stays joins: its metadata, the group's partitions and epoch 1,
         (4, None, False),
@@ -69,6 +64,47 @@ def test_kafkas_decoder_reads_the_consumer_groups_records_pylog_writes(tmp_path,
         },
     }
     assert records[0][2] is not None and records[0][2]["data"]["subscribedTopicNames"] == [TOPIC]
+
+
+def test_kafkas_decoder_reads_a_classic_members_metadata_pylog_writes(tmp_path, tool_runner: ToolRunner) -> None:
+    """A classic member of a consumer group (a classic group converted when a consumer-protocol
+    member joined it) carries Kafka's ClassicMemberMetadata, the tagged field 0 of its metadata
+    record: its session timeout and protocols."""
+    with EmbeddedBroker(log_dir=tmp_path, register=False) as broker:
+        broker.create_topic(TOPIC, partitions=6)
+        place = Place(broker)
+        classic = classic_group(place)
+        modern = place.modern("modern")
+        assert modern.join().error_code == 0
+        classic.close()
+        modern.close()
+    members = {
+        member: value["data"]
+        for kind, member, value in _dumped(tmp_path, tool_runner)
+        if kind == 5 and value is not None
+    }
+    assert set(members) == {classic.member_id, "modern"}
+    assert "classicMemberMetadata" not in members["modern"]  # null: a member of the consumer protocol
+    assert members[classic.member_id]["classicMemberMetadata"] == {
+        "sessionTimeoutMs": 6000,
+        "supportedProtocols": [{"name": "cooperative-sticky", "metadata": base64.b64encode(subscription()).decode()}],
+    }
+
+
+def _dumped(log_dir: Path, tool_runner: ToolRunner) -> list[tuple[int, str | None, Any]]:
+    """The records of the one group's partition of ``__consumer_offsets`` as Kafka's decoder
+    prints them: (record type, member id, JSON value or None for a tombstone)."""
+    segments = [str(path) for path in sorted(log_dir.glob("__consumer_offsets-*/*.log")) if path.stat().st_size]
+    assert len(segments) == 1, segments  # one group, one partition
+    dumped = kafka_tool("kafka-dump-log", "--offsets-decoder", "--files", segments[0], runner=tool_runner).stdout
+    records = []
+    for line in dumped.splitlines():
+        found = _RECORD.search(line)
+        if found:
+            key = json.loads(found.group(1))
+            value = None if found.group(2) == "<DELETE>" else json.loads(found.group(2))
+            records.append((int(key["type"]), key["data"].get("memberId"), value))
+    return records
 
 
 def _base64(topic_id: uuid.UUID) -> str:

@@ -147,8 +147,8 @@ class GroupCoordinator:
         if self._migration_policy not in ("upgrade", "bidirectional"):
             raise HeartbeatError(
                 ErrorCode.group_id_not_found,
-                f"Group {group_id} is not a consumer group: group.consumer.migration.policy="
-                f"{self._migration_policy} converts no classic group",
+                f"Cannot upgrade classic group {group_id} to consumer group because the online upgrade is "
+                f"disabled (group.consumer.migration.policy={self._migration_policy}).",
             )
         try:
             converted = to_consumer_group(classic, self._topic_ids())

@@ -48,8 +48,8 @@ def to_consumer_group(classic: Group, topics: Mapping[str, object]) -> ConsumerG
     group_id = classic.group_id
     if classic.protocol_type != PROTOCOL_TYPE:
         raise UpgradeRefused(
-            f"Group {group_id} is not a consumer group: its classic members use protocol type "
-            f"{classic.protocol_type!r}, not {PROTOCOL_TYPE!r}"
+            f"Cannot upgrade classic group {group_id} to consumer group because the group does not use the "
+            "consumer embedded protocol."
         )
     protocol = classic.protocol_name
     if protocol is None and classic.candidate_protocols():
@@ -61,8 +61,8 @@ def to_consumer_group(classic: Group, topics: Mapping[str, object]) -> ConsumerG
             assigned = decode_assignment(member.assignment) if member.assignment else {}
         except MalformedProtocolError as error:
             raise UpgradeRefused(
-                f"Cannot upgrade the classic group {group_id} to consumer group because the embedded consumer "
-                f"protocol is malformed (member {member.member_id}: {error})"
+                f"Cannot upgrade classic group {group_id} to consumer group because the embedded consumer "
+                f"protocol is malformed (member {member.member_id}: {error})."
             ) from error
         assigned = {topic: partitions for topic, partitions in assigned.items() if topic in topics}
         group.members[member.member_id] = ConsumerMember(
