@@ -36,6 +36,13 @@ Who is answered first: when a request completes a rebalance (the last JoinGroup,
 SyncGroup), the leader is answered first, then the others, as Kafka's coordinator answers: a
 leader's own request is answered at once, a follower's after the leader's.
 
+Membership is kept in ``__consumer_offsets`` (classic_group_log.py, Kafka's GroupMetadata record):
+``changed(group_id)`` is called when a group becomes Stable (the leader's SyncGroup) or Empty,
+replaces a static member in a Stable group, is deleted or converts from a consumer group, and the
+group coordinator writes the record if what it holds changed; :meth:`ClassicGroups.load` takes
+back a group replayed when the coordinator loads the partition (Stable with its members, their
+sessions starting over, or Empty with its generation).
+
 The group coordinator (group.py) owns these groups beside those of the consumer protocol
 (consumer_group.py): it checks that this broker coordinates a group before anything here runs,
 and keeps their committed offsets. Group ids are shared: the coordinator sends the requests of a
@@ -51,7 +58,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -80,9 +87,13 @@ class ClassicGroups(Groups[Group]):
         initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS,
         min_session_timeout_ms: int = 6_000,
         max_session_timeout_ms: int = 1_800_000,
+        changed: Callable[[str], None] | None = None,
     ) -> None:
+        """``changed(group id)``: a group became Stable or Empty, replaced a static member or
+        is gone (the coordinator writes its record, classic_group_log.py)."""
         super().__init__()
         self._loop = loop
+        self._changed = changed or (lambda group_id: None)
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
@@ -283,6 +294,7 @@ class ClassicGroups(Groups[Group]):
             and group.candidate_protocols()
             and select_protocol(group) == (group.protocol_name)
         ):
+            self._changed(group.group_id)  # the new member id in the group's record
             response = self._join_response(group, old)
             if skip_assignment:  # v9+: the leader gets the members and is told not to assign again
                 response["skip_assignment"] = new_id == group.leader_id
@@ -579,6 +591,8 @@ class ClassicGroups(Groups[Group]):
 
     def _transition(self, group: Group, state: GroupState) -> None:
         group.transition(state)
+        if state in (GroupState.STABLE, GroupState.EMPTY, GroupState.DEAD):
+            self._changed(group.group_id)
 
     # -- offsets, deletion -------------------------------------------------------------------------
 
@@ -640,7 +654,15 @@ class ClassicGroups(Groups[Group]):
         self._groups[group.group_id] = group
         for member in group.members.values():
             self._reset_session(group, member)
+        self._changed(group.group_id)  # its record, as it is before the rebalance (Kafka's)
         self._prepare_rebalance(group, reason)
+
+    def load(self, group: Group) -> None:
+        """A group replayed from ``__consumer_offsets`` (Stable with its members, or Empty): its
+        members' sessions start now."""
+        self._groups[group.group_id] = group
+        for member in group.members.values():
+            self._reset_session(group, member)
 
     def delete(self, group_id: str) -> None:
         """Forget a group without members (DeleteGroups): Dead."""
@@ -651,7 +673,7 @@ class ClassicGroups(Groups[Group]):
 
     def forget(self, group_ids: Iterable[str]) -> None:
         """This broker no longer coordinates these groups: their members get NOT_COORDINATOR and
-        join again at the new coordinator."""
+        go on at the new coordinator, which loads the groups' records."""
         for group_id in group_ids:
             group = self._groups.pop(group_id, None)
             if group is None:

@@ -34,9 +34,9 @@ assignment epoch, the partition metadata and the group epoch last), then member 
 partition metadata, group epoch, target assignments, assignment epoch, current assignments. A
 compacted topic keeps the newest record per key, and a tombstone removes its key, so compaction
 keeps only the group's current state. A group converted to a classic group (its last member of
-the consumer protocol left) leaves only tombstones of all of its records: classic groups'
-membership is not written (it is kept in memory). A group converted from a classic group is
-written whole at the heartbeat that converted it.
+the consumer protocol left) leaves only tombstones of all of its records, after the classic
+group's own record (classic_group_log.py). A group converted from a classic group is written
+whole at the heartbeat that converted it, after the classic group's tombstone.
 
 Replay (:class:`ConsumerGroupReplay`): records are applied in offset order, last per key wins,
 and the group is rebuilt once the partition is read. A member record of a group without its group

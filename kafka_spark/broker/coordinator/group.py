@@ -9,9 +9,14 @@ Kafka's ``GroupCoordinator``, split by concern as Kafka's is:
 * what both share: membership (membership.py: session timers, static members), and, here, the
   ownership of groups, the committed offsets (group_offsets.py, ``__consumer_offsets``) and the
   checks of an offset commit, which ask the group's protocol about its member;
-* the consumer protocol's membership, written to ``__consumer_offsets`` with Kafka's records
-  (consumer_group_log.py) after each change and replayed with the offsets, so that members keep
-  their epochs when the coordinator restarts or moves (classic groups' membership is in memory);
+* both protocols' membership, written to ``__consumer_offsets`` with Kafka's records and replayed
+  with the offsets, so that members go on when the coordinator restarts or moves: a consumer
+  group's (consumer_group_log.py) after each change, its members keeping their epochs; a classic
+  group's GroupMetadata record (classic_group_log.py) when it becomes Stable or Empty or replaces
+  a static member, its members keeping their generation and assignments (written in the
+  background: the leader's SyncGroup is answered in its own call, ahead of the followers, without
+  waiting for the record's fsync and replicas, which Kafka waits for). A group id converting between
+  the protocols tombstones the other protocol's records (replay: the group of the last record);
 * the group ids: one space for both protocols. A group id's members are in a classic group or in a
   consumer group, never both: a consumer group takes classic members of a consumer (their
   JoinGroup, SyncGroup, Heartbeat and LeaveGroup go to it), and a group moves between the
@@ -22,9 +27,9 @@ Kafka's ``GroupCoordinator``, split by concern as Kafka's is:
 
 Ownership: this broker coordinates the groups of the partitions of ``__consumer_offsets`` it leads
 (a single node, a cluster of one, leads them all): ``partition_moved`` loads a partition's offsets
-and consumer groups when it becomes the leader and forgets its groups when it stops (members get
-NOT_COORDINATOR and go on at the new coordinator: a consumer group's with the epochs they have, a
-classic group's by joining again); requests for other groups are answered NOT_COORDINATOR.
+and groups of both protocols when it becomes the leader and forgets its groups when it stops
+(members get NOT_COORDINATOR and go on at the new coordinator: a consumer group's with the epochs
+they have, a classic group's with its generation); requests for other groups are answered NOT_COORDINATOR.
 
 Durability: every write to ``__consumer_offsets`` waits, before its answer, for the fsync where the
 topic flushes on acks=all and for the partition's in-sync replicas (at once for a leader alone in
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import time
 import uuid
@@ -46,7 +52,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kafka_spark.broker.coordinator import classic_group_log, consumer_group_log
 from kafka_spark.broker.coordinator.classic_group import ClassicGroups
+from kafka_spark.broker.coordinator.classic_group_log import ClassicGroupReplay
 from kafka_spark.broker.coordinator.classic_state import DEFAULT_INITIAL_REBALANCE_DELAY_MS, Group, GroupState
 from kafka_spark.broker.coordinator.consumer_group import (
     DEFAULT_HEARTBEAT_INTERVAL_MS,
@@ -117,6 +125,7 @@ class GroupCoordinator:
             initial_rebalance_delay_ms=initial_rebalance_delay_ms,
             min_session_timeout_ms=min_session_timeout_ms,
             max_session_timeout_ms=max_session_timeout_ms,
+            changed=self._classic_group_changed,
         )
         self.consumer = ConsumerGroups(
             loop,
@@ -128,6 +137,10 @@ class GroupCoordinator:
             changed=self._consumer_group_changed,
         )
         self._consumer_records = ConsumerGroupRecords()  # what is written of each consumer group
+        # what the record of each classic group holds (classic_group_log.snapshot), and the write
+        # of a record not durable yet (a DeleteGroups waits for its group's tombstone)
+        self._classic_written: dict[str, tuple[Any, ...]] = {}
+        self._classic_writes: dict[str, asyncio.Future[None]] = {}
 
     def _topic_ids(self) -> dict[str, tuple[uuid.UUID, int]]:
         return {name: (info.topic_id, info.partitions) for name, info in self._replication.topics().items()}
@@ -142,7 +155,7 @@ class GroupCoordinator:
         if classic is None:
             return None
         if not classic.members:
-            self.classic.delete(group_id)
+            self.classic.delete(group_id)  # its record's tombstone (Kafka's, as the group converts)
             return None
         if self._migration_policy not in ("upgrade", "bidirectional"):
             raise HeartbeatError(
@@ -156,6 +169,7 @@ class GroupCoordinator:
             logger.info("group %s: not converted to the consumer protocol: %s", group_id, refused)
             raise HeartbeatError(ErrorCode.group_id_not_found, str(refused)) from refused
         self.classic.release(group_id)
+        self._classic_group_changed(group_id)  # the classic group's tombstone, before the consumer group's records
         logger.info(
             "group %s: a member of the consumer protocol joins; its %d classic member(s) stay: it is a consumer "
             "group from epoch %d",
@@ -185,23 +199,10 @@ class GroupCoordinator:
     def partition_moved(self, partition: int, leader_epoch: int | None) -> None:
         """This broker leads ``partition`` of ``__consumer_offsets`` (load its groups' offsets and
         staged transactional offsets), or no longer does (None: forget its groups; their members
-        get NOT_COORDINATOR and join again at the new coordinator)."""
+        get NOT_COORDINATOR and go on at the new coordinator, which loads them)."""
         if leader_epoch is not None:
             if partition not in self._owned.epochs:
-                replay = ConsumerGroupReplay()
-                applied = self.offsets.load_partition(partition, replay.apply)
-                groups = replay.groups(self._topic_ids(), f"{OFFSETS_TOPIC}-{partition}")
-                for group, records in groups:
-                    self.consumer.adopt(group)
-                    self._consumer_records.forget([group.group_id])
-                    self._consumer_records.written(group.group_id, records.items())
-                logger.info(
-                    "%s-%d: loaded %d offset record(s), %d consumer group(s)",
-                    OFFSETS_TOPIC,
-                    partition,
-                    applied,
-                    len(groups),
-                )
+                self._load_groups(partition)
             self._owned.epochs[partition] = leader_epoch
             return
         if self._owned.epochs.pop(partition, None) is None:
@@ -211,6 +212,51 @@ class GroupCoordinator:
         self.consumer.forget(consumer_groups)
         self._consumer_records.forget(consumer_groups)
         self.classic.forget(self._owned.keys_of(partition, self.classic.group_ids()))
+        for group_id in self._owned.keys_of(partition, list(self._classic_written)):
+            self._classic_written.pop(group_id, None)
+
+    def _load_groups(self, partition: int) -> None:
+        """Replay ``partition``'s offsets and the membership of its groups of both protocols. A
+        group id with a group of each protocol (no order of Kafka's writes leaves one: a group
+        converting tombstones the other protocol's records) is the one of its last record."""
+        where = f"{OFFSETS_TOPIC}-{partition}"
+        consumer_replay, classic_replay = ConsumerGroupReplay(), ClassicGroupReplay()
+        sequence = itertools.count()
+        last: dict[tuple[str, bool], int] = {}  # (group id, classic?) -> its last record
+
+        def apply(key: bytes, value: bytes | None) -> None:
+            if classic_replay.apply(key, value):
+                last[(classic_group_log.decode_key(key), True)] = next(sequence)
+            elif consumer_replay.apply(key, value):
+                last[(consumer_group_log.decode_key(key)[1], False)] = next(sequence)
+
+        def later(group_id: str, classic: bool) -> bool:
+            return last[(group_id, classic)] > last.get((group_id, not classic), -1)
+
+        applied = self.offsets.load_partition(partition, apply)
+        consumer_groups = consumer_replay.groups(self._topic_ids(), where)
+        classic_groups = classic_replay.groups(where)
+        both = {group.group_id for group, _ in consumer_groups} & {group.group_id for group, _ in classic_groups}
+        consumer_groups = [(g, r) for g, r in consumer_groups if g.group_id not in both or later(g.group_id, False)]
+        classic_groups = [(g, v) for g, v in classic_groups if g.group_id not in both or later(g.group_id, True)]
+        for group, records in consumer_groups:
+            self.consumer.adopt(group)
+            self._consumer_records.forget([group.group_id])
+            self._consumer_records.written(group.group_id, records.items())
+        for classic, _ in classic_groups:
+            self.classic.load(classic)
+            loaded = classic_group_log.snapshot(classic)
+            assert loaded is not None  # a loaded group is Stable or Empty
+            self._classic_written[classic.group_id] = loaded
+        logger.info(
+            "%s-%d: loaded %d offset record(s), %d consumer group(s), %d classic group(s) (%d with members)",
+            OFFSETS_TOPIC,
+            partition,
+            applied,
+            len(consumer_groups),
+            len(classic_groups),
+            sum(1 for group, _ in classic_groups if group.members),
+        )
 
     def stage_txn_offsets(
         self, group_id: str, producer_id: int, producer_epoch: int, offsets: Mapping[TopicPartition, CommittedOffset]
@@ -267,14 +313,24 @@ class GroupCoordinator:
         records = self._consumer_records.changes(group_id, self.consumer.group(group_id), self._topic_ids(), members)
         if not records:
             return None
+        appended, stored = self._append_membership(group_id, records)
+        if appended:
+            self._consumer_records.written(group_id, records)
+        return stored
+
+    def _append_membership(
+        self, group_id: str, records: list[tuple[bytes, bytes | None]]
+    ) -> tuple[bool, Awaitable[None] | None]:
+        """Append a group's membership records: whether they were appended, and the durability
+        wait (None: nothing to wait for; a failed one when the append failed: memory is ahead of
+        the log, and the next change writes it again)."""
         try:
             written = self.offsets.append_records(group_id, records)
-        except StorageError as error:  # memory is ahead of the log: the next change writes it again
+        except StorageError as error:
             failed: asyncio.Future[None] = self._loop.create_future()
             failed.set_exception(error)
-            return failed
-        self._consumer_records.written(group_id, records)
-        return self._durable(written)
+            return False, failed
+        return True, self._durable(written)
 
     def _consumer_group_changed(self, group_id: str) -> None:
         if self.owner_error(group_id):
@@ -284,6 +340,36 @@ class GroupCoordinator:
             asyncio.ensure_future(stored).add_done_callback(
                 functools.partial(log_failure, f"group {group_id}: writing its membership")
             )
+
+    # -- the classic protocol's membership in __consumer_offsets (classic_group_log.py) ----------------
+
+    def _classic_group_changed(self, group_id: str) -> None:
+        """Write the record of classic group ``group_id`` if what it holds changed (its tombstone
+        when the group is gone). Nobody waits for it but a DeleteGroups: the leader's SyncGroup is
+        answered at once, in its own call, ahead of the followers (see classic_group.py)."""
+        if self.owner_error(group_id):
+            return
+        group = self.classic.group(group_id)
+        state = classic_group_log.snapshot(group) if group is not None else None
+        if group is not None and state is None:
+            return  # in a rebalance: the record keeps the last Stable or Empty generation
+        if state == self._classic_written.get(group_id) or (state is None and group_id not in self._classic_written):
+            return
+        record = None if state is None else classic_group_log.encode_value(state)
+        appended, wait = self._append_membership(group_id, [(classic_group_log.encode_key(group_id), record)])
+        if appended and state is None:
+            del self._classic_written[group_id]
+        elif appended and state is not None:
+            self._classic_written[group_id] = state
+        if wait is not None:
+            stored = asyncio.ensure_future(wait)
+            self._classic_writes[group_id] = stored
+            stored.add_done_callback(functools.partial(self._classic_stored, group_id))
+
+    def _classic_stored(self, group_id: str, stored: asyncio.Future[None]) -> None:
+        if self._classic_writes.get(group_id) is stored:
+            del self._classic_writes[group_id]
+        log_failure(f"group {group_id}: writing its membership", stored)
 
     # -- the classic protocol, where this broker coordinates the group ---------------------------------
 
@@ -443,8 +529,9 @@ class GroupCoordinator:
             written = self.offsets.append_records(group_id, records)
             self._consumer_records.written(group_id, records)
         self.consumer.delete(group_id)
-        self.classic.delete(group_id)
-        return ErrorCode.none, self._durable(written)
+        self.classic.delete(group_id)  # its record's tombstone, after the rest: its wait covers them
+        tombstone = self._classic_writes.pop(group_id, None)
+        return ErrorCode.none, tombstone if tombstone is not None else self._durable(written)
 
     def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]

@@ -26,6 +26,7 @@ from kio.schema.consumer_protocol_subscription.v1.data import ConsumerProtocolSu
 from kio.serial import entity_reader, entity_writer
 
 from kafka_spark.broker import EmbeddedBroker
+from kafka_spark.broker.coordinator.classic_group_log import decode_group, is_group_metadata
 from kafka_spark.broker.coordinator.consumer_group_log import (
     MEMBER_METADATA,
     RECORD_TYPES,
@@ -461,21 +462,35 @@ def test_the_migration_policy_decides_which_conversions_happen(pylog_broker_fact
         member.close()
 
 
-def consumer_group_records(log_dir: Path) -> list[tuple[int, str | None, Any]]:
-    """The consumer-group records of ``__consumer_offsets`` (type, member, decoded value or None)."""
+def offsets_records(log_dir: Path) -> list[tuple[bytes, bytes | None]]:
+    """``(key, value)`` of every record of ``__consumer_offsets`` in ``log_dir``, in order."""
     from kafka_spark.broker.storage.log_manager import LogManager
 
     logs = LogManager(log_dir)
     try:
-        found = []
-        for partition in range(logs.topics()[OFFSETS_TOPIC].partitions):
-            for _, _, key, value in _events(logs.get_log(OFFSETS_TOPIC, partition)):
-                if key is not None and record_type(key) in RECORD_TYPES:
-                    kind, _, member = decode_key(key)
-                    found.append((kind, member, None if value is None else decode_value(kind, value)))
-        return found
+        return [
+            (key, value)
+            for partition in range(logs.topics()[OFFSETS_TOPIC].partitions)
+            for _, _, key, value in _events(logs.get_log(OFFSETS_TOPIC, partition))
+            if key is not None
+        ]
     finally:
         logs.close()
+
+
+def consumer_group_records(log_dir: Path) -> list[tuple[int, str | None, Any]]:
+    """The consumer-group records of ``__consumer_offsets`` (type, member, decoded value or None)."""
+    found = []
+    for key, value in offsets_records(log_dir):
+        if record_type(key) in RECORD_TYPES:
+            kind, _, member = decode_key(key)
+            found.append((kind, member, None if value is None else decode_value(kind, value)))
+    return found
+
+
+def group_metadata_records(log_dir: Path) -> list[bytes | None]:
+    """The values of the classic group records (GroupMetadata) of ``__consumer_offsets``, in order."""
+    return [value for key, value in offsets_records(log_dir) if is_group_metadata(key)]
 
 
 def test_the_records_of_a_converted_group_survive_a_restart_and_its_downgrade_leaves_tombstones(tmp_path):
@@ -516,9 +531,18 @@ def test_the_records_of_a_converted_group_survive_a_restart_and_its_downgrade_le
         last[(kind, member)] = value
     assert last and all(value is None for value in last.values())  # every record of the group tombstoned
 
+    # ... and the classic group's record, written as it converted (Kafka's GroupMetadata)
+    classic_records = group_metadata_records(tmp_path)
+    # the classic group's record, its tombstone as it was upgraded, its record as it was downgraded
+    assert [value is None for value in classic_records] == [False, True, False]
+    assert classic_records[-1] is not None
+    converted = decode_group("g", classic_records[-1], "test")
+    assert list(converted.members) == [classic.member_id]
+
     with start() as broker, WireClient(broker.bootstrap_servers) as client:
-        assert listed(client, "g") is None  # no group left: classic groups are kept in memory
-        assert described(client, "g").error_code == GROUP_ID_NOT_FOUND
+        # the classic group is back, Stable with its member (which the downgrade's rebalance will ask to rejoin)
+        assert listed(client, "g") == ("classic", "Stable")
+        assert described(client, "g").error_code == GROUP_ID_NOT_FOUND  # not a consumer group
 
 
 #: The steps of confluent-kafka-python's test_consumer_upgrade_downgrade: a consumer of ``protocol``
