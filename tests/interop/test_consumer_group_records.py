@@ -1,8 +1,9 @@
 """Kafka 4.3.1's own decoder (``kafka-dump-log --offsets-decoder``, Kafka's GroupCoordinatorRecordSerde)
 reads the records pylog's coordinator writes to ``__consumer_offsets`` for a group of the consumer
 protocol (KIP-848): the member's metadata, the group's epochs, target and current assignments,
-and the tombstones of a member that left, in Kafka's order; and the metadata of a classic member
-of a consumer group (KIP-848's migration), with its tagged ClassicMemberMetadata."""
+and the tombstones of a member that left, in Kafka's order; the metadata of a classic member
+of a consumer group (KIP-848's migration), with its tagged ClassicMemberMetadata; and a classic
+group's GroupMetadata record (Stable, Empty, its tombstone)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from typing import Any
 from kafka_spark.broker import EmbeddedBroker
 from tests.broker.coordinator.test_consumer_group import TOPIC, Member
 from tests.broker.coordinator.test_group_migration import Place, classic_group, subscription
+from tests.broker.coordinator.test_group_protocol import LEAVE_GROUP, stable_member
 from tests.interop.references import ToolRunner, kafka_tool
+from tests.support.wire import WireClient
 
 _RECORD = re.compile(r"key: (\{.*\}) payload: (<DELETE>|\{.*\})$")
 
@@ -88,6 +91,47 @@ def test_kafkas_decoder_reads_a_classic_members_metadata_pylog_writes(tmp_path, 
     assert members[classic.member_id]["classicMemberMetadata"] == {
         "sessionTimeoutMs": 6000,
         "supportedProtocols": [{"name": "cooperative-sticky", "metadata": base64.b64encode(subscription()).decode()}],
+    }
+
+
+def test_kafkas_decoder_reads_a_classic_groups_records_pylog_writes(tmp_path, tool_runner: ToolRunner) -> None:
+    """A classic group's GroupMetadata record (version 3, as Kafka 4.3 writes it): written Stable
+    by the leader's SyncGroup with the member's subscription and assignment, Empty (the next
+    generation, no members) when its member left, and tombstoned when the group is deleted."""
+    with EmbeddedBroker(log_dir=tmp_path, register=False) as broker, WireClient(broker.bootstrap_servers) as client:
+        member_id, generation = stable_member(client, "g")
+        left = client.call(LEAVE_GROUP, 3, {"group_id": "g", "members": [{"member_id": member_id}]})
+        assert left.error_code == 0
+        assert int(client.call(42, 2, {"groups_names": ["g"]}).results[0].error_code) == 0  # DeleteGroups
+    records = [value for kind, _, value in _dumped(tmp_path, tool_runner) if kind == 2]
+    assert len(records) == 3 and records[2] is None, records
+    stable, empty = records[0], records[1]
+    assert stable is not None and empty is not None
+    assert stable["version"] == empty["version"] == "3"
+    (member,) = stable["data"]["members"]
+    assert {key: stable["data"][key] for key in ("protocolType", "generation", "protocol", "leader")} == {
+        "protocolType": "consumer",
+        "generation": generation,
+        "protocol": "range",
+        "leader": member_id,
+    }
+    assert stable["data"]["currentStateTimestamp"] > 0
+    assert (member["memberId"], member["groupInstanceId"], member["sessionTimeout"], member["rebalanceTimeout"]) == (
+        member_id,
+        None,
+        6000,
+        6000,
+    )
+    assert (member["subscription"], member["assignment"]) == (
+        base64.b64encode(b"range").decode(),
+        base64.b64encode(b"mine").decode(),
+    )
+    assert {key: empty["data"][key] for key in ("protocolType", "generation", "protocol", "leader", "members")} == {
+        "protocolType": "consumer",
+        "generation": generation + 1,
+        "protocol": None,
+        "leader": None,
+        "members": [],
     }
 
 
