@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 
 from confluent_kafka import Producer
 
@@ -89,8 +90,15 @@ def test_topics_create_describe_alter_list_and_delete(cluster: Cluster):
     ) == ["0", "1"], described
 
     cluster.tool("kafka-topics", "--alter", "--topic", topic, "--partitions", "3")
-    described = cluster.tool("kafka-topics", "--describe", "--topic", topic).stdout
-    assert f"TopicId: {header.group(1)}\tPartitionCount: 3" in described  # the same id after the alter
+    # the same id after the alter (Kafka's brokers show it once its metadata record reaches them)
+    wait_until(
+        lambda: (
+            f"TopicId: {header.group(1)}\tPartitionCount: 3"
+            in cluster.tool("kafka-topics", "--describe", "--topic", topic).stdout
+        ),
+        f"{topic} described with 3 partitions and its id",
+        interval=0.5,
+    )
     fewer = cluster.tool("kafka-topics", "--alter", "--topic", topic, "--partitions", "2", check=False)
     assert fewer.returncode != 0 and "InvalidPartitionsException" in fewer.stdout + fewer.stderr
 
@@ -104,6 +112,17 @@ def test_topics_create_describe_alter_list_and_delete(cluster: Cluster):
     assert cluster.tool("kafka-topics", "--describe", "--topic", topic, "--if-exists").returncode == 0
 
 
+def _described_when(cluster: Cluster, entity: tuple[str, ...], shows: Callable[[str], bool]) -> str:
+    """kafka-configs --describe's output, asked again until ``shows`` it (Kafka's brokers apply an
+    alter when its metadata record reaches them)."""
+
+    def described() -> str:
+        out = cluster.tool("kafka-configs", *entity, "--describe").stdout
+        return out if shows(out) else ""
+
+    return wait_until(described, f"kafka-configs --describe {' '.join(entity)}", interval=0.5)
+
+
 def test_configs_add_describe_and_delete_topic_configs(cluster: Cluster):
     topic = cluster.topic()
     entity = ("--entity-type", "topics", "--entity-name", topic)
@@ -111,7 +130,8 @@ def test_configs_add_describe_and_delete_topic_configs(cluster: Cluster):
         "kafka-configs", *entity, "--alter", "--add-config", "retention.ms=86400000,cleanup.policy=compact"
     )
     assert altered.stdout.strip() == f"Completed updating config for topic {topic}."
-    described = cluster.tool("kafka-configs", *entity, "--describe").stdout
+    # shown once the change's metadata record reaches the broker answering
+    described = _described_when(cluster, entity, lambda out: "retention.ms" in out)
     assert f"Dynamic configs for topic {topic} are:" in described
     assert re.search(
         r"^\s+cleanup.policy=compact sensitive=false synonyms=\{DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact",
@@ -125,8 +145,8 @@ def test_configs_add_describe_and_delete_topic_configs(cluster: Cluster):
         assert re.search(rf"^\s+{re.escape(default)} sensitive=false", every, re.MULTILINE), (default, every)
 
     cluster.tool("kafka-configs", *entity, "--alter", "--delete-config", "cleanup.policy")
-    described = cluster.tool("kafka-configs", *entity, "--describe").stdout
-    assert "cleanup.policy" not in described and "retention.ms=86400000" in described
+    described = _described_when(cluster, entity, lambda out: "cleanup.policy" not in out)
+    assert "retention.ms=86400000" in described
     bad = cluster.tool("kafka-configs", *entity, "--alter", "--add-config", "retention.ms=soon", check=False)
     assert bad.returncode != 0 and "retention.ms" in bad.stdout + bad.stderr
 
