@@ -74,20 +74,25 @@ def test_an_illegal_transition_is_a_bug_that_raises(coordinator):
     assert group.state is GroupState.EMPTY
 
 
+def _join(coordinator: GroupCoordinator, member_id: str):
+    """A JoinGroup of group "g" (a response dict, or a future resolved when the rebalance completes)."""
+    return coordinator.join(
+        "g",
+        member_id,
+        client_id="c",
+        client_host="",
+        session_timeout_ms=6000,
+        rebalance_timeout_ms=6000,
+        protocol_type="consumer",
+        protocols=[("range", b"")],
+    )
+
+
 def test_members_arriving_within_the_initial_delay_share_the_first_generation(coordinator):
     loop = coordinator._loop
 
     def join() -> asyncio.Future:
-        return coordinator.join(
-            "g",
-            "",
-            client_id="c",
-            client_host="",
-            session_timeout_ms=6000,
-            rebalance_timeout_ms=6000,
-            protocol_type="consumer",
-            protocols=[("range", b"")],
-        )
+        return _join(coordinator, "")
 
     async def scenario() -> list[dict]:
         first = join()
@@ -136,16 +141,7 @@ def test_the_leader_whose_request_completes_a_rebalance_is_answered_before_the_f
     loop = coordinator._loop
 
     def join(member_id: str):
-        return coordinator.join(
-            "g",
-            member_id,
-            client_id="c",
-            client_host="",
-            session_timeout_ms=6000,
-            rebalance_timeout_ms=6000,
-            protocol_type="consumer",
-            protocols=[("range", b"")],
-        )
+        return _join(coordinator, member_id)
 
     async def scenario() -> None:
         leader = await join("")  # alone after the initial delay: generation 1, its own leader
