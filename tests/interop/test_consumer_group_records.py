@@ -1,7 +1,8 @@
 """Kafka 4.3.1's own decoder (``kafka-dump-log --offsets-decoder``, Kafka's GroupCoordinatorRecordSerde)
 reads the records pylog's coordinator writes to ``__consumer_offsets`` for a group of the consumer
 protocol (KIP-848): the member's metadata, the group's epochs, target and current assignments,
-and the tombstones of a member that left, in Kafka's order; the metadata of a classic member
+and the tombstones of a member that left, in Kafka's order (the current assignment with each
+partition's assignment epoch, KIP-1251); the metadata of a classic member
 of a consumer group (KIP-848's migration), with its tagged ClassicMemberMetadata; and a classic
 group's GroupMetadata record (Stable, Empty, its tombstone)."""
 
@@ -62,7 +63,8 @@ def test_kafkas_decoder_reads_the_consumer_groups_records_pylog_writes(tmp_path,
             "memberEpoch": 3,
             "previousMemberEpoch": 1,
             "state": 0,
-            "assignedPartitions": [{"topicId": _base64(topic_id), "partitions": [0, 1]}],
+            # KIP-1251's tagged assignment epochs: stays has held both partitions since epoch 1
+            "assignedPartitions": [{"topicId": _base64(topic_id), "partitions": [0, 1], "assignmentEpochs": [1, 1]}],
             "partitionsPendingRevocation": [],
         },
     }

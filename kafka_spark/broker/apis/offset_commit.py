@@ -41,6 +41,12 @@ def handle(broker: BrokerContext, request: Any) -> Any:
             body.generation_id_or_member_epoch,
             body.member_id,
             group_instance_id=getattr(body, "group_instance_id", None),
+            partitions=[
+                (name, partition.partition_index)
+                for topic in body.topics
+                if (name := topic_name(broker, topic)) is not None
+                for partition in topic.partitions
+            ],
         )
     now = int(time.time() * 1000)
     response_topics = []

@@ -62,7 +62,15 @@ def handle(broker: BrokerContext, request: Any) -> Any:
         }
         offsets = {tp: offset for tp, offset in offsets.items() if tp.topic not in denied}
     if not error and (generation_id >= 0 or member_id):
-        error = int(broker.groups.validate_offset_commit(body.group_id, generation_id, member_id, transactional=True))
+        error = int(
+            broker.groups.validate_offset_commit(
+                body.group_id,
+                generation_id,
+                member_id,
+                transactional=True,
+                partitions=[(tp.topic, tp.partition) for tp in offsets],
+            )
+        )
     staged: Awaitable[None] | None = None
     error = error or int(broker.groups.owner_error(body.group_id))
     if not error:

@@ -19,7 +19,9 @@ member by member, as Kafka's ``CurrentAssignmentBuilder`` does:
 Epochs fence zombies: a heartbeat, OffsetCommit or OffsetFetch with an epoch other than the
 member's current one is refused (FENCED_MEMBER_EPOCH for heartbeats, STALE_MEMBER_EPOCH for
 offsets), except a heartbeat with the previous epoch whose owned partitions are still the
-member's (its last response was lost). A member that sends no heartbeat within the session
+member's (its last response was lost), and a commit with an older epoch of partitions the member
+has held since that epoch (KIP-1251's assignment epochs: each partition a member holds carries
+the epoch it was assigned at). A member that sends no heartbeat within the session
 timeout (``group.consumer.session.timeout.ms``) is removed. Leaving is member epoch -1; a static
 member (``group.instance.id``) leaving with -2 keeps its assignment until its session expires,
 for the same instance to take back when it rejoins.
@@ -133,6 +135,9 @@ class ConsumerMember:
     state: str = STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # KIP-1251: each partition it holds (assigned or pending revocation) -> the member epoch it was
+    # assigned at; a commit with an older member epoch is accepted for partitions held since then
+    assignment_epochs: dict[tuple[str, int], int] = field(default_factory=dict)
     session_timer: asyncio.TimerHandle | None = None
     revocation_timer: asyncio.TimerHandle | None = None
     classic: ClassicMetadata | None = None  # a member of the classic protocol (JoinGroup, SyncGroup, Heartbeat)
@@ -147,6 +152,17 @@ class ConsumerMember:
         for timer in (self.session_timer, self.revocation_timer, self.join_timer, self.sync_timer):
             cancel(timer)
         self.join_timer = self.sync_timer = None
+
+    def track_assignment_epochs(self) -> None:
+        """Keep an assignment epoch for every partition the member holds, and only for those: a
+        partition new to it is held from its current epoch."""
+        held = {
+            (topic, index)
+            for partitions in (self.assigned, self.pending_revocation)
+            for topic, indexes in partitions.items()
+            for index in indexes
+        }
+        self.assignment_epochs = {tp: self.assignment_epochs.get(tp, self.member_epoch) for tp in held}
 
 
 @dataclass
@@ -336,6 +352,7 @@ class ConsumerGroups(Groups[ConsumerGroup]):
         epoch = old.previous_member_epoch if old.member_epoch == STATIC_LEAVE_EPOCH else old.member_epoch
         new.member_epoch, new.previous_member_epoch = epoch, old.previous_member_epoch
         new.assigned, new.pending_revocation = old.assigned, old.pending_revocation
+        new.assignment_epochs = dict(old.assignment_epochs)
         new.subscribed_names, new.subscribed_regex = old.subscribed_names, old.subscribed_regex
         new.server_assignor = old.server_assignor
         if old.member_id in group.target:
@@ -374,6 +391,9 @@ class ConsumerGroups(Groups[ConsumerGroup]):
             logger.info("group %s: static member %s leaves for now", group_id, member_id)
             member.previous_member_epoch = member.member_epoch
             member.member_epoch = STATIC_LEAVE_EPOCH  # its session timer still runs
+            # Held from epoch 0 by whoever rejoins with the instance id (Kafka's
+            # resetAssignedPartitionsEpochsToZero): commits of the new member at its older epochs go.
+            member.assignment_epochs = dict.fromkeys(member.assignment_epochs, 0)
             cancel(member.revocation_timer)
         else:
             logger.info("group %s: member %s leaves", group_id, member_id)
@@ -423,6 +443,7 @@ class ConsumerGroups(Groups[ConsumerGroup]):
                 return  # still owns partitions it must give up
             self._release(group, member, member.pending_revocation)
             member.pending_revocation = {}
+            member.track_assignment_epochs()
             cancel(member.revocation_timer)
             member.state = STABLE
         if member.state == STABLE and member.member_epoch == group.assignment_epoch:
@@ -438,6 +459,7 @@ class ConsumerGroups(Groups[ConsumerGroup]):
                 revoke[topic] = current - wanted
         if revoke and (owned is None or _overlap(owned, revoke)):
             member.assigned, member.pending_revocation, member.state = keep, revoke, UNREVOKED
+            member.track_assignment_epochs()
             cancel(member.revocation_timer)
             member.revocation_timer = self._loop.call_later(
                 member.rebalance_timeout_ms / 1000, self._on_revocation_timeout, group, member
@@ -459,6 +481,7 @@ class ConsumerGroups(Groups[ConsumerGroup]):
         if member.member_epoch != group.assignment_epoch:
             member.previous_member_epoch, member.member_epoch = member.member_epoch, group.assignment_epoch
         member.state = UNRELEASED if unreleased else STABLE
+        member.track_assignment_epochs()
 
     def _release(self, group: ConsumerGroup, member: ConsumerMember, partitions: Assignment) -> None:
         for topic, indexes in partitions.items():
@@ -722,10 +745,18 @@ class ConsumerGroups(Groups[ConsumerGroup]):
 
     # -- offsets, deletion -------------------------------------------------------------------------
 
-    def validate_offsets(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None:
-        """OffsetCommit and OffsetFetch of a consumer group (None: not a consumer group with
-        members, the classic rules apply). A commit without a member (epoch -1, no member id: an
-        admin tool or a consumer without a group) is allowed only while the group has no members."""
+    def validate_offsets(
+        self, group_id: str, member_id: str, member_epoch: int, partitions: Iterable[tuple[str, int]] = ()
+    ) -> ErrorCode | None:
+        """An OffsetCommit or TxnOffsetCommit of ``partitions`` (topic, index) to a consumer group
+        (None: not a consumer group with members, the classic rules apply). A commit without a
+        member (epoch -1, no member id: an admin tool or a consumer without a group) is allowed
+        only while the group has no members.
+
+        The member's epoch commits every partition; a newer one none. An older one commits only
+        partitions the member still holds and has held since that epoch or before (KIP-1251, as
+        Kafka 4.3): a member whose heartbeat moved its epoch while its commit was on the way is not
+        refused for partitions it kept. Otherwise the whole commit is refused."""
         group = self._groups.get(group_id)
         if group is None or not group.members:
             return None
@@ -734,6 +765,10 @@ class ConsumerGroups(Groups[ConsumerGroup]):
         member = group.members.get(member_id)
         if member is None or member.member_epoch == STATIC_LEAVE_EPOCH:
             return ErrorCode.unknown_member_id
+        if member_epoch < member.member_epoch and all(
+            member.assignment_epochs.get(tp, member.member_epoch) <= member_epoch for tp in partitions
+        ):
+            return ErrorCode.none
         return _epoch_error(member, member_epoch)
 
     def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:

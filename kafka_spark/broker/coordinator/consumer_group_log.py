@@ -194,6 +194,9 @@ class _MemberMetadata(_Value):  # ConsumerGroupMemberMetadataValue
 class _TopicPartitions(_Nested):
     topic_id: uuid.UUID = field(metadata={"kafka_type": "uuid"})
     partitions: tuple[i32, ...] = field(metadata={"kafka_type": "int32"}, default=())
+    # tagged field 0 (Kafka 4.3, KIP-1251), in a current assignment: the epoch each partition was
+    # assigned at, in the order of ``partitions``
+    assignment_epochs: tuple[i32, ...] = field(metadata={"kafka_type": "int32", "tag": 0}, default=())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -275,9 +278,21 @@ def decode_value(kind: int, value: bytes) -> Any:
 # -- a group as records -------------------------------------------------------------------------------
 
 
-def _partitions(assignment: Assignment, topics: Mapping[str, tuple[uuid.UUID, int]]) -> tuple[_TopicPartitions, ...]:
+def _partitions(
+    assignment: Assignment,
+    topics: Mapping[str, tuple[uuid.UUID, int]],
+    member: ConsumerMember | None = None,
+) -> tuple[_TopicPartitions, ...]:
+    """``assignment`` as Kafka's TopicPartitions, with each partition's assignment epoch when
+    it is what ``member`` holds (None: a target assignment, which has none)."""
     return tuple(
-        _TopicPartitions(topic_id=topics[topic][0], partitions=tuple(i32(p) for p in sorted(indexes)))
+        _TopicPartitions(
+            topic_id=topics[topic][0],
+            partitions=tuple(i32(p) for p in sorted(indexes)),
+            assignment_epochs=()
+            if member is None
+            else tuple(i32(member.assignment_epochs.get((topic, p), member.member_epoch)) for p in sorted(indexes)),
+        )
         for topic, indexes in sorted(assignment.items())
         if topic in topics and indexes
     )
@@ -334,8 +349,8 @@ def group_records(
             member_epoch=i32(member.member_epoch),
             previous_member_epoch=i32(member.previous_member_epoch),
             state=i8(_STATES[member.state]),
-            assigned_partitions=_partitions(member.assigned, topics),
-            partitions_pending_revocation=_partitions(member.pending_revocation, topics),
+            assigned_partitions=_partitions(member.assigned, topics, member),
+            partitions_pending_revocation=_partitions(member.pending_revocation, topics, member),
         )
     return {key: _VALUE_VERSION + _encode(value) for key, value in records.items()}
 
@@ -480,6 +495,15 @@ class ConsumerGroupReplay:
                 if entry.topic_id in names and entry.partitions
             }
 
+        def epochs(*held: Iterable[_TopicPartitions]) -> dict[tuple[str, int], int]:
+            return {
+                (names[entry.topic_id], int(partition)): int(epoch)
+                for entries in held
+                for entry in entries
+                if entry.topic_id in names and len(entry.assignment_epochs) == len(entry.partitions)
+                for partition, epoch in zip(entry.partitions, entry.assignment_epochs, strict=True)
+            }
+
         rebuilt = []
         for group_id, state in self._groups.items():
             if state.group_epoch is None:
@@ -504,7 +528,7 @@ class ConsumerGroupReplay:
             )
             for member_id, metadata in state.members.items():
                 current = state.current[member_id]
-                group.members[member_id] = ConsumerMember(
+                member = group.members[member_id] = ConsumerMember(
                     member_id=member_id,
                     instance_id=metadata.instance_id,
                     rack_id=metadata.rack_id,
@@ -520,7 +544,9 @@ class ConsumerGroupReplay:
                     assigned=assignment(current.assigned_partitions),
                     pending_revocation=assignment(current.partitions_pending_revocation),
                     classic=_classic(metadata.classic_member_metadata),
+                    assignment_epochs=epochs(current.assigned_partitions, current.partitions_pending_revocation),
                 )
+                member.track_assignment_epochs()  # written before Kafka 4.3's epochs: held since its epoch
             group.target = {
                 member_id: assignment(target.topic_partitions) for member_id, target in state.targets.items()
             }

@@ -47,7 +47,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -446,16 +446,18 @@ class GroupCoordinator:
         *,
         transactional: bool = False,
         group_instance_id: str | None = None,
+        partitions: Iterable[tuple[str, int]] = (),
     ) -> ErrorCode:
-        """Whether a commit (or a transactional one, KIP-447) may go: this broker coordinates the
-        group, and the group's protocol accepts the member (its epoch for the consumer protocol,
-        its generation for the classic one); a commit counts as a sign of life of the member."""
+        """Whether a commit (or a transactional one, KIP-447) of ``partitions`` (topic, index) may
+        go: this broker coordinates the group, and the group's protocol accepts the member (its
+        epoch for the consumer protocol, or an older one for partitions held since then; its
+        generation for the classic one); a commit counts as a sign of life of the member."""
         if not group_id:
             return ErrorCode.invalid_group_id
         owner = self.owner_error(group_id)
         if owner:
             return owner
-        consumer = self.consumer.validate_offsets(group_id, member_id, generation_id)
+        consumer = self.consumer.validate_offsets(group_id, member_id, generation_id, partitions)
         if consumer is not None:  # a group of the consumer protocol: its member and epoch
             if consumer is ErrorCode.none:
                 self.consumer.touch(group_id, member_id)

@@ -65,7 +65,7 @@ def to_consumer_group(classic: Group, topics: Mapping[str, object]) -> ConsumerG
                 f"protocol is malformed (member {member.member_id}: {error})."
             ) from error
         assigned = {topic: partitions for topic, partitions in assigned.items() if topic in topics}
-        group.members[member.member_id] = ConsumerMember(
+        converted = group.members[member.member_id] = ConsumerMember(
             member_id=member.member_id,
             instance_id=member.group_instance_id,
             rack_id=subscription.rack_id,
@@ -79,6 +79,7 @@ def to_consumer_group(classic: Group, topics: Mapping[str, object]) -> ConsumerG
             assigned=assigned,
             classic=ClassicMetadata(member.session_timeout_ms, tuple(member.protocols)),
         )
+        converted.track_assignment_epochs()  # held since the generation it had
         group.target[member.member_id] = dict(assigned)
     return group
 

@@ -58,7 +58,7 @@ def again(broker: EmbeddedBroker, member: Member) -> Member:
     return back
 
 
-def commit_as(member: Member, epoch: int) -> int:
+def commit_as(member: Member, epoch: int, partition: int = 0) -> int:
     answer = member.client.call(
         8,
         9,
@@ -72,7 +72,7 @@ def commit_as(member: Member, epoch: int) -> int:
                     "name": TOPIC,
                     "partitions": [
                         {
-                            "partition_index": 0,
+                            "partition_index": partition,
                             "committed_offset": 7,
                             "committed_leader_epoch": -1,
                             "committed_metadata": None,
@@ -83,6 +83,11 @@ def commit_as(member: Member, epoch: int) -> int:
         },
     )
     return int(answer.topics[0].partitions[0].error_code)
+
+
+def assignment_epochs(broker: EmbeddedBroker, member_id: str) -> dict[tuple[str, int], int]:
+    """The epoch each partition the member holds was assigned at, as the coordinator keeps it."""
+    return on_loop(broker, lambda: dict(broker.broker.groups.consumer.group("g").members[member_id].assignment_epochs))
 
 
 def consumer_group_records(broker: EmbeddedBroker) -> list[tuple[int, bool]]:
@@ -123,6 +128,8 @@ def test_a_restarted_broker_keeps_its_consumer_groups_members_and_epochs(tmp_pat
             coordinator._topic_ids(),
         )
         assert unwritten == []
+        held = assignment_epochs(broker, "one")
+        assert set(held) == {(TOPIC, p) for p in one.owned} and all(0 < e <= one.epoch for e in held.values()), held
         for member in (one, two, leaver):
             member.close()
         assert {kind for kind, tombstone in consumer_group_records(broker) if tombstone} == {5, 7, 8}
@@ -136,7 +143,12 @@ def test_a_restarted_broker_keeps_its_consumer_groups_members_and_epochs(tmp_pat
             assert (answer.error_code, answer.member_epoch) == (0, member.epoch)
         assert (one.epoch, two.epoch) == epochs  # nobody joined again
         assert commit_as(one, one.epoch) == 0  # a commit with the member's epoch is taken at once
-        assert commit_as(one, one.epoch - 1) == 113  # and one with an older epoch is still fenced
+        # Each partition keeps the epoch it was assigned at (KIP-1251): an older epoch commits it
+        # from that epoch on, and is fenced (STALE_MEMBER_EPOCH) before it.
+        assert assignment_epochs(broker, "one") == held
+        (_, partition), since = min(held.items(), key=lambda item: (item[1], item[0]))
+        assert commit_as(one, since, partition) == 0
+        assert commit_as(one, since - 1, partition) == 113
         for member in (one, two):
             assert member.heartbeat(member_epoch=-1).error_code == 0
         assert int(one.client.call(42, 2, {"groups_names": ["g"]}).results[0].error_code) == 0  # DeleteGroups

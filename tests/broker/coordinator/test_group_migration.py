@@ -164,7 +164,7 @@ class ClassicMember:
         (member,) = self.client.call(LEAVE_GROUP, 5, body).members
         return int(member.error_code)
 
-    def commit(self, generation: int) -> int:
+    def commit(self, generation: int, partition: int = 0) -> int:
         body = {
             "group_id": self.group,
             "generation_id_or_member_epoch": generation,
@@ -176,7 +176,7 @@ class ClassicMember:
                     "name": self.topic,
                     "partitions": [
                         {
-                            "partition_index": 0,
+                            "partition_index": partition,
                             "committed_offset": 0,
                             "committed_metadata": None,
                             "committed_leader_epoch": -1,
@@ -296,6 +296,9 @@ def upgrade(place: Place) -> None:
     assert classic.heartbeat(generation=1) == ILLEGAL_GENERATION  # its generation is its member epoch
     assert classic.sync(generation=1).error_code == ILLEGAL_GENERATION
     assert (classic.commit(0), classic.commit(2), classic.commit(3)) == (ILLEGAL_GENERATION, 0, ILLEGAL_GENERATION)
+    # Its previous generation commits a partition it has had since then, not one it gave up (KIP-1251)
+    kept, moved = min(ALL - moving), min(moving)
+    assert (classic.commit(1, kept), classic.commit(1, moved)) == (0, ILLEGAL_GENERATION)
     assert classic.leave() == 0  # a classic member leaving leaves a consumer group
     assert listed(classic.client, group) == ("consumer", "Assigning")
     assert set(members(classic.client, group)) == {"modern"}
@@ -392,14 +395,17 @@ def test_classic_members_join_and_leave_a_consumer_group(broker):
     """A classic member joins a consumer group (a new member: the group epoch as its generation),
     another leaves (the group stays a consumer group); the generations are the epochs pylog's
     coordinator reaches at once (Kafka 4.3 computes a new target assignment at most once a second,
-    KIP-1263, so its epochs lag). A classic member's commit with its previous generation is refused
-    (Kafka 4.3 takes it for partitions the member had then: KIP-1251)."""
+    KIP-1263, so its epochs lag). A classic member's commit with its previous generation is taken
+    for a partition it has had since then, and refused for one it gave up (KIP-1251)."""
     place = Place(broker)
     first = classic_group(place)
     modern = place.modern("modern")
     assert modern.join().error_code == 0
     settle(first)
-    assert first.commit(1) == ILLEGAL_GENERATION
+    kept = min(first.owned)
+    given_up = min(ALL - first.owned)
+    assert (first.commit(1, kept), first.commit(1, given_up)) == (0, ILLEGAL_GENERATION)
+    assert first.commit(0, kept) == ILLEGAL_GENERATION  # before it had it
     second = place.classic()
     answer = second.join()  # a classic member joins the consumer group: epoch 3
     assert (answer.error_code, answer.generation_id, answer.leader, answer.members) == (0, 3, "", ())
