@@ -129,7 +129,12 @@ class EmbeddedBroker:
         started: Future[None] = Future()
         self._thread = threading.Thread(target=self._run, args=(started,), name="pylog-broker", daemon=True)
         self._thread.start()
-        started.result()
+        try:
+            started.result()
+        except BaseException:
+            self._thread.join(timeout=30)
+            self._thread = None  # not started: start() may be called again
+            raise
         if self._register:
             # Lets the CLI and the pylog source find this broker with no address given.
             info = discovery.BrokerInfo(self.bootstrap_servers, os.getpid(), str(self.log_dir))
@@ -158,14 +163,30 @@ class EmbeddedBroker:
             self._broker.start()
             loop.run_until_complete(self._server.start_serving())
         except BaseException as error:  # noqa: BLE001 surface start-up failures (port in use, bad log dir) to start()
+            self._unwind_failed_start(loop)
             started.set_exception(error)
-            loop.close()
             return
         self._schedule_retention()
         started.set_result(None)
         loop.run_forever()
         _finish_tasks(loop)
         loop.close()
+
+    def _unwind_failed_start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Release what a start that failed part way holds (the listener, the log directory's lock,
+        the log cleaner's thread), so that the same directory can be started again at once (a
+        cluster's node retries on another port when its old one was taken meanwhile)."""
+        try:
+            if self._server is not None:
+                loop.run_until_complete(self._server.stop())
+            if self._broker is not None:
+                self._broker.close()
+            _finish_tasks(loop)
+        except Exception:  # noqa: BLE001 the start-up failure is what the caller must see
+            logger.exception("embedded broker: releasing a failed start failed")
+        finally:
+            self._server = self._broker = None
+            loop.close()
 
     def _make_broker(self, loop: asyncio.AbstractEventLoop) -> Broker:
         """The node, made on its event loop's thread: a cluster of one, its own controller (a

@@ -6,9 +6,11 @@ import random
 import socket
 import struct
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafka_spark.broker import EmbeddedBroker
 from tests.support.wire import WireClient
 
 API_VERSIONS, METADATA = 18, 3
@@ -105,3 +107,19 @@ def test_broker_survives_a_storm_of_random_connections(pylog_broker):
             data = struct.pack(">i", rng.randrange(-(2**31), 2**31))
         send_raw(bootstrap, data)
     metadata_works(bootstrap)
+
+
+def test_a_start_that_fails_on_a_taken_port_releases_the_log_directory(tmp_path):
+    """The port is taken: start() raises, and holds nothing (the directory's lock, the log
+    cleaner's thread, the event loop's thread), so the same broker starts at once on the same
+    directory when the port is free again, as a supervisor's retry would."""
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        broker = EmbeddedBroker(log_dir=tmp_path, port=port, register=False)
+        with pytest.raises(OSError):
+            broker.start()
+    with broker:
+        assert broker.port == port
+        metadata_works(broker.bootstrap_servers)

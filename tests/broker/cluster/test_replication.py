@@ -7,6 +7,7 @@ wire client, and waits on conditions with generous deadlines, never for fixed ti
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -419,6 +420,24 @@ def test_cluster_restarted_on_its_log_dir_keeps_topics_leaders_and_records(tmp_p
         }
         assert read_all(cluster.bootstrap_servers, "kept") == [b"%d" % i for i in range(50)]
         assert produce_confluent(cluster.bootstrap_servers, "kept", [b"50"], partition=0) == []
+
+
+def test_a_node_whose_old_port_is_taken_starts_on_another_and_releases_the_failed_start(tmp_path: Path) -> None:
+    """A restart finds one node's old port taken (by anything): that node listens on another port.
+    The first attempt's hold on the node's log directory (its lock, its log cleaner) is released
+    before the second attempt takes the directory (CI once found the lock still held)."""
+    with EmbeddedCluster(brokers=3, log_dir=tmp_path) as cluster:
+        cluster.create_topic("kept", replication_factor=3)
+        assert produce_confluent(cluster.bootstrap_servers, "kept", [b"a", b"b"], partition=0) == []
+        old = {node_id: node.port for node_id, node in cluster.nodes.items()}
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", old[2]))
+        squatter.listen()
+        with EmbeddedCluster(brokers=3, log_dir=tmp_path) as cluster:
+            ports = {node_id: node.port for node_id, node in cluster.nodes.items()}
+            assert ports[2] != old[2] and {0: ports[0], 1: ports[1]} == {0: old[0], 1: old[1]}
+            cluster.wait_for_isr("kept", 0)
+            assert read_all(address(cluster, 2), "kept") == [b"a", b"b"]
 
 
 def test_pylog_cluster_fixture_survives_a_follower_loss(pylog_cluster: EmbeddedCluster) -> None:
