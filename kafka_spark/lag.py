@@ -19,6 +19,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from kafka_spark.offsets import EPOCHS_KEY, START_KEY
+
 __all__ = ["LagListener", "lag_metrics"]
 
 log = logging.getLogger("kafka_spark")
@@ -64,7 +66,9 @@ def lag_metrics(progress: Any, source: int = 0) -> dict[str, str]:
     listener's ``StreamingQueryProgress``, or its JSON as a dict): for each partition in
     ``latestOffset``, ``latest - endOffset``; their min, max and mean as Spark's strings
     (``{"minOffsetsBehindLatest": "0", "maxOffsetsBehindLatest": "40", "avgOffsetsBehindLatest":
-    "13.333333333333334"}``). Empty, as Spark's map, when the source reported no latest offset."""
+    "13.333333333333334"}``). Empty, as Spark's map, when the source reported no latest offset.
+    The leader epochs beside the offsets (``@leaderEpochs``), and the start a new query's first
+    batch records on PySpark 4.0 and 4.1 (``@firstBatchStart``), are no partitions: left out."""
     sources = _as_dict(progress).get("sources") or []
     if source >= len(sources):
         return {}
@@ -75,6 +79,7 @@ def lag_metrics(progress: Any, source: int = 0) -> dict[str, str]:
     behind = [
         int(offset) - int(end.get(topic, {}).get(partition, 0))
         for topic, partitions in latest.items()
+        if topic not in (EPOCHS_KEY, START_KEY)
         for partition, offset in partitions.items()
     ]
     if not behind:

@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 
 import kafka_spark
 from kafka_spark.lag import lag_metrics
+from kafka_spark.offsets import EPOCHS_KEY, START_KEY
 from tests.support.waiting import wait_until
 
 
@@ -126,3 +127,21 @@ def test_offsets_shown_as_a_python_dict_repr_read_as_spark_json_is():
     assert lag_metrics(progress(json.dumps)) == expected
     assert lag_metrics(progress(repr)) == expected
     assert lag_metrics(progress(lambda _: "__import__('os').getpid()")) == {}
+
+
+def test_leader_epochs_and_the_start_a_first_batch_records_are_no_partitions():
+    """Offsets carry their leader epochs (``@leaderEpochs``), and on PySpark 4.0 and 4.1 a new
+    query's first batch carries where it started (``@firstBatchStart``); PySpark before 4.2
+    shows the source's latestOffset() there as the latest offset, with both: the lag is the
+    partitions' only. (Through a 4.0 Connect server, these entries failed lag_metrics with a
+    TypeError.)"""
+    epochs = {"t": {"0": 0, "1": 0}}
+    start = {"t": {"0": 0, "1": 0}, EPOCHS_KEY: epochs}
+    latest = {"t": {"0": 60, "1": 30}, EPOCHS_KEY: epochs, START_KEY: start}
+    end = {"t": {"0": 25, "1": 30}, EPOCHS_KEY: epochs, START_KEY: start}
+    progress = {"sources": [{"latestOffset": repr(latest), "endOffset": repr(end)}]}
+    assert lag_metrics(progress) == {
+        "minOffsetsBehindLatest": "0",
+        "maxOffsetsBehindLatest": "35",
+        "avgOffsetsBehindLatest": "17.5",
+    }
