@@ -29,7 +29,7 @@ test: bootstrap
 MATRIX_PYSPARK ?= 4.0.5 4.1.4 4.2.1
 MATRIX_ARGS ?=
 test-matrix: bootstrap
-	$(PY) scripts/test_matrix.py --pyspark $(MATRIX_PYSPARK) $(if $(MATRIX_ARGS),-- $(MATRIX_ARGS))
+	$(PY) scripts/test_matrix.py --connect --pyspark $(MATRIX_PYSPARK) $(if $(MATRIX_ARGS),-- $(MATRIX_ARGS))
 
 # The layering contracts of setup.cfg ([importlinter]); tests/test_layout_imports.py runs them in `make test`.
 lint-imports: bootstrap

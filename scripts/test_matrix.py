@@ -14,7 +14,13 @@ pytest subprocess; a release whose install fails (pylog's declared PySpark range
 is reported and the next one runs. Prints one row per release and exits non-zero unless every
 release installed and passed.
 
+With ``--connect`` each release's virtualenv also serves Spark Connect: scripts/check_connect.py
+runs there, a Connect server of that release driven from a thin-client virtualenv
+(``pyspark-client`` of the server's minor, no ``pyspark``), and the row says whether pylog's
+formats and helpers worked through it. ``make test-matrix`` adds it.
+
     python scripts/test_matrix.py                                   # 4.0, 4.1, 4.2: MATRIX_TESTS
+    python scripts/test_matrix.py --connect --pyspark 4.0.5 -- tests/test_pyspark_versions.py
     python scripts/test_matrix.py --pyspark 4.1.4 -- tests/read/test_batch.py -x
     python scripts/test_matrix.py --wheel dist/pyspark_pylog-X-py3-none-any.whl --pyspark 4.0.5
 """
@@ -65,11 +71,18 @@ class Row:
     errors: int = 0
     skipped: int = 0
     seconds: float = 0.0
+    connect: str = "-"  # scripts/check_connect.py against this release's Connect server: ok, failed, - (not run)
     note: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.install == "ok" and self.failed == 0 and self.errors == 0 and self.passed > 0
+        return (
+            self.install == "ok"
+            and self.failed == 0
+            and self.errors == 0
+            and self.passed > 0
+            and self.connect != "failed"
+        )
 
 
 def environment(work: Path, python: str | None = None) -> dict[str, str]:
@@ -101,16 +114,17 @@ def build_wheel(dist: Path) -> Path:
     return wheel
 
 
-def install(row: Row, venv: Path, wheel: Path, env: dict[str, str]) -> str | None:
+def install(row: Row, venv: Path, wheel: Path, env: dict[str, str], *, connect: bool = False) -> str | None:
     """The wheel with PySpark ``row.pyspark`` in ``venv`` (created once, then reused); returns its
-    python, or None with ``row`` saying why the install failed."""
+    python, or None with ``row`` saying why the install failed. ``connect``: also ``build``, with
+    which scripts/check_connect.py builds the client's wheel there."""
     python = venv / "bin" / "python"
     if not python.exists():
         base = getattr(sys, "_base_executable", sys.executable)
         subprocess.run([base, "-m", "venv", str(venv)], check=True, env=env)
     steps = (
         # the declared dependencies, resolved with this PySpark (a no-op when the venv has them) ...
-        ["install", "-q", f"{wheel}[spark,test]", f"pyspark[sql]=={row.pyspark}"],
+        ["install", "-q", f"{wheel}[spark,test]", f"pyspark[sql]=={row.pyspark}", *(["build"] if connect else [])],
         # ... and this build of pylog, which the first step leaves alone when the version matches
         ["install", "-q", "--no-deps", "--force-reinstall", str(wheel)],
     )
@@ -159,15 +173,25 @@ def run_tests(row: Row, python: str, run: Path, tests: list[str], env: dict[str,
         row.errors = max(row.errors, 1)
 
 
+def run_connect(row: Row, python: str, run: Path, client_venv: Path, env: dict[str, str]) -> None:
+    """scripts/check_connect.py with this release's python: its Connect server, a thin client."""
+    print(f"test_matrix: pyspark {row.pyspark}: Spark Connect (scripts/check_connect.py)", flush=True)
+    command = [python, str(ROOT / "scripts" / "check_connect.py"), "--work-dir", str(run / "connect")]
+    result = subprocess.run([*command, "--client-venv", str(client_venv)], env=env)
+    row.connect = "ok" if result.returncode == 0 else "failed"
+    if result.returncode != 0:
+        row.note = (row.note + "; " if row.note else "") + f"check_connect exited {result.returncode}"
+
+
 def table(rows: list[Row]) -> str:
     lines = [
-        "| PySpark | install | passed | failed | errors | skipped | pytest time | note |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        "| PySpark | install | passed | failed | errors | skipped | pytest time | Connect | note |",
+        "|---|---|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
         cells = (r.pyspark, r.install, r.passed, r.failed, r.errors, r.skipped)
         time_cell = f"{r.seconds:.0f} s" if r.seconds else "-"
-        lines.append("| " + " | ".join(str(c) for c in (*cells, time_cell, r.note)) + " |")
+        lines.append("| " + " | ".join(str(c) for c in (*cells, time_cell, r.connect, r.note)) + " |")
     return "\n".join(lines)
 
 
@@ -176,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pyspark", nargs="+", default=list(DEFAULT_PYSPARK), help="PySpark releases to install")
     parser.add_argument("--work-dir", type=Path, default=CACHE, help=f"venvs, runs, the wheel (default {CACHE})")
     parser.add_argument("--wheel", type=Path, help="install this wheel instead of building one")
+    parser.add_argument(
+        "--connect", action="store_true", help="also run scripts/check_connect.py on each release's Connect server"
+    )
     parser.add_argument("tests", nargs="*", help="pytest arguments after -- (default: MATRIX_TESTS)")
     args = parser.parse_args(argv)
     work = args.work_dir.resolve()
@@ -194,12 +221,15 @@ def main(argv: list[str] | None = None) -> int:
         with open(work / "venvs" / f"pyspark-{version}-{PY_TAG}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             started = time.monotonic()
-            python = install(row, work / "venvs" / f"pyspark-{version}-{PY_TAG}", wheel, env)
+            python = install(row, work / "venvs" / f"pyspark-{version}-{PY_TAG}", wheel, env, connect=args.connect)
             took = time.monotonic() - started
             print(f"test_matrix: pyspark {version}: install {row.install} in {took:.0f} s", flush=True)
             if python is not None:
                 run = work / "runs" / f"pyspark-{version}"
                 run_tests(row, python, run, tests, {**env, "PYSPARK_PYTHON": python})
+                if args.connect:
+                    client = work / "venvs" / f"connect-client-{version}-{PY_TAG}"
+                    run_connect(row, python, run, client, {**env, "PYSPARK_PYTHON": python})
     print(table(rows), flush=True)
     return 0 if all(r.ok for r in rows) else 1
 

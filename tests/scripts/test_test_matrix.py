@@ -4,10 +4,12 @@ virtualenv per release kept in the user's cache, ~/.cache/pylog/matrix, so a fre
 them), running tests/test_pyspark_versions.py there in one pytest subprocess per release, and on
 the releases without admission control (4.0, 4.1; the lowest one setup.cfg declares among them)
 tests/read/test_without_admission_control.py, whose Spark tests skip where Spark passes the read
-limits. `make test-matrix` runs the whole matrix."""
+limits. `make test-matrix` runs the whole matrix, with each release's Spark Connect server
+(scripts/test_matrix.py --connect; not here: the suite's time)."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -35,6 +37,24 @@ def wheel(tmp_path_factory):
     subprocess.run(command, check=True, capture_output=True, timeout=600)
     (built,) = out.glob("pyspark_pylog-*-py3-none-any.whl")
     return built
+
+
+def _test_matrix_module():
+    """scripts/test_matrix.py as a module (scripts/ is no package)."""
+    spec = importlib.util.spec_from_file_location("pylog_test_matrix", SCRIPTS / "test_matrix.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_release_whose_connect_check_failed_fails_the_matrix():
+    """``--connect`` (make test-matrix): the Connect column, and a failed check fails the row."""
+    matrix = _test_matrix_module()
+    row = matrix.Row("4.0.5", install="ok", passed=2, seconds=40.0)
+    assert row.ok and "| 4.0.5 | ok | 2 | 0 | 0 | 0 | 40 s | - |" in matrix.table([row])
+    row.connect = "failed"
+    assert not row.ok and "| 4.0.5 | ok | 2 | 0 | 0 | 0 | 40 s | failed |" in matrix.table([row])
 
 
 def test_the_matrix_defaults_to_these_releases_from_the_lowest_declared_minor():
